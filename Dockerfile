@@ -1,0 +1,37 @@
+# One image for every process kind: `docker run IMAGE api|relay|worker GROUP|scheduler|migrate`.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Only what the build needs: the repo's .venv/ and var/ must not end up in the image.
+COPY pyproject.toml README.md ./
+COPY sluice ./sluice
+RUN pip install . \
+    && rm -rf /app/build
+
+# A named volume mounted on /data starts with the image's ownership of /data,
+# so the non-root user can write the SQLite file, mail and exports there.
+RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home sluice \
+    && mkdir -p /data \
+    && chown sluice:sluice /data
+
+USER sluice
+WORKDIR /data
+
+ENV SLUICE_HOST=0.0.0.0 \
+    SLUICE_PORT=8080 \
+    SLUICE_DATA_DIR=/data
+
+EXPOSE 8080
+
+# Meaningful for `api` only; compose disables it for the other process kinds.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SLUICE_PORT', '8080'), timeout=2)"]
+
+ENTRYPOINT ["sluice"]
+CMD ["api"]

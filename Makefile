@@ -1,0 +1,46 @@
+# Developer entry points. Each of `run` and `test` works on its own on a fresh
+# machine with nothing but Python 3.11+: the venv is created and the package
+# (with its dev extras) installed on first use, and reinstalled only when
+# pyproject.toml changes.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help run test lint clean
+
+help:
+	@echo "make run    - start everything locally (sluice up, embedded Redis + SQLite)"
+	@echo "make test   - run the test suite (PYTEST_ARGS='...' to pass options)"
+	@echo "make lint   - ruff check, ruff format --check, mypy"
+	@echo "make clean  - remove the venv and caches (keeps ./var, the local data)"
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "sluice needs Python 3.11+; set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+# The stamp, not the venv directory, carries the install's date: the directory's
+# mtime changes whenever pip touches it.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+run: $(STAMP)
+	$(BIN)/sluice up
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check sluice tests
+	$(BIN)/ruff format --check sluice tests
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find . -path ./var -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,57 @@
+"""The ``sluice`` command: argument parsing -> load_config -> configure_logging -> command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from sluice import commands
+from sluice.config import load_config
+from sluice.errors import SluiceError
+from sluice.logs import configure_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("up", help="API, relay and every handler group, with embedded Redis if needed")
+    sub.add_parser("api", help="serve the HTTP API")
+    sub.add_parser("relay", help="publish committed events to Redis Streams")
+    worker = sub.add_parser("worker", help="run handler groups")
+    worker.add_argument("groups", nargs="+", metavar="GROUP")
+    worker.add_argument("--consumer", help="consumer name (default: the host name)")
+    sub.add_parser("migrate", help="apply database migrations and exit")
+    replay = sub.add_parser("replay", help="rebuild a projection from the event history")
+    replay.add_argument("projection")
+    replay.add_argument("--no-progress", action="store_true")
+    status = sub.add_parser("status", help="streams, groups, lag, pending, dead letters")
+    status.add_argument("--json", action="store_true")
+    dlq = sub.add_parser("dlq", help="dead letters: list, redrive, drop")
+    dlq_sub = dlq.add_subparsers(dest="action", required=True)
+    dlq_list = dlq_sub.add_parser("list")
+    dlq_list.add_argument("--group")
+    dlq_list.add_argument("--limit", type=int, default=50)
+    for action in ("redrive", "drop"):
+        one = dlq_sub.add_parser(action)
+        one.add_argument("group")
+        one.add_argument("id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config()
+        configure_logging(config)
+        return asyncio.run(commands.dispatch(config, args))
+    except SluiceError as exc:
+        print(f"sluice: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The few exception types sluice raises; the HTTP layer maps them to problem+json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class SluiceError(Exception):
+    """Base of every error sluice raises on purpose."""
+
+
+class ConfigError(SluiceError):
+    """The configuration cannot be used."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    message: str
+
+
+class ProblemError(SluiceError):
+    """An error with an HTTP meaning: status, title and optional field errors."""
+
+    status = 500
+    title = "Internal Server Error"
+
+    def __init__(self, detail: str, errors: list[FieldError] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors or []
+
+
+class BadRequest(ProblemError):
+    status = 400
+    title = "Bad Request"
+
+
+class NotFound(ProblemError):
+    status = 404
+    title = "Not Found"
+
+
+class Conflict(ProblemError):
+    status = 409
+    title = "Conflict"
+
+
+class UnsupportedMediaType(ProblemError):
+    status = 415
+    title = "Unsupported Media Type"
+
+
+class Unprocessable(ProblemError):
+    status = 422
+    title = "Unprocessable Content"
+
+
+class DependencyDown(ProblemError):
+    status = 503
+    title = "Service Unavailable"
+
+
+@dataclass
+class HandlerError(SluiceError):
+    """A handler failure; ``permanent`` sends the entry straight to the dead letters."""
+
+    message: str
+    permanent: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message

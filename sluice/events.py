@@ -1,0 +1,157 @@
+"""Every domain event, one tagged union, one encoder/decoder pair.
+
+Events are frozen and past-tense. New fields always get defaults and unknown
+fields are ignored on decode, so an older consumer keeps reading newer events.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from typing import ClassVar
+
+import msgspec
+
+
+def uuid7() -> str:
+    """A UUIDv7 string: 48-bit Unix milliseconds, then random bits (RFC 9562)."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | rand
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Fields every event carries. ``aggregate`` names the stream it is published on."""
+
+    aggregate: ClassVar[str]
+    event_id: str = msgspec.field(default_factory=uuid7)
+    occurred_at: datetime = msgspec.field(default_factory=utcnow)
+    trace_id: str = ""
+    v: int = 1
+
+
+class UserRegistered(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "users"
+    user_id: str
+    email: str
+    name: str | None = None
+
+
+class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "links"
+    code: str
+    owner_id: str
+    url: str
+    expires_at: datetime | None = None
+    disabled: bool = False
+
+
+class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
+    """The link's whole new state, so a cache can apply it without a read."""
+
+    aggregate: ClassVar[str] = "links"
+    code: str
+    owner_id: str
+    url: str
+    expires_at: datetime | None = None
+    disabled: bool = False
+
+
+class LinkVisited(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "visits"
+    code: str
+    visitor: str  # keyed hash of IP + User-Agent; the raw IP is never stored
+    referrer_host: str | None = None
+    browser: str = "Other"
+    is_bot: bool = False
+
+
+class ArticleViewed(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "articles"
+    article_id: str
+    viewer: str  # user id, the given viewer, or a keyed hash of IP + User-Agent
+
+
+class ReminderCreated(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "reminders"
+    reminder_id: str
+    owner_id: str
+    cron: str
+    timezone: str
+    text: str
+
+
+class ReminderDeleted(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "reminders"
+    reminder_id: str
+    owner_id: str
+
+
+class ReminderDue(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "reminders"
+    reminder_id: str
+    owner_id: str
+    scheduled_for: datetime
+    text: str
+
+
+class ExportRequested(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "exports"
+    job_id: str
+    owner_id: str
+    code: str
+
+
+class TaskRunFinished(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "tasks"
+    run_id: str
+    task: str
+    trigger: str  # cron | manual
+    status: str  # succeeded | failed
+    scheduled_for: datetime | None = None
+    error: str | None = None
+
+
+AnyEvent = (
+    UserRegistered
+    | LinkCreated
+    | LinkUpdated
+    | LinkVisited
+    | ArticleViewed
+    | ReminderCreated
+    | ReminderDeleted
+    | ReminderDue
+    | ExportRequested
+    | TaskRunFinished
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+AGGREGATES: frozenset[str] = frozenset(cls.aggregate for cls in EVENT_TYPES.values())
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode(data: bytes | str) -> AnyEvent:
+    """Decode one event; raises ``msgspec.DecodeError`` (or ValidationError) on bad data."""
+    return _decoder.decode(data)
+
+
+def type_name(event: Event) -> str:
+    return type(event).__name__

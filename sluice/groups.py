@@ -1,0 +1,18 @@
+"""The registry of handler groups and projections: the one place that names them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sluice.projections import article_views
+from sluice.projections.base import Projection
+from sluice.projections.runtime import projection_group
+from sluice.resources import Resources
+from sluice.streams.consumer import GroupSpec
+
+PROJECTIONS: dict[str, Projection] = {p.name: p for p in (article_views.PROJECTION,)}
+
+GROUPS: dict[str, Callable[[Resources], GroupSpec]] = {
+    name: (lambda resources, p=projection: projection_group(p, resources))
+    for name, projection in PROJECTIONS.items()
+}

@@ -1,0 +1,119 @@
+"""Each process kind as one coroutine that runs until ``stop`` is set."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from collections.abc import Sequence
+
+import structlog
+from aiohttp import web
+
+from sluice.config import Config
+from sluice.groups import GROUPS
+from sluice.resources import open_resources, redis_client
+from sluice.streams.consumer import Consumer, RuntimeSettings
+from sluice.streams.relay import Relay
+
+log = structlog.get_logger(__name__)
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT: graceful shutdown for every process kind."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+def default_consumer_name() -> str:
+    """Stable across restarts on one host, so a restarted worker finds its own pending list."""
+    return socket.gethostname()
+
+
+def runtime_settings(config: Config) -> RuntimeSettings:
+    return RuntimeSettings(
+        batch=config.worker_batch,
+        block_ms=config.worker_block_ms,
+        claim_idle_ms=config.claim_idle_ms,
+        retry_base_ms=config.retry_base_ms,
+        max_deliveries=config.max_deliveries,
+    )
+
+
+async def run_worker(
+    config: Config, groups: Sequence[str], stop: asyncio.Event, consumer: str | None = None
+) -> None:
+    unknown = sorted(set(groups) - set(GROUPS))
+    if unknown:
+        raise SystemExit(f"unknown handler group(s): {', '.join(unknown)}; known: {sorted(GROUPS)}")
+    name = consumer or default_consumer_name()
+    # The blocking reads need a socket timeout longer than their BLOCK.
+    reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
+    try:
+        async with open_resources(config) as resources:
+            consumers = [
+                Consumer(
+                    GROUPS[g](resources), reader, resources.keys, name, runtime_settings(config)
+                )
+                for g in groups
+            ]
+            log.info("worker started", groups=list(groups), consumer=name)
+            await asyncio.gather(*(c.run(stop) for c in consumers))
+    finally:
+        await reader.aclose()
+    log.info("worker stopped", groups=list(groups))
+
+
+async def run_relay(config: Config, stop: asyncio.Event) -> None:
+    async with open_resources(config) as resources:
+        relay = Relay(
+            resources.store,
+            resources.redis,
+            resources.keys,
+            batch=config.relay_batch,
+            poll_ms=config.relay_poll_ms,
+            retention_s=config.stream_retention,
+        )
+        resources.store.add_commit_listener(relay.wake.set)
+        log.info("relay started")
+        await relay.run(stop)
+    log.info("relay stopped", published=relay.published)
+
+
+async def run_api(config: Config, stop: asyncio.Event) -> None:
+    from sluice.http import create_app
+
+    runner = web.AppRunner(create_app(config), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+        await site.start()
+        log.info("api listening", url=f"http://{config.host}:{config.port}")
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+async def run_all(config: Config, stop: asyncio.Event) -> None:
+    """API, relay and every handler group in one process (``sluice up``)."""
+    tasks = [
+        asyncio.create_task(run_api(config, stop), name="api"),
+        asyncio.create_task(run_relay(config, stop), name="relay"),
+        asyncio.create_task(run_worker(config, sorted(GROUPS), stop), name="workers"),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                log.error("component failed, stopping", component=task.get_name())
+                stop.set()
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        stop.set()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

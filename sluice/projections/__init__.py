@@ -1,0 +1,1 @@
+"""Projections: read models built from events, deduplicated by event id."""

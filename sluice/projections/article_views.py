@@ -1,0 +1,171 @@
+"""The ``article-views`` projection: view totals and day/week/month leaderboards.
+
+A hot article gets one UPDATE per batch, not one per view: a batch's fresh
+events are summed in memory and written as deltas. Leaderboards live in Redis
+sorted sets written with absolute counts (``ZADD GT``), so writing them again
+after a crash or from two workers is harmless; SQLite stays the source of truth.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from redis.asyncio import Redis
+
+from sluice.config import Config
+from sluice.events import AnyEvent, ArticleViewed, utcnow
+from sluice.projections.base import Projection
+from sluice.resources import Resources
+from sluice.store import Store, Tx
+from sluice.store.migrations import ARTICLE_VIEWS_DDL
+from sluice.streams.keys import Keys
+
+PERIODS = ("day", "week", "month")
+_KEY_TTL = {"day": timedelta(days=8), "week": timedelta(days=15), "month": timedelta(days=62)}
+
+
+def period_start(period: str, moment: datetime, zone: ZoneInfo) -> date:
+    """First day of the period holding ``moment``, in ``zone``; weeks start on Monday."""
+    local = moment.astimezone(zone).date()
+    if period == "day":
+        return local
+    if period == "week":
+        return local - timedelta(days=local.weekday())
+    if period == "month":
+        return local.replace(day=1)
+    raise ValueError(f"unknown period {period!r}")
+
+
+def _period_end(period: str, start: date) -> date:
+    if period == "day":
+        return start + timedelta(days=1)
+    if period == "week":
+        return start + timedelta(days=7)
+    return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
+
+
+async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> None:
+    totals: Counter[str] = Counter()
+    periods: Counter[tuple[str, str, str]] = Counter()
+    zone = config.zone
+    for event in events:
+        if not isinstance(event, ArticleViewed):
+            continue
+        totals[event.article_id] += 1
+        for period in PERIODS:
+            start = period_start(period, event.occurred_at, zone).isoformat()
+            periods[(period, start, event.article_id)] += 1
+    if not totals:
+        return
+    now = utcnow().isoformat()
+    await tx.executemany(
+        f"INSERT INTO article_views{s} (article_id, views, updated_at) VALUES (?, ?, ?)"
+        " ON CONFLICT (article_id) DO UPDATE"
+        " SET views = views + excluded.views, updated_at = excluded.updated_at",
+        [(article, n, now) for article, n in totals.items()],
+    )
+    await tx.executemany(
+        f"INSERT INTO article_view_periods{s} (period, start, article_id, views)"
+        " VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (period, start, article_id) DO UPDATE SET views = views + excluded.views",
+        [(*key, n) for key, n in periods.items()],
+    )
+
+
+def _leaderboard_expiry(period: str, start: date, zone: ZoneInfo) -> int:
+    end = datetime.combine(_period_end(period, start), datetime.min.time(), zone)
+    return int((end + _KEY_TTL[period]).timestamp())
+
+
+async def publish(resources: Resources, events: Sequence[AnyEvent]) -> None:
+    """Copy the absolute period counts of the touched articles into the sorted sets."""
+    zone = resources.config.zone
+    touched: dict[tuple[str, str], set[str]] = {}
+    for event in events:
+        if isinstance(event, ArticleViewed):
+            for period in PERIODS:
+                start = period_start(period, event.occurred_at, zone).isoformat()
+                touched.setdefault((period, start), set()).add(event.article_id)
+    now = utcnow().timestamp()
+    pipe = resources.redis.pipeline(transaction=False)
+    for (period, start), articles in touched.items():
+        expire_at = _leaderboard_expiry(period, date.fromisoformat(start), zone)
+        if expire_at <= now:
+            continue
+        ids = sorted(articles)
+        rows = await resources.store.fetchall(
+            "SELECT article_id, views FROM article_view_periods"
+            f" WHERE period = ? AND start = ? AND article_id IN ({', '.join('?' * len(ids))})",
+            (period, start, *ids),
+        )
+        if rows:
+            key = resources.keys.top(period, start)
+            pipe.zadd(key, {article: views for article, views in rows}, gt=True)
+            pipe.expireat(key, expire_at)
+    if len(pipe):
+        await pipe.execute()
+
+
+async def republish(resources: Resources) -> None:
+    """Rewrite the current periods' sorted sets from the rebuilt tables."""
+    now = utcnow()
+    zone = resources.config.zone
+    for period in PERIODS:
+        start = period_start(period, now, zone)
+        rows = await resources.store.fetchall(
+            "SELECT article_id, views FROM article_view_periods WHERE period = ? AND start = ?",
+            (period, start.isoformat()),
+        )
+        key = resources.keys.top(period, start.isoformat())
+        pipe = resources.redis.pipeline(transaction=True)
+        pipe.delete(key)
+        if rows:
+            pipe.zadd(key, dict(rows))
+            pipe.expireat(key, _leaderboard_expiry(period, start, zone))
+        await pipe.execute()
+
+
+PROJECTION = Projection(
+    name="article-views",
+    aggregates=("articles",),
+    event_types=("ArticleViewed",),
+    ddl=ARTICLE_VIEWS_DDL,
+    tables=("article_views", "article_view_periods", "article_views_processed"),
+    apply=apply,
+    publish=publish,
+    republish=republish,
+)
+
+
+# Reads used by the HTTP views.
+
+
+async def views_of(store: Store, article_id: str) -> int:
+    row = await store.fetchone(
+        "SELECT views FROM article_views WHERE article_id = ?", (article_id,)
+    )
+    return int(row[0]) if row else 0
+
+
+async def top_from_store(
+    store: Store, period: str, start: date, limit: int
+) -> list[tuple[str, int]]:
+    rows = await store.fetchall(
+        "SELECT article_id, views FROM article_view_periods WHERE period = ? AND start = ?"
+        " ORDER BY views DESC, article_id LIMIT ?",
+        (period, start.isoformat(), limit),
+    )
+    return [(str(a), int(v)) for a, v in rows]
+
+
+async def top_from_redis(
+    redis: Redis, keys: Keys, period: str, start: date, limit: int
+) -> list[tuple[str, int]] | None:
+    """The leaderboard from Redis, or None when its sorted set does not exist."""
+    rows = await redis.zrevrange(keys.top(period, start.isoformat()), 0, limit - 1, withscores=True)
+    if not rows:
+        return None
+    return [(member.decode(), int(score)) for member, score in rows]

@@ -1,0 +1,38 @@
+"""What a projection declares so the live worker and ``sluice replay`` share it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from sluice.config import Config
+from sluice.events import AnyEvent
+from sluice.resources import Resources
+from sluice.store import Tx
+
+# apply(tx, fresh events, table suffix, config): write the effect of events not seen before.
+Apply = Callable[[Tx, Sequence[AnyEvent], str, Config], Awaitable[None]]
+# publish(resources, events): derived state outside the database, idempotent (absolute values).
+Publish = Callable[[Resources, Sequence[AnyEvent]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Projection:
+    name: str
+    aggregates: tuple[str, ...]
+    event_types: tuple[str, ...]
+    ddl: str  # CREATE statements with {s} after every table and index name
+    tables: tuple[str, ...]
+    apply: Apply
+    publish: Publish | None = None
+    # After a rebuild: rewrite derived state outside the database from scratch.
+    republish: Callable[[Resources], Awaitable[None]] | None = None
+
+    @property
+    def processed_table(self) -> str:
+        return f"{self.name.replace('-', '_')}_processed"
+
+    @property
+    def watermark(self) -> str:
+        """Position name: every event at or below it is already in the tables."""
+        return f"projection:{self.name}"

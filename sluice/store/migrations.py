@@ -1,0 +1,49 @@
+"""Versioned schema migrations, applied in order at start.
+
+Projection tables are written as templates with ``{s}``: the suffix is empty
+for the live tables and a generation tag while ``sluice replay`` rebuilds them.
+"""
+
+from __future__ import annotations
+
+ARTICLE_VIEWS_DDL = """
+CREATE TABLE article_views{s} (
+    article_id TEXT PRIMARY KEY,
+    views INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE article_view_periods{s} (
+    period TEXT NOT NULL,
+    start TEXT NOT NULL,
+    article_id TEXT NOT NULL,
+    views INTEGER NOT NULL,
+    PRIMARY KEY (period, start, article_id)
+) WITHOUT ROWID;
+CREATE INDEX article_view_periods_rank{s} ON article_view_periods{s} (period, start, views DESC);
+CREATE TABLE article_views_processed{s} (
+    event_id TEXT PRIMARY KEY
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "event history, outbox positions",
+        """
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            event_id TEXT NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            aggregate TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            trace_id TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE positions (
+            name TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (2, "article views projection", ARTICLE_VIEWS_DDL.format(s="")),
+]

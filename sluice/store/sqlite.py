@@ -1,0 +1,175 @@
+"""The SQLite backend: aiosqlite in WAL mode, one writer connection per process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import structlog
+
+from sluice.events import Event, encode, type_name, utcnow
+from sluice.store.base import Row, StoredEvent
+from sluice.store.migrations import MIGRATIONS
+
+log = structlog.get_logger(__name__)
+
+_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    # FULL: a 2xx means the events survive a power cut, not only a crash.
+    "PRAGMA synchronous=FULL",
+    "PRAGMA busy_timeout=10000",
+    "PRAGMA foreign_keys=ON",
+)
+_EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
+
+
+async def _connect(path: Path) -> aiosqlite.Connection:
+    db = await aiosqlite.connect(path, isolation_level=None)
+    for pragma in _PRAGMAS:
+        await db.execute(pragma)
+    return db
+
+
+class SqliteTx:
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+        self.appended = 0
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        cursor = await self._db.execute(sql, params)
+        return int(cursor.rowcount)
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self._db.executemany(sql, rows)
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        async with self._db.execute(sql, params) as cursor:
+            row = await cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        async with self._db.execute(sql, params) as cursor:
+            return [tuple(r) for r in await cursor.fetchall()]
+
+    async def append(self, *events: Event) -> None:
+        now = utcnow().isoformat()
+        await self._db.executemany(
+            "INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(e.event_id, type_name(e), e.aggregate, encode(e), e.trace_id, now) for e in events],
+        )
+        self.appended += len(events)
+
+    async def execute_script(self, script: str) -> None:
+        # executescript would COMMIT first; run the statements one by one instead.
+        for statement in filter(None, (s.strip() for s in script.split(";"))):
+            await self._db.execute(statement)
+
+
+class SqliteStore:
+    """Writes go through one connection under a lock; reads use a second one."""
+
+    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+        self._writer = writer
+        self._reader = reader
+        self._lock = asyncio.Lock()
+        self._listeners: list[Callable[[], None]] = []
+
+    @classmethod
+    async def open(cls, path: Path) -> SqliteStore:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await _connect(path)
+        reader = await _connect(path)
+        store = cls(writer, reader)
+        await store.migrate()
+        return store
+
+    async def migrate(self) -> list[int]:
+        """Apply pending migrations; safe when several processes start at once."""
+        applied: list[int] = []
+        async with self.transaction() as tx:
+            await tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations"
+                " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            done = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
+            for version, name, script in MIGRATIONS:
+                if version in done:
+                    continue
+                await tx.execute_script(script)
+                await tx.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                    (version, name, utcnow().isoformat()),
+                )
+                applied.append(version)
+        if applied:
+            log.info("migrations applied", versions=applied)
+        return applied
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqliteTx]:
+        async with self._lock:
+            tx = SqliteTx(self._writer)
+            # IMMEDIATE takes the write lock up front: no deadlock on upgrade.
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield tx
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                raise
+            await self._writer.execute("COMMIT")
+        if tx.appended:
+            for callback in self._listeners:
+                callback()
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        async with self._reader.execute(sql, params) as cursor:
+            row = await cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        async with self._reader.execute(sql, params) as cursor:
+            return [tuple(r) for r in await cursor.fetchall()]
+
+    async def events_after(
+        self, seq: int, limit: int, *, types: Sequence[str] = ()
+    ) -> list[StoredEvent]:
+        sql = f"SELECT {_EVENT_COLUMNS} FROM events WHERE seq > ?"
+        params: list[Any] = [seq]
+        if types:
+            sql += f" AND type IN ({', '.join('?' * len(types))})"
+            params.extend(types)
+        sql += " ORDER BY seq LIMIT ?"
+        params.append(limit)
+        rows = await self.fetchall(sql, params)
+        return [StoredEvent(*row) for row in rows]
+
+    async def max_seq(self) -> int:
+        row = await self.fetchone("SELECT COALESCE(MAX(seq), 0) FROM events")
+        return int(row[0]) if row else 0
+
+    async def position(self, name: str) -> int:
+        row = await self.fetchone("SELECT seq FROM positions WHERE name = ?", (name,))
+        return int(row[0]) if row else 0
+
+    async def set_position(self, name: str, seq: int) -> None:
+        async with self.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO positions (name, seq) VALUES (?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
+                (name, seq),
+            )
+
+    def add_commit_listener(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
+
+    async def ping(self) -> None:
+        await self.fetchone("SELECT 1")
+
+    async def close(self) -> None:
+        await self._writer.close()
+        await self._reader.close()

@@ -1,0 +1,1 @@
+"""Redis Streams transport: names, relay, consumer-group runtime, maintenance."""

@@ -1,0 +1,349 @@
+"""The consumer-group runtime. It knows streams and outcomes, nothing of domains.
+
+One ``Consumer`` runs one handler group under a stable consumer name:
+it creates the groups (``MKSTREAM``, ``BUSYGROUP`` ignored, ``NOGROUP``
+recovered), drains its own pending entries first, then reads new ones in
+batches with ``BLOCK`` on a connection of its own. Entries are acked only
+after the handler returned, so after its effect committed. Entries of dead
+consumers are reclaimed with ``XAUTOCLAIM``; a long batch keeps its entries
+by resetting their idle time. Failures go to retries with backoff and, after
+``max_deliveries``, to the group's dead letters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+import redis.exceptions
+import structlog
+
+from sluice.streams.failures import Failures, backoff_ms
+from sluice.streams.keys import Keys
+from sluice.streams.messages import (
+    BatchHandler,
+    Delivery,
+    Message,
+    PoisonMessage,
+    fields_from_redis,
+)
+from sluice.streams.waiting import wait_or_stop
+
+log = structlog.get_logger(__name__)
+
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+RawEntry = tuple[bytes, dict[bytes, bytes] | None]
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A handler group: its name, the aggregate streams it reads, its batch handler."""
+
+    name: str
+    aggregates: tuple[str, ...]
+    handler: BatchHandler
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    batch: int = 100
+    block_ms: int = 2_000
+    claim_idle_ms: int = 60_000
+    retry_base_ms: int = 2_000
+    max_deliveries: int = 5
+
+
+@dataclass
+class Counters:
+    handled: int = 0
+    retried: int = 0
+    dead: int = 0
+    claimed: int = 0
+
+
+class Consumer:
+    def __init__(
+        self,
+        spec: GroupSpec,
+        redis: aioredis.Redis,
+        keys: Keys,
+        name: str,
+        settings: RuntimeSettings,
+    ) -> None:
+        self.spec = spec
+        self.group = spec.name
+        self.redis = redis
+        self.keys = keys
+        self.name = name
+        self.settings = settings
+        self.streams = [keys.stream(a) for a in spec.aggregates] + [keys.retry(spec.name)]
+        self.failures = Failures(redis, keys, spec.name)
+        self.counters = Counters()
+        self._cursors = dict.fromkeys(self.streams, "0-0")
+        self._drained = False
+
+    # Groups.
+
+    async def ensure_groups(self) -> None:
+        for stream in self.streams:
+            try:
+                await self.redis.xgroup_create(stream, self.group, id="0", mkstream=True)
+            except redis.exceptions.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    # The loops.
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set; the batch in hand is finished, then acked."""
+        background = [
+            asyncio.create_task(self._every(stop, self._claim_interval(), self.reclaim)),
+            asyncio.create_task(self._every(stop, self._move_interval(), self.failures.move_due)),
+        ]
+        try:
+            await self._consume(stop)
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+
+    async def _consume(self, stop: asyncio.Event) -> None:
+        backoff = 0.1
+        groups_ready = False
+        while not stop.is_set():
+            try:
+                if not groups_ready:
+                    await self.ensure_groups()
+                    groups_ready = True
+                await self.step()
+                backoff = 0.1
+            except redis.exceptions.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                log.warning("consumer: group missing, recreating", group=self.group)
+                groups_ready = False
+            except REDIS_DOWN as exc:
+                log.warning("consumer: redis unavailable", group=self.group, error=str(exc))
+                self._drained = False  # entries in hand may be ours to finish after reconnect
+                await wait_or_stop(stop, backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def step(self) -> int:
+        """Read and handle one batch: own pending entries first, then new ones."""
+        if not self._drained:
+            batch = await self._read("0", block=None)
+            if not batch:
+                self._drained = True
+                return 0
+        else:
+            batch = await self._read(">", block=self.settings.block_ms)
+        if batch:
+            await self.process(batch)
+        return len(batch)
+
+    async def _read(self, start: str, block: int | None) -> list[Message]:
+        reply = await self.redis.xreadgroup(
+            self.group,
+            self.name,
+            dict.fromkeys(self.streams, start),
+            count=self.settings.batch,
+            block=block,
+        )
+        messages: list[Message] = []
+        for stream_raw, entries in reply or []:
+            stream = stream_raw.decode()
+            live = await self._live_entries(stream, entries)
+            history = start != ">"
+            counts = await self._delivery_counts(stream, live) if history else {}
+            for entry_id, fields in live:
+                messages.append(self._message(stream, entry_id, fields, counts.get(entry_id, 1)))
+        return messages
+
+    async def _live_entries(
+        self, stream: str, entries: Sequence[RawEntry]
+    ) -> list[tuple[str, dict[bytes, bytes]]]:
+        """Entries whose data still exists; pending ids of trimmed entries are acked."""
+        gone = [eid.decode() for eid, fields in entries if not fields]
+        if gone:
+            await self.redis.xack(stream, self.group, *gone)
+            log.warning("consumer: pending entries were deleted", stream=stream, ids=gone)
+        return [(eid.decode(), fields) for eid, fields in entries if fields]
+
+    async def _delivery_counts(
+        self, stream: str, entries: Sequence[tuple[str, object]]
+    ) -> dict[str, int]:
+        if not entries:
+            return {}
+        rows = await self.redis.xpending_range(
+            stream, self.group, min=entries[0][0], max=entries[-1][0], count=len(entries) * 4
+        )
+        return {row["message_id"].decode(): int(row["times_delivered"]) for row in rows}
+
+    def _message(
+        self, stream: str, entry_id: str, raw: Mapping[bytes, bytes], times_delivered: int
+    ) -> Message:
+        fields = fields_from_redis(raw)
+        before = int(fields.get("deliveries", "0") or 0)
+        return Message(stream, entry_id, fields, before + times_delivered)
+
+    # Handling and outcomes.
+
+    async def process(self, messages: Sequence[Message]) -> None:
+        deliveries: list[Delivery] = []
+        failed: dict[tuple[str, str], BaseException] = {}
+        for message in messages:
+            if message.deliveries > self.settings.max_deliveries:
+                failed[message.key] = RuntimeError(
+                    f"delivered {message.deliveries} times without an outcome"
+                )
+                continue
+            try:
+                deliveries.append(Delivery(message, message.decode()))
+            except PoisonMessage as exc:
+                failed[message.key] = exc
+        if deliveries:
+            failed.update(await self._handle(deliveries))
+        await self._settle(messages, failed)
+
+    async def _handle(
+        self, deliveries: Sequence[Delivery]
+    ) -> Mapping[tuple[str, str], BaseException]:
+        keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
+        started = time.perf_counter()
+        try:
+            return await self.spec.handler(deliveries)
+        except REDIS_DOWN:
+            raise  # not the entries' fault: they stay pending and come back
+        except Exception as exc:
+            log.exception("consumer: handler failed for the whole batch", group=self.group)
+            return {d.message.key: exc for d in deliveries}
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            self._log_batch(deliveries, time.perf_counter() - started)
+
+    def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
+        for delivery in deliveries:
+            m = delivery.message
+            log.info(
+                "event handled",
+                group=self.group,
+                stream=m.stream,
+                entry_id=m.entry_id,
+                event_id=m.event_id,
+                event_type=m.type,
+                trace_id=m.trace_id,
+                deliveries=m.deliveries,
+                batch_ms=round(seconds * 1000, 2),
+            )
+
+    async def _settle(
+        self, messages: Sequence[Message], failed: Mapping[tuple[str, str], BaseException]
+    ) -> None:
+        done: dict[str, list[str]] = {}
+        for message in messages:
+            error = failed.get(message.key)
+            if error is None:
+                done.setdefault(message.stream, []).append(message.entry_id)
+            else:
+                await self._fail(message, error)
+        pipe = self.redis.pipeline(transaction=False)
+        for stream, ids in done.items():
+            pipe.xack(stream, self.group, *ids)
+        if len(pipe):
+            await pipe.execute()
+        self.counters.handled += sum(len(ids) for ids in done.values())
+
+    async def _fail(self, message: Message, error: BaseException) -> None:
+        text = f"{type(error).__name__}: {error}"
+        permanent = bool(getattr(error, "permanent", False))
+        if permanent or message.deliveries >= self.settings.max_deliveries:
+            await self.failures.dead(
+                message.stream, message.entry_id, message.fields, message.deliveries, text
+            )
+            self.counters.dead += 1
+            log.error(
+                "event dead-lettered", group=self.group, event_id=message.event_id,
+                event_type=message.type, trace_id=message.trace_id,
+                deliveries=message.deliveries, error=text,
+            )  # fmt: skip
+            return
+        delay = backoff_ms(self.settings.retry_base_ms, message.deliveries)
+        await self.failures.retry(
+            message.stream, message.entry_id, message.fields, message.deliveries, delay
+        )
+        self.counters.retried += 1
+        log.warning(
+            "event failed, retrying", group=self.group, event_id=message.event_id,
+            event_type=message.type, trace_id=message.trace_id,
+            deliveries=message.deliveries, retry_in_ms=delay, error=text,
+        )  # fmt: skip
+
+    async def _keep_claimed(self, messages: Sequence[Message]) -> None:
+        """Reset the entries' idle time while a long batch runs, so no one reclaims them."""
+        by_stream: dict[str, list[str]] = {}
+        for message in messages:
+            by_stream.setdefault(message.stream, []).append(message.entry_id)
+        while True:
+            await asyncio.sleep(self.settings.claim_idle_ms / 3000)
+            with contextlib.suppress(*REDIS_DOWN):
+                for stream, ids in by_stream.items():
+                    await self.redis.xclaim(stream, self.group, self.name, 0, ids, justid=True)
+
+    # Reclaiming from dead consumers.
+
+    async def reclaim(self) -> int:
+        """XAUTOCLAIM entries idle past ``claim_idle_ms`` from any consumer and handle them."""
+        total = 0
+        for stream in self.streams:
+            reply = await self.redis.xautoclaim(
+                stream,
+                self.group,
+                self.name,
+                self.settings.claim_idle_ms,
+                start_id=self._cursors[stream],
+                count=self.settings.batch,
+            )
+            cursor, entries = reply[0], reply[1]
+            deleted = reply[2] if len(reply) > 2 else []
+            self._cursors[stream] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
+            if deleted:
+                log.warning("consumer: claimed entries were deleted", stream=stream, n=len(deleted))
+            live = await self._live_entries(stream, entries)
+            if not live:
+                continue
+            counts = await self._delivery_counts(stream, live)
+            batch = [self._message(stream, eid, f, counts.get(eid, 1)) for eid, f in live]
+            self.counters.claimed += len(batch)
+            log.info("consumer: reclaimed entries", group=self.group, stream=stream, n=len(batch))
+            await self.process(batch)
+            total += len(batch)
+        return total
+
+    def _claim_interval(self) -> float:
+        return min(max(self.settings.claim_idle_ms / 2000, 0.2), 30.0)
+
+    def _move_interval(self) -> float:
+        return min(max(self.settings.retry_base_ms / 4000, 0.05), 1.0)
+
+    async def _every(
+        self, stop: asyncio.Event, seconds: float, job: Callable[[], Awaitable[int]]
+    ) -> None:
+        while not stop.is_set():
+            await wait_or_stop(stop, seconds)
+            if stop.is_set():
+                return
+            try:
+                await job()
+            except REDIS_DOWN:
+                continue
+            except redis.exceptions.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    log.exception("consumer: background job failed", group=self.group)
+            except Exception:
+                log.exception("consumer: background job failed", group=self.group)

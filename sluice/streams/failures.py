@@ -1,0 +1,137 @@
+"""Retries and dead letters, each moved atomically by a Lua script.
+
+A failed entry is acked on its stream and added to the group's delayed set in
+one script; due entries move from the delayed set to the group's own retry
+stream in another; a dead letter is added and acked in a third. No step can
+leave an entry both pending and scheduled, or dead and pending.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+
+import redis.asyncio as aioredis
+
+from sluice.events import utcnow
+from sluice.streams.keys import Keys
+
+_RETRY = """
+local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+if acked == 1 then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+end
+return acked
+"""
+
+_DEAD = """
+local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+if acked == 1 then
+  return redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
+end
+return false
+"""
+
+_MOVE_DUE = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, member in ipairs(due) do
+  redis.call('XADD', KEYS[2], '*', unpack(cjson.decode(member)))
+  redis.call('ZREM', KEYS[1], member)
+end
+return #due
+"""
+
+_REDRIVE = """
+local entries = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+if #entries == 0 then return false end
+local fields = entries[1][2]
+local out = {}
+for i = 1, #fields, 2 do
+  local name = fields[i]
+  if name == 'event_id' or name == 'seq' or name == 'type' or name == 'trace_id'
+     or name == 'data' or name == 'origin' then
+    table.insert(out, name)
+    table.insert(out, fields[i + 1])
+  end
+end
+local id = redis.call('XADD', KEYS[2], '*', unpack(out))
+redis.call('XDEL', KEYS[1], ARGV[1])
+return id
+"""
+
+# Fields carried from the original entry onto retries and dead letters.
+CARRIED = ("event_id", "seq", "type", "trace_id", "data", "origin")
+
+
+def backoff_ms(base_ms: int, deliveries: int, cap_ms: int = 10 * 60_000) -> int:
+    """Exponential backoff with full jitter in its upper half: base * 2^(n-1)."""
+    ceiling = min(cap_ms, base_ms * 2 ** max(0, deliveries - 1))
+    return int(ceiling / 2 + random.random() * ceiling / 2)
+
+
+class Failures:
+    def __init__(self, redis: aioredis.Redis, keys: Keys, group: str) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.group = group
+        self._retry = redis.register_script(_RETRY)
+        self._dead = redis.register_script(_DEAD)
+        self._move = redis.register_script(_MOVE_DUE)
+        self._redrive = redis.register_script(_REDRIVE)
+
+    def _carried(self, stream: str, fields: Mapping[str, str]) -> dict[str, str]:
+        out = {name: fields[name] for name in CARRIED if name in fields}
+        out.setdefault("origin", stream)
+        return out
+
+    async def retry(
+        self, stream: str, entry_id: str, fields: Mapping[str, str], deliveries: int, delay_ms: int
+    ) -> bool:
+        """Ack the entry and schedule it ``delay_ms`` from now on the retry stream."""
+        carried = self._carried(stream, fields)
+        carried["deliveries"] = str(deliveries)
+        flat = [x for pair in carried.items() for x in pair]
+        # The entry id makes the member unique even for two identical events.
+        flat += ["retry_of", entry_id]
+        due = int(utcnow().timestamp() * 1000) + delay_ms
+        acked = await self._retry(
+            keys=[stream, self.keys.delayed(self.group)],
+            args=[self.group, entry_id, due, json.dumps(flat)],
+        )
+        return bool(acked)
+
+    async def dead(
+        self, stream: str, entry_id: str, fields: Mapping[str, str], deliveries: int, error: str
+    ) -> str | None:
+        """Add the entry to the dead letters and ack it, atomically."""
+        carried = self._carried(stream, fields)
+        carried.update(
+            group=self.group,
+            error=error[:2000],
+            deliveries=str(deliveries),
+            failed_at=utcnow().isoformat().replace("+00:00", "Z"),
+            source_id=entry_id,
+        )
+        flat = [x for pair in carried.items() for x in pair]
+        result = await self._dead(
+            keys=[stream, self.keys.dead(self.group)], args=[self.group, entry_id, *flat]
+        )
+        return result.decode() if isinstance(result, bytes) else None
+
+    async def move_due(self, limit: int = 500) -> int:
+        now = int(utcnow().timestamp() * 1000)
+        moved = await self._move(
+            keys=[self.keys.delayed(self.group), self.keys.retry(self.group)], args=[now, limit]
+        )
+        return int(moved)
+
+    async def redrive(self, dead_id: str) -> str | None:
+        """Send a dead letter back to its group (fresh delivery count); None if unknown."""
+        result = await self._redrive(
+            keys=[self.keys.dead(self.group), self.keys.retry(self.group)], args=[dead_id]
+        )
+        return result.decode() if isinstance(result, bytes) else None
+
+    async def drop(self, dead_id: str) -> bool:
+        return bool(await self.redis.xdel(self.keys.dead(self.group), dead_id))

@@ -1,0 +1,41 @@
+"""Every Redis key sluice uses, under one configurable prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "sluice"
+
+    def stream(self, aggregate: str) -> str:
+        """The stream of one aggregate type, e.g. ``sluice:articles``."""
+        return f"{self.prefix}:{aggregate}"
+
+    def retry(self, group: str) -> str:
+        """Retries of one group; only that group reads it."""
+        return f"{self.prefix}:retry:{group}"
+
+    def dead(self, group: str) -> str:
+        return f"{self.prefix}:dead:{group}"
+
+    def delayed(self, group: str) -> str:
+        """Sorted set of retries waiting for their backoff, scored by due time (ms)."""
+        return f"{self.prefix}:delayed:{group}"
+
+    def relay_lock(self) -> str:
+        return f"{self.prefix}:relay:lock"
+
+    def outbox_channel(self) -> str:
+        """Pub/sub channel that wakes the relay when an API process commits events."""
+        return f"{self.prefix}:outbox"
+
+    def view_seen(self, article_id: str, viewer_digest: str) -> str:
+        return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
+
+    def top(self, period: str, start: str) -> str:
+        return f"{self.prefix}:top:{period}:{start}"
+
+    def is_stream_key(self, key: str) -> bool:
+        return key.startswith(f"{self.prefix}:") and key.count(":") == 1

@@ -1,0 +1,42 @@
+"""A Redis lock: ``SET NX PX`` with a random token; release and renew compare the token."""
+
+from __future__ import annotations
+
+import secrets
+
+import redis.asyncio as aioredis
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+class RedisLock:
+    def __init__(self, redis: aioredis.Redis, key: str, ttl_ms: int) -> None:
+        self.redis = redis
+        self.key = key
+        self.ttl_ms = ttl_ms
+        self.token = secrets.token_hex(16)
+        self._release = redis.register_script(_RELEASE)
+        self._renew = redis.register_script(_RENEW)
+
+    async def acquire(self) -> bool:
+        return bool(await self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms))
+
+    async def renew(self) -> bool:
+        """Extend the lock; False when it is no longer ours."""
+        return bool(await self._renew(keys=[self.key], args=[self.token, self.ttl_ms]))
+
+    async def release(self) -> bool:
+        """Release the lock; False when it was already gone (expired or taken)."""
+        return bool(await self._release(keys=[self.key], args=[self.token]))

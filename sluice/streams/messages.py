@@ -1,0 +1,75 @@
+"""A delivered stream entry, as the consumer runtime hands it to a group."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from sluice.events import AnyEvent, decode
+
+
+@dataclass(frozen=True)
+class Message:
+    stream: str  # the key it was read from: an aggregate stream or the group's retry stream
+    entry_id: str
+    fields: Mapping[str, str]
+    deliveries: int  # this delivery included, across retries
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.stream, self.entry_id)
+
+    @property
+    def event_id(self) -> str:
+        return self.fields.get("event_id", "")
+
+    @property
+    def seq(self) -> int:
+        try:
+            return int(self.fields.get("seq", "0"))
+        except ValueError:
+            return 0
+
+    @property
+    def type(self) -> str:
+        return self.fields.get("type", "")
+
+    @property
+    def trace_id(self) -> str:
+        return self.fields.get("trace_id", "")
+
+    @property
+    def origin(self) -> str:
+        """The aggregate stream the event was first published on."""
+        return self.fields.get("origin", self.stream)
+
+    def decode(self) -> AnyEvent:
+        """The event; raises ``PoisonMessage`` when the entry cannot be decoded."""
+        data = self.fields.get("data")
+        if data is None:
+            raise PoisonMessage("entry has no data field")
+        try:
+            return decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise PoisonMessage(f"undecodable event: {exc}") from exc
+
+
+class PoisonMessage(Exception):
+    """The entry itself is broken; retries follow the usual policy, then dead letters."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    message: Message
+    event: AnyEvent
+
+
+# A group's handler gets a batch and returns the failures, keyed by Message.key.
+# Anything it does not name as failed is acked.
+BatchHandler = Callable[[Sequence[Delivery]], Awaitable[Mapping[tuple[str, str], BaseException]]]
+
+
+def fields_from_redis(raw: Mapping[bytes, bytes]) -> dict[str, str]:
+    return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}

@@ -1,0 +1,181 @@
+"""The outbox relay: committed events, in ``seq`` order, to Redis Streams.
+
+At-least-once: the position is stored in the database after Redis accepted a
+batch, so a crash between the two republishes that batch (consumers dedupe by
+event id) and never skips one. When Redis comes back as a different server
+(``run_id`` changed: a restart that may have lost its last writes), the relay
+checks what each stream really holds and rewinds to the first event missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from datetime import timedelta
+
+import redis.asyncio as aioredis
+import redis.exceptions
+import structlog
+
+from sluice.events import AGGREGATES, utcnow
+from sluice.store import Store, StoredEvent
+from sluice.streams.keys import Keys
+from sluice.streams.lock import RedisLock
+from sluice.streams.waiting import first_of, wait_or_stop
+
+log = structlog.get_logger(__name__)
+
+POSITION = "relay"
+_REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def entry_fields(event: StoredEvent) -> dict[str, bytes | str | int]:
+    return {
+        "event_id": event.event_id,
+        "seq": event.seq,
+        "type": event.type,
+        "trace_id": event.trace_id,
+        "data": event.payload,
+    }
+
+
+class Relay:
+    def __init__(
+        self,
+        store: Store,
+        redis: aioredis.Redis,
+        keys: Keys,
+        *,
+        batch: int = 500,
+        poll_ms: int = 1000,
+        retention_s: int = 86_400,
+        wake: asyncio.Event | None = None,
+    ) -> None:
+        self.store = store
+        self.redis = redis
+        self.keys = keys
+        self.batch = batch
+        self.poll = poll_ms / 1000
+        self.retention_s = retention_s
+        self.wake = wake or asyncio.Event()
+        self.lock = RedisLock(redis, keys.relay_lock(), ttl_ms=10_000)
+        self.published = 0
+        self._run_id: str | None = None
+
+    async def publish(self, events: Sequence[StoredEvent]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for event in events:
+            pipe.xadd(self.keys.stream(event.aggregate), entry_fields(event))  # type: ignore[arg-type]
+        await pipe.execute()
+
+    async def run_once(self) -> int:
+        """Publish one batch after the stored position; returns how many were sent."""
+        position = await self.store.position(POSITION)
+        events = await self.store.events_after(position, self.batch)
+        if not events:
+            return 0
+        await self.publish(events)
+        await self.store.set_position(POSITION, events[-1].seq)
+        self.published += len(events)
+        return len(events)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Relay until ``stop`` is set; one leader at a time across replicas."""
+        listener = asyncio.create_task(self._listen(stop))
+        backoff = 0.1
+        try:
+            while not stop.is_set():
+                try:
+                    await self._lead(stop)
+                    backoff = 0.1
+                except _REDIS_DOWN as exc:
+                    log.warning("relay: redis unavailable", error=str(exc), retry_in=backoff)
+                    await wait_or_stop(stop, backoff)
+                    backoff = min(backoff * 2, 5.0)
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            with contextlib.suppress(*_REDIS_DOWN, redis.exceptions.RedisError):
+                await self.lock.release()
+
+    async def _lead(self, stop: asyncio.Event) -> None:
+        while not stop.is_set() and not await self.lock.acquire():
+            await wait_or_stop(stop, self.lock.ttl_ms / 3000)
+        if stop.is_set():
+            return
+        log.info("relay: leading")
+        renewed = asyncio.get_running_loop().time()
+        while not stop.is_set():
+            now = asyncio.get_running_loop().time()
+            if now - renewed > self.lock.ttl_ms / 3000:
+                if not await self.lock.renew():
+                    log.warning("relay: lost the lock, standing by")
+                    return
+                renewed = now
+            await self._check_server()
+            if await self.run_once() == 0:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll):
+                        await first_of(self.wake, stop)
+
+    async def _check_server(self) -> None:
+        info = await self.redis.info("server")
+        run_id = str(info.get("run_id", ""))
+        if run_id != self._run_id:
+            await self.reconcile()
+            self._run_id = run_id
+
+    async def reconcile(self) -> None:
+        """Rewind to the first event that an aggregate's stream should hold but doesn't."""
+        position = await self.store.position(POSITION)
+        rewind = position
+        for aggregate in sorted(AGGREGATES):
+            expected = await self._last_seq_in_db(aggregate, position)
+            if expected == 0:
+                continue
+            present = await self._last_seq_in_stream(aggregate)
+            if present >= expected:
+                continue
+            if present == 0:
+                present = await self._retention_floor(aggregate)
+            rewind = min(rewind, present)
+        if rewind < position:
+            log.warning("relay: redis lost entries, republishing", since=rewind, position=position)
+            await self.store.set_position(POSITION, rewind)
+
+    async def _last_seq_in_db(self, aggregate: str, position: int) -> int:
+        row = await self.store.fetchone(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE aggregate = ? AND seq <= ?",
+            (aggregate, position),
+        )
+        return int(row[0]) if row else 0
+
+    async def _last_seq_in_stream(self, aggregate: str) -> int:
+        entries = await self.redis.xrevrange(self.keys.stream(aggregate), count=1)
+        if not entries:
+            return 0
+        return int(entries[0][1].get(b"seq", 0))
+
+    async def _retention_floor(self, aggregate: str) -> int:
+        """Entries older than the retention may be trimmed; republish what is younger."""
+        since = (utcnow() - timedelta(seconds=self.retention_s)).isoformat()
+        row = await self.store.fetchone(
+            "SELECT COALESCE(MIN(seq), 1) - 1 FROM events WHERE aggregate = ? AND created_at >= ?",
+            (aggregate, since),
+        )
+        return int(row[0]) if row else 0
+
+    async def _listen(self, stop: asyncio.Event) -> None:
+        """Wake on commits announced by other processes; reconnects after outages."""
+        while not stop.is_set():
+            try:
+                async with self.redis.pubsub() as pubsub:
+                    await pubsub.subscribe(self.keys.outbox_channel())
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            self.wake.set()
+            except _REDIS_DOWN:
+                await wait_or_stop(stop, 1.0)

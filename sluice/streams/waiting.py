@@ -1,0 +1,23 @@
+"""Small waits that end early when the process is asked to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+async def wait_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+
+
+async def first_of(*events: asyncio.Event) -> None:
+    """Return as soon as any of ``events`` is set."""
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

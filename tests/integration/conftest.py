@@ -1,0 +1,189 @@
+"""Integration fixtures: real store, real Redis, in-process relay and workers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from sluice.config import Config
+from sluice.events import ArticleViewed
+from sluice.groups import GROUPS
+from sluice.processes import runtime_settings
+from sluice.resources import Resources, open_resources, redis_client
+from sluice.streams.consumer import Consumer, GroupSpec
+from sluice.streams.relay import Relay
+
+
+async def wait_for(
+    predicate: Callable[[], Awaitable[bool]], timeout: float = 20.0, interval: float = 0.02
+) -> None:
+    """Poll ``predicate`` until it holds; fail the test with a clear message if it never does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate():
+            return
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s: {predicate.__qualname__}")
+
+
+@pytest.fixture
+async def resources(config: Config) -> AsyncIterator[Resources]:
+    async with open_resources(config) as res:
+        yield res
+
+
+async def post_views(resources: Resources, article_id: str, n: int, *, start: int = 0) -> None:
+    """Commit ``n`` views of one article, one transaction each, as the API does."""
+    for i in range(start, start + n):
+        async with resources.store.transaction() as tx:
+            await tx.append(ArticleViewed(article_id=article_id, viewer=f"viewer-{i}"))
+
+
+async def views(resources: Resources, article_id: str) -> int:
+    row = await resources.store.fetchone(
+        "SELECT views FROM article_views WHERE article_id = ?", (article_id,)
+    )
+    return int(row[0]) if row else 0
+
+
+class Running:
+    """Background tasks started by a test, stopped at teardown."""
+
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self, coro: Awaitable[None]) -> None:
+        self.tasks.append(asyncio.ensure_future(coro))
+
+    async def close(self) -> None:
+        self.stop.set()
+        results = await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), 30)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Running]:
+    tasks = Running()
+    try:
+        yield tasks
+    finally:
+        await tasks.close()
+
+
+@pytest.fixture
+def start_relay(
+    resources: Resources, running: Running
+) -> Callable[..., Relay]:
+    def start(**options: Any) -> Relay:
+        config = resources.config
+        relay = Relay(
+            resources.store, resources.redis, resources.keys,
+            batch=options.get("batch", config.relay_batch),
+            poll_ms=options.get("poll_ms", config.relay_poll_ms),
+            retention_s=config.stream_retention,
+        )  # fmt: skip
+        resources.store.add_commit_listener(relay.wake.set)
+        running.start(relay.run(running.stop))
+        return relay
+
+    return start
+
+
+@pytest.fixture
+async def start_worker(
+    resources: Resources, running: Running
+) -> AsyncIterator[Callable[..., Consumer]]:
+    clients = []
+
+    def start(
+        group: str = "article-views",
+        name: str = "w1",
+        spec: GroupSpec | None = None,
+        config: Config | None = None,
+    ) -> Consumer:
+        cfg = config or resources.config
+        reader = redis_client(cfg, socket_timeout=cfg.worker_block_ms / 1000 + 5)
+        clients.append(reader)
+        consumer = Consumer(
+            spec or GROUPS[group](resources), reader, resources.keys, name, runtime_settings(cfg)
+        )
+        running.start(consumer.run(running.stop))
+        return consumer
+
+    yield start
+    for client in clients:
+        await client.aclose()
+
+
+class Child:
+    """A real ``sluice`` child process, for kill -9 tests."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.args = args
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Child:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sluice", *self.args],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no ack, no flush; as a crash."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+            self.process = None
+
+    def terminate(self) -> int | None:
+        if self.process is None:
+            return None
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(30)
+        self.process = None
+        return code
+
+
+def child_env(config: Config, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+    env.update(
+        SLUICE_DATA_DIR=str(config.data_dir),
+        SLUICE_REDIS_URL=config.redis_url or "",
+        SLUICE_LOG_FORMAT="json",
+        SLUICE_LOG_LEVEL="warning",
+        SLUICE_CLAIM_IDLE_MS=str(config.claim_idle_ms),
+        SLUICE_RETRY_BASE_MS=str(config.retry_base_ms),
+        SLUICE_WORKER_BLOCK_MS=str(config.worker_block_ms),
+        SLUICE_RELAY_POLL_MS=str(config.relay_poll_ms),
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def spawn(config: Config) -> Iterator[Callable[..., Child]]:
+    children: list[Child] = []
+
+    def start(*args: str, **extra_env: str) -> Child:
+        child = Child(list(args), child_env(config, **extra_env)).start()
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        child.kill()

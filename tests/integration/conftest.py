@@ -82,9 +82,7 @@ async def running() -> AsyncIterator[Running]:
 
 
 @pytest.fixture
-def start_relay(
-    resources: Resources, running: Running
-) -> Callable[..., Relay]:
+def start_relay(resources: Resources, running: Running) -> Callable[..., Relay]:
     def start(**options: Any) -> Relay:
         config = resources.config
         relay = Relay(

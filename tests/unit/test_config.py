@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sluice.config import load_config
+from sluice.errors import ConfigError
+
+
+def test_defaults_follow_the_spec(tmp_path: Path) -> None:
+    config = load_config({"SLUICE_DATA_DIR": str(tmp_path)})
+    assert config.redis_url is None
+    assert config.port == 8080
+    assert config.base_url == "http://127.0.0.1:8080"
+    assert config.sqlite_path == tmp_path / "sluice.db"
+    assert (config.claim_idle_ms, config.retry_base_ms, config.max_deliveries) == (60000, 2000, 5)
+    assert (config.view_dedupe_seconds, config.stream_retention) == (600, 86400)
+
+
+def test_environment_values_are_typed(tmp_path: Path) -> None:
+    config = load_config(
+        {"SLUICE_DATA_DIR": str(tmp_path), "SLUICE_PORT": "9000", "SLUICE_MAIL_RATE": "2.5"}
+    )
+    assert config.port == 9000
+    assert config.mail_rate == 2.5
+    assert config.base_url == "http://127.0.0.1:9000"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("SLUICE_PORT", "eighty", "integer"),
+        ("SLUICE_TIMEZONE", "Mars/Olympus", "IANA"),
+        ("SLUICE_MAX_DELIVERIES", "0", "at least 1"),
+        ("SLUICE_DATABASE_URL", "mysql://x", "unsupported"),
+        ("SLUICE_LOG_FORMAT", "xml", "json or console"),
+    ],
+)
+def test_bad_values_are_refused_with_the_variable_named(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config({"SLUICE_DATA_DIR": str(tmp_path), name: value})

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -117,7 +118,9 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
         if args.action == "list":
             groups = [args.group] if args.group else sorted(GROUPS)
             for group in groups:
-                entries = await resources.redis.xrange(resources.keys.dead(group), count=args.limit)
+                entries: Any = await resources.redis.xrange(
+                    resources.keys.dead(group), count=args.limit
+                )
                 for entry_id, fields in entries:
                     f = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
                     print(

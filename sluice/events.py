@@ -134,10 +134,7 @@ AnyEvent = (
     | TaskRunFinished
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__name__: cls
-    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in AnyEvent.__args__}
 AGGREGATES: frozenset[str] = frozenset(cls.aggregate for cls in EVENT_TYPES.values())
 
 _encoder = msgspec.json.Encoder()

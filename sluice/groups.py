@@ -12,7 +12,11 @@ from sluice.streams.consumer import GroupSpec
 
 PROJECTIONS: dict[str, Projection] = {p.name: p for p in (article_views.PROJECTION,)}
 
+
+def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec]:
+    return lambda resources: projection_group(projection, resources)
+
+
 GROUPS: dict[str, Callable[[Resources], GroupSpec]] = {
-    name: (lambda resources, p=projection: projection_group(p, resources))
-    for name, projection in PROJECTIONS.items()
+    name: _projection_group(projection) for name, projection in PROJECTIONS.items()
 }

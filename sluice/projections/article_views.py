@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from redis.asyncio import Redis
@@ -165,7 +166,8 @@ async def top_from_redis(
     redis: Redis, keys: Keys, period: str, start: date, limit: int
 ) -> list[tuple[str, int]] | None:
     """The leaderboard from Redis, or None when its sorted set does not exist."""
-    rows = await redis.zrevrange(keys.top(period, start.isoformat()), 0, limit - 1, withscores=True)
+    key = keys.top(period, start.isoformat())
+    rows: Any = await redis.zrevrange(key, 0, limit - 1, withscores=True)
     if not rows:
         return None
     return [(member.decode(), int(score)) for member, score in rows]

@@ -17,6 +17,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -146,7 +147,7 @@ class Consumer:
         return len(batch)
 
     async def _read(self, start: str, block: int | None) -> list[Message]:
-        reply = await self.redis.xreadgroup(
+        reply: Any = await self.redis.xreadgroup(
             self.group,
             self.name,
             dict.fromkeys(self.streams, start),
@@ -178,7 +179,7 @@ class Consumer:
     ) -> dict[str, int]:
         if not entries:
             return {}
-        rows = await self.redis.xpending_range(
+        rows: list[dict[str, Any]] = await self.redis.xpending_range(
             stream, self.group, min=entries[0][0], max=entries[-1][0], count=len(entries) * 4
         )
         return {row["message_id"].decode(): int(row["times_delivered"]) for row in rows}
@@ -293,7 +294,9 @@ class Consumer:
             await asyncio.sleep(self.settings.claim_idle_ms / 3000)
             with contextlib.suppress(*REDIS_DOWN):
                 for stream, ids in by_stream.items():
-                    await self.redis.xclaim(stream, self.group, self.name, 0, ids, justid=True)
+                    await self.redis.xclaim(
+                        stream, self.group, self.name, 0, list[Any](ids), justid=True
+                    )
 
     # Reclaiming from dead consumers.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from sluice.events import AGGREGATES, utcnow
 from sluice.store import Store
@@ -34,7 +35,7 @@ def _s(value: object) -> str:
 async def group_names(redis: aioredis.Redis, stream: str) -> list[str]:
     try:
         groups = await redis.xinfo_groups(stream)
-    except redis.exceptions.ResponseError:
+    except ResponseError:
         return []  # no such stream
     return [_s(g["name"]) for g in groups]
 

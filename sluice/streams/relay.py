@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -154,7 +155,7 @@ class Relay:
         return int(row[0]) if row else 0
 
     async def _last_seq_in_stream(self, aggregate: str) -> int:
-        entries = await self.redis.xrevrange(self.keys.stream(aggregate), count=1)
+        entries: Any = await self.redis.xrevrange(self.keys.stream(aggregate), count=1)
         if not entries:
             return 0
         return int(entries[0][1].get(b"seq", 0))

@@ -1,0 +1,75 @@
+"""The HTTP API: ``create_app(config)`` assembles it without doing any I/O."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from sluice.config import Config
+from sluice.http import articles, health
+from sluice.http.keys import CONFIG, KEYS, NOTIFIER, REDIS, STORE, VISITOR_KEY
+from sluice.http.middlewares import problems, request_logging
+from sluice.http.openapi import openapi_view
+from sluice.http.visitors import load_visitor_key
+from sluice.resources import redis_client
+from sluice.store import open_store
+from sluice.streams.keys import Keys
+from sluice.streams.notify import CommitNotifier
+
+__all__ = ["MAX_BODY", "create_app"]
+
+MAX_BODY = 64 * 1024
+
+
+async def _visitor_key(app: web.Application) -> AsyncIterator[None]:
+    app[VISITOR_KEY] = await asyncio.to_thread(load_visitor_key, app[CONFIG])
+    yield
+
+
+async def _store(app: web.Application) -> AsyncIterator[None]:
+    app[STORE] = await open_store(app[CONFIG])
+    try:
+        yield
+    finally:
+        await app[STORE].close()
+
+
+async def _redis(app: web.Application) -> AsyncIterator[None]:
+    app[REDIS] = redis_client(app[CONFIG])
+    try:
+        yield
+    finally:
+        await app[REDIS].aclose()
+
+
+async def _notifier(app: web.Application) -> AsyncIterator[None]:
+    """Wake the relay after each commit of this process."""
+    notifier = CommitNotifier(app[REDIS], app[KEYS].outbox_channel())
+    app[STORE].add_commit_listener(notifier.notify)
+    app[NOTIFIER] = notifier
+    try:
+        yield
+    finally:
+        await notifier.close()
+
+
+def _add_routes(router: web.UrlDispatcher) -> None:
+    router.add_get("/healthz", health.healthz)
+    router.add_get("/readyz", health.readyz)
+    router.add_get("/openapi.json", openapi_view)
+    # Before the {article_id} route, so "top" is not taken for an article id.
+    router.add_get("/v1/articles/top", articles.top_articles)
+    router.add_get("/v1/articles/{article_id}", articles.get_article)
+    router.add_post("/v1/articles/{article_id}/views", articles.post_view)
+
+
+def create_app(config: Config) -> web.Application:
+    """The API application; its resources open on startup and close on cleanup."""
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[request_logging, problems])
+    app[CONFIG] = config
+    app[KEYS] = Keys(config.stream_prefix)
+    app.cleanup_ctx.extend([_visitor_key, _store, _redis, _notifier])
+    _add_routes(app.router)
+    return app

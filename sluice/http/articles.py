@@ -1,0 +1,148 @@
+"""Article views: count a view (deduped per viewer), read totals and leaderboards."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+
+import redis.exceptions
+import structlog
+from aiohttp import web
+
+from sluice.errors import DependencyDown, FieldError, Unprocessable
+from sluice.events import ArticleViewed, utcnow
+from sluice.http.bodies import json_response, read_json
+from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID, VISITOR_KEY
+from sluice.http.schemas import (
+    VIEWER_MAX_LENGTH,
+    ArticleViews,
+    TopArticles,
+    TopItem,
+    ViewBody,
+    ViewCounted,
+)
+from sluice.http.visitors import visitor_hash
+from sluice.projections.article_views import (
+    PERIODS,
+    period_start,
+    top_from_redis,
+    top_from_store,
+    views_of,
+)
+
+log = structlog.get_logger(__name__)
+
+ARTICLE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+TOP_LIMIT_MAX = 100
+TOP_LIMIT_DEFAULT = 10
+# Redis may slow a view down this much at most; past it the view is counted without dedupe.
+REDIS_TIMEOUT = 0.5
+REDIS_ERRORS = (redis.exceptions.RedisError, OSError, TimeoutError)
+
+
+def _article_id(request: web.Request) -> str:
+    article_id = request.match_info["article_id"]
+    if not ARTICLE_ID.fullmatch(article_id):
+        raise Unprocessable(
+            "invalid article id",
+            [FieldError("article_id", "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -")],
+        )
+    return article_id
+
+
+def viewer_identity(request: web.Request, body: ViewBody) -> str:
+    """Who this view counts for: the ``viewer`` the body names, else an anonymous visitor.
+
+    This is the one place that decides identity; an authenticated user, once
+    tokens exist, is resolved here ahead of the body.
+    """
+    if body.viewer is not None:
+        if not 1 <= len(body.viewer) <= VIEWER_MAX_LENGTH:
+            message = f"must be 1 to {VIEWER_MAX_LENGTH} characters"
+            raise Unprocessable("invalid viewer", [FieldError("viewer", message)])
+        return body.viewer
+    user_agent = request.headers.get("User-Agent", "")
+    return visitor_hash(request.app[VISITOR_KEY], request.remote or "", user_agent)
+
+
+async def _claim_view(request: web.Request, key: str) -> bool | None:
+    """True if this viewer is new in the window, False if seen, None if Redis cannot tell."""
+    try:
+        async with asyncio.timeout(REDIS_TIMEOUT):
+            claimed = await request.app[REDIS].set(
+                key, 1, nx=True, ex=request.app[CONFIG].view_dedupe_seconds
+            )
+    except REDIS_ERRORS as exc:
+        # Degrade, never break: an undeduped view beats a lost one.
+        log.warning("view dedupe unavailable, counting", error=repr(exc))
+        return None
+    return bool(claimed)
+
+
+async def _release_view(request: web.Request, key: str) -> None:
+    """Best effort: the view was not stored, so the viewer may try again at once."""
+    with contextlib.suppress(*REDIS_ERRORS):
+        async with asyncio.timeout(REDIS_TIMEOUT):
+            await request.app[REDIS].delete(key)
+
+
+async def post_view(request: web.Request) -> web.Response:
+    """Count one view of an article unless this viewer was counted within the window."""
+    article_id = _article_id(request)
+    body = await read_json(request, ViewBody, optional=True)
+    viewer = viewer_identity(request, body)
+    digest = hashlib.sha256(viewer.encode()).hexdigest()[:32]
+    key = request.app[KEYS].view_seen(article_id, digest)
+    claimed = await _claim_view(request, key)
+    if claimed is False:
+        return json_response(ViewCounted(counted=False), 202)
+    event = ArticleViewed(article_id=article_id, viewer=viewer, trace_id=request[TRACE_ID])
+    try:
+        async with request.app[STORE].transaction() as tx:
+            await tx.append(event)
+    except Exception as exc:  # whatever the backend raises, the view was not stored
+        log.exception("view not stored")
+        if claimed:
+            await _release_view(request, key)
+        raise DependencyDown("the database is unavailable; the view was not counted") from exc
+    return json_response(ViewCounted(counted=True), 202)
+
+
+async def get_article(request: web.Request) -> web.Response:
+    article_id = _article_id(request)
+    views = await views_of(request.app[STORE], article_id)
+    return json_response(ArticleViews(article_id=article_id, views=views, as_of=utcnow()))
+
+
+def _top_query(request: web.Request) -> tuple[str, int]:
+    errors: list[FieldError] = []
+    period = request.query.get("period", "day")
+    if period not in PERIODS:
+        errors.append(FieldError("period", f"must be one of {', '.join(PERIODS)}"))
+    raw_limit = request.query.get("limit", str(TOP_LIMIT_DEFAULT))
+    digits = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4
+    limit = int(raw_limit) if digits else 0
+    if not 1 <= limit <= TOP_LIMIT_MAX:
+        errors.append(FieldError("limit", f"must be an integer from 1 to {TOP_LIMIT_MAX}"))
+    if errors:
+        raise Unprocessable("invalid query parameters", errors)
+    return period, limit
+
+
+async def top_articles(request: web.Request) -> web.Response:
+    """The current period's most viewed articles: Redis first, the database as the fallback."""
+    period, limit = _top_query(request)
+    config = request.app[CONFIG]
+    start = period_start(period, utcnow(), config.zone)
+    rows: list[tuple[str, int]] | None = None
+    try:
+        async with asyncio.timeout(REDIS_TIMEOUT):
+            rows = await top_from_redis(request.app[REDIS], request.app[KEYS], period, start, limit)
+    except REDIS_ERRORS as exc:
+        log.warning("leaderboard from redis failed, reading the database", error=repr(exc))
+    if rows is None:
+        rows = await top_from_store(request.app[STORE], period, start, limit)
+    items = [TopItem(article_id=article, views=views) for article, views in rows]
+    return json_response(TopArticles(period=period, start=start, items=items))

@@ -1,0 +1,20 @@
+"""Every piece of aiohttp state, behind typed keys kept in one place."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from aiohttp import web
+
+from sluice.config import Config
+from sluice.store import Store
+from sluice.streams.keys import Keys
+from sluice.streams.notify import CommitNotifier
+
+CONFIG = web.AppKey("config", Config)
+KEYS = web.AppKey("keys", Keys)
+STORE: web.AppKey[Store] = web.AppKey("store")
+REDIS = web.AppKey("redis", aioredis.Redis)
+NOTIFIER = web.AppKey("notifier", CommitNotifier)
+VISITOR_KEY = web.AppKey("visitor_key", bytes)
+
+TRACE_ID = web.RequestKey("trace_id", str)

@@ -1,0 +1,138 @@
+"""Bad input gets its 4xx as problem+json, never a 5xx, and nothing is written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from sluice.http import MAX_BODY
+from sluice.store import Store
+from tests.api.conftest import Client, problem
+
+VIEWS = "/v1/articles/a1/views"
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(autouse=True)
+async def nothing_written(store: Store) -> AsyncIterator[None]:
+    yield
+    assert await store.events_after(0, 10) == []
+
+
+async def test_malformed_json_is_400(client: Client) -> None:
+    body = await problem(await client.post(VIEWS, data=b'{"viewer": ', headers=JSON), 400)
+    assert body["detail"] == "malformed JSON"
+    assert "errors" not in body
+
+
+async def test_wrong_type_is_400_with_the_field(client: Client) -> None:
+    body = await problem(await client.post(VIEWS, json={"viewer": 5}), 400)
+    [error] = body["errors"]
+    assert error["field"] == "viewer"
+    assert "str" in error["message"]
+
+
+async def test_a_body_that_is_not_an_object_is_400(client: Client) -> None:
+    body = await problem(await client.post(VIEWS, json=["alice"]), 400)
+    assert body["errors"][0]["field"] == "body"
+
+
+@pytest.mark.parametrize("viewer", ["", "v" * 257])
+async def test_viewer_length_is_422(client: Client, viewer: str) -> None:
+    body = await problem(await client.post(VIEWS, json={"viewer": viewer}), 422)
+    assert [e["field"] for e in body["errors"]] == ["viewer"]
+
+
+@pytest.mark.parametrize("article_id", ["a" * 65, "a.b", "a%20b", "%C3%A9t%C3%A9"])
+async def test_invalid_article_id_is_422(client: Client, article_id: str) -> None:
+    for response in (
+        await client.post(f"/v1/articles/{article_id}/views", json={"viewer": "v"}),
+        await client.get(f"/v1/articles/{article_id}"),
+    ):
+        body = await problem(response, 422)
+        assert [e["field"] for e in body["errors"]] == ["article_id"]
+        assert body["type"] != "about:blank"
+
+
+async def test_longest_valid_article_id_is_accepted(client: Client, store: Store) -> None:
+    response = await client.get(f"/v1/articles/{'a' * 64}")
+    assert response.status == 200
+
+
+async def test_declared_oversized_body_is_413(client: Client) -> None:
+    payload = b'{"viewer": "' + b"v" * MAX_BODY + b'"}'
+    await problem(await client.post(VIEWS, data=payload, headers=JSON), 413)
+
+
+async def test_streamed_oversized_body_is_413(client: Client) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"viewer": "'
+        for _ in range(20):
+            yield b"v" * 4096
+        yield b'"}'
+
+    await problem(await client.post(VIEWS, data=chunks(), headers=JSON), 413)
+
+
+async def test_a_body_of_exactly_the_limit_is_read(client: Client) -> None:
+    payload = b'{"viewer": "' + b"v" * (MAX_BODY - 14) + b'"}'
+    assert len(payload) == MAX_BODY
+    # Past the size check: the viewer is too long, which is a 422, not a 413.
+    await problem(await client.post(VIEWS, data=payload, headers=JSON), 422)
+
+
+async def test_text_plain_body_is_415(client: Client) -> None:
+    headers = {"Content-Type": "text/plain"}
+    await problem(await client.post(VIEWS, data=b'{"viewer": "v"}', headers=headers), 415)
+
+
+async def test_non_utf8_charset_is_415(client: Client) -> None:
+    headers = {"Content-Type": "application/json; charset=latin-1"}
+    await problem(await client.post(VIEWS, data=b'{"viewer": "v"}', headers=headers), 415)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json; charset=utf-8",
+        "application/json; charset=UTF-8",
+        "application/merge-patch+json",
+    ],
+)
+async def test_json_content_types_are_accepted(
+    client: Client, store: Store, content_type: str
+) -> None:
+    # A wrong type proves the body was decoded: 400 instead of 415.
+    response = await client.post(
+        VIEWS, data=b'{"viewer": 1}', headers={"Content-Type": content_type}
+    )
+    await problem(response, 400)
+
+
+async def test_unknown_route_is_404_problem(client: Client) -> None:
+    body = await problem(await client.get("/no/such/route"), 404)
+    assert "/no/such/route" in body["detail"]
+
+
+async def test_wrong_method_is_405_problem_with_allow(client: Client) -> None:
+    response = await client.delete("/healthz")
+    await problem(response, 405)
+    assert "GET" in response.headers["Allow"]
+
+
+@pytest.mark.parametrize(
+    ("query", "fields"),
+    [
+        ("period=year", ["period"]),
+        ("limit=0", ["limit"]),
+        ("limit=101", ["limit"]),
+        ("limit=ten", ["limit"]),
+        ("limit=-1", ["limit"]),
+        ("limit=" + "9" * 5000, ["limit"]),
+        ("period=hour&limit=1000", ["period", "limit"]),
+    ],
+)
+async def test_bad_top_query_is_422(client: Client, query: str, fields: list[str]) -> None:
+    body = await problem(await client.get(f"/v1/articles/top?{query}"), 422)
+    assert [e["field"] for e in body["errors"]] == fields

@@ -1,0 +1,68 @@
+"""Unexpected failures become one logged 500 problem; every request gets one summary line."""
+
+from __future__ import annotations
+
+import structlog
+from aiohttp import web
+from structlog.contextvars import merge_contextvars
+
+from sluice.config import Config
+from sluice.http import create_app
+from tests.api.conftest import AiohttpClient, problem
+
+
+async def boom(request: web.Request) -> web.Response:
+    raise RuntimeError("kaboom")
+
+
+async def test_an_unexpected_error_is_a_logged_500_problem(
+    aiohttp_client: AiohttpClient, config: Config
+) -> None:
+    app = create_app(config)
+    app.router.add_get("/boom", boom)
+    client = await aiohttp_client(app)
+    with structlog.testing.capture_logs(processors=[merge_contextvars]) as logs:
+        response = await client.get("/boom", headers={"X-Request-ID": "trace-boom-1"})
+        body = await problem(response, 500)
+    assert "kaboom" not in body["detail"]  # internals stay in the logs
+    assert response.headers["X-Trace-Id"] == "trace-boom-1"
+    errors = [entry for entry in logs if entry["log_level"] == "error"]
+    assert len(errors) == 1
+    assert errors[0]["exc_info"] is True
+    assert errors[0]["trace_id"] == "trace-boom-1"
+    [summary] = [entry for entry in logs if entry["event"] == "request"]
+    assert summary["status"] == 500
+
+
+async def test_one_summary_line_per_request(aiohttp_client: AiohttpClient, config: Config) -> None:
+    client = await aiohttp_client(create_app(config))
+    with structlog.testing.capture_logs(processors=[merge_contextvars]) as logs:
+        await client.get("/healthz", headers={"X-Request-ID": "trace-ok-1"})
+        await client.get("/missing")
+    summaries = [entry for entry in logs if entry["event"] == "request"]
+    assert [(s["method"], s["path"], s["status"]) for s in summaries] == [
+        ("GET", "/healthz", 200),
+        ("GET", "/missing", 404),
+    ]
+    assert summaries[0]["trace_id"] == "trace-ok-1"
+    # Context is cleared per request: the second one has its own trace id.
+    assert summaries[1]["trace_id"] not in ("", "trace-ok-1")
+    assert all(s["duration_ms"] >= 0 for s in summaries)
+
+
+async def redirect(request: web.Request) -> web.Response:
+    raise web.HTTPFound("/healthz")
+
+
+async def test_a_raised_redirect_passes_through_with_its_trace_id(
+    aiohttp_client: AiohttpClient, config: Config
+) -> None:
+    app = create_app(config)
+    app.router.add_get("/go", redirect)
+    client = await aiohttp_client(app)
+    with structlog.testing.capture_logs(processors=[merge_contextvars]) as logs:
+        response = await client.get("/go", allow_redirects=False)
+    assert response.status == 302
+    assert response.headers["Location"] == "/healthz"
+    assert len(response.headers["X-Trace-Id"]) == 32
+    assert [e["status"] for e in logs if e["event"] == "request"] == [302]

@@ -1,0 +1,61 @@
+"""The OpenAPI document covers every route the app registers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.conftest import Client
+
+
+async def fetch_document(client: Client) -> dict[str, Any]:
+    response = await client.get("/openapi.json")
+    assert response.status == 200
+    document: dict[str, Any] = await response.json()
+    return document
+
+
+async def test_every_route_is_documented(client: Client) -> None:
+    document = await fetch_document(client)
+    assert document["openapi"] == "3.1.0"
+    assert client.app is not None
+    registered = {
+        (route.method.lower(), route.resource.canonical)
+        for route in client.app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+    documented = {(method, path) for path, item in document["paths"].items() for method in item}
+    assert registered
+    assert registered <= documented
+    assert documented <= registered  # nothing documented that does not exist
+
+
+async def test_references_resolve_and_errors_are_problems(client: Client) -> None:
+    document = await fetch_document(client)
+    schemas = document["components"]["schemas"]
+
+    def refs(node: Any) -> list[str]:
+        if isinstance(node, dict):
+            own = [node["$ref"]] if "$ref" in node else []
+            return own + [r for value in node.values() for r in refs(value)]
+        if isinstance(node, list):
+            return [r for value in node for r in refs(value)]
+        return []
+
+    for ref in refs(document):
+        assert ref.removeprefix("#/components/schemas/") in schemas
+    for item in document["paths"].values():
+        for operation in item.values():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    assert "application/problem+json" in response["content"]
+
+
+async def test_view_post_documents_its_body_and_errors(client: Client) -> None:
+    document = await fetch_document(client)
+    operation = document["paths"]["/v1/articles/{article_id}/views"]["post"]
+    assert operation["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ViewBody"
+    }
+    assert {"202", "400", "413", "415", "422", "503"} <= set(operation["responses"])
+    viewer = document["components"]["schemas"]["ViewBody"]["properties"]["viewer"]
+    assert {"type": "string", "minLength": 1, "maxLength": 256} in viewer["anyOf"]

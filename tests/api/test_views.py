@@ -1,0 +1,124 @@
+"""POST /v1/articles/{id}/views: dedupe per viewer, events with the request's trace id."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from sluice.config import Config
+from sluice.events import ArticleViewed
+from sluice.redis_server import RedisServer
+from sluice.store import Store
+from sluice.streams.keys import Keys
+from tests.api.conftest import Client, stored_events
+
+
+async def post_view(client: Client, article: str, **kwargs: Any) -> bool:
+    response = await client.post(f"/v1/articles/{article}/views", **kwargs)
+    assert response.status == 202, await response.text()
+    body = await response.json()
+    assert set(body) == {"counted"}
+    counted: bool = body["counted"]
+    return counted
+
+
+async def test_a_viewer_counts_once_per_window(client: Client, store: Store) -> None:
+    assert await post_view(client, "a1", json={"viewer": "alice"}) is True
+    assert await post_view(client, "a1", json={"viewer": "alice"}) is False
+    assert await post_view(client, "a1", json={"viewer": "bob"}) is True
+    # Another article is another window.
+    assert await post_view(client, "a2", json={"viewer": "alice"}) is True
+    events = [event for event, _ in await stored_events(store)]
+    assert [(e.article_id, e.viewer) for e in events if isinstance(e, ArticleViewed)] == [
+        ("a1", "alice"),
+        ("a1", "bob"),
+        ("a2", "alice"),
+    ]
+
+
+async def test_the_event_carries_the_request_trace_id(client: Client, store: Store) -> None:
+    response = await client.post(
+        "/v1/articles/a1/views", json={"viewer": "alice"}, headers={"X-Request-ID": "req-12345678"}
+    )
+    assert response.status == 202
+    assert response.headers["X-Trace-Id"] == "req-12345678"
+    [(event, trace_id)] = await stored_events(store)
+    assert isinstance(event, ArticleViewed)
+    assert event.trace_id == trace_id == "req-12345678"
+
+
+async def test_a_generated_trace_id_is_returned_and_stored(client: Client, store: Store) -> None:
+    response = await client.post("/v1/articles/a1/views")
+    assert response.status == 202
+    trace_id = response.headers["X-Trace-Id"]
+    assert len(trace_id) == 32 and int(trace_id, 16) >= 0
+    [(event, stored_trace)] = await stored_events(store)
+    assert event.trace_id == stored_trace == trace_id
+
+
+async def test_traceparent_gives_the_trace_id(client: Client, store: Store) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace}-00f067aa0ba902b7-01", "X-Request-ID": "other-1234"}
+    response = await client.post("/v1/articles/a1/views", headers=headers)
+    assert response.headers["X-Trace-Id"] == trace
+    [(event, _)] = await stored_events(store)
+    assert event.trace_id == trace
+
+
+async def test_an_unsafe_request_id_is_replaced(client: Client) -> None:
+    response = await client.get("/healthz", headers={"X-Request-ID": "bad id\u00e9 with spaces"})
+    trace_id = response.headers["X-Trace-Id"]
+    assert len(trace_id) == 32 and int(trace_id, 16) >= 0
+
+
+async def test_anonymous_viewer_is_a_keyed_hash_of_ip_and_user_agent(
+    client: Client, store: Store, config: Config
+) -> None:
+    agent = {"User-Agent": "browser/1.0"}
+    assert await post_view(client, "a1", headers=agent) is True
+    assert await post_view(client, "a1", headers=agent) is False
+    assert await post_view(client, "a1", headers={"User-Agent": "browser/2.0"}) is True
+    [(first, _), (second, _)] = await stored_events(store)
+    assert isinstance(first, ArticleViewed) and isinstance(second, ArticleViewed)
+    expected = hmac.new(
+        config.visitor_key.encode(), b"127.0.0.1\nbrowser/1.0", hashlib.sha256
+    ).hexdigest()
+    assert first.viewer == expected
+    assert second.viewer != expected
+
+
+async def test_dedupe_key_expires_with_the_configured_window(
+    client: Client, config: Config, redis: aioredis.Redis
+) -> None:
+    assert await post_view(client, "a1", json={"viewer": "alice"}) is True
+    digest = hashlib.sha256(b"alice").hexdigest()[:32]
+    ttl = await redis.ttl(Keys(config.stream_prefix).view_seen("a1", digest))
+    assert 0 < ttl <= config.view_dedupe_seconds
+    # Once the window is over (the key gone), the viewer counts again.
+    await redis.delete(Keys(config.stream_prefix).view_seen("a1", digest))
+    assert await post_view(client, "a1", json={"viewer": "alice"}) is True
+
+
+async def test_views_still_count_with_redis_down(
+    client: Client, store: Store, redis_server: RedisServer
+) -> None:
+    redis_server.stop()
+    assert await post_view(client, "a1", json={"viewer": "alice"}) is True
+    # No dedupe without Redis: degrade to counting rather than losing views.
+    assert await post_view(client, "a1", json={"viewer": "alice"}) is True
+    events = [event for event, _ in await stored_events(store)]
+    assert [e.article_id for e in events if isinstance(e, ArticleViewed)] == ["a1", "a1"]
+
+
+async def test_a_failed_commit_is_503_and_releases_the_dedupe_key(
+    client: Client, store: Store, config: Config, redis: aioredis.Redis
+) -> None:
+    await store.close()  # every transaction now fails
+    response = await client.post("/v1/articles/a1/views", json={"viewer": "alice"})
+    assert response.status == 503
+    assert response.content_type == "application/problem+json"
+    digest = hashlib.sha256(b"alice").hexdigest()[:32]
+    assert await redis.exists(Keys(config.stream_prefix).view_seen("a1", digest)) == 0

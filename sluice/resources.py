@@ -7,6 +7,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sluice.config import Config
 from sluice.store import Store, open_store
@@ -21,7 +24,18 @@ class Resources:
     keys: Keys
 
 
-def redis_client(config: Config, *, socket_timeout: float = 5.0) -> aioredis.Redis:
+def redis_client(
+    config: Config, *, socket_timeout: float = 5.0, retry: bool = True
+) -> aioredis.Redis:
+    """A client for ``config.redis_url``.
+
+    With ``retry``, a command that fails on a dead connection runs once more on
+    a fresh one (a pooled connection to a restarted Redis fails once). That is
+    safe for the relay and workers: a repeated XADD is a duplicate consumers
+    dedupe, and XACK and the retry/dead-letter scripts are idempotent. The API
+    does without: a repeated ``SET NX`` of the view dedupe would report a view
+    it had just counted as already seen.
+    """
     if not config.redis_url:
         raise RuntimeError("SLUICE_REDIS_URL is not set and no embedded Redis was started")
     return aioredis.Redis.from_url(
@@ -29,6 +43,8 @@ def redis_client(config: Config, *, socket_timeout: float = 5.0) -> aioredis.Red
         socket_timeout=socket_timeout,
         socket_connect_timeout=2.0,
         health_check_interval=15,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1 if retry else 0),
+        retry_on_error=[RedisConnectionError] if retry else [],
     )
 
 

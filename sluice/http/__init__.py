@@ -37,7 +37,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _redis(app: web.Application) -> AsyncIterator[None]:
-    app[REDIS] = redis_client(app[CONFIG])
+    app[REDIS] = redis_client(app[CONFIG], retry=False)
     try:
         yield
     finally:

@@ -21,17 +21,33 @@ return 0
 """
 
 
+# Taking the lock again with our own token succeeds: after a Redis restart the
+# lock persisted in the AOF is still ours, and waiting out its TTL helps no one.
+_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
 class RedisLock:
     def __init__(self, redis: aioredis.Redis, key: str, ttl_ms: int) -> None:
         self.redis = redis
         self.key = key
         self.ttl_ms = ttl_ms
         self.token = secrets.token_hex(16)
+        self._acquire = redis.register_script(_ACQUIRE)
         self._release = redis.register_script(_RELEASE)
         self._renew = redis.register_script(_RENEW)
 
     async def acquire(self) -> bool:
-        return bool(await self.redis.set(self.key, self.token, nx=True, px=self.ttl_ms))
+        """Take the lock, or confirm it is already ours."""
+        return bool(await self._acquire(keys=[self.key], args=[self.token, self.ttl_ms]))
 
     async def renew(self) -> bool:
         """Extend the lock; False when it is no longer ours."""

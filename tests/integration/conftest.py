@@ -67,8 +67,10 @@ class Running:
         self.tasks.append(asyncio.ensure_future(coro))
 
     async def close(self) -> None:
+        """Stop every task and wait for it; a second call does nothing."""
         self.stop.set()
-        results = await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), 30)
+        tasks, self.tasks = self.tasks, []
+        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -122,6 +124,8 @@ async def start_worker(
         return consumer
 
     yield start
+    # The consumers must stop before their clients close, or they reconnect and leak.
+    await running.close()
     for client in clients:
         await client.aclose()
 

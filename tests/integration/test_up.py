@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
@@ -17,41 +16,42 @@ from sluice.redis_server import free_port
 from tests.integration.conftest import wait_for
 
 
-def _read_url(process: subprocess.Popen[str], within: float = 30.0) -> str:
+async def _read_url(process: asyncio.subprocess.Process, log: Path) -> str:
     assert process.stdout is not None
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            raise AssertionError(f"sluice up exited early with {process.wait()}")
-        if line.startswith("sluice is up: "):
-            return line.split()[3]
-    raise AssertionError("sluice up printed no URL")
+    try:
+        async with asyncio.timeout(30):
+            while line := (await process.stdout.readline()).decode():
+                if line.startswith("sluice is up: "):
+                    return line.split()[3]
+    except TimeoutError:
+        pass
+    raise AssertionError(f"sluice up printed no URL; its log:\n{log.read_text()[-3000:]}")
+
+
+def _nothing_listens(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
 @pytest.mark.slow
 async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
-    port = free_port()
+    port, data = free_port(), tmp_path / "var"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-    env.update(
-        SLUICE_DATA_DIR=str(tmp_path / "var"), SLUICE_PORT=str(port), SLUICE_LOG_LEVEL="warning"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "up"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    env.update(SLUICE_DATA_DIR=str(data), SLUICE_PORT=str(port), SLUICE_LOG_LEVEL="info")
+    log = tmp_path / "up.log"
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sluice", "up",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
     try:
-        url = _read_url(process)
+        url = await _read_url(process, log)
         assert url == f"http://127.0.0.1:{port}"
-        announced = (tmp_path / "var" / "redis" / "url").read_text()
+        announced = (data / "redis" / "url").read_text()
         async with aiohttp.ClientSession() as http:
             for viewer in ("ada", "bob", "ada"):
-                async with http.post(
-                    f"{url}/v1/articles/intro/views", json={"viewer": viewer}
-                ) as response:
+                body = {"viewer": viewer}
+                async with http.post(f"{url}/v1/articles/intro/views", json=body) as response:
                     assert response.status == 202
 
             async def counted() -> bool:
@@ -63,21 +63,12 @@ async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
                 top = await response.json()
             assert top["items"] == [{"article_id": "intro", "views": 2}]
         process.send_signal(signal.SIGINT)
-        assert process.wait(30) == 0
-        assert not (tmp_path / "var" / "redis" / "url").exists()
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+        assert not (data / "redis" / "url").exists()
         redis_port = int(announced.rsplit(":", 1)[1].split("/")[0])
         assert _nothing_listens(redis_port), "the embedded Redis outlived sluice up"
-        assert (tmp_path / "var" / "redis" / "appendonlydir").exists() or any(
-            p.name.startswith("appendonly") for p in (tmp_path / "var" / "redis").iterdir()
-        )
+        assert any(p.name.startswith("appendonly") for p in (data / "redis").iterdir())
     finally:
-        if process.poll() is None:
+        if process.returncode is None:
             process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def _nothing_listens(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
+            await process.wait()

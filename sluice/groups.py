@@ -8,7 +8,7 @@ from sluice.projections import article_views
 from sluice.projections.base import Projection
 from sluice.projections.runtime import projection_group
 from sluice.resources import Resources
-from sluice.streams.consumer import GroupSpec
+from sluice.streams.spec import GroupSpec
 
 PROJECTIONS: dict[str, Projection] = {p.name: p for p in (article_views.PROJECTION,)}
 

@@ -14,8 +14,9 @@ from aiohttp import web
 from sluice.config import Config
 from sluice.groups import GROUPS
 from sluice.resources import open_resources, redis_client
-from sluice.streams.consumer import Consumer, RuntimeSettings
+from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
+from sluice.streams.spec import RuntimeSettings
 
 log = structlog.get_logger(__name__)
 

@@ -8,8 +8,8 @@ from sluice.events import AnyEvent, type_name
 from sluice.projections.base import Projection
 from sluice.resources import Resources
 from sluice.store import Tx
-from sluice.streams.consumer import GroupSpec
 from sluice.streams.messages import Delivery
+from sluice.streams.spec import GroupSpec
 
 
 async def fresh_events(

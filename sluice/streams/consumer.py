@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -26,44 +25,18 @@ import structlog
 from sluice.streams.failures import Failures, backoff_ms
 from sluice.streams.keys import Keys
 from sluice.streams.messages import (
-    BatchHandler,
     Delivery,
     Message,
     PoisonMessage,
     fields_from_redis,
 )
+from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
 from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)
 
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 RawEntry = tuple[bytes, dict[bytes, bytes] | None]
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    """A handler group: its name, the aggregate streams it reads, its batch handler."""
-
-    name: str
-    aggregates: tuple[str, ...]
-    handler: BatchHandler
-
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    batch: int = 100
-    block_ms: int = 2_000
-    claim_idle_ms: int = 60_000
-    retry_base_ms: int = 2_000
-    max_deliveries: int = 5
-
-
-@dataclass
-class Counters:
-    handled: int = 0
-    retried: int = 0
-    dead: int = 0
-    claimed: int = 0
 
 
 class Consumer:

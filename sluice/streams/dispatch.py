@@ -14,8 +14,8 @@ from typing import Any
 import structlog
 
 from sluice.events import Event
-from sluice.streams.consumer import GroupSpec
 from sluice.streams.messages import Delivery
+from sluice.streams.spec import GroupSpec
 
 EventHandler = Callable[[Any, Any], Awaitable[None]]
 

@@ -18,8 +18,9 @@ from sluice.events import ArticleViewed
 from sluice.groups import GROUPS
 from sluice.processes import runtime_settings
 from sluice.resources import Resources, open_resources, redis_client
-from sluice.streams.consumer import Consumer, GroupSpec
+from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
+from sluice.streams.spec import GroupSpec
 
 
 async def wait_for(

@@ -10,10 +10,11 @@ import redis.exceptions
 from sluice.config import Config
 from sluice.groups import GROUPS
 from sluice.resources import Resources
-from sluice.streams.consumer import Consumer, GroupSpec
+from sluice.streams.consumer import Consumer
 from sluice.streams.failures import Failures
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
+from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views, wait_for
 
 

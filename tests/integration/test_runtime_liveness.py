@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from sluice.config import Config
 from sluice.resources import Resources
 from sluice.store import open_store
-from sluice.streams.consumer import Consumer, GroupSpec
+from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.notify import CommitNotifier
 from sluice.streams.relay import Relay
+from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views, wait_for
 
 

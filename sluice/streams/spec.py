@@ -1,0 +1,33 @@
+"""What a consumer runs: the group it serves, its settings, its counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sluice.streams.messages import BatchHandler
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A handler group: its name, the aggregate streams it reads, its batch handler."""
+
+    name: str
+    aggregates: tuple[str, ...]
+    handler: BatchHandler
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    batch: int = 100
+    block_ms: int = 2_000
+    claim_idle_ms: int = 60_000
+    retry_base_ms: int = 2_000
+    max_deliveries: int = 5
+
+
+@dataclass
+class Counters:
+    handled: int = 0
+    retried: int = 0
+    dead: int = 0
+    claimed: int = 0

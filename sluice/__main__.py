@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SluiceError as exc:
         print(f"sluice: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a port in use, an unwritable data dir
+        print(f"sluice: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -118,10 +120,13 @@ class SqliteStore:
             await self._writer.execute("BEGIN IMMEDIATE")
             try:
                 yield tx
+                await self._writer.execute("COMMIT")
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                # Also after a failed COMMIT (SQLITE_BUSY, disk full), which
+                # leaves the transaction open on this shared connection.
+                with contextlib.suppress(sqlite3.Error):
+                    await self._writer.execute("ROLLBACK")
                 raise
-            await self._writer.execute("COMMIT")
         if tx.appended:
             for callback in self._listeners:
                 callback()

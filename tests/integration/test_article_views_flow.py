@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+
+import pytest
 
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
@@ -24,3 +27,19 @@ async def test_committed_views_are_counted_exactly(
         return await views(resources, "hot") == 250 and await views(resources, "cold") == 3
 
     await wait_for(drained)
+
+
+async def test_a_failed_commit_leaves_the_store_usable(resources: Resources) -> None:
+    """A transaction whose COMMIT fails is rolled back, not left open on the connection."""
+    async with resources.store.transaction() as tx:
+        await tx.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+        await tx.execute(
+            "CREATE TABLE child (parent_id INTEGER REFERENCES parent (id)"
+            " DEFERRABLE INITIALLY DEFERRED)"
+        )
+    with pytest.raises(sqlite3.IntegrityError):
+        async with resources.store.transaction() as tx:
+            await tx.execute("INSERT INTO child VALUES (42)")  # fails only at COMMIT
+    await post_views(resources, "after", 1)
+    assert await resources.store.max_seq() == 1
+    assert await resources.store.fetchone("SELECT COUNT(*) FROM child") == (0,)

@@ -46,4 +46,40 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         """,
     ),
     (2, "article views projection", ARTICLE_VIEWS_DDL.format(s="")),
+    (
+        3,
+        "users and tokens",
+        """
+        CREATE TABLE users (
+            id TEXT PRIMARY KEY,
+            email TEXT NOT NULL,
+            email_key TEXT NOT NULL UNIQUE,
+            name TEXT,
+            password_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE tokens (
+            token_hash TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users (id),
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX tokens_user ON tokens (user_id);
+        """,
+    ),
+    (
+        4,
+        "mail idempotency keys",
+        """
+        CREATE TABLE mail_sends (
+            key TEXT PRIMARY KEY,
+            state TEXT NOT NULL CHECK (state IN ('reserved', 'sent')),
+            holder TEXT NOT NULL,
+            lease_until TEXT NOT NULL,
+            recipient TEXT NOT NULL,
+            reserved_at TEXT NOT NULL,
+            sent_at TEXT
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]

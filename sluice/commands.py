@@ -19,6 +19,7 @@ from sluice.processes import run_all, run_api, run_relay, run_worker, stop_on_si
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer
 from sluice.resources import open_resources
+from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.store import open_store
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import status
@@ -39,8 +40,22 @@ def with_redis(config: Config) -> Config:
     raise ConfigError("SLUICE_REDIS_URL is not set and no `sluice up` is running in this data dir")
 
 
+def _ensure_admin_token(config: Config) -> Config:
+    """Generate the admin token into the data dir once; print it only then."""
+    if config.admin_token:
+        return config
+    path = config.data_dir / ADMIN_TOKEN_FILE
+    token, created = load_or_create_secret(path)
+    if created:
+        print(f"admin token (shown once, kept in {path}, mode 0600): {token}", flush=True)
+    else:
+        print(f"admin token: kept in {path}", flush=True)
+    return msgspec.structs.replace(config, admin_token=token)
+
+
 async def up(config: Config) -> int:
     stop = stop_on_signals()
+    config = _ensure_admin_token(config)
     server: RedisServer | None = None
     if not config.redis_url:
         server = RedisServer(config.data_dir / "redis")

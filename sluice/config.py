@@ -42,6 +42,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     worker_concurrency: int = 16
     worker_block_ms: int = 2_000
     visitor_key: str = ""
+    token_ttl_seconds: int = 30 * 86_400
 
     @property
     def sqlite_path(self) -> Path:
@@ -59,6 +60,7 @@ _INT_FIELDS = {
     "port", "view_dedupe_seconds", "reminder_min_interval", "code_pool_target",
     "claim_idle_ms", "retry_base_ms", "max_deliveries", "stream_retention",
     "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
+    "token_ttl_seconds",
 }  # fmt: skip
 _FLOAT_FIELDS = {"mail_rate"}
 

@@ -25,15 +25,34 @@ class ProblemError(SluiceError):
     status = 500
     title = "Internal Server Error"
 
-    def __init__(self, detail: str, errors: list[FieldError] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        errors: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.errors = errors or []
+        self.headers = headers or {}
 
 
 class BadRequest(ProblemError):
     status = 400
     title = "Bad Request"
+
+
+class Unauthorized(ProblemError):
+    status = 401
+    title = "Unauthorized"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": 'Bearer realm="sluice"'})
+
+
+class Forbidden(ProblemError):
+    status = 403
+    title = "Forbidden"
 
 
 class NotFound(ProblemError):
@@ -54,6 +73,14 @@ class UnsupportedMediaType(ProblemError):
 class Unprocessable(ProblemError):
     status = 422
     title = "Unprocessable Content"
+
+
+class TooManyRequests(ProblemError):
+    status = 429
+    title = "Too Many Requests"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail, headers={"Retry-After": str(max(1, retry_after))})
 
 
 class DependencyDown(ProblemError):

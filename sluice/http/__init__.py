@@ -8,12 +8,23 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from sluice.config import Config
-from sluice.http import articles, health
-from sluice.http.keys import CONFIG, KEYS, NOTIFIER, REDIS, STORE, VISITOR_KEY
+from sluice.http import admin, articles, health, users
+from sluice.http.keys import (
+    ADMIN_TOKEN,
+    CONFIG,
+    KEYS,
+    LOGIN_LIMITER,
+    NOTIFIER,
+    REDIS,
+    STORE,
+    VISITOR_KEY,
+)
+from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import problems, request_logging
 from sluice.http.openapi import openapi_view
 from sluice.http.visitors import load_visitor_key
 from sluice.resources import redis_client
+from sluice.secret_files import admin_token
 from sluice.store import open_store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
@@ -23,8 +34,9 @@ __all__ = ["MAX_BODY", "create_app"]
 MAX_BODY = 64 * 1024
 
 
-async def _visitor_key(app: web.Application) -> AsyncIterator[None]:
+async def _secrets(app: web.Application) -> AsyncIterator[None]:
     app[VISITOR_KEY] = await asyncio.to_thread(load_visitor_key, app[CONFIG])
+    app[ADMIN_TOKEN] = await asyncio.to_thread(admin_token, app[CONFIG])
     yield
 
 
@@ -38,6 +50,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
 
 async def _redis(app: web.Application) -> AsyncIterator[None]:
     app[REDIS] = redis_client(app[CONFIG], retry=False)
+    app[LOGIN_LIMITER] = LoginLimiter(app[REDIS], app[KEYS])
     try:
         yield
     finally:
@@ -63,6 +76,11 @@ def _add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/v1/articles/top", articles.top_articles)
     router.add_get("/v1/articles/{article_id}", articles.get_article)
     router.add_post("/v1/articles/{article_id}/views", articles.post_view)
+    router.add_post("/v1/users", users.register)
+    router.add_post("/v1/tokens", users.create_token)
+    router.add_delete("/v1/tokens/current", users.delete_current_token)
+    router.add_get("/v1/me", users.me)
+    router.add_get("/v1/admin/streams", admin.streams)
 
 
 def create_app(config: Config) -> web.Application:
@@ -70,6 +88,6 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY, middlewares=[request_logging, problems])
     app[CONFIG] = config
     app[KEYS] = Keys(config.stream_prefix)
-    app.cleanup_ctx.extend([_visitor_key, _store, _redis, _notifier])
+    app.cleanup_ctx.extend([_secrets, _store, _redis, _notifier])
     _add_routes(app.router)
     return app

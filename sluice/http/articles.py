@@ -7,13 +7,14 @@ import contextlib
 import hashlib
 import re
 
-import redis.exceptions
 import structlog
 from aiohttp import web
 
 from sluice.errors import DependencyDown, FieldError, Unprocessable
 from sluice.events import ArticleViewed, utcnow
+from sluice.http.auth import optional_user
 from sluice.http.bodies import json_response, read_json
+from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID, VISITOR_KEY
 from sluice.http.schemas import (
     VIEWER_MAX_LENGTH,
@@ -37,9 +38,6 @@ log = structlog.get_logger(__name__)
 ARTICLE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TOP_LIMIT_MAX = 100
 TOP_LIMIT_DEFAULT = 10
-# Redis may slow a view down this much at most; past it the view is counted without dedupe.
-REDIS_TIMEOUT = 0.5
-REDIS_ERRORS = (redis.exceptions.RedisError, OSError, TimeoutError)
 
 
 def _article_id(request: web.Request) -> str:
@@ -52,12 +50,12 @@ def _article_id(request: web.Request) -> str:
     return article_id
 
 
-def viewer_identity(request: web.Request, body: ViewBody) -> str:
-    """Who this view counts for: the ``viewer`` the body names, else an anonymous visitor.
-
-    This is the one place that decides identity; an authenticated user, once
-    tokens exist, is resolved here ahead of the body.
-    """
+async def viewer_identity(request: web.Request, body: ViewBody) -> str:
+    """Who this view counts for: the authenticated user, else the body's ``viewer``,
+    else an anonymous visitor (keyed hash of IP and User-Agent)."""
+    user = await optional_user(request)
+    if user is not None:
+        return f"user:{user.id}"
     if body.viewer is not None:
         if not 1 <= len(body.viewer) <= VIEWER_MAX_LENGTH:
             message = f"must be 1 to {VIEWER_MAX_LENGTH} characters"
@@ -92,7 +90,7 @@ async def post_view(request: web.Request) -> web.Response:
     """Count one view of an article unless this viewer was counted within the window."""
     article_id = _article_id(request)
     body = await read_json(request, ViewBody, optional=True)
-    viewer = viewer_identity(request, body)
+    viewer = await viewer_identity(request, body)
     digest = hashlib.sha256(viewer.encode()).hexdigest()[:32]
     key = request.app[KEYS].view_seen(article_id, digest)
     claimed = await _claim_view(request, key)

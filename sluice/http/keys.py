@@ -6,6 +6,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from sluice.config import Config
+from sluice.http.login_limit import LoginLimiter
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
@@ -16,5 +17,8 @@ STORE: web.AppKey[Store] = web.AppKey("store")
 REDIS = web.AppKey("redis", aioredis.Redis)
 NOTIFIER = web.AppKey("notifier", CommitNotifier)
 VISITOR_KEY = web.AppKey("visitor_key", bytes)
+LOGIN_LIMITER = web.AppKey("login_limiter", LoginLimiter)
+# None when no admin token is configured: admin routes then refuse everyone.
+ADMIN_TOKEN: web.AppKey[str | None] = web.AppKey("admin_token")
 
 TRACE_ID = web.RequestKey("trace_id", str)

@@ -70,7 +70,9 @@ async def problems(request: web.Request, handler: Handler) -> web.StreamResponse
     try:
         return await handler(request)
     except ProblemError as exc:
-        return problem_response(exc.status, exc.detail, title=exc.title, errors=exc.errors)
+        return problem_response(
+            exc.status, exc.detail, title=exc.title, errors=exc.errors, headers=exc.headers
+        )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

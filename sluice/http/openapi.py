@@ -15,14 +15,22 @@ from sluice.http.schemas import (
     Health,
     Problem,
     Readiness,
+    RegisterBody,
+    TokenBody,
+    TokenOut,
     TopArticles,
+    UserOut,
     ViewBody,
     ViewCounted,
 )
+from sluice.streams.maintenance import Status
 
 Doc = dict[str, Any]
 
-_STRUCTS = (Health, Readiness, ViewBody, ViewCounted, ArticleViews, TopArticles, Problem)
+_STRUCTS = (
+    Health, Readiness, ViewBody, ViewCounted, ArticleViews, TopArticles, Problem,
+    RegisterBody, UserOut, TokenBody, TokenOut, Status,
+)  # fmt: skip
 _REF = "#/components/schemas/{name}"
 
 
@@ -45,6 +53,20 @@ _ARTICLE_ID = {
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
 }
 _BAD_ARTICLE_ID = _problem("the article id does not match ^[A-Za-z0-9_-]{1,64}$")
+_USER: list[Doc] = [{"user": []}]
+_ADMIN: list[Doc] = [{"admin": []}]
+_BAD_BODY = {
+    "400": _problem("malformed JSON, or a field of the wrong type"),
+    "413": _problem("the body is larger than 64 KiB"),
+    "415": _problem("the body is not application/json"),
+}
+_UNAUTHORIZED = _problem("missing, unknown or expired bearer token")
+_FORBIDDEN = _problem("a user token where the admin token is required")
+
+
+def _body(schema: str) -> Doc:
+    return {"required": True, "content": {JSON: {"schema": _ref(schema)}}}
+
 
 _PATHS: Doc = {
     "/healthz": {"get": {
@@ -106,6 +128,53 @@ _PATHS: Doc = {
             "503": _problem("the database is unavailable; nothing was counted"),
         },
     }},
+    "/v1/users": {"post": {
+        "operationId": "register",
+        "summary": "Register; the welcome mail is sent in the background, exactly once",
+        "requestBody": _body("RegisterBody"),
+        "responses": {
+            "201": _ok("UserOut", "the new user"),
+            **_BAD_BODY,
+            "409": _problem("the email is taken (compared case-insensitively)"),
+            "422": _problem("missing or invalid email, password not 8 to 128 characters"),
+        },
+    }},
+    "/v1/tokens": {"post": {
+        "operationId": "login",
+        "summary": "Exchange email and password for a bearer token",
+        "requestBody": _body("TokenBody"),
+        "responses": {
+            "201": _ok("TokenOut", "the token and its expiry"),
+            **_BAD_BODY,
+            "401": _problem("unknown email or wrong password (the same answer for both)"),
+            "422": _problem("email or password missing"),
+            "429": _problem("5 failed logins for this email within 15 minutes; see Retry-After"),
+        },
+    }},
+    "/v1/tokens/current": {"delete": {
+        "operationId": "logout",
+        "summary": "Revoke the token this request carries",
+        "security": _USER,
+        "responses": {"204": {"description": "the token no longer works"},
+                      "401": _UNAUTHORIZED},
+    }},
+    "/v1/me": {"get": {
+        "operationId": "me",
+        "summary": "The authenticated user",
+        "security": _USER,
+        "responses": {"200": _ok("UserOut", "the user"), "401": _UNAUTHORIZED},
+    }},
+    "/v1/admin/streams": {"get": {
+        "operationId": "adminStreams",
+        "summary": "Streams, groups, pending, lag, dead letters, relay backlog",
+        "security": _ADMIN,
+        "responses": {
+            "200": _ok("Status", "the state of the streams"),
+            "401": _UNAUTHORIZED,
+            "403": _FORBIDDEN,
+            "503": _problem("Redis does not answer"),
+        },
+    }},
 }  # fmt: skip
 
 
@@ -121,7 +190,17 @@ def build_document(base_url: str) -> Doc:
         },
         "servers": [{"url": base_url}],
         "paths": _PATHS,
-        "components": {"schemas": schemas},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "user": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a token from POST /v1/tokens",
+                },
+                "admin": {"type": "http", "scheme": "bearer", "description": "SLUICE_ADMIN_TOKEN"},
+            },
+        },
     }
 
 

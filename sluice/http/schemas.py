@@ -62,3 +62,32 @@ class TopArticles(msgspec.Struct, kw_only=True):
     period: Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(PERIODS)})]
     start: date
     items: list[TopItem]
+
+
+# Users and tokens. Required fields are checked by the views (422 with the
+# field named), so a missing field and an invalid one answer alike.
+
+
+class RegisterBody(msgspec.Struct, kw_only=True):
+    email: str | None = None
+    password: (
+        Annotated[str, msgspec.Meta(extra_json_schema={"minLength": 8, "maxLength": 128})] | None
+    ) = None
+    name: str | None = None
+
+
+class UserOut(msgspec.Struct, kw_only=True):
+    id: str
+    email: str
+    name: str | None
+    created_at: datetime
+
+
+class TokenBody(msgspec.Struct, kw_only=True):
+    email: str | None = None
+    password: str | None = None
+
+
+class TokenOut(msgspec.Struct, kw_only=True):
+    token: str
+    expires_at: datetime

@@ -34,6 +34,9 @@ class Keys:
     def view_seen(self, article_id: str, viewer_digest: str) -> str:
         return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
 
+    def login_failures(self, email_digest: str) -> str:
+        return f"{self.prefix}:login:fail:{email_digest}"
+
     def top(self, period: str, start: str) -> str:
         return f"{self.prefix}:top:{period}:{start}"
 

@@ -16,13 +16,16 @@ from sluice.redis_server import free_port
 from tests.integration.conftest import wait_for
 
 
-async def _read_url(process: asyncio.subprocess.Process, log: Path) -> str:
+async def _read_until_up(process: asyncio.subprocess.Process, log: Path) -> list[str]:
+    """What ``sluice up`` printed up to its URL line, inclusive."""
     assert process.stdout is not None
+    lines: list[str] = []
     try:
         async with asyncio.timeout(30):
             while line := (await process.stdout.readline()).decode():
+                lines.append(line.strip())
                 if line.startswith("sluice is up: "):
-                    return line.split()[3]
+                    return lines
     except TimeoutError:
         pass
     raise AssertionError(f"sluice up printed no URL; its log:\n{log.read_text()[-3000:]}")
@@ -45,8 +48,14 @@ async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
             env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
         )  # fmt: skip
     try:
-        url = await _read_url(process, log)
+        printed = await _read_until_up(process, log)
+        url = printed[-1].split()[3]
         assert url == f"http://127.0.0.1:{port}"
+        [token_line] = [line for line in printed if line.startswith("admin token (shown once")]
+        admin_token = token_line.rsplit(" ", 1)[1]
+        token_file = data / "admin.token"
+        assert token_file.read_text().strip() == admin_token
+        assert token_file.stat().st_mode & 0o777 == 0o600
         announced = (data / "redis" / "url").read_text()
         async with aiohttp.ClientSession() as http:
             for viewer in ("ada", "bob", "ada"):
@@ -62,6 +71,9 @@ async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
             async with http.get(f"{url}/v1/articles/top?period=day") as response:
                 top = await response.json()
             assert top["items"] == [{"article_id": "intro", "views": 2}]
+            admin = {"Authorization": f"Bearer {admin_token}"}
+            async with http.get(f"{url}/v1/admin/streams", headers=admin) as response:
+                assert response.status == 200
         process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(process.wait(), 30) == 0
         assert not (data / "redis" / "url").exists()

@@ -1,0 +1,64 @@
+"""Who is calling: bearer tokens of users, and the admin token.
+
+Views call ``require_user``, ``optional_user`` or ``require_admin``; the
+answers follow the spec: 401 for a missing, unknown or expired token, 403 for
+a valid user token where the admin is required.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from aiohttp import web
+
+from sluice.errors import Forbidden, Unauthorized
+from sluice.events import utcnow
+from sluice.http.keys import ADMIN_TOKEN, STORE
+from sluice.store.users import User, user_for_token
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The bearer token sent, None without an Authorization header; 401 if it is malformed."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > 512:
+        raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+    return token
+
+
+async def optional_user(request: web.Request) -> User | None:
+    """The authenticated user, or None when no token was sent; 401 for a bad token."""
+    token = bearer_token(request)
+    if token is None:
+        return None
+    user = await user_for_token(request.app[STORE], token, utcnow())
+    if user is None:
+        raise Unauthorized("the token is unknown or expired")
+    return user
+
+
+async def require_user(request: web.Request) -> User:
+    user = await optional_user(request)
+    if user is None:
+        raise Unauthorized("a bearer token is required")
+    return user
+
+
+def is_admin_token(request: web.Request, token: str) -> bool:
+    admin = request.app[ADMIN_TOKEN]
+    return admin is not None and hmac.compare_digest(token.encode(), admin.encode())
+
+
+async def require_admin(request: web.Request) -> None:
+    """Pass with the admin token; 403 for a user's token, 401 for anything else."""
+    token = bearer_token(request)
+    if token is None:
+        raise Unauthorized("the admin token is required")
+    if is_admin_token(request, token):
+        return
+    if await user_for_token(request.app[STORE], token, utcnow()) is not None:
+        raise Forbidden("this route needs the admin token; a user token is not enough")
+    raise Unauthorized("the token is unknown or expired")

@@ -1,0 +1,108 @@
+"""Users and tokens: register, log in, log out, who am I."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from datetime import timedelta
+
+from aiohttp import web
+
+from sluice.errors import Conflict, FieldError, Unauthorized, Unprocessable
+from sluice.events import UserRegistered, utcnow, uuid7
+from sluice.http.auth import bearer_token, require_user
+from sluice.http.bodies import json_response, read_json
+from sluice.http.keys import CONFIG, LOGIN_LIMITER, STORE, TRACE_ID
+from sluice.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
+from sluice.passwords import DUMMY_HASH, hash_password, verify_password
+from sluice.store.users import (
+    EmailTaken,
+    User,
+    credentials,
+    delete_token,
+    insert_token,
+    insert_user,
+)
+
+# Deliberately plain: one @, no spaces, a dot in the domain. Deliverability is
+# the welcome mail's job, not a regular expression's.
+EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]+\.[^@\s.]{2,}")
+EMAIL_MAX = 254
+PASSWORD_MIN, PASSWORD_MAX = 8, 128
+NAME_MAX = 200
+
+
+def _out(user: User) -> UserOut:
+    return UserOut(id=user.id, email=user.email, name=user.name, created_at=user.created_at)
+
+
+def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
+    errors: list[FieldError] = []
+    email = (body.email or "").strip()
+    if not email:
+        errors.append(FieldError("email", "is required"))
+    elif len(email) > EMAIL_MAX or not EMAIL.fullmatch(email):
+        errors.append(FieldError("email", "is not a valid email address"))
+    password = body.password or ""
+    if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
+        errors.append(
+            FieldError("password", f"must be {PASSWORD_MIN} to {PASSWORD_MAX} characters")
+        )
+    name = body.name.strip() if body.name is not None else None
+    if name is not None and not 1 <= len(name) <= NAME_MAX:
+        errors.append(FieldError("name", f"must be 1 to {NAME_MAX} characters"))
+    if errors:
+        raise Unprocessable("invalid registration", errors)
+    return email, password, name
+
+
+async def register(request: web.Request) -> web.Response:
+    """Create a user; the welcome mail follows through the ``mail`` group, never awaited here."""
+    email, password, name = _registration(await read_json(request, RegisterBody))
+    password_hash = await asyncio.to_thread(hash_password, password)
+    user = User(id=uuid7(), email=email, name=name, created_at=utcnow())
+    event = UserRegistered(user_id=user.id, email=email, name=name, trace_id=request[TRACE_ID])
+    try:
+        async with request.app[STORE].transaction() as tx:
+            await insert_user(tx, user, password_hash)
+            await tx.append(event)
+    except EmailTaken:
+        raise Conflict("a user with this email exists") from None
+    return json_response(_out(user), 201)
+
+
+async def create_token(request: web.Request) -> web.Response:
+    """Log in. Unknown email and wrong password get the same answer, in the same time."""
+    body = await read_json(request, TokenBody)
+    if not body.email or not body.password:
+        missing = [
+            FieldError(f, "is required") for f in ("email", "password") if not getattr(body, f)
+        ]
+        raise Unprocessable("email and password are required", missing)
+    limiter = request.app[LOGIN_LIMITER]
+    await limiter.check(body.email)
+    found = await credentials(request.app[STORE], body.email)
+    stored_hash = found[1] if found else DUMMY_HASH
+    valid = await asyncio.to_thread(verify_password, body.password[: PASSWORD_MAX * 4], stored_hash)
+    if found is None or not valid:
+        await limiter.failed(body.email)
+        raise Unauthorized("invalid email or password")
+    await limiter.succeeded(body.email)
+    token = secrets.token_urlsafe(32)
+    now = utcnow()
+    expires = now + timedelta(seconds=request.app[CONFIG].token_ttl_seconds)
+    await insert_token(request.app[STORE], token, found[0], now, expires)
+    return json_response(TokenOut(token=token, expires_at=expires), 201)
+
+
+async def delete_current_token(request: web.Request) -> web.Response:
+    await require_user(request)
+    token = bearer_token(request)
+    assert token is not None  # require_user passed
+    await delete_token(request.app[STORE], token)
+    return web.Response(status=204)
+
+
+async def me(request: web.Request) -> web.Response:
+    return json_response(_out(await require_user(request)))

@@ -1,0 +1,98 @@
+"""Users and their bearer tokens. Tokens are stored only as SHA-256 hashes."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+import msgspec
+
+from sluice.store.base import Store, Tx
+
+
+class User(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    email: str
+    name: str | None
+    created_at: datetime
+
+
+class EmailTaken(Exception):
+    pass
+
+
+def email_key(email: str) -> str:
+    """Emails compare case-insensitively."""
+    return email.strip().casefold()
+
+
+def db_time(moment: datetime) -> str:
+    """A fixed-width UTC timestamp, so the database can compare them as text."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+_USER_COLUMNS = "id, email, name, created_at"
+
+
+def _user(row: tuple[object, ...]) -> User:
+    return User(
+        id=str(row[0]),
+        email=str(row[1]),
+        name=None if row[2] is None else str(row[2]),
+        created_at=datetime.fromisoformat(str(row[3])),
+    )
+
+
+async def insert_user(tx: Tx, user: User, password_hash: str) -> None:
+    """Raises ``EmailTaken`` when the email (case-insensitively) is registered already."""
+    inserted = await tx.execute(
+        "INSERT INTO users (id, email, email_key, name, password_hash, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (email_key) DO NOTHING",
+        (user.id, user.email, email_key(user.email), user.name, password_hash,
+         db_time(user.created_at)),
+    )  # fmt: skip
+    if inserted == 0:
+        raise EmailTaken(user.email)
+
+
+async def credentials(store: Store, email: str) -> tuple[str, str] | None:
+    """(user id, password hash) for an email, or None."""
+    row = await store.fetchone(
+        "SELECT id, password_hash FROM users WHERE email_key = ?", (email_key(email),)
+    )
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+async def user_by_id(store: Store, user_id: str) -> User | None:
+    row = await store.fetchone(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
+    return None if row is None else _user(row)
+
+
+async def insert_token(
+    store: Store, token: str, user_id: str, now: datetime, expires: datetime
+) -> None:
+    async with store.transaction() as tx:
+        await tx.execute(
+            "INSERT INTO tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+            (token_hash(token), user_id, db_time(now), db_time(expires)),
+        )
+
+
+async def user_for_token(store: Store, token: str, now: datetime) -> User | None:
+    """The token's user while the token exists and has not expired."""
+    row = await store.fetchone(
+        f"SELECT {', '.join('u.' + c for c in _USER_COLUMNS.split(', '))}"
+        " FROM tokens t JOIN users u ON u.id = t.user_id"
+        " WHERE t.token_hash = ? AND t.expires_at > ?",
+        (token_hash(token), db_time(now)),
+    )
+    return None if row is None else _user(row)
+
+
+async def delete_token(store: Store, token: str) -> bool:
+    async with store.transaction() as tx:
+        return await tx.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash(token),)) > 0

@@ -1,0 +1,207 @@
+"""Users and tokens: registration, login, logout, expiry, and the admin token."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import structlog
+
+from sluice.config import Config
+from sluice.events import UserRegistered
+from sluice.http import create_app
+from sluice.store import Store
+from tests.api.conftest import AiohttpClient, Client, problem, stored_events
+
+PASSWORD = "correct horse battery"
+
+
+async def register(client: Client, email: str = "Ada@Example.org", **extra: Any) -> Any:
+    response = await client.post("/v1/users", json={"email": email, "password": PASSWORD, **extra})
+    assert response.status == 201, await response.text()
+    return await response.json()
+
+
+async def login(client: Client, email: str = "ada@example.org", password: str = PASSWORD) -> Any:
+    return await client.post("/v1/tokens", json={"email": email, "password": password})
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_registration_commits_the_user_and_its_event_together(
+    client: Client, store: Store
+) -> None:
+    user = await register(client, name="Ada")
+    assert user["email"] == "Ada@Example.org"
+    assert user["name"] == "Ada"
+    assert datetime.fromisoformat(user["created_at"]).tzinfo is not None
+    [(event, trace_id)] = await stored_events(store)
+    assert isinstance(event, UserRegistered)
+    assert (event.user_id, event.email, event.name) == (user["id"], "Ada@Example.org", "Ada")
+    assert trace_id and event.trace_id == trace_id
+
+
+async def test_emails_are_unique_case_insensitively(client: Client, store: Store) -> None:
+    await register(client)
+    response = await client.post(
+        "/v1/users", json={"email": "ADA@example.ORG", "password": PASSWORD}
+    )
+    await problem(response, 409)
+    assert len(await stored_events(store)) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"password": PASSWORD}, "email"),
+        ({"email": "a@example.org"}, "password"),
+        ({"email": "not-an-email", "password": PASSWORD}, "email"),
+        ({"email": "a@b", "password": PASSWORD}, "email"),
+        ({"email": "a@example.org", "password": "short"}, "password"),
+        ({"email": "a@example.org", "password": "x" * 129}, "password"),
+        ({"email": "a@example.org", "password": PASSWORD, "name": ""}, "name"),
+    ],
+)
+async def test_invalid_registrations_are_422_and_write_nothing(
+    client: Client, store: Store, body: dict[str, str], field: str
+) -> None:
+    answer = await problem(await client.post("/v1/users", json=body), 422)
+    assert field in {e["field"] for e in answer["errors"]}
+    assert await stored_events(store) == []
+
+
+async def test_malformed_oversized_and_non_json_registrations(client: Client, store: Store) -> None:
+    await problem(await client.post("/v1/users", json={"email": 5, "password": PASSWORD}), 400)
+    await problem(
+        await client.post("/v1/users", data=b"{", headers={"Content-Type": "application/json"}),
+        400,
+    )
+    huge = json.dumps({"email": "a@example.org", "password": "x" * (10 * 1024 * 1024)})
+    await problem(
+        await client.post(
+            "/v1/users", data=io.BytesIO(huge.encode()),
+            headers={"Content-Type": "application/json"},
+        ),
+        413,
+    )  # fmt: skip
+    await problem(await client.post("/v1/users", data="email=a", headers={
+        "Content-Type": "application/x-www-form-urlencoded"}), 415)  # fmt: skip
+    assert await stored_events(store) == []
+
+
+async def test_login_me_and_logout(client: Client) -> None:
+    user = await register(client)
+    response = await login(client, email="ADA@example.org")
+    assert response.status == 201
+    body = await response.json()
+    expires = datetime.fromisoformat(body["expires_at"])
+    assert timedelta(days=29) < expires - datetime.now(UTC) <= timedelta(days=30)
+    me = await client.get("/v1/me", headers=bearer(body["token"]))
+    assert (await me.json())["id"] == user["id"]
+
+    assert (await client.delete("/v1/tokens/current", headers=bearer(body["token"]))).status == 204
+    await problem(await client.get("/v1/me", headers=bearer(body["token"])), 401)
+    await problem(await client.delete("/v1/tokens/current", headers=bearer(body["token"])), 401)
+
+
+async def test_unknown_email_and_wrong_password_get_the_same_answer(client: Client) -> None:
+    await register(client)
+    unknown = await problem(await login(client, email="nobody@example.org"), 401)
+    wrong = await problem(await login(client, password="wrong password"), 401)
+    assert unknown == wrong
+
+
+async def test_missing_and_malformed_tokens_are_401(client: Client) -> None:
+    response = await client.get("/v1/me")
+    await problem(response, 401)
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    await problem(await client.get("/v1/me", headers={"Authorization": "Basic YTpi"}), 401)
+    await problem(await client.get("/v1/me", headers=bearer("made-up")), 401)
+
+
+async def test_five_failures_lock_the_email_for_fifteen_minutes(client: Client) -> None:
+    await register(client)
+    for _ in range(5):
+        await problem(await login(client, password="wrong password"), 401)
+    locked = await login(client)  # even the right password
+    await problem(locked, 429)
+    assert 800 < int(locked.headers["Retry-After"]) <= 900
+    other = await register(client, email="bob@example.org")
+    assert other["email"] == "bob@example.org"
+    assert (await login(client, email="bob@example.org")).status == 201
+
+
+async def test_the_limit_holds_across_api_replicas(
+    aiohttp_client: AiohttpClient, config: Config
+) -> None:
+    first = await aiohttp_client(create_app(config))
+    second = await aiohttp_client(create_app(config))
+    await register(first)
+    for replica in (first, second, first, second, first):
+        await problem(await login(replica, password="wrong password"), 401)
+    await problem(await login(second), 429)
+    await problem(await login(first), 429)
+
+
+async def test_tokens_expire(
+    aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
+) -> None:
+    client = await aiohttp_client(create_app(make_config(token_ttl_seconds=1)))
+    await register(client)
+    token = (await (await login(client)).json())["token"]
+    assert (await client.get("/v1/me", headers=bearer(token))).status == 200
+    for _ in range(100):
+        if (await client.get("/v1/me", headers=bearer(token))).status == 401:
+            break
+        await asyncio.sleep(0.05)  # the clock has to pass the expiry
+    await problem(await client.get("/v1/me", headers=bearer(token)), 401)
+
+
+async def test_admin_routes_need_the_admin_token_not_a_user_token(
+    aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
+) -> None:
+    client = await aiohttp_client(create_app(make_config(admin_token="s3cret-admin")))
+    await register(client)
+    user_token = (await (await login(client)).json())["token"]
+    await problem(await client.get("/v1/admin/streams"), 401)
+    await problem(await client.get("/v1/admin/streams", headers=bearer("guess")), 401)
+    await problem(await client.get("/v1/admin/streams", headers=bearer(user_token)), 403)
+    ok = await client.get("/v1/admin/streams", headers=bearer("s3cret-admin"))
+    assert ok.status == 200
+    assert set(await ok.json()) == {"relay_backlog", "delayed", "streams"}
+
+
+async def test_without_an_admin_token_configured_admin_routes_refuse_everyone(
+    client: Client,
+) -> None:
+    await problem(await client.get("/v1/admin/streams", headers=bearer("anything")), 401)
+
+
+async def test_a_logged_in_viewer_counts_once_whatever_the_body_says(
+    client: Client, store: Store
+) -> None:
+    await register(client)
+    token = (await (await login(client)).json())["token"]
+    first = await client.post("/v1/articles/a/views", json={"viewer": "x"}, headers=bearer(token))
+    second = await client.post("/v1/articles/a/views", json={"viewer": "y"}, headers=bearer(token))
+    assert [await first.json(), await second.json()] == [{"counted": True}, {"counted": False}]
+
+
+async def test_no_password_or_token_reaches_the_logs(client: Client) -> None:
+    with structlog.testing.capture_logs() as logs:
+        await register(client)
+        await problem(await login(client, password="wrong password"), 401)
+        token = (await (await login(client)).json())["token"]
+        await client.get("/v1/me", headers=bearer(token))
+        await client.delete("/v1/tokens/current", headers=bearer(token))
+    assert len(logs) >= 5
+    text = repr(logs)
+    for secret in (PASSWORD, "wrong password", token):
+        assert secret not in text

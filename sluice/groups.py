@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.handlers import mail
 from sluice.projections import article_views
 from sluice.projections.base import Projection
 from sluice.projections.runtime import projection_group
@@ -18,5 +19,6 @@ def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec
 
 
 GROUPS: dict[str, Callable[[Resources], GroupSpec]] = {
-    name: _projection_group(projection) for name, projection in PROJECTIONS.items()
+    **{name: _projection_group(projection) for name, projection in PROJECTIONS.items()},
+    mail.NAME: mail.group,
 }

@@ -40,5 +40,9 @@ class Keys:
     def top(self, period: str, start: str) -> str:
         return f"{self.prefix}:top:{period}:{start}"
 
+    def mail_rate(self) -> str:
+        """The next free send slot of the mail rate limit, shared by every mail worker."""
+        return f"{self.prefix}:mail:rate"
+
     def is_stream_key(self, key: str) -> bool:
         return key.startswith(f"{self.prefix}:") and key.count(":") == 1

@@ -1,0 +1,1 @@
+"""Handler groups of plain per-event functions, one module per group (``mail``)."""

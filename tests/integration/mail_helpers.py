@@ -1,0 +1,163 @@
+"""Shared pieces of the mail tests (no tests here): a real SMTP server on loopback.
+
+``SmtpServer`` is an aiosmtpd ``Controller`` on a free loopback port, in its
+own thread, started and stopped by the test. Its handler records every
+message it accepts and answers the replies a test scripted (``451 ...``
+twice, ``550 ...``) before it goes back to accepting.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from email.message import EmailMessage
+from typing import Any
+
+import redis.asyncio as aioredis
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, Envelope, Session
+
+from sluice.events import UserRegistered
+from sluice.redis_server import free_port
+from sluice.resources import Resources
+from sluice.streams.relay import POSITION
+
+GROUP = "mail"
+
+
+@dataclass(frozen=True)
+class Received:
+    message: EmailMessage
+    rcpt_tos: list[str]
+    at: float  # time.time() when the server accepted it
+
+    @property
+    def message_id(self) -> str:
+        return str(self.message["Message-ID"])
+
+
+class Recorder:
+    """aiosmtpd handler: scripted replies per stage, then acceptance; records what it took."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.received: list[Received] = []
+        self.attempts = {"RCPT": 0, "DATA": 0}
+        self.script: dict[str, deque[str]] = {"RCPT": deque(), "DATA": deque()}
+        # Runs in the server's thread when a DATA was accepted, before the 250 goes out.
+        self.on_accept: Callable[[Received], None] | None = None
+
+    def answer(self, stage: str, *replies: str) -> None:
+        """Answer the next ``len(replies)`` commands of ``stage`` with these replies."""
+        with self.lock:
+            self.script[stage].extend(replies)
+
+    def _next(self, stage: str) -> str | None:
+        with self.lock:
+            self.attempts[stage] += 1
+            return self.script[stage].popleft() if self.script[stage] else None
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        reply = self._next("RCPT")
+        if reply is not None:
+            return reply
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        reply = self._next("DATA")
+        if reply is not None:
+            return reply
+        raw = envelope.original_content or b""
+        parsed = email.message_from_bytes(raw, policy=email.policy.default)
+        assert isinstance(parsed, EmailMessage)
+        received = Received(parsed, list(envelope.rcpt_tos), time.time())
+        with self.lock:
+            self.received.append(received)
+        if self.on_accept is not None:
+            self.on_accept(received)
+        return "250 Message accepted for delivery"
+
+    def messages(self) -> list[Received]:
+        with self.lock:
+            return list(self.received)
+
+
+class SmtpServer:
+    def __init__(self, recorder: Recorder, **smtp_options: Any) -> None:
+        self.recorder = recorder
+        self.port = free_port()
+        self.controller = Controller(recorder, hostname="127.0.0.1", port=self.port, **smtp_options)
+
+    @property
+    def url(self) -> str:
+        return f"smtp://127.0.0.1:{self.port}"
+
+    def messages(self) -> list[Received]:
+        return self.recorder.messages()
+
+
+@contextmanager
+def smtp_server(**smtp_options: Any) -> Iterator[SmtpServer]:
+    """A real SMTP server on a free loopback port for the duration of the block."""
+    server = SmtpServer(Recorder(), **smtp_options)
+    server.controller.start()
+    try:
+        yield server
+    finally:
+        server.controller.stop()
+
+
+async def register(resources: Resources, n: int, *, start: int = 0) -> list[UserRegistered]:
+    """Commit ``n`` registrations, one transaction each, as the API does."""
+    events = []
+    for i in range(start, start + n):
+        event = UserRegistered(
+            user_id=f"u{i:04d}", email=f"user{i}@example.org", name=f"User {i}", trace_id=f"t{i}"
+        )
+        async with resources.store.transaction() as tx:
+            await tx.append(event)
+        events.append(event)
+    return events
+
+
+async def _group_state(redis: aioredis.Redis, stream: str) -> tuple[int, bool]:
+    """(pending, read to the end) of the mail group on ``stream``."""
+    if not await redis.exists(stream):
+        return 0, True
+    info = await redis.xinfo_stream(stream)
+    for row in await redis.xinfo_groups(stream):
+        name = row["name"].decode() if isinstance(row["name"], bytes) else row["name"]
+        if name == GROUP:
+            return int(row["pending"]), row["last-delivered-id"] == info["last-generated-id"]
+    return 0, int(info["length"]) == 0
+
+
+async def drained(resources: Resources) -> bool:
+    """Everything committed was published, read and acked by the mail group; no retry waits."""
+    keys, redis = resources.keys, resources.redis
+    if await resources.store.position(POSITION) < await resources.store.max_seq():
+        return False
+    for stream in (keys.stream("users"), keys.retry(GROUP)):
+        pending, caught_up = await _group_state(redis, stream)
+        if pending or not caught_up:
+            return False
+    return int(await redis.zcard(keys.delayed(GROUP))) == 0
+
+
+async def sent_keys(resources: Resources) -> dict[str, str]:
+    rows = await resources.store.fetchall("SELECT key, state FROM mail_sends")
+    return {str(key): str(state) for key, state in rows}
+
+
+async def dead_letters(resources: Resources) -> list[dict[bytes, bytes]]:
+    entries: Any = await resources.redis.xrange(resources.keys.dead(GROUP))
+    return [fields for _, fields in entries]

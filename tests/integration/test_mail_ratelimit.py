@@ -1,0 +1,75 @@
+"""SLUICE_MAIL_RATE holds the pace across workers: it is one limit, shared through Redis.
+
+The assertions read the limiter's own grants (Redis time) and the server's
+arrival times; nothing here measures throughput against a wall clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from sluice.config import Config
+from sluice.handlers import mail
+from sluice.mail.ratelimit import Grant, RateLimiter
+from sluice.resources import Resources
+from sluice.streams.consumer import Consumer
+from sluice.streams.relay import Relay
+from tests.integration.conftest import wait_for
+from tests.integration.mail_helpers import drained, register, smtp_server
+
+RATE = 5
+MAILS = 15
+
+
+class RecordingLimiter(RateLimiter):
+    """The real limiter, keeping the slots it granted."""
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        super().__init__(limiter.redis, limiter.key, limiter.rate)
+        self.grants: list[float] = []
+
+    async def acquire(self) -> Grant:
+        grant = await super().acquire()
+        self.grants.append(grant.at)
+        return grant
+
+
+async def test_two_workers_share_one_limit_of_mails_per_second(
+    resources: Resources,
+    make_config: Callable[..., Config],
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    with smtp_server() as server:
+        config = make_config(smtp_url=server.url, mail_rate=RATE, worker_batch=4)
+        res = dataclasses.replace(resources, config=config)
+        limiters = []
+        for name in ("w1", "w2"):
+            deps = mail.build_deps(res)
+            limiter = RecordingLimiter(deps.mailer.limiter)
+            limiters.append(limiter)
+            deps = dataclasses.replace(
+                deps, mailer=dataclasses.replace(deps.mailer, limiter=limiter)
+            )
+            start_worker(spec=mail.group(res, deps), name=name, config=config)
+        start_relay()
+        await register(resources, MAILS)
+
+        async def settled() -> bool:
+            return await drained(resources)
+
+        await wait_for(settled)
+        arrivals = sorted(r.at for r in server.messages())
+
+    assert len(arrivals) == MAILS
+    assert all(limiter.grants for limiter in limiters), "both workers sent mail"
+    grants = sorted(g for limiter in limiters for g in limiter.grants)
+    assert len(grants) == MAILS
+    # Evenly spaced slots: 15 mails at 5/s span at least 14 intervals of 0.2 s...
+    assert grants[-1] - grants[0] >= (MAILS - 1) / RATE - 1e-3
+    # ...and no window of one second holds more than 5 of them, across both workers.
+    spans = [grants[i + RATE] - grants[i] for i in range(len(grants) - RATE)]
+    assert min(spans) >= 1 - 1e-3
+    # What the SMTP server saw (sends start at their slot, give or take scheduling).
+    assert arrivals[-1] - arrivals[0] >= 2.0

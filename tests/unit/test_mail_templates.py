@@ -1,0 +1,85 @@
+"""Mail texts, idempotency keys and the composed message: headers a mail client relies on."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from sluice.errors import HandlerError
+from sluice.mail import templates
+from sluice.mail.sending import Outgoing, compose, message_id, reminder_key, welcome_key
+
+
+def test_welcome_greets_by_name_and_links_the_service() -> None:
+    content = templates.welcome("Ada Lovelace", "https://sl.example/")
+    assert content.subject == "Welcome to sluice"
+    assert content.text.startswith("Hello Ada Lovelace,\n")
+    assert "https://sl.example/\n" in content.text
+
+
+def test_welcome_without_a_name_and_with_line_breaks_in_it() -> None:
+    assert templates.welcome(None, "http://x").text.startswith("Hello,\n")
+    assert templates.welcome("   ", "http://x").text.startswith("Hello,\n")
+    sneaky = templates.welcome("Eve\r\nBcc: all@example.org", "http://x")
+    assert sneaky.text.startswith("Hello Eve Bcc: all@example.org,\n")
+
+
+def test_reminder_shows_the_text_and_the_time_in_the_reminder_zone() -> None:
+    content = templates.reminder(
+        "Water the plants\nand the garden", datetime(2025, 3, 1, 7, 30, tzinfo=UTC), "Asia/Shanghai"
+    )
+    assert content.subject == "Reminder: Water the plants and the garden"
+    assert "Reminder for 2025-03-01 15:30 CST:" in content.text
+    assert "Water the plants\nand the garden" in content.text
+
+
+def test_reminder_subject_is_one_short_line() -> None:
+    content = templates.reminder("x" * 500, datetime(2025, 1, 1, tzinfo=UTC), "UTC")
+    assert content.subject == "Reminder: " + "x" * 80
+
+
+def test_keys_name_the_user_or_the_reminder_occurrence() -> None:
+    assert welcome_key("0190a1b2-c3d4") == "welcome_0190a1b2-c3d4"
+    at = datetime(2025, 3, 1, 15, 30, tzinfo=timezone(timedelta(hours=8)))
+    assert reminder_key("r42", at) == "reminder_r42_20250301T073000Z"
+
+
+@pytest.mark.parametrize("key", ["", "welcome_../../etc", "welcome_a b", "_x", "k" * 201])
+def test_keys_that_are_not_safe_names_are_refused_permanently(key: str) -> None:
+    with pytest.raises(HandlerError) as error:
+        Outgoing(key=key, recipient="a@example.org", content=templates.welcome(None, "http://x"))
+    assert error.value.permanent
+
+
+def test_the_message_id_derives_from_the_key_and_the_sender_domain() -> None:
+    assert (
+        message_id("welcome_u1", "Sluice <hello@sluice.example>") == "<welcome_u1@sluice.example>"
+    )
+    assert message_id("welcome_u1", "sluice") == "<welcome_u1@localhost>"
+
+
+def test_compose_sets_the_headers_once_and_keeps_the_name_on_one_line() -> None:
+    outgoing = Outgoing(
+        key="welcome_u1", recipient="ada@example.org", recipient_name="Ada\nBcc: x@evil.example",
+        content=templates.welcome("Ada", "http://x"),
+    )  # fmt: skip
+    message = compose(outgoing, "Sluice <hello@sluice.example>")
+    assert message["To"] == '"Ada Bcc: x@evil.example" <ada@example.org>'
+    assert message["Bcc"] is None
+    assert message["From"] == "Sluice <hello@sluice.example>"
+    assert message["Message-ID"] == "<welcome_u1@sluice.example>"
+    assert message["Auto-Submitted"] == "auto-generated"
+    assert message["Date"]
+    assert message.get_content().startswith("Hello Ada,")
+    again = compose(outgoing, "Sluice <hello@sluice.example>")
+    assert again["Message-ID"] == message["Message-ID"]
+
+
+def test_an_address_that_cannot_be_written_is_a_permanent_failure() -> None:
+    outgoing = Outgoing(
+        key="welcome_u1", recipient="not an address@@", content=templates.welcome(None, "http://x")
+    )
+    with pytest.raises(HandlerError) as error:
+        compose(outgoing, "sluice@localhost")
+    assert error.value.permanent

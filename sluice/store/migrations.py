@@ -82,4 +82,25 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        5,
+        "short links and the code pool",
+        """
+        CREATE TABLE code_pool (
+            code TEXT PRIMARY KEY,
+            taken INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        CREATE INDEX code_pool_free ON code_pool (taken) WHERE taken = 0;
+        CREATE TABLE links (
+            code TEXT PRIMARY KEY,
+            owner_id TEXT NOT NULL REFERENCES users (id),
+            url TEXT NOT NULL,
+            expires_at TEXT,
+            disabled INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX links_owner ON links (owner_id, created_at DESC, code);
+        """,
+    ),
 ]

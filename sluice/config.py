@@ -43,6 +43,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     worker_block_ms: int = 2_000
     visitor_key: str = ""
     token_ttl_seconds: int = 30 * 86_400
+    # Visit group commit: commit when the oldest buffered visit is this old, or this many wait.
+    visit_flush_ms: int = 5
+    visit_batch: int = 500
 
     @property
     def sqlite_path(self) -> Path:
@@ -60,7 +63,7 @@ _INT_FIELDS = {
     "port", "view_dedupe_seconds", "reminder_min_interval", "code_pool_target",
     "claim_idle_ms", "retry_base_ms", "max_deliveries", "stream_retention",
     "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
-    "token_ttl_seconds",
+    "token_ttl_seconds", "visit_flush_ms", "visit_batch",
 }  # fmt: skip
 _FLOAT_FIELDS = {"mail_rate"}
 
@@ -108,7 +111,9 @@ def _validate(config: Config) -> None:
         ZoneInfo(config.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
-    positive = ("max_deliveries", "relay_batch", "worker_batch", "worker_concurrency")
+    positive = (
+        "max_deliveries", "relay_batch", "worker_batch", "worker_concurrency", "visit_batch",
+    )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")

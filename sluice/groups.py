@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sluice.handlers import mail
-from sluice.projections import article_views
+from sluice.projections import article_views, link_stats
 from sluice.projections.base import Projection
 from sluice.projections.runtime import projection_group
 from sluice.resources import Resources
 from sluice.streams.spec import GroupSpec
 
-PROJECTIONS: dict[str, Projection] = {p.name: p for p in (article_views.PROJECTION,)}
+PROJECTIONS: dict[str, Projection] = {
+    p.name: p for p in (article_views.PROJECTION, link_stats.PROJECTION)
+}
 
 
 def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec]:

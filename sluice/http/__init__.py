@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from sluice.config import Config
-from sluice.http import admin, articles, health, users
+from sluice.http import admin, articles, health, link_stats, links, redirects, users
 from sluice.http.keys import (
     ADMIN_TOKEN,
     CONFIG,
@@ -80,7 +80,14 @@ def _add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/v1/tokens", users.create_token)
     router.add_delete("/v1/tokens/current", users.delete_current_token)
     router.add_get("/v1/me", users.me)
+    router.add_post("/v1/links", links.create_link)
+    router.add_get("/v1/links", links.list_links)
+    router.add_get("/v1/links/{code}", links.read_link)
+    router.add_patch("/v1/links/{code}", links.patch_link)
     router.add_get("/v1/admin/streams", admin.streams)
+    router.add_get("/v1/links/{code}/stats", link_stats.link_stats)
+    # Last of all, so /{code} never shadows another route; HEAD comes with it.
+    router.add_get("/{code}", redirects.redirect)
 
 
 def create_app(config: Config) -> web.Application:
@@ -89,5 +96,7 @@ def create_app(config: Config) -> web.Application:
     app[CONFIG] = config
     app[KEYS] = Keys(config.stream_prefix)
     app.cleanup_ctx.extend([_secrets, _store, _redis, _notifier])
+    app.cleanup_ctx.append(links.code_pool)
+    app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])
     _add_routes(app.router)
     return app

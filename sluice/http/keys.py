@@ -7,6 +7,8 @@ from aiohttp import web
 
 from sluice.config import Config
 from sluice.http.login_limit import LoginLimiter
+from sluice.links.cache import LinkCache, LinkFollower
+from sluice.links.visits import VisitRecorder
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
@@ -20,5 +22,9 @@ VISITOR_KEY = web.AppKey("visitor_key", bytes)
 LOGIN_LIMITER = web.AppKey("login_limiter", LoginLimiter)
 # None when no admin token is configured: admin routes then refuse everyone.
 ADMIN_TOKEN: web.AppKey[str | None] = web.AppKey("admin_token")
+# The redirect path: links cached in process, the stream follower, the visit writer.
+LINK_CACHE = web.AppKey("link_cache", LinkCache)
+LINK_FOLLOWER = web.AppKey("link_follower", LinkFollower)
+VISITS = web.AppKey("visits", VisitRecorder)
 
 TRACE_ID = web.RequestKey("trace_id", str)

@@ -13,6 +13,11 @@ from sluice.http.schemas import (
     VIEWER_MAX_LENGTH,
     ArticleViews,
     Health,
+    LinkBody,
+    LinkOut,
+    LinkPage,
+    LinkPatch,
+    LinkStatsOut,
     Problem,
     Readiness,
     RegisterBody,
@@ -30,6 +35,8 @@ Doc = dict[str, Any]
 _STRUCTS = (
     Health, Readiness, ViewBody, ViewCounted, ArticleViews, TopArticles, Problem,
     RegisterBody, UserOut, TokenBody, TokenOut, Status,
+    LinkBody, LinkPatch, LinkOut, LinkPage,
+    LinkStatsOut,
 )  # fmt: skip
 _REF = "#/components/schemas/{name}"
 
@@ -62,6 +69,8 @@ _BAD_BODY = {
 }
 _UNAUTHORIZED = _problem("missing, unknown or expired bearer token")
 _FORBIDDEN = _problem("a user token where the admin token is required")
+_CODE = {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}}
+_NO_LINK = _problem("no such link, or another user's (the same answer for both)")
 
 
 def _body(schema: str) -> Doc:
@@ -173,6 +182,125 @@ _PATHS: Doc = {
             "401": _UNAUTHORIZED,
             "403": _FORBIDDEN,
             "503": _problem("Redis does not answer"),
+        },
+    }},
+    "/v1/links": {
+        "post": {
+            "operationId": "createLink",
+            "summary": "Shorten a URL, under an alias or a generated 6-character code",
+            "description": (
+                "`url`: absolute http(s) with a host, at most 2048 characters, no user or "
+                "password, not this service's own short domain. `alias`: "
+                "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$, unique (case-sensitively), not a reserved "
+                "word. `expires_at`: RFC 3339 with an offset, in the future. Unknown fields "
+                "are refused (400)."
+            ),
+            "security": _USER,
+            "requestBody": _body("LinkBody"),
+            "responses": {
+                "201": _ok("LinkOut", "the new link"),
+                **_BAD_BODY,
+                "401": _UNAUTHORIZED,
+                "409": _problem("the alias is taken"),
+                "422": _problem("invalid or missing url, invalid or reserved alias, "
+                                "expiry not in the future"),
+            },
+        },
+        "get": {
+            "operationId": "listLinks",
+            "summary": "The caller's links, newest first",
+            "security": _USER,
+            "parameters": [
+                {"name": "limit", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+                {"name": "cursor", "in": "query", "required": False,
+                 "description": "`next_cursor` of the previous page", "schema": {"type": "string"}},
+            ],
+            "responses": {
+                "200": _ok("LinkPage", "one page; `next_cursor` is null on the last one"),
+                "401": _UNAUTHORIZED,
+                "422": _problem("a limit outside 1..100, or a cursor this API did not return"),
+            },
+        },
+    },
+    "/v1/links/{code}": {
+        "get": {
+            "operationId": "getLink",
+            "summary": "One of the caller's links",
+            "security": _USER,
+            "parameters": [_CODE],
+            "responses": {"200": _ok("LinkOut", "the link"), "401": _UNAUTHORIZED,
+                          "404": _NO_LINK},
+        },
+        "patch": {
+            "operationId": "updateLink",
+            "summary": "Change a link's url, expiry or disabled flag",
+            "description": (
+                "Absent fields keep their value; `expires_at: null` removes the expiry. "
+                "The code never changes and links are never deleted."
+            ),
+            "security": _USER,
+            "parameters": [_CODE],
+            "requestBody": _body("LinkPatch"),
+            "responses": {
+                "200": _ok("LinkOut", "the link as changed"),
+                **_BAD_BODY,
+                "401": _UNAUTHORIZED,
+                "404": _NO_LINK,
+                "422": _problem("invalid url, or an expiry not in the future"),
+            },
+        },
+    },
+    "/v1/links/{code}/stats": {"get": {
+        "operationId": "linkStats",
+        "summary": "Visit statistics of one of the caller's links",
+        "description": (
+            "`total` counts GET redirects (never HEAD); `bots` those from a known crawler or "
+            "link previewer; `human = total - bots`; `unique_visitors` counts distinct keyed "
+            "hashes of IP + User-Agent. Totals, `referrers` (by host; null for no Referer) and "
+            "`browsers` (the 100 busiest each) cover the link's whole life; `days` lists every "
+            "UTC day from `from` to `to`, zeros included. Eventually consistent (seconds), "
+            "exact once the workers drain; `as_of` is the time of the read."
+        ),
+        "security": _USER,
+        "parameters": [
+            {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "from", "in": "query", "required": False,
+             "description": "first UTC day, YYYY-MM-DD; default `to` minus 29 days",
+             "schema": {"type": "string", "format": "date"}},
+            {"name": "to", "in": "query", "required": False,
+             "description": "last UTC day, YYYY-MM-DD; default today",
+             "schema": {"type": "string", "format": "date"}},
+        ],
+        "responses": {
+            "200": _ok("LinkStatsOut", "the statistics"),
+            "401": _UNAUTHORIZED,
+            "404": _problem("no such link, or another user's (the same answer for both)"),
+            "422": _problem("a date not YYYY-MM-DD, `from` after `to`, or more than 366 days"),
+        },
+    }},
+    "/{code}": {"get": {
+        "operationId": "redirect",
+        "summary": "Follow a short link: 302 to its URL, recording a visit",
+        "description": (
+            "`HEAD /{code}` answers the same status and headers and records no visit. "
+            "Every answer carries `Cache-Control: private, no-store`."
+        ),
+        "parameters": [
+            {"name": "code", "in": "path", "required": True,
+             "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"}},
+        ],
+        "responses": {
+            "302": {
+                "description": "to the link's URL",
+                "headers": {
+                    "Location": {"schema": {"type": "string", "format": "uri"}},
+                    "Cache-Control": {"schema": {"const": "private, no-store"}},
+                },
+            },
+            "404": _problem("no link has this code"),
+            "410": _problem("the link is disabled or expired"),
+            "503": _problem("the link is not cached and the database is unavailable"),
         },
     }},
 }  # fmt: skip

@@ -91,3 +91,73 @@ class TokenBody(msgspec.Struct, kw_only=True):
 class TokenOut(msgspec.Struct, kw_only=True):
     token: str
     expires_at: datetime
+
+
+# Short links. The url, alias and expiry rules are checked by the views (422), so a
+# missing url and an invalid one answer alike; the annotations below document them.
+
+LinkUrl = Annotated[str, msgspec.Meta(extra_json_schema={"format": "uri", "maxLength": 2048})]
+LinkAlias = Annotated[
+    str, msgspec.Meta(extra_json_schema={"pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"})
+]
+Rfc3339 = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
+
+
+class LinkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    url: LinkUrl | None = None
+    alias: LinkAlias | None = None
+    expires_at: Rfc3339 | None = None
+
+
+class LinkPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Absent fields keep their value; `expires_at: null` removes the expiry."""
+
+    url: LinkUrl | msgspec.UnsetType = msgspec.UNSET
+    expires_at: Rfc3339 | msgspec.UnsetType | None = msgspec.UNSET
+    disabled: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class LinkOut(msgspec.Struct, kw_only=True):
+    code: str
+    short_url: str
+    url: str
+    expires_at: datetime | None
+    disabled: bool
+    created_at: datetime
+
+
+class LinkPage(msgspec.Struct, kw_only=True):
+    items: list[LinkOut]
+    next_cursor: str | None
+
+
+# Link statistics (GET /v1/links/{code}/stats): totals, referrers and browsers
+# cover the link's whole life; `days` covers the requested range, zeros included.
+
+
+class LinkStatsDay(msgspec.Struct, kw_only=True):
+    date: date
+    visits: int
+    unique_visitors: int
+
+
+class ReferrerVisits(msgspec.Struct, kw_only=True):
+    referrer: str | None  # the host of the Referer header; null when none was sent
+    visits: int
+
+
+class BrowserVisits(msgspec.Struct, kw_only=True):
+    browser: str
+    visits: int
+
+
+class LinkStatsOut(msgspec.Struct, kw_only=True):
+    code: str
+    total: int
+    human: int
+    bots: int
+    unique_visitors: int
+    days: list[LinkStatsDay]
+    referrers: list[ReferrerVisits]
+    browsers: list[BrowserVisits]
+    as_of: datetime

@@ -25,6 +25,51 @@ CREATE TABLE article_views_processed{s} (
 ) WITHOUT ROWID;
 """
 
+# Link statistics, pre-aggregated per link; unique visitors are exact: one row
+# per (link, visitor) and per (link, day, visitor), counted as they are inserted.
+LINK_STATS_DDL = """
+CREATE TABLE link_stats{s} (
+    code TEXT PRIMARY KEY,
+    total INTEGER NOT NULL,
+    bots INTEGER NOT NULL,
+    unique_visitors INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE link_stats_days{s} (
+    code TEXT NOT NULL,
+    day TEXT NOT NULL,
+    visits INTEGER NOT NULL,
+    unique_visitors INTEGER NOT NULL,
+    PRIMARY KEY (code, day)
+) WITHOUT ROWID;
+CREATE TABLE link_stats_referrers{s} (
+    code TEXT NOT NULL,
+    referrer TEXT NOT NULL,
+    visits INTEGER NOT NULL,
+    PRIMARY KEY (code, referrer)
+) WITHOUT ROWID;
+CREATE TABLE link_stats_browsers{s} (
+    code TEXT NOT NULL,
+    browser TEXT NOT NULL,
+    visits INTEGER NOT NULL,
+    PRIMARY KEY (code, browser)
+) WITHOUT ROWID;
+CREATE TABLE link_visitors{s} (
+    code TEXT NOT NULL,
+    visitor TEXT NOT NULL,
+    PRIMARY KEY (code, visitor)
+) WITHOUT ROWID;
+CREATE TABLE link_day_visitors{s} (
+    code TEXT NOT NULL,
+    day TEXT NOT NULL,
+    visitor TEXT NOT NULL,
+    PRIMARY KEY (code, day, visitor)
+) WITHOUT ROWID;
+CREATE TABLE link_stats_processed{s} (
+    event_id TEXT PRIMARY KEY
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -103,4 +148,5 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX links_owner ON links (owner_id, created_at DESC, code);
         """,
     ),
+    (6, "link statistics projection", LINK_STATS_DDL.format(s="")),
 ]

@@ -1,0 +1,81 @@
+"""``GET /v1/links/{code}/stats``: a link's visit statistics, for its owner only."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, timedelta
+
+from aiohttp import web
+
+from sluice.errors import FieldError, NotFound, Unprocessable
+from sluice.events import utcnow
+from sluice.http.auth import require_user
+from sluice.http.bodies import json_response
+from sluice.http.keys import STORE
+from sluice.http.schemas import BrowserVisits, LinkStatsDay, LinkStatsOut, ReferrerVisits
+from sluice.projections.link_stats import read_stats
+from sluice.store.links import get_link
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 366
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _day(query: Mapping[str, str], name: str, errors: list[FieldError]) -> date | None:
+    raw = query.get(name)
+    if raw is None:
+        return None
+    try:
+        if not _DATE.fullmatch(raw):
+            raise ValueError(raw)
+        return date.fromisoformat(raw)
+    except ValueError:
+        errors.append(FieldError(name, "must be a date as YYYY-MM-DD (UTC)"))
+        return None
+
+
+def stats_range(query: Mapping[str, str], today: date) -> tuple[date, date]:
+    """``from``..``to`` (inclusive UTC days); by default the last 30 days up to today."""
+    errors: list[FieldError] = []
+    first, last = _day(query, "from", errors), _day(query, "to", errors)
+    if errors:
+        raise Unprocessable("invalid query parameters", errors)
+    if last is None:
+        last = today
+    if first is None:
+        first = last - timedelta(days=DEFAULT_DAYS - 1)
+    if first > last:
+        raise Unprocessable("invalid range", [FieldError("from", "must not be after `to`")])
+    if (last - first).days + 1 > MAX_DAYS:
+        message = f"the range may span at most {MAX_DAYS} days"
+        raise Unprocessable("invalid range", [FieldError("to", message)])
+    return first, last
+
+
+async def link_stats(request: web.Request) -> web.Response:
+    user = await require_user(request)
+    code = request.match_info["code"]
+    store = request.app[STORE]
+    link = await get_link(store, code)
+    if link is None or link.owner_id != user.id:
+        raise NotFound(f"you have no short link {code}")
+    now = utcnow()
+    first, last = stats_range(request.query, now.astimezone(UTC).date())
+    stats = await read_stats(store, code, first, last)
+    return json_response(
+        LinkStatsOut(
+            code=code,
+            total=stats.total,
+            human=stats.total - stats.bots,
+            bots=stats.bots,
+            unique_visitors=stats.unique_visitors,
+            days=[
+                LinkStatsDay(date=d.day, visits=d.visits, unique_visitors=d.unique_visitors)
+                for d in stats.days
+            ],
+            referrers=[ReferrerVisits(referrer=r, visits=n) for r, n in stats.referrers],
+            browsers=[BrowserVisits(browser=b, visits=n) for b, n in stats.browsers],
+            as_of=now,
+        )
+    )

@@ -1,0 +1,121 @@
+"""``GET /{code}`` and ``HEAD /{code}``: the redirect, answered from the in-process link cache.
+
+A redirect makes no Redis round trip and no database write: the link comes
+from the cache (a database read only on a miss), and a GET hands its visit to
+the group-commit writer, which commits buffered visits every few milliseconds.
+HEAD answers the same status and headers and records nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+import structlog
+from aiohttp import web
+
+from sluice.errors import DependencyDown
+from sluice.events import LinkVisited, utcnow
+from sluice.http.keys import (
+    CONFIG,
+    KEYS,
+    LINK_CACHE,
+    LINK_FOLLOWER,
+    STORE,
+    TRACE_ID,
+    VISITOR_KEY,
+    VISITS,
+)
+from sluice.http.problems import problem_response
+from sluice.http.visitors import visitor_hash
+from sluice.links.cache import LinkCache, LinkFollower, Target, stop_task, target_of
+from sluice.links.visits import VisitRecorder, classify, referrer_host, warm_up
+from sluice.resources import redis_client
+from sluice.store.links import get_link
+
+log = structlog.get_logger(__name__)
+
+# Generated codes and aliases both fit this; anything else is unknown without a lookup.
+CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")
+# On 404 and 410 too: a link can be created, re-enabled or extended later.
+NO_STORE = "private, no-store"
+FOLLOW_BLOCK_MS = 5_000
+
+
+async def redirect(request: web.Request) -> web.StreamResponse:
+    """302 to the link's URL; 404 unknown, 410 disabled or expired. Only GET records a visit."""
+    now = utcnow()
+    code = request.match_info["code"]
+    target = await _target(request, code) if CODE.fullmatch(code) else None
+    if target is None:
+        return _problem(404, f"no short link at {request.path}")
+    if target.gone(now):
+        return _problem(410, f"the short link {code} is disabled or expired")
+    if request.method == "GET":
+        request.app[VISITS].record(_visit(request, code, now))
+    return web.Response(status=302, headers={"Location": target.url, "Cache-Control": NO_STORE})
+
+
+async def _target(request: web.Request, code: str) -> Target | None:
+    try:
+        return await request.app[LINK_CACHE].get(code)
+    except Exception as exc:  # whatever the store raises: nothing cached, nothing to answer
+        log.exception("link lookup failed")
+        raise DependencyDown("the database is unavailable; the link cannot be looked up") from exc
+
+
+def _problem(status: int, detail: str) -> web.Response:
+    return problem_response(status, detail, headers={"Cache-Control": NO_STORE})
+
+
+def _visit(request: web.Request, code: str, now: datetime) -> LinkVisited:
+    user_agent = request.headers.get("User-Agent", "")
+    browser, is_bot = classify(user_agent)
+    return LinkVisited(
+        code=code,
+        visitor=visitor_hash(request.app[VISITOR_KEY], request.remote or "", user_agent),
+        referrer_host=referrer_host(request.headers.get("Referer")),
+        browser=browser,
+        is_bot=is_bot,
+        occurred_at=now,
+        trace_id=request[TRACE_ID],
+    )
+
+
+async def follow_links(app: web.Application) -> AsyncIterator[None]:
+    """The link cache, and the task that follows the links stream into it."""
+    store = app[STORE]
+
+    async def load(code: str) -> Target | None:
+        link = await get_link(store, code)
+        return None if link is None else target_of(link)
+
+    cache = LinkCache(load)
+    app[LINK_CACHE] = cache
+    # Its own connection: a blocking XREAD must not hold one the requests need.
+    reader = redis_client(app[CONFIG], socket_timeout=FOLLOW_BLOCK_MS / 1000 + 5, retry=False)
+    follower = LinkFollower(reader, app[KEYS].stream("links"), cache, block_ms=FOLLOW_BLOCK_MS)
+    app[LINK_FOLLOWER] = follower
+    task = asyncio.create_task(follower.run(), name="link-follower")
+    try:
+        yield
+    finally:
+        await stop_task(task)
+        await reader.aclose()
+
+
+async def record_visits(app: web.Application) -> AsyncIterator[None]:
+    """The group-commit visit writer; on shutdown it commits what is still buffered."""
+    await asyncio.to_thread(warm_up)
+    config = app[CONFIG]
+    recorder = VisitRecorder(
+        app[STORE], interval=config.visit_flush_ms / 1000, batch=config.visit_batch
+    )
+    app[VISITS] = recorder
+    recorder.start()
+    try:
+        yield
+    finally:
+        await recorder.close()

@@ -1,0 +1,227 @@
+"""The redirect path's in-process link cache, and the follower that keeps it current.
+
+A redirect reads its link from this cache: no Redis round trip, no database
+write, and a database read only on a miss. Every API replica runs a
+``LinkFollower``: a plain ``XREAD`` (no group) on the links stream that puts
+the full new state carried by ``LinkCreated``/``LinkUpdated`` into the cache,
+so a change reaches every replica as soon as the relay publishes it.
+
+When the follower (re)connects, changes may have been missed while it was
+away, so it clears the cache and resumes from the stream's current end.
+Positive entries also expire after ``max_age`` as a safety net for a change
+feed that is up but silent (a stopped relay); unknown codes are cached only
+briefly.
+
+A miss reads the database. A follower write or a clear that happens while that
+read is in flight wins over the read's (possibly older) result, so a slow read
+never puts stale state back: every write carries a version, and a read fills
+the cache only if nothing newer was written for its code since it began.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+import redis.exceptions
+import structlog
+import yarl
+
+from sluice.events import LinkCreated, LinkUpdated, decode
+from sluice.store.links import Link
+
+log = structlog.get_logger(__name__)
+
+_REDIS_DOWN = (redis.exceptions.RedisError, OSError, TimeoutError)
+_FIRST_BACKOFF = 0.05
+
+
+class Target(msgspec.Struct, frozen=True):
+    """What a redirect needs to know about a link."""
+
+    url: str
+    expires_at: datetime | None
+    disabled: bool
+
+    def gone(self, now: datetime) -> bool:
+        """Disabled or expired: the redirect answers 410."""
+        return self.disabled or (self.expires_at is not None and self.expires_at <= now)
+
+
+def location(url: str) -> str:
+    """``url`` as a Location header value: percent-encoded when it is not plain ASCII."""
+    if url.isascii() and url.isprintable() and " " not in url:
+        return url
+    return str(yarl.URL(url))
+
+
+def target_of(link: Link | LinkCreated | LinkUpdated) -> Target:
+    return Target(location(link.url), link.expires_at, link.disabled)
+
+
+Loader = Callable[[str], Awaitable[Target | None]]
+# (target or None for an unknown code, fresh until (monotonic seconds), version written at)
+_Entry = tuple[Target | None, float, int]
+
+
+class LinkCache:
+    """A bounded LRU of codes to ``Target`` (or None: unknown), filled by ``load`` on a miss."""
+
+    def __init__(
+        self,
+        load: Loader,
+        *,
+        max_size: int = 100_000,
+        max_age: float = 60.0,
+        unknown_ttl: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._load = load
+        self._max_size = max_size
+        self._max_age = max_age
+        self._unknown_ttl = unknown_ttl
+        self._clock = clock
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._loading: dict[str, asyncio.Future[Target | None]] = {}
+        self._version = 0
+        self._cleared_at = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def get(self, code: str) -> Target | None:
+        """The link's target, None for an unknown code; reads the database on a miss."""
+        entry = self._entries.get(code)
+        if entry is not None and self._clock() < entry[1]:
+            self._entries.move_to_end(code)
+            return entry[0]
+        try:
+            return await self._coalesced_read(code)
+        except Exception:
+            if entry is not None:  # the database failed: a stale answer beats none
+                log.warning("link read failed, serving the cached state", code=code)
+                return entry[0]
+            raise
+
+    def put(self, code: str, target: Target | None) -> None:
+        """A change seen on the links stream: newer than any read in flight."""
+        self._version += 1
+        self._store(code, target)
+
+    def clear(self) -> None:
+        """Forget everything, including what reads in flight will return."""
+        self._version += 1
+        self._cleared_at = self._version
+        self._entries.clear()
+
+    def _store(self, code: str, target: Target | None) -> None:
+        ttl = self._max_age if target is not None else self._unknown_ttl
+        self._entries[code] = (target, self._clock() + ttl, self._version)
+        self._entries.move_to_end(code)
+        while len(self._entries) > self._max_size:
+            self._entries.popitem(last=False)
+
+    async def _coalesced_read(self, code: str) -> Target | None:
+        # One database read per code at a time, however many requests miss together.
+        pending = self._loading.get(code)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read(code, self._version))
+            self._loading[code] = pending
+            pending.add_done_callback(lambda _: self._loading.pop(code, None))
+        # A request that goes away must not cancel the read the others wait for.
+        return await asyncio.shield(pending)
+
+    async def _read(self, code: str, began: int) -> Target | None:
+        self.misses += 1
+        target = await self._load(code)
+        current = self._entries.get(code)
+        newer = current is not None and current[2] > began
+        if self._cleared_at <= began and not newer:
+            self._store(code, target)
+        return target
+
+
+def apply_entry(cache: LinkCache, fields: dict[bytes, bytes]) -> None:
+    """Put the state a links-stream entry carries into ``cache``; skip anything else."""
+    data = fields.get(b"data")
+    if data is None:
+        return
+    try:
+        event = decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        log.warning("undecodable entry on the links stream, skipped", error=str(exc))
+        return
+    if isinstance(event, LinkCreated | LinkUpdated):
+        cache.put(event.code, target_of(event))
+
+
+class LinkFollower:
+    """Follows the links stream with plain ``XREAD`` and applies each change to the cache."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        stream: str,
+        cache: LinkCache,
+        *,
+        block_ms: int = 5_000,
+        max_backoff: float = 1.0,
+    ) -> None:
+        self._redis = redis
+        self._stream = stream
+        self._cache = cache
+        self._block_ms = block_ms
+        self._max_backoff = max_backoff
+        self.following = asyncio.Event()  # set while connected and reading
+        self.connections = 0
+        self._delay = _FIRST_BACKOFF
+
+    async def run(self) -> None:
+        """Follow until cancelled; reconnect with capped backoff while Redis is down."""
+        while True:
+            try:
+                await self._follow()
+            except _REDIS_DOWN as exc:
+                if self.following.is_set():
+                    log.warning("link follower lost redis, reconnecting", error=repr(exc))
+                self.following.clear()
+                await asyncio.sleep(self._delay)
+                self._delay = min(self._delay * 2, self._max_backoff)
+
+    async def _follow(self) -> None:
+        # The current end of the stream first, then clear: every change at or
+        # before that point is committed, so a read after the clear sees it,
+        # and every later one is read below.
+        last_id = await self._stream_end()
+        self._cache.clear()
+        self.connections += 1
+        self._delay = _FIRST_BACKOFF
+        self.following.set()
+        log.info("link follower reading", stream=self._stream, after=last_id)
+        while True:
+            reply: Any = await self._redis.xread(
+                {self._stream: last_id}, count=500, block=self._block_ms
+            )
+            for _stream, entries in reply or ():
+                for entry_id, fields in entries:
+                    apply_entry(self._cache, fields)
+                    last_id = entry_id
+
+    async def _stream_end(self) -> bytes | str:
+        """The id of the stream's last entry: ``$`` pinned, so no entry falls between reads."""
+        newest: Any = await self._redis.xrevrange(self._stream, count=1)
+        return newest[0][0] if newest else "0-0"
+
+
+async def stop_task(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

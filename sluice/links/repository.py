@@ -1,0 +1,112 @@
+"""Links as the API writes and lists them. Every write runs inside the caller's transaction,
+so the row and its event commit together."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from datetime import datetime
+
+import msgspec
+
+from sluice.errors import SluiceError
+from sluice.links.pool import ALPHABET, CODE_LENGTH, mark_taken, new_code, take_code
+from sluice.links.rules import Invalid
+from sluice.store.base import Store, Tx
+from sluice.store.links import LINK_COLUMNS, Link, link_from_row
+from sluice.store.users import db_time
+
+# A clash needs a pool code equal to an alias, or two equal random 6-character codes
+# (1 in 56.8 billion): a handful of attempts is plenty.
+CODE_ATTEMPTS = 8
+_CODE_SHAPED = re.compile(f"[{re.escape(ALPHABET)}]{{{CODE_LENGTH}}}")
+_CURSOR_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+_CURSOR_CODE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class AliasTaken(SluiceError):
+    """Another link already has this code (aliases are unique case-sensitively)."""
+
+
+async def _insert(tx: Tx, link: Link, code: str) -> bool:
+    created = db_time(link.created_at)
+    expires = None if link.expires_at is None else db_time(link.expires_at)
+    inserted = await tx.execute(
+        f"INSERT INTO links ({LINK_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (code) DO NOTHING",
+        (code, link.owner_id, link.url, expires, int(link.disabled), created, created),
+    )
+    return inserted == 1
+
+
+async def create_link(tx: Tx, draft: Link, *, alias: str | None) -> tuple[Link, bool]:
+    """Store ``draft`` under ``alias``, else under a code from the pool, else a fresh random
+    code when the pool is empty. Returns the stored link and whether the pool was empty.
+
+    Raises ``AliasTaken`` when the alias is in use. A pool code that collides with an
+    existing alias stays taken and the next one is tried.
+    """
+    if alias is not None:
+        if not await _insert(tx, draft, alias):
+            raise AliasTaken(alias)
+        if _CODE_SHAPED.fullmatch(alias):
+            await mark_taken(tx, alias)  # so the pool never hands it out
+        return msgspec.structs.replace(draft, code=alias), False
+    empty = False
+    for _ in range(CODE_ATTEMPTS):
+        code = None if empty else await take_code(tx)
+        if code is None:
+            empty = True
+            code = new_code()
+            await mark_taken(tx, code)
+        if await _insert(tx, draft, code):
+            return msgspec.structs.replace(draft, code=code), empty
+    raise SluiceError(f"no free short code after {CODE_ATTEMPTS} attempts")
+
+
+async def link_for_update(tx: Tx, code: str) -> Link | None:
+    """The link as of this transaction (which holds the write lock)."""
+    row = await tx.fetchone(f"SELECT {LINK_COLUMNS} FROM links WHERE code = ?", (code,))
+    return None if row is None else link_from_row(row)
+
+
+async def save_link(tx: Tx, link: Link, now: datetime) -> None:
+    """Write a link's mutable fields: url, expires_at, disabled."""
+    expires = None if link.expires_at is None else db_time(link.expires_at)
+    await tx.execute(
+        "UPDATE links SET url = ?, expires_at = ?, disabled = ?, updated_at = ? WHERE code = ?",
+        (link.url, expires, int(link.disabled), db_time(now), link.code),
+    )
+
+
+def encode_cursor(link: Link) -> str:
+    """An opaque position after ``link`` in the newest-first order."""
+    raw = f"{db_time(link.created_at)} {link.code}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    """(created_at, code) of the last link of the previous page; ``Invalid`` if malformed."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (binascii.Error, ValueError):
+        raise Invalid("is not a cursor this API returned") from None
+    created, _, code = raw.partition(" ")
+    if not (_CURSOR_TIME.fullmatch(created) and _CURSOR_CODE.fullmatch(code)):
+        raise Invalid("is not a cursor this API returned")
+    return created, code
+
+
+async def links_page(
+    store: Store, owner_id: str, limit: int, after: tuple[str, str] | None
+) -> list[Link]:
+    """Up to ``limit`` of the owner's links, newest first (ties by code), after a cursor."""
+    sql = f"SELECT {LINK_COLUMNS} FROM links WHERE owner_id = ?"
+    params: list[object] = [owner_id]
+    if after is not None:
+        sql += " AND (created_at < ? OR (created_at = ? AND code > ?))"
+        params += [after[0], after[0], after[1]]
+    sql += " ORDER BY created_at DESC, code LIMIT ?"
+    params.append(limit)
+    return [link_from_row(row) for row in await store.fetchall(sql, params)]

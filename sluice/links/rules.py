@@ -1,0 +1,138 @@
+"""What a link may hold: target URL, alias and expiry rules. Each check raises ``Invalid``."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from datetime import UTC, datetime
+from typing import Annotated
+from urllib.parse import SplitResult, quote, urlsplit
+
+import msgspec
+
+from sluice.errors import SluiceError
+
+URL_MAX = 2048
+ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")
+# Compared case-insensitively. Some cannot match ALIAS anyway ("v1", "robots.txt");
+# they are listed so the rule reads as the spec does.
+RESERVED = frozenset({
+    "api", "admin", "v1", "v2", "healthz", "readyz", "health", "metrics", "openapi.json",
+    "static", "assets", "login", "logout", "favicon.ico", "robots.txt", "docs", "status",
+})  # fmt: skip
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOST = re.compile(rf"(?:{_LABEL}\.)*{_LABEL}")
+# Kept as they are when an IRI is turned into a URI: RFC 3986 delimiters and '%'.
+_URI_SAFE = "!#$%&'()*+,/:;=?@[]~"
+_AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+class Invalid(SluiceError):
+    """A value breaks a link rule; the message says which, for the API's field errors."""
+
+
+def _split(url: str) -> SplitResult:
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
+        raise Invalid("must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise Invalid(f"is not a valid URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        shown = f"'{scheme}:' URLs are" if scheme else "a relative URL is"
+        raise Invalid(f"must be an absolute http or https URL; {shown} not allowed")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise Invalid("must not contain a user name or password")
+    if not parts.hostname:
+        raise Invalid("must have a host")
+    return parts
+
+
+def _ascii_host(host: str) -> str:
+    if ":" in host:  # an IPv6 literal, checked by urlsplit
+        return host
+    try:
+        ascii_host = host.encode("idna").decode("ascii") if not host.isascii() else host
+    except UnicodeError:
+        raise Invalid("has a host that is not a valid domain name") from None
+    if len(ascii_host) > 253 or not _HOST.fullmatch(ascii_host.removesuffix(".")):
+        raise Invalid("has a host that is not a valid domain name")
+    return ascii_host
+
+
+def _as_uri(parts: SplitResult, host: str) -> str:
+    """An IRI as the ASCII URI a Location header can carry (IDNA host, UTF-8 percent-encoding)."""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    path, query, fragment = (
+        quote(part, safe=_URI_SAFE) for part in (parts.path, parts.query, parts.fragment)
+    )
+    return parts._replace(netloc=netloc, path=path, query=query, fragment=fragment).geturl()
+
+
+def _origin(parts: SplitResult, host: str) -> tuple[str, int]:
+    port = parts.port if parts.port is not None else _DEFAULT_PORTS[parts.scheme.lower()]
+    return host.lower().removesuffix("."), port
+
+
+def same_site(a: tuple[str, int], b: tuple[str, int]) -> bool:
+    """One host, and the same port, or both on default ports (http:// of an https site)."""
+    default = set(_DEFAULT_PORTS.values())
+    return a[0] == b[0] and (a[1] == b[1] or {a[1], b[1]} <= default)
+
+
+def short_origin(base_url: str) -> tuple[str, int]:
+    """The (host, port) of the service's own short domain (``SLUICE_BASE_URL``)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    with contextlib.suppress(Invalid):
+        host = _ascii_host(host)
+    try:
+        return _origin(parts, host)
+    except (ValueError, KeyError):  # a config this odd protects nothing; refuse nothing
+        return "", 0
+
+
+def check_url(url: str, own: tuple[str, int]) -> str:
+    """The target URL to store: absolute http(s) with a host, no credentials, not the
+    service itself, at most 2048 characters. Non-ASCII is percent-encoded (IDNA for the host)."""
+    url = url.strip()
+    if not url:
+        raise Invalid("is required")
+    if len(url) > URL_MAX:
+        raise Invalid(f"must be at most {URL_MAX} characters")
+    parts = _split(url)
+    host = _ascii_host(parts.hostname or "")
+    if same_site(_origin(parts, host), own):
+        raise Invalid("must not point at this service's own short links")
+    if url.isascii():
+        return url
+    uri = _as_uri(parts, host)
+    if len(uri) > URL_MAX:
+        raise Invalid(f"must be at most {URL_MAX} characters once percent-encoded")
+    return uri
+
+
+def check_alias(alias: str) -> str:
+    if alias.lower() in RESERVED:
+        raise Invalid("is a reserved word")
+    if not ALIAS.fullmatch(alias):
+        raise Invalid(
+            "must be 3 to 64 characters of A-Z, a-z, 0-9, _ and -, starting with a letter or digit"
+        )
+    return alias
+
+
+def check_expiry(value: str, now: datetime) -> datetime:
+    """An RFC 3339 time with an offset, in the future; returned in UTC."""
+    try:
+        moment = msgspec.convert(value, _AwareDatetime)
+    except msgspec.ValidationError:
+        raise Invalid("must be an RFC 3339 time with an offset (2030-01-01T00:00:00Z)") from None
+    if moment <= now:
+        raise Invalid("must be in the future")
+    return moment.astimezone(UTC)

@@ -1,0 +1,104 @@
+"""Two real ``sluice api`` processes follow the links stream: a change (disable, new target)
+redirects by the new state on both within a second of being published, and a change
+missed while Redis was down is picked up when the follower reconnects."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+import pytest
+
+from sluice.redis_server import RedisServer, free_port
+from sluice.resources import Resources
+from sluice.streams.relay import POSITION, Relay
+from tests.integration.conftest import Child, wait_for
+from tests.link_helpers import add_link, change_link
+
+pytestmark = pytest.mark.slow
+
+CODE = "moving"
+
+
+@pytest.fixture
+async def replicas(spawn: Callable[..., Child]) -> AsyncIterator[list[str]]:
+    """Two API processes on their own ports, answering."""
+    ports = [free_port(), free_port()]
+    for port in ports:
+        spawn("api", SLUICE_PORT=str(port))
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    async with aiohttp.ClientSession() as http:
+
+        async def both_up() -> bool:
+            try:
+                for url in urls:
+                    async with http.get(f"{url}/healthz") as response:
+                        if response.status != 200:
+                            return False
+            except aiohttp.ClientConnectionError:
+                return False
+            return True
+
+        await wait_for(both_up)
+    yield urls
+
+
+async def answers(urls: list[str], code: str = CODE) -> list[tuple[int, str | None]]:
+    """(status, Location) of HEAD /{code} on every replica (HEAD records no visit)."""
+    seen = []
+    async with aiohttp.ClientSession() as http:
+        for url in urls:
+            async with http.head(f"{url}/{code}", allow_redirects=False) as response:
+                seen.append((response.status, response.headers.get("Location")))
+    return seen
+
+
+def everywhere(urls: list[str], expected: tuple[int, str | None]) -> Callable[[], object]:
+    async def every_replica_answers() -> bool:
+        return await answers(urls) == [expected] * len(urls)
+
+    every_replica_answers.__qualname__ = f"every replica answers {expected}"
+    return every_replica_answers
+
+
+async def published(resources: Resources) -> None:
+    """Until the relay has published every committed event."""
+
+    async def relay_caught_up() -> bool:
+        head = await resources.store.max_seq()
+        return await resources.store.position(POSITION) >= head
+
+    await wait_for(relay_caught_up, interval=0.005)
+
+
+async def test_a_change_reaches_every_replica_within_a_second(
+    resources: Resources, start_relay: Callable[..., Relay], replicas: list[str]
+) -> None:
+    start_relay()
+    await add_link(resources.store, CODE, "https://example.org/first")
+    await published(resources)
+    # Both replicas cache the link (and, once their follower reads, see every change).
+    await wait_for(everywhere(replicas, (302, "https://example.org/first")))
+
+    await change_link(resources.store, CODE, "https://example.org/first", disabled=True)
+    await published(resources)
+    await wait_for(everywhere(replicas, (410, None)), timeout=1.0)
+
+    await change_link(resources.store, CODE, "https://example.org/second")
+    await published(resources)
+    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+
+
+async def test_a_change_missed_during_an_outage_is_seen_after_the_reconnect(
+    resources: Resources, redis_server: RedisServer, replicas: list[str]
+) -> None:
+    """No relay runs: the change below is never published, as if Redis had lost it.
+    Only the cache clear after the follower's reconnect can reveal it."""
+    await add_link(resources.store, CODE, "https://example.org/first")
+    await wait_for(everywhere(replicas, (302, "https://example.org/first")))
+    redis_server.stop()
+    await change_link(resources.store, CODE, "https://example.org/second", event=False)
+    # While Redis is down, nothing tells the replicas: they keep redirecting (302).
+    assert await answers(replicas) == [(302, "https://example.org/first")] * 2
+    redis_server.start()
+    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=10)

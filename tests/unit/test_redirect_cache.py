@@ -1,0 +1,139 @@
+"""The redirect path's link cache: LRU bound, brief negative entries, and no stale fill
+when a change or a clear lands while a database read is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sluice.events import LinkUpdated, encode
+from sluice.links.cache import LinkCache, Target, apply_entry, location
+
+
+def target(url: str = "https://example.org/", disabled: bool = False) -> Target:
+    return Target(url, None, disabled)
+
+
+class FakeDb:
+    """Answers reads from ``rows``; a read can be held open with ``gate``."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Target] = {}
+        self.reads: list[str] = []
+        self.gate: asyncio.Event | None = None
+        self.fail = False
+
+    async def load(self, code: str) -> Target | None:
+        self.reads.append(code)
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise OSError("database is locked")
+        return self.rows.get(code)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_hits_do_not_read_and_the_lru_is_bounded() -> None:
+    db = FakeDb()
+    db.rows = {f"c{i}": target(f"https://example.org/{i}") for i in range(4)}
+    cache = LinkCache(db.load, max_size=3)
+    for code in ("c0", "c1", "c2", "c0", "c0"):
+        await cache.get(code)
+    assert db.reads == ["c0", "c1", "c2"]
+    await cache.get("c3")  # evicts c1, the least recently used
+    assert len(cache) == 3
+    await cache.get("c0")
+    await cache.get("c1")
+    assert db.reads == ["c0", "c1", "c2", "c3", "c1"]
+
+
+async def test_unknown_codes_are_cached_briefly_and_links_expire_after_max_age() -> None:
+    db, clock = FakeDb(), Clock()
+    cache = LinkCache(db.load, unknown_ttl=2.0, max_age=60.0, clock=clock)
+    assert await cache.get("new") is None
+    db.rows["new"] = target()
+    assert await cache.get("new") is None  # still the cached "unknown"
+    clock.now += 2.5
+    assert await cache.get("new") == target()
+    db.rows["new"] = target(disabled=True)
+    clock.now += 59
+    assert await cache.get("new") == target()
+    clock.now += 2
+    assert await cache.get("new") == target(disabled=True)
+
+
+async def test_a_change_during_a_read_wins_over_the_read() -> None:
+    db = FakeDb()
+    db.rows["abc"] = target("https://old.example/")
+    db.gate = asyncio.Event()
+    cache = LinkCache(db.load)
+    reading = asyncio.create_task(cache.get("abc"))
+    await asyncio.sleep(0)
+    cache.put("abc", target("https://new.example/"))
+    db.gate.set()
+    assert await reading == target("https://old.example/")  # that request saw the old state
+    db.gate = None
+    assert await cache.get("abc") == target("https://new.example/")
+    assert db.reads == ["abc"]
+
+
+async def test_a_clear_during_a_read_keeps_the_read_out_of_the_cache() -> None:
+    db = FakeDb()
+    db.rows["abc"] = target()
+    db.gate = asyncio.Event()
+    cache = LinkCache(db.load)
+    reading = asyncio.create_task(cache.get("abc"))
+    await asyncio.sleep(0)
+    cache.clear()
+    db.gate.set()
+    await reading
+    assert len(cache) == 0
+
+
+async def test_concurrent_misses_share_one_read() -> None:
+    db = FakeDb()
+    db.rows["abc"] = target()
+    db.gate = asyncio.Event()
+    cache = LinkCache(db.load)
+    readers = [asyncio.create_task(cache.get("abc")) for _ in range(50)]
+    await asyncio.sleep(0)
+    readers[0].cancel()  # a client that went away does not cancel the others' read
+    db.gate.set()
+    results = await asyncio.gather(*readers[1:])
+    assert results == [target()] * 49
+    assert db.reads == ["abc"]
+
+
+async def test_a_failed_read_serves_the_stale_entry_or_raises() -> None:
+    db, clock = FakeDb(), Clock()
+    db.rows["abc"] = target()
+    cache = LinkCache(db.load, max_age=1.0, clock=clock)
+    await cache.get("abc")
+    clock.now += 5
+    db.fail = True
+    assert await cache.get("abc") == target()
+    with pytest.raises(OSError):
+        await cache.get("other")
+
+
+def test_a_links_stream_entry_puts_the_new_state() -> None:
+    cache = LinkCache(FakeDb().load)
+    event = LinkUpdated(code="abc", owner_id="u", url="https://example.org/ä b", disabled=True)
+    apply_entry(cache, {b"type": b"LinkUpdated", b"data": encode(event)})
+    apply_entry(cache, {b"type": b"LinkUpdated", b"data": b"{not json"})  # skipped, logged
+    apply_entry(cache, {b"type": b"Other"})
+    assert len(cache) == 1
+
+
+def test_location_encodes_only_what_a_header_cannot_carry() -> None:
+    assert location("https://example.org/%7Ea?q=1") == "https://example.org/%7Ea?q=1"
+    assert location("https://exämple.org/ä b") == "https://xn--exmple-cua.org/%C3%A4%20b"
+    assert "\n" not in location("https://example.org/a\r\nSet-Cookie: x=1")

@@ -20,10 +20,10 @@ from sluice.store.migrations import MIGRATIONS
 log = structlog.get_logger(__name__)
 
 _PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
+    # First, so every later statement waits for a lock instead of failing.
+    "PRAGMA busy_timeout=10000",
     # FULL: a 2xx means the events survive a power cut, not only a crash.
     "PRAGMA synchronous=FULL",
-    "PRAGMA busy_timeout=10000",
     "PRAGMA foreign_keys=ON",
 )
 _EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
@@ -32,8 +32,30 @@ _EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
 async def _connect(path: Path) -> aiosqlite.Connection:
     db = await aiosqlite.connect(path, isolation_level=None)
     for pragma in _PRAGMAS:
-        await db.execute(pragma)
+        await _pragma(db, pragma)
+    await _enable_wal(db)
     return db
+
+
+async def _pragma(db: aiosqlite.Connection, pragma: str) -> None:
+    """Run a pragma and close its cursor: an open one keeps a read lock on the file."""
+    async with db.execute(pragma) as cursor:
+        await cursor.fetchall()
+
+
+async def _enable_wal(db: aiosqlite.Connection) -> None:
+    """Switch a new database to WAL; the switch skips the busy handler, so retry it.
+
+    Processes starting together on a fresh file (``sluice up``) race for it.
+    """
+    for attempt in range(100):
+        try:
+            await _pragma(db, "PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 99:
+                raise
+            await asyncio.sleep(0.05)
 
 
 class SqliteTx:

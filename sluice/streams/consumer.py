@@ -30,12 +30,12 @@ from sluice.streams.messages import (
     PoisonMessage,
     fields_from_redis,
 )
+from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
 from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)
 
-REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 RawEntry = tuple[bytes, dict[bytes, bytes] | None]
 
 

@@ -29,12 +29,13 @@ from sluice.events import AGGREGATES, utcnow
 from sluice.store import Store, StoredEvent
 from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
+from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import first_of, wait_or_stop
 
 log = structlog.get_logger(__name__)
 
 POSITION = "relay"
-_REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+_REDIS_DOWN = REDIS_DOWN
 
 
 # KEYS: one stream per event; ARGV[1]: expected run_id, then five values per event.

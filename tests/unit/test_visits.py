@@ -13,6 +13,7 @@ import pytest
 from sluice.events import LinkVisited
 from sluice.links.visits import VisitRecorder, classify, referrer_host
 from sluice.store.sqlite import SqliteStore
+from tests.integration.conftest import wait_for
 from tests.link_helpers import CHROME, FACEBOOK, FIREFOX, GOOGLEBOT, SLACKBOT
 
 
@@ -75,7 +76,11 @@ async def test_a_full_batch_commits_without_waiting_for_the_interval(store: Sqli
     recorder.start()
     for i in range(10):
         recorder.record(visit(i))
-    await asyncio.wait_for(_committed(recorder, 10), 5)
+
+    async def ten_committed() -> bool:
+        return recorder.committed == 10
+
+    await wait_for(ten_committed, timeout=5, interval=0.001)
     for i in range(10, 13):
         recorder.record(visit(i))
     await asyncio.sleep(0.05)
@@ -83,11 +88,6 @@ async def test_a_full_batch_commits_without_waiting_for_the_interval(store: Sqli
     await recorder.close()  # ... or for shutdown
     assert await stored(store) == 13
     assert recorder.commits == 2
-
-
-async def _committed(recorder: VisitRecorder, n: int) -> None:
-    while recorder.committed < n:
-        await asyncio.sleep(0.001)
 
 
 async def test_a_commit_that_landed_but_raised_is_not_stored_twice(

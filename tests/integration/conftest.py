@@ -11,12 +11,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import aiohttp
 import pytest
 
 from sluice.config import Config
 from sluice.events import ArticleViewed
 from sluice.groups import GROUPS
 from sluice.processes import runtime_settings
+from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources, redis_client
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
@@ -192,3 +194,26 @@ def spawn(config: Config) -> Iterator[Callable[..., Child]]:
     yield start
     for child in children:
         child.kill()
+
+
+@pytest.fixture
+async def replicas(spawn: Callable[..., Child]) -> AsyncIterator[list[str]]:
+    """Two API processes on their own ports, answering."""
+    ports = [free_port(), free_port()]
+    for port in ports:
+        spawn("api", SLUICE_PORT=str(port))
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    async with aiohttp.ClientSession() as http:
+
+        async def both_up() -> bool:
+            try:
+                for url in urls:
+                    async with http.get(f"{url}/healthz") as response:
+                        if response.status != 200:
+                            return False
+            except aiohttp.ClientConnectionError:
+                return False
+            return True
+
+        await wait_for(both_up)
+    yield urls

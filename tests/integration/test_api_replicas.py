@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import aiohttp
 import pytest
-
-from sluice.redis_server import free_port
-from tests.integration.conftest import Child, wait_for
 
 PASSWORD = "correct horse battery"
 
 
 @pytest.mark.slow
-async def test_login_failures_count_across_two_api_processes(spawn: Callable[..., Child]) -> None:
-    ports = [free_port(), free_port()]
-    for port in ports:
-        spawn("api", SLUICE_PORT=str(port))
-    urls = [f"http://127.0.0.1:{port}" for port in ports]
+async def test_login_failures_count_across_two_api_processes(replicas: list[str]) -> None:
+    urls = replicas
     async with aiohttp.ClientSession() as http:
-
-        async def both_up() -> bool:
-            for url in urls:
-                try:
-                    async with http.get(f"{url}/healthz") as response:
-                        if response.status != 200:
-                            return False
-                except aiohttp.ClientConnectionError:
-                    return False
-            return True
-
-        await wait_for(both_up)
         user = {"email": "ada@example.org", "password": PASSWORD}
         async with http.post(f"{urls[0]}/v1/users", json=user) as response:
             assert response.status == 201

@@ -4,43 +4,20 @@ missed while Redis was down is picked up when the follower reconnects."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import aiohttp
 import pytest
 
-from sluice.redis_server import RedisServer, free_port
+from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Child, wait_for
+from tests.integration.conftest import wait_for
 from tests.link_helpers import add_link, change_link
 
 pytestmark = pytest.mark.slow
 
 CODE = "moving"
-
-
-@pytest.fixture
-async def replicas(spawn: Callable[..., Child]) -> AsyncIterator[list[str]]:
-    """Two API processes on their own ports, answering."""
-    ports = [free_port(), free_port()]
-    for port in ports:
-        spawn("api", SLUICE_PORT=str(port))
-    urls = [f"http://127.0.0.1:{port}" for port in ports]
-    async with aiohttp.ClientSession() as http:
-
-        async def both_up() -> bool:
-            try:
-                for url in urls:
-                    async with http.get(f"{url}/healthz") as response:
-                        if response.status != 200:
-                            return False
-            except aiohttp.ClientConnectionError:
-                return False
-            return True
-
-        await wait_for(both_up)
-    yield urls
 
 
 async def answers(urls: list[str], code: str = CODE) -> list[tuple[int, str | None]]:

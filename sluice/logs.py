@@ -27,7 +27,9 @@ def configure_logging(config: Config) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.WriteLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=False,
+        # Configured once per process, before any logging: cache the bound loggers
+        # instead of rebuilding a proxy on every call (it showed in the redirect profile).
+        cache_logger_on_first_use=True,
     )
     # Libraries log through the standard library; keep their warnings visible.
     logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)

@@ -30,10 +30,11 @@ from sluice.http.keys import (
 )
 from sluice.http.problems import problem_response
 from sluice.http.visitors import visitor_hash
-from sluice.links.cache import LinkCache, LinkFollower, Target, stop_task, target_of
+from sluice.links.cache import LinkCache, LinkFollower, Target, target_of
 from sluice.links.visits import VisitRecorder, classify, referrer_host, warm_up
 from sluice.resources import redis_client
 from sluice.store.links import get_link
+from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -102,7 +103,7 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await stop_task(task)
+        await cancel_and_wait(task)
         await reader.aclose()
 
 

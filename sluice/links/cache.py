@@ -21,7 +21,6 @@ the cache only if nothing newer was written for its code since it began.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -219,9 +218,3 @@ class LinkFollower:
         """The id of the stream's last entry: ``$`` pinned, so no entry falls between reads."""
         newest: Any = await self._redis.xrevrange(self._stream, count=1)
         return newest[0][0] if newest else "0-0"
-
-
-async def stop_task(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

@@ -9,7 +9,6 @@ its own transaction, so two creations can never get the same code.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import string
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable
 import structlog
 
 from sluice.store.base import Store, Tx
+from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -176,7 +176,5 @@ class PoolRefiller:
     async def close(self) -> None:
         """Stop a running refill; its current batch rolls back, committed ones stay."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None

@@ -30,6 +30,7 @@ import ua_parser
 
 from sluice.events import LinkVisited
 from sluice.store import Store, Tx
+from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -143,9 +144,7 @@ class VisitRecorder:
             async with asyncio.timeout(self._shutdown_timeout):
                 await asyncio.shield(self._task)
         except TimeoutError:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             log.error("visits lost at shutdown: the database did not commit", lost=self.buffered)
 
     async def _run(self) -> None:

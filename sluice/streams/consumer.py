@@ -32,7 +32,7 @@ from sluice.streams.messages import (
 )
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
-from sluice.streams.waiting import wait_or_stop
+from sluice.streams.waiting import cancel_and_wait, wait_or_stop
 
 log = structlog.get_logger(__name__)
 
@@ -196,9 +196,7 @@ class Consumer:
             log.exception("consumer: handler failed for the whole batch", group=self.group)
             return {d.message.key: exc for d in deliveries}
         finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            await cancel_and_wait(keeper)
             self._log_batch(deliveries, time.perf_counter() - started)
 
     def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:

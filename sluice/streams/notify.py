@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
+
+from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -42,6 +43,4 @@ class CommitNotifier:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)

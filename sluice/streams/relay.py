@@ -30,7 +30,7 @@ from sluice.store import Store, StoredEvent
 from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.waiting import first_of, wait_or_stop
+from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
 
 log = structlog.get_logger(__name__)
 
@@ -127,9 +127,7 @@ class Relay:
                     await wait_or_stop(stop, backoff)
                     backoff = min(backoff * 2, 5.0)
         finally:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            await cancel_and_wait(listener)
             with contextlib.suppress(*_REDIS_DOWN, redis.exceptions.RedisError):
                 await self.lock.release()
 

@@ -1,9 +1,10 @@
-"""Small waits that end early when the process is asked to stop."""
+"""Small waits that end early when the process is asked to stop, and task teardown."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 
 async def wait_or_stop(stop: asyncio.Event, seconds: float) -> None:
@@ -21,3 +22,10 @@ async def first_of(*events: asyncio.Event) -> None:
     finally:
         for waiter in waiters:
             waiter.cancel()
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel a background task and wait until it has finished unwinding."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -7,10 +7,10 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from sluice import commands
 from sluice.config import load_config
 from sluice.errors import SluiceError
 from sluice.logs import configure_logging
+from sluice.metrics_env import prepare
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +22,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run handler groups")
     worker.add_argument("groups", nargs="+", metavar="GROUP")
     worker.add_argument("--consumer", help="consumer name (default: the host name)")
+    sub.add_parser("scheduler", help="run cron tasks (once per occurrence) and reminders")
+    tasks = sub.add_parser("tasks", help="scheduled tasks: list them, run one now")
+    tasks_sub = tasks.add_subparsers(dest="action", required=True)
+    tasks_sub.add_parser("list")
+    tasks_run = tasks_sub.add_parser("run", help="run a task now, under its lock, and wait")
+    tasks_run.add_argument("name")
     sub.add_parser("migrate", help="apply database migrations and exit")
     replay = sub.add_parser("replay", help="rebuild a projection from the event history")
     replay.add_argument("projection")
@@ -45,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config()
         configure_logging(config)
+        # Before anything that defines a metric is imported (see sluice.metrics_env).
+        prepare(config, fresh=args.command == "up")
+        from sluice import commands
+
         return asyncio.run(commands.dispatch(config, args))
     except SluiceError as exc:
         print(f"sluice: {exc}", file=sys.stderr)

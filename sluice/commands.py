@@ -7,20 +7,29 @@ import asyncio
 import dataclasses
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from sluice.config import Config
 from sluice.errors import ConfigError
+from sluice.events import utcnow
 from sluice.groups import GROUPS, PROJECTIONS
-from sluice.processes import run_all, run_api, run_relay, run_worker, stop_on_signals
+from sluice.processes import (
+    run_all,
+    run_api,
+    run_relay,
+    run_scheduler,
+    run_worker,
+    stop_on_signals,
+)
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.store import open_store
+from sluice.streams.dead_letters import list_dead_letters
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import status
 from sluice.streams.waiting import first_of
@@ -88,19 +97,34 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
         print("database is up to date")
         return 0
     config = with_redis(config)
-    if command == "api":
-        await run_api(config, stop_on_signals())
-    elif command == "relay":
-        await run_relay(config, stop_on_signals())
-    elif command == "worker":
-        await run_worker(config, args.groups, stop_on_signals(), args.consumer)
-    elif command == "replay":
-        return await replay(config, args.projection, progress=not args.no_progress)
-    elif command == "status":
-        return await show_status(config, as_json=args.json)
-    elif command == "dlq":
-        return await dlq(config, args)
-    return 0
+    if command in _SERVICES:
+        await _SERVICES[command](config, args)
+        return 0
+    return await _TOOLS[command](config, args)
+
+
+async def _api(config: Config, args: argparse.Namespace) -> None:
+    await run_api(config, stop_on_signals())
+
+
+async def _relay(config: Config, args: argparse.Namespace) -> None:
+    await run_relay(config, stop_on_signals())
+
+
+async def _scheduler(config: Config, args: argparse.Namespace) -> None:
+    await run_scheduler(config, stop_on_signals())
+
+
+async def _worker(config: Config, args: argparse.Namespace) -> None:
+    await run_worker(config, args.groups, stop_on_signals(), args.consumer)
+
+
+async def _replay(config: Config, args: argparse.Namespace) -> int:
+    return await replay(config, args.projection, progress=not args.no_progress)
+
+
+async def _status(config: Config, args: argparse.Namespace) -> int:
+    return await show_status(config, as_json=args.json)
 
 
 async def replay(config: Config, name: str, *, progress: bool) -> int:
@@ -138,16 +162,14 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
     async with open_resources(config) as resources:
         if args.action == "list":
             groups = [args.group] if args.group else sorted(GROUPS)
-            for group in groups:
-                entries: Any = await resources.redis.xrange(
-                    resources.keys.dead(group), count=args.limit
+            # Newest first, like GET /v1/admin/dead-letters.
+            for letter in await list_dead_letters(
+                resources.redis, resources.keys, groups, args.limit
+            ):
+                print(
+                    f"{letter.group}  {letter.id}  {letter.event_type}  {letter.event_id}"
+                    f"  deliveries={letter.deliveries}  {letter.error}"
                 )
-                for entry_id, fields in entries:
-                    f = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}
-                    print(
-                        f"{group}  {entry_id.decode()}  {f.get('type')}  {f.get('event_id')}"
-                        f"  deliveries={f.get('deliveries')}  {f.get('error')}"
-                    )
             return 0
         failures = Failures(resources.redis, resources.keys, args.group)
         done = (
@@ -157,3 +179,58 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
         )
     print(f"{args.action}: {'done' if done else 'no such dead letter'}")
     return 0 if done else 1
+
+
+async def tasks_command(config: Config, args: argparse.Namespace) -> int:
+    from sluice.scheduler import runs
+    from sluice.scheduler.loop import default_holder
+    from sluice.scheduler.registry import all_tasks
+    from sluice.scheduler.runner import AlreadyRan, Busy, Runner
+
+    tasks = all_tasks(config)
+    async with open_resources(config) as resources:
+        if args.action == "list":
+            now = utcnow()
+            for task in tasks.values():
+                last = await runs.newest(resources.store, task.name, 1)
+                next_run = task.schedule.next_after(now)
+                last_text = (
+                    f"{last[0].status} (started {last[0].started_at:%Y-%m-%dT%H:%M:%SZ})"
+                    if last
+                    else "never"
+                )
+                next_text = f"{next_run:%Y-%m-%dT%H:%M:%SZ}" if next_run else "none"
+                print(
+                    f"{task.name:<22} {task.schedule.describe():<34}"
+                    f" next {next_text}  last {last_text}"
+                )
+            return 0
+        chosen = tasks.get(args.name)
+        if chosen is None:
+            print(f"unknown task {args.name!r}; known: {', '.join(tasks)}", file=sys.stderr)
+            return 2
+        runner = Runner(resources, holder=f"cli:{default_holder()}")
+        try:
+            run = await runner.begin(chosen, "manual", utcnow())
+        except (Busy, AlreadyRan):
+            print(f"{chosen.name}: a run is in progress; try again later", file=sys.stderr)
+            return 3
+        print(f"{chosen.name}: run {run.record.id} started (trace {run.record.trace_id})")
+        record = await runner.execute(run)
+    print(f"{chosen.name}: {record.status}" + (f": {record.error}" if record.error else ""))
+    return 0 if record.status == "succeeded" else 1
+
+
+# Long-running processes, and commands that do one thing and exit with a status.
+_SERVICES: dict[str, Callable[[Config, argparse.Namespace], Awaitable[None]]] = {
+    "api": _api,
+    "relay": _relay,
+    "scheduler": _scheduler,
+    "worker": _worker,
+}
+_TOOLS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
+    "replay": _replay,
+    "status": _status,
+    "dlq": dlq,
+    "tasks": tasks_command,
+}

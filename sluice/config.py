@@ -46,6 +46,27 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Visit group commit: commit when the oldest buffered visit is this old, or this many wait.
     visit_flush_ms: int = 5
     visit_batch: int = 500
+    # Scheduler: a run's lock lives this long unless its watchdog renews it (every third).
+    task_lock_ttl_ms: int = 30_000
+    # Built-in tasks: six-field cron and an IANA zone each ("" zone: SLUICE_TIMEZONE).
+    refill_code_pool_cron: str = "0 0 4 * * *"
+    refill_code_pool_timezone: str = "Asia/Shanghai"
+    snapshot_leaderboard_cron: str = "0 5 0 * * *"
+    snapshot_leaderboard_timezone: str = ""
+    trim_streams_cron: str = "0 */10 * * * *"
+    trim_streams_timezone: str = "UTC"
+    reap_consumers_cron: str = "0 */30 * * * *"
+    reap_consumers_timezone: str = "UTC"
+    purge_expired_cron: str = "0 15 3 * * *"
+    purge_expired_timezone: str = "UTC"
+    purge_exports_cron: str = "0 */15 * * * *"
+    purge_exports_timezone: str = "UTC"
+    # Exports: finished results are removed this many seconds after the job finished;
+    # a job scans the event history in windows of this many sequence numbers.
+    export_retention: int = 86_400
+    export_batch: int = 10_000
+    # More tasks: comma-separated "module:callable", each callable(config) -> iterable of Task.
+    extra_tasks: str = ""
 
     @property
     def sqlite_path(self) -> Path:
@@ -63,7 +84,8 @@ _INT_FIELDS = {
     "port", "view_dedupe_seconds", "reminder_min_interval", "code_pool_target",
     "claim_idle_ms", "retry_base_ms", "max_deliveries", "stream_retention",
     "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
-    "token_ttl_seconds", "visit_flush_ms", "visit_batch",
+    "token_ttl_seconds", "visit_flush_ms", "visit_batch", "task_lock_ttl_ms",
+    "export_retention", "export_batch",
 }  # fmt: skip
 _FLOAT_FIELDS = {"mail_rate"}
 
@@ -113,6 +135,7 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
     positive = (
         "max_deliveries", "relay_batch", "worker_batch", "worker_concurrency", "visit_batch",
+        "export_batch",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sluice.handlers import mail
+from sluice.handlers import exports, mail
 from sluice.projections import article_views, link_stats
 from sluice.projections.base import Projection
 from sluice.projections.runtime import projection_group
@@ -23,4 +23,5 @@ def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec
 GROUPS: dict[str, Callable[[Resources], GroupSpec]] = {
     **{name: _projection_group(projection) for name, projection in PROJECTIONS.items()},
     mail.NAME: mail.group,
+    exports.NAME: exports.group,
 }

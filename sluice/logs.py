@@ -1,35 +1,221 @@
-"""structlog setup: JSON lines, or console rendering on a terminal."""
+"""structlog setup: JSON lines, or console rendering on a terminal.
+
+Lines are written by ``LineWriter``: inside an event loop it collects the
+lines of one loop iteration and writes them with one ``write`` at the end of
+it (``loop.call_soon``), so a busy API does not pay a system call per request
+line; anywhere else it writes at once, after whatever is still collected, so
+lines keep their order. The standard library's records go through it too.
+
+The request being served is one ``ContextVar`` (``REQUEST``), set once per
+request by the middleware and merged into every line by ``add_request``;
+workers bind their context with ``structlog.contextvars`` as before.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import json
 import logging
 import sys
+import threading
+import time
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
+import msgspec
 import structlog
+from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 from sluice.config import Config
+
+# (trace_id, method, path) of the request this code runs for, if any.
+REQUEST: ContextVar[tuple[str, str, str] | None] = ContextVar("sluice_request", default=None)
+
+_encode = msgspec.json.Encoder().encode
+
+
+def add_request(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """Processor: the current request's ``trace_id``, ``method`` and ``path``."""
+    request = REQUEST.get()
+    if request is not None:
+        event_dict.setdefault("trace_id", request[0])
+        event_dict.setdefault("method", request[1])
+        event_dict.setdefault("path", request[2])
+    return event_dict
+
+
+def _fallback(obj: Any) -> Any:
+    method = getattr(obj, "__structlog__", None)
+    return method() if method is not None else repr(obj)
+
+
+class Timestamp:
+    """Processor: ``timestamp``, ISO 8601 UTC with microseconds, like structlog's
+    ``TimeStamper(fmt="iso", utc=True)`` but formatting the date once a second."""
+
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (0, "")
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        now = time.time()
+        second = int(now)
+        cached, prefix = self._second
+        if second != cached:
+            prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+            self._second = (second, prefix)
+        event_dict["timestamp"] = f"{prefix}.{int((now - second) * 1e6):06d}Z"
+        return event_dict
+
+
+def render_json(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
+    """Processor: one JSON object, as structlog's ``JSONRenderer`` writes it, but with msgspec."""
+    # msgspec writes bytes as base64 where json writes repr(); rare, so take the slow path.
+    if bytes not in map(type, event_dict.values()):
+        try:
+            return _encode(event_dict).decode()
+        except (TypeError, ValueError, OverflowError):
+            pass  # a key or a value msgspec cannot take: json's fallback repr() can
+    return json.dumps(event_dict, default=_fallback)
+
+
+class LineWriter:
+    """Writes log lines to ``stream``: batched per event-loop iteration, in order."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+        self._flush_on: asyncio.AbstractEventLoop | None = None  # a flush is scheduled there
+
+    def write(self, line: str) -> None:
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._lock:
+            if loop is None:
+                self._write([*self._take(), line])
+                return
+            self._lines.append(line)
+            if self._flush_on is not loop:  # none scheduled, or on a loop that may never run it
+                self._flush_on = loop
+                loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write(self._take())
+
+    def _take(self) -> list[str]:
+        lines, self._lines = self._lines, []
+        self._flush_on = None
+        return lines
+
+    def _write(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        lines.append("")
+        try:
+            self._stream.write("\n".join(lines))
+            self._stream.flush()
+        except (OSError, ValueError):  # stderr closed or gone: nowhere left to log to
+            pass
+
+
+class WriterLogger:
+    """The structlog logger (what ``PrintLogger`` is) on top of a ``LineWriter``."""
+
+    def __init__(self, writer: LineWriter) -> None:
+        self._write = writer.write
+
+    def msg(self, message: str) -> None:
+        self._write(message)
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
+
+
+class _WriterHandler(logging.Handler):
+    """Standard library records into the same writer, so every line keeps its place."""
+
+    def __init__(self, writer: LineWriter) -> None:
+        super().__init__()
+        self._writer = writer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._writer.write(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+def _interpolate(event: str, args: tuple[Any, ...]) -> str:
+    """``log.info("%s of %s", a, b)`` as structlog does it: one dict argument is a mapping."""
+    if len(args) == 1 and isinstance(args[0], dict) and args[0]:
+        return event % args[0]
+    return event % args
+
+
+def lean_bound_logger(level: int) -> type[FilteringBoundLogger]:
+    """structlog's filtering bound logger for ``level``, with a shorter path per line.
+
+    The same processors, context and level filtering, without structlog's
+    generic plumbing (a context copy, two re-packings of the keyword arguments,
+    checks of the final processor's return type): the final processor returns
+    the line as ``str``, which is all ``WriterLogger`` takes. It matters on the
+    request path, which writes a line per request.
+    """
+    base = structlog.make_filtering_bound_logger(level)
+
+    def emit(self: Any, method_name: str, event: str | None, event_dict: dict[str, Any]) -> Any:
+        if self._context:
+            event_dict = {**self._context, **event_dict}
+        if event is not None:
+            event_dict["event"] = event
+        try:
+            for processor in self._processors:
+                event_dict = processor(self._logger, method_name, event_dict)
+        except structlog.DropEvent:
+            return None
+        return self._logger.msg(event_dict)
+
+    def proxy(self: Any, method_name: str, event: str | None = None, **event_kw: Any) -> Any:
+        return emit(self, method_name, event, event_kw)
+
+    def info(self: Any, event: str, *args: Any, **kw: Any) -> Any:
+        return emit(self, "info", _interpolate(event, args) if args else event, kw)
+
+    methods: dict[str, Any] = {"_proxy_to_logger": proxy}
+    if level <= logging.INFO:
+        methods["info"] = methods["msg"] = info
+    return type(f"Lean{base.__name__}", (base,), methods)
 
 
 def configure_logging(config: Config) -> None:
     level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.INFO)
-    renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer()
-        if config.log_format == "console"
-        else structlog.processors.JSONRenderer()
+    renderer: Processor = (
+        structlog.dev.ConsoleRenderer() if config.log_format == "console" else render_json
     )
+    writer = LineWriter(sys.stderr)
+    atexit.register(writer.flush)  # what the last loop iteration collected
+    logger = WriterLogger(writer)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_request,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            Timestamp(),
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
+        wrapper_class=lean_bound_logger(level),
+        logger_factory=lambda *args: logger,
         # Configured once per process, before any logging: cache the bound loggers
         # instead of rebuilding a proxy on every call (it showed in the redirect profile).
         cache_logger_on_first_use=True,
     )
     # Libraries log through the standard library; keep their warnings visible.
-    logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)
+    handler = _WriterHandler(writer)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    logging.basicConfig(level=max(level, logging.WARNING), handlers=[handler])

@@ -85,6 +85,19 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
     log.info("relay stopped", published=relay.published)
 
 
+async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
+    """Cron tasks and user reminders; run any number of these."""
+    from sluice.scheduler.loop import Scheduler
+    from sluice.scheduler.registry import all_tasks
+    from sluice.scheduler.reminders import ReminderRunner
+
+    tasks = all_tasks(config)
+    async with open_resources(config) as resources:
+        scheduler = Scheduler(resources, list(tasks.values()))
+        reminders = ReminderRunner(resources, holder=scheduler.holder)
+        await asyncio.gather(scheduler.run(stop), reminders.run(stop))
+
+
 async def run_api(
     config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
 ) -> None:
@@ -106,11 +119,12 @@ async def run_api(
 async def run_all(
     config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
 ) -> None:
-    """API, relay and every handler group in one process (``sluice up``)."""
+    """API, relay, every handler group and the scheduler in one process (``sluice up``)."""
     tasks = [
         asyncio.create_task(run_api(config, stop, listening), name="api"),
         asyncio.create_task(run_relay(config, stop), name="relay"),
         asyncio.create_task(run_worker(config, sorted(GROUPS), stop), name="workers"),
+        asyncio.create_task(run_scheduler(config, stop), name="scheduler"),
     ]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

@@ -1,10 +1,8 @@
-"""The ``mail`` handler group: the welcome mail, exactly once per registered user.
+"""The ``mail`` handler group: the welcome mail once per registered user, and one
+mail per reminder occurrence.
 
 Each handler renders a template and hands the mail to ``Mailer.send_once``,
-which does the rest (idempotency key, rate limit, transport, outcomes). A
-reminder handler will be one more function here, keyed
-``sluice.mail.sending.reminder_key`` and rendered with
-``sluice.mail.templates.reminder``, and one more entry in ``HANDLERS``.
+which does the rest (idempotency key, rate limit, transport, outcomes).
 """
 
 from __future__ import annotations
@@ -14,13 +12,15 @@ from dataclasses import dataclass
 
 import structlog
 
-from sluice.events import Event, UserRegistered
+from sluice.events import Event, ReminderDue, UserRegistered
 from sluice.mail import templates
 from sluice.mail.idempotency import SendLog
 from sluice.mail.ratelimit import RateLimiter
-from sluice.mail.sending import Mailer, Outgoing, welcome_key
+from sluice.mail.sending import Mailer, Outgoing, reminder_key, welcome_key
 from sluice.mail.transport import make_transport
 from sluice.resources import Resources
+from sluice.store import Store
+from sluice.store.users import user_by_id
 from sluice.streams.dispatch import EventHandler, event_group
 from sluice.streams.spec import GroupSpec
 
@@ -33,6 +33,7 @@ NAME = "mail"
 class MailDeps:
     mailer: Mailer
     base_url: str
+    store: Store
 
 
 async def on_user_registered(event: UserRegistered, deps: MailDeps) -> None:
@@ -46,7 +47,32 @@ async def on_user_registered(event: UserRegistered, deps: MailDeps) -> None:
     )
 
 
-HANDLERS: Mapping[type[Event], EventHandler] = {UserRegistered: on_user_registered}
+async def on_reminder_due(event: ReminderDue, deps: MailDeps) -> None:
+    """One mail per occurrence, to the owner; keyed by reminder and slot."""
+    email, name = event.email, event.name
+    if not email:  # an event from before the scheduler filled the recipient in
+        owner = await user_by_id(deps.store, event.owner_id)
+        if owner is None:
+            log.warning(
+                "reminder owner is gone, no mail", reminder_id=event.reminder_id,
+                owner_id=event.owner_id,
+            )  # fmt: skip
+            return
+        email, name = owner.email, owner.name
+    await deps.mailer.send_once(
+        Outgoing(
+            key=reminder_key(event.reminder_id, event.scheduled_for),
+            recipient=email,
+            recipient_name=name,
+            content=templates.reminder(event.text, event.scheduled_for, event.timezone),
+        )
+    )
+
+
+HANDLERS: Mapping[type[Event], EventHandler] = {
+    UserRegistered: on_user_registered,
+    ReminderDue: on_reminder_due,
+}
 
 
 def build_deps(resources: Resources) -> MailDeps:
@@ -59,7 +85,7 @@ def build_deps(resources: Resources) -> MailDeps:
         "mail: ready", transport=transport.name, target=transport.describe(),
         rate_per_second=config.mail_rate,
     )  # fmt: skip
-    return MailDeps(mailer=mailer, base_url=config.base_url)
+    return MailDeps(mailer=mailer, base_url=config.base_url, store=resources.store)
 
 
 def group(resources: Resources, deps: MailDeps | None = None) -> GroupSpec:

@@ -8,7 +8,20 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from sluice.config import Config
-from sluice.http import admin, articles, health, link_stats, links, redirects, users
+from sluice.http import (
+    admin,
+    articles,
+    dashboard,
+    health,
+    jobs,
+    link_stats,
+    links,
+    metrics,
+    redirects,
+    reminders,
+    tasks,
+    users,
+)
 from sluice.http.keys import (
     ADMIN_TOKEN,
     CONFIG,
@@ -20,7 +33,7 @@ from sluice.http.keys import (
     VISITOR_KEY,
 )
 from sluice.http.login_limit import LoginLimiter
-from sluice.http.middlewares import problems, request_logging
+from sluice.http.middlewares import request_context
 from sluice.http.openapi import openapi_view
 from sluice.http.visitors import load_visitor_key
 from sluice.resources import redis_client
@@ -72,8 +85,11 @@ def _add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/healthz", health.healthz)
     router.add_get("/readyz", health.readyz)
     router.add_get("/openapi.json", openapi_view)
+    router.add_get("/metrics", metrics.metrics)
+    router.add_get("/admin", dashboard.admin_page)
     # Before the {article_id} route, so "top" is not taken for an article id.
     router.add_get("/v1/articles/top", articles.top_articles)
+    router.add_get("/v1/articles/top/{date}", articles.top_snapshot)
     router.add_get("/v1/articles/{article_id}", articles.get_article)
     router.add_post("/v1/articles/{article_id}/views", articles.post_view)
     router.add_post("/v1/users", users.register)
@@ -85,18 +101,31 @@ def _add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/v1/links/{code}", links.read_link)
     router.add_patch("/v1/links/{code}", links.patch_link)
     router.add_get("/v1/admin/streams", admin.streams)
+    router.add_get("/v1/admin/dead-letters", admin.dead_letters)
+    router.add_post("/v1/admin/dead-letters/{id}/redrive", admin.redrive)
+    router.add_delete("/v1/admin/dead-letters/{id}", admin.drop)
+    router.add_get("/v1/admin/tasks", tasks.list_tasks)
+    router.add_post("/v1/admin/tasks/{name}/runs", tasks.start_run)
+    router.add_get("/v1/admin/tasks/{name}/runs", tasks.list_runs)
     router.add_get("/v1/links/{code}/stats", link_stats.link_stats)
+    router.add_post("/v1/reminders", reminders.create_reminder)
+    router.add_get("/v1/reminders", reminders.list_reminders)
+    router.add_delete("/v1/reminders/{id}", reminders.delete_reminder)
+    router.add_post("/v1/links/{code}/exports", jobs.request_export)
+    router.add_get("/v1/jobs/{job_id}", jobs.read_job)
+    router.add_get("/v1/jobs/{job_id}/result", jobs.job_result)
     # Last of all, so /{code} never shadows another route; HEAD comes with it.
     router.add_get("/{code}", redirects.redirect)
 
 
 def create_app(config: Config) -> web.Application:
     """The API application; its resources open on startup and close on cleanup."""
-    app = web.Application(client_max_size=MAX_BODY, middlewares=[request_logging, problems])
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[request_context])
     app[CONFIG] = config
     app[KEYS] = Keys(config.stream_prefix)
     app.cleanup_ctx.extend([_secrets, _store, _redis, _notifier])
     app.cleanup_ctx.append(links.code_pool)
+    app.cleanup_ctx.append(tasks.task_runner)
     app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])
     _add_routes(app.router)
     return app

@@ -6,14 +6,15 @@ import asyncio
 import contextlib
 import hashlib
 import re
+from datetime import date, datetime
 
 import structlog
 from aiohttp import web
 
-from sluice.errors import DependencyDown, FieldError, Unprocessable
+from sluice.errors import DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.events import ArticleViewed, utcnow
 from sluice.http.auth import optional_user
-from sluice.http.bodies import json_response, read_json
+from sluice.http.bodies import json_response, parse_limit, read_json
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID, VISITOR_KEY
 from sluice.http.schemas import (
@@ -21,6 +22,7 @@ from sluice.http.schemas import (
     ArticleViews,
     TopArticles,
     TopItem,
+    TopSnapshot,
     ViewBody,
     ViewCounted,
 )
@@ -38,6 +40,7 @@ log = structlog.get_logger(__name__)
 ARTICLE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TOP_LIMIT_MAX = 100
 TOP_LIMIT_DEFAULT = 10
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _article_id(request: web.Request) -> str:
@@ -119,10 +122,8 @@ def _top_query(request: web.Request) -> tuple[str, int]:
     period = request.query.get("period", "day")
     if period not in PERIODS:
         errors.append(FieldError("period", f"must be one of {', '.join(PERIODS)}"))
-    raw_limit = request.query.get("limit", str(TOP_LIMIT_DEFAULT))
-    digits = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4
-    limit = int(raw_limit) if digits else 0
-    if not 1 <= limit <= TOP_LIMIT_MAX:
+    limit = parse_limit(request.query.get("limit", str(TOP_LIMIT_DEFAULT)), TOP_LIMIT_MAX) or 0
+    if not limit:
         errors.append(FieldError("limit", f"must be an integer from 1 to {TOP_LIMIT_MAX}"))
     if errors:
         raise Unprocessable("invalid query parameters", errors)
@@ -144,3 +145,23 @@ async def top_articles(request: web.Request) -> web.Response:
         rows = await top_from_store(request.app[STORE], period, start, limit)
     items = [TopItem(article_id=article, views=views) for article, views in rows]
     return json_response(TopArticles(period=period, start=start, items=items))
+
+
+async def top_snapshot(request: web.Request) -> web.Response:
+    """The stored top 100 of a past day (``snapshot-leaderboard``); 404 when none was taken."""
+    raw = request.match_info["date"]
+    try:
+        day = date.fromisoformat(raw) if DAY.fullmatch(raw) else None
+    except ValueError:
+        day = None
+    if day is None:
+        raise Unprocessable("invalid date", [FieldError("date", "must be a date, YYYY-MM-DD")])
+    rows = await request.app[STORE].fetchall(
+        "SELECT article_id, views, taken_at FROM leaderboard_snapshots WHERE day = ? ORDER BY rank",
+        (day.isoformat(),),
+    )
+    if not rows:
+        raise NotFound(f"no leaderboard snapshot for {day.isoformat()}")
+    items = [TopItem(article_id=str(a), views=int(v)) for a, v, _ in rows]
+    taken_at = datetime.fromisoformat(str(rows[0][2]))
+    return json_response(TopSnapshot(date=day, taken_at=taken_at, items=items))

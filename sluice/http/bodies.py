@@ -67,3 +67,10 @@ async def read_json(request: web.Request, struct: type[T], *, optional: bool = F
         raise BadRequest("the request body has the wrong shape", [_field_error(exc)]) from None
     except msgspec.DecodeError:
         raise BadRequest("malformed JSON") from None
+
+
+def parse_limit(raw: str, maximum: int) -> int | None:
+    """A ``limit`` query parameter: an integer from 1 to ``maximum``, else None."""
+    digits = raw.isascii() and raw.isdigit() and len(raw) <= 6
+    limit = int(raw) if digits else 0
+    return limit if 1 <= limit <= maximum else None

@@ -9,6 +9,8 @@ from sluice.config import Config
 from sluice.http.login_limit import LoginLimiter
 from sluice.links.cache import LinkCache, LinkFollower
 from sluice.links.visits import VisitRecorder
+from sluice.scheduler.runner import Runner
+from sluice.scheduler.tasks import Task
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
@@ -26,5 +28,9 @@ ADMIN_TOKEN: web.AppKey[str | None] = web.AppKey("admin_token")
 LINK_CACHE = web.AppKey("link_cache", LinkCache)
 LINK_FOLLOWER = web.AppKey("link_follower", LinkFollower)
 VISITS = web.AppKey("visits", VisitRecorder)
+
+# Scheduled tasks by name, and the runner of manual runs (admin routes).
+TASKS: web.AppKey[dict[str, Task]] = web.AppKey("tasks")
+TASK_RUNNER = web.AppKey("task_runner", Runner)
 
 TRACE_ID = web.RequestKey("trace_id", str)

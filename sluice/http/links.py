@@ -12,7 +12,7 @@ from aiohttp import web
 from sluice.errors import Conflict, FieldError, NotFound, Unprocessable
 from sluice.events import LinkCreated, LinkUpdated, utcnow
 from sluice.http.auth import require_user
-from sluice.http.bodies import json_response, read_json
+from sluice.http.bodies import json_response, parse_limit, read_json
 from sluice.http.keys import CONFIG, STORE, TRACE_ID
 from sluice.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.links import repository
@@ -102,10 +102,8 @@ async def create_link(request: web.Request) -> web.Response:
 
 def _page_query(request: web.Request) -> tuple[int, tuple[str, str] | None]:
     checks = _Checks()
-    raw_limit = request.query.get("limit", str(PAGE_DEFAULT))
-    digits = raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4
-    limit = int(raw_limit) if digits else 0
-    if not 1 <= limit <= PAGE_MAX:
+    limit = parse_limit(request.query.get("limit", str(PAGE_DEFAULT)), PAGE_MAX) or 0
+    if not limit:
         checks.errors.append(FieldError("limit", f"must be an integer from 1 to {PAGE_MAX}"))
     cursor = request.query.get("cursor")
     after = None if cursor is None else checks.run("cursor", repository.decode_cursor, cursor)

@@ -7,12 +7,16 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from sluice.http.admin import DEAD_LETTERS_DEFAULT, DEAD_LETTERS_MAX, Redriven
 from sluice.http.bodies import JSON, PROBLEM_JSON, json_response
 from sluice.http.keys import CONFIG
 from sluice.http.schemas import (
+    REMINDER_TEXT_MAX,
     VIEWER_MAX_LENGTH,
     ArticleViews,
+    ExportStarted,
     Health,
+    JobOut,
     LinkBody,
     LinkOut,
     LinkPage,
@@ -21,13 +25,20 @@ from sluice.http.schemas import (
     Problem,
     Readiness,
     RegisterBody,
+    ReminderBody,
+    ReminderList,
+    ReminderOut,
     TokenBody,
     TokenOut,
     TopArticles,
+    TopSnapshot,
     UserOut,
     ViewBody,
     ViewCounted,
 )
+from sluice.http.tasks import RunStarted, TaskInfo
+from sluice.scheduler.runs import RunRecord
+from sluice.streams.dead_letters import DeadLetter
 from sluice.streams.maintenance import Status
 
 Doc = dict[str, Any]
@@ -37,6 +48,10 @@ _STRUCTS = (
     RegisterBody, UserOut, TokenBody, TokenOut, Status,
     LinkBody, LinkPatch, LinkOut, LinkPage,
     LinkStatsOut,
+    ReminderBody, ReminderOut, ReminderList,
+    TopSnapshot, TaskInfo, RunStarted, RunRecord,
+    DeadLetter, Redriven,
+    ExportStarted, JobOut,
 )  # fmt: skip
 _REF = "#/components/schemas/{name}"
 
@@ -70,7 +85,26 @@ _BAD_BODY = {
 _UNAUTHORIZED = _problem("missing, unknown or expired bearer token")
 _FORBIDDEN = _problem("a user token where the admin token is required")
 _CODE = {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}}
+_TASK_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 _NO_LINK = _problem("no such link, or another user's (the same answer for both)")
+_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_NO_JOB = _problem("no such job, or another user's (the same answer for both)")
+_DEAD_ID = {"name": "id", "in": "path", "required": True,
+            "description": "the dead letter's entry id (`ms-seq`), unique within its group",
+            "schema": {"type": "string"}}  # fmt: skip
+_DEAD_GROUP = {
+    "name": "group", "in": "query", "required": False,
+    "description": "the group holding the dead letter; without it, every group is searched",
+    "schema": {"type": "string"},
+}  # fmt: skip
+_DEAD_ERRORS = {
+    "401": _UNAUTHORIZED,
+    "403": _FORBIDDEN,
+    "404": _problem("no dead letter with this id (in the group given)"),
+    "409": _problem("several groups hold a dead letter with this id; name one with ?group="),
+    "422": _problem("unknown group"),
+    "503": _problem("Redis does not answer"),
+}
 
 
 def _body(schema: str) -> Doc:
@@ -96,6 +130,27 @@ _PATHS: Doc = {
         "summary": "This document",
         "responses": {"200": {"description": "the OpenAPI document",
                               "content": {JSON: {"schema": {"type": "object"}}}}},
+    }},
+    "/admin": {"get": {
+        "operationId": "adminDashboard",
+        "summary": "The operations dashboard: one HTML page that asks for the admin token",
+        "description": (
+            "Static; it needs no token itself. In the browser it keeps the admin token for the "
+            "tab and calls the admin routes with it, refreshing every 3 seconds."
+        ),
+        "responses": {"200": {"description": "the page",
+                              "content": {"text/html": {"schema": {"type": "string"}}}}},
+    }},
+    "/metrics": {"get": {
+        "operationId": "metrics",
+        "summary": "Prometheus text: counters of every sluice process on the host, stream gauges",
+        "security": _ADMIN,
+        "responses": {
+            "200": {"description": "Prometheus text exposition format",
+                    "content": {"text/plain": {"schema": {"type": "string"}}}},
+            "401": _UNAUTHORIZED,
+            "403": _FORBIDDEN,
+        },
     }},
     "/v1/articles/top": {"get": {
         "operationId": "topArticles",
@@ -183,6 +238,46 @@ _PATHS: Doc = {
             "403": _FORBIDDEN,
             "503": _problem("Redis does not answer"),
         },
+    }},
+    "/v1/admin/dead-letters": {"get": {
+        "operationId": "listDeadLetters",
+        "summary": "Dead letters of one group or of all, newest first",
+        "description": (
+            "`stream` is the aggregate stream the event came from; `deliveries` how often "
+            "it was tried; `error` the last failure."
+        ),
+        "security": _ADMIN,
+        "parameters": [
+            {"name": "group", "in": "query", "required": False,
+             "description": "one group's dead letters; absent or empty: every group's",
+             "schema": {"type": "string"}},
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": DEAD_LETTERS_MAX,
+                        "default": DEAD_LETTERS_DEFAULT}},
+        ],
+        "responses": {
+            "200": {"description": "the dead letters", "content": {JSON: {"schema": {
+                "type": "array", "items": _ref("DeadLetter")}}}},
+            "401": _UNAUTHORIZED,
+            "403": _FORBIDDEN,
+            "422": _problem(f"unknown group, or a limit outside 1..{DEAD_LETTERS_MAX}"),
+            "503": _problem("Redis does not answer"),
+        },
+    }},
+    "/v1/admin/dead-letters/{id}/redrive": {"post": {
+        "operationId": "redriveDeadLetter",
+        "summary": "Send a dead letter back to its group, with a fresh delivery count",
+        "description": "The entry leaves the dead letters and joins the group's retry stream.",
+        "security": _ADMIN,
+        "parameters": [_DEAD_ID, _DEAD_GROUP],
+        "responses": {"202": _ok("Redriven", "the entry is back in its group"), **_DEAD_ERRORS},
+    }},
+    "/v1/admin/dead-letters/{id}": {"delete": {
+        "operationId": "dropDeadLetter",
+        "summary": "Delete a dead letter for good",
+        "security": _ADMIN,
+        "parameters": [_DEAD_ID, _DEAD_GROUP],
+        "responses": {"204": {"description": "dropped"}, **_DEAD_ERRORS},
     }},
     "/v1/links": {
         "post": {
@@ -279,6 +374,160 @@ _PATHS: Doc = {
             "422": _problem("a date not YYYY-MM-DD, `from` after `to`, or more than 366 days"),
         },
     }},
+    "/v1/links/{code}/exports": {"post": {
+        "operationId": "exportLink",
+        "summary": "Start a CSV export of one of the caller's links' visits",
+        "description": (
+            "Answers at once; the `exports` workers build the CSV in the background from the "
+            "event history, covering the visits committed before the request. While an export "
+            "of the link is queued or running, the same job is answered again (no second "
+            "scan). Poll `status_url`; the CSV has the columns visited_at, visitor, "
+            "referrer_host, browser, is_bot."
+        ),
+        "security": _USER,
+        "parameters": [_CODE],
+        "responses": {
+            "202": {**_ok("ExportStarted", "the job; `Location` is its status URL"),
+                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}}},
+            "401": _UNAUTHORIZED,
+            "404": _NO_LINK,
+        },
+    }},
+    "/v1/jobs/{job_id}": {"get": {
+        "operationId": "getJob",
+        "summary": "A job's status and progress (0-100, never decreasing)",
+        "description": (
+            "`result_url` is set once the job succeeded, until the result is removed "
+            "SLUICE_EXPORT_RETENTION seconds (default a day) after `finished_at`; "
+            "`error` says why a job failed."
+        ),
+        "security": _USER,
+        "parameters": [_JOB_ID],
+        "responses": {
+            "200": _ok("JobOut", "the job"),
+            "401": _UNAUTHORIZED,
+            "404": _NO_JOB,
+        },
+    }},
+    "/v1/jobs/{job_id}/result": {"get": {
+        "operationId": "getJobResult",
+        "summary": "The CSV of a job that succeeded",
+        "security": _USER,
+        "parameters": [_JOB_ID],
+        "responses": {
+            "200": {
+                "description": "the CSV (RFC 4180, UTF-8, a header line), as an attachment",
+                "headers": {"Content-Disposition": {"schema": {"type": "string"}}},
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+            },
+            "401": _UNAUTHORIZED,
+            "404": _NO_JOB,
+            "409": _problem("the job is queued, running or failed: no result"),
+            "410": _problem("the result was removed after the retention period"),
+        },
+    }},
+    "/v1/reminders": {
+        "post": {
+            "operationId": "createReminder",
+            "summary": "A cron reminder: one e-mail to you at each occurrence",
+            "description": (
+                "`cron`: six fields, seconds first (`sec min hour dom mon dow`), with ranges, "
+                "steps, lists, three-letter month and day names, day of week 0-7 (0 and 7 are "
+                "Sunday); Quartz tokens (`?`, `L`, `W`, `#`) and a seventh field are refused. "
+                "`timezone`: an IANA zone the cron is read in. Occurrences must be at least "
+                "SLUICE_REMINDER_MIN_INTERVAL seconds apart (default 60). `text`: 1 to "
+                f"{REMINDER_TEXT_MAX} characters, not blank. At most 100 active reminders per "
+                "user. `next_runs` are the next three occurrences, in UTC."
+            ),
+            "security": _USER,
+            "requestBody": _body("ReminderBody"),
+            "responses": {
+                "201": _ok("ReminderOut", "the new reminder"),
+                **_BAD_BODY,
+                "401": _UNAUTHORIZED,
+                "422": _problem("bad cron (the reason named), unknown time zone, occurrences "
+                                "closer than the minimum interval, blank or too long text, or "
+                                "100 active reminders already"),
+            },
+        },
+        "get": {
+            "operationId": "listReminders",
+            "summary": "The caller's reminders that are not deleted, newest first",
+            "security": _USER,
+            "responses": {"200": _ok("ReminderList", "each with its next three occurrences"),
+                          "401": _UNAUTHORIZED},
+        },
+    },
+    "/v1/reminders/{id}": {"delete": {
+        "operationId": "deleteReminder",
+        "summary": "Delete a reminder: no occurrence fires after the deletion committed",
+        "security": _USER,
+        "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "204": {"description": "deleted"},
+            "401": _UNAUTHORIZED,
+            "404": _problem("no such reminder, another user's, or deleted already"),
+        },
+    }},
+    "/v1/articles/top/{date}": {"get": {
+        "operationId": "topSnapshot",
+        "summary": "The stored top 100 articles of a past day (snapshot-leaderboard task)",
+        "parameters": [{"name": "date", "in": "path", "required": True,
+                        "schema": {"type": "string", "format": "date"}}],
+        "responses": {
+            "200": _ok("TopSnapshot", "the snapshot, highest first"),
+            "404": _problem("no snapshot was taken for that day"),
+            "422": _problem("the date is not YYYY-MM-DD"),
+        },
+    }},
+    "/v1/admin/tasks": {"get": {
+        "operationId": "listTasks",
+        "summary": "Every scheduled task with its cron, zone, next run and last run record",
+        "security": _ADMIN,
+        "responses": {
+            "200": {"description": "the tasks", "content": {JSON: {"schema": {
+                "type": "array", "items": _ref("TaskInfo")}}}},
+            "401": _UNAUTHORIZED,
+            "403": _FORBIDDEN,
+        },
+    }},
+    "/v1/admin/tasks/{name}/runs": {
+        "post": {
+            "operationId": "runTask",
+            "summary": "Run a task now, under the same lock as its scheduled runs",
+            "description": "The run happens in the background; its record shows the outcome.",
+            "security": _ADMIN,
+            "parameters": [_TASK_NAME],
+            "responses": {
+                "202": _ok("RunStarted", "the run started"),
+                "401": _UNAUTHORIZED,
+                "403": _FORBIDDEN,
+                "404": _problem("no task has this name"),
+                "409": _problem("a run of the task is in progress on some replica"),
+                "503": _problem("Redis does not answer; a run needs its lock"),
+            },
+        },
+        "get": {
+            "operationId": "taskRuns",
+            "summary": "Run records of a task, newest first",
+            "security": _ADMIN,
+            "parameters": [
+                _TASK_NAME,
+                {"name": "limit", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 1, "maximum": 200, "default": 20}},
+            ],
+            "responses": {
+                "200": {"description": "the run records", "content": {JSON: {"schema": {
+                    "type": "array", "items": _ref("RunRecord")}}}},
+                "401": _UNAUTHORIZED,
+                "403": _FORBIDDEN,
+                "404": _problem("no task has this name"),
+                "422": _problem("a limit outside 1..200"),
+            },
+        },
+    },
     "/{code}": {"get": {
         "operationId": "redirect",
         "summary": "Follow a short link: 302 to its URL, recording a visit",

@@ -9,12 +9,13 @@ HEAD answers the same status and headers and records nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import AsyncIterator
 from datetime import datetime
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from sluice.errors import DependencyDown
 from sluice.events import LinkVisited, utcnow
@@ -29,7 +30,7 @@ from sluice.http.keys import (
     VISITS,
 )
 from sluice.http.problems import problem_response
-from sluice.http.visitors import visitor_hash
+from sluice.http.visitors import VisitorHasher
 from sluice.links.cache import LinkCache, LinkFollower, Target, target_of
 from sluice.links.visits import VisitRecorder, classify, referrer_host, warm_up
 from sluice.resources import redis_client
@@ -49,7 +50,10 @@ async def redirect(request: web.Request) -> web.StreamResponse:
     """302 to the link's URL; 404 unknown, 410 disabled or expired. Only GET records a visit."""
     now = utcnow()
     code = request.match_info["code"]
-    target = await _target(request, code) if CODE.fullmatch(code) else None
+    try:
+        target = request.app[LINK_CACHE].cached(code)  # no coroutine on a hit
+    except KeyError:
+        target = await _target(request, code) if CODE.fullmatch(code) else None
     if target is None:
         return _problem(404, f"no short link at {request.path}")
     if target.gone(now):
@@ -71,13 +75,19 @@ def _problem(status: int, detail: str) -> web.Response:
     return problem_response(status, detail, headers={"Cache-Control": NO_STORE})
 
 
+@functools.lru_cache(maxsize=4)
+def _hasher(key: bytes) -> VisitorHasher:
+    return VisitorHasher(key)
+
+
 def _visit(request: web.Request, code: str, now: datetime) -> LinkVisited:
-    user_agent = request.headers.get("User-Agent", "")
+    headers = request.headers
+    user_agent = headers.get(hdrs.USER_AGENT, "")
     browser, is_bot = classify(user_agent)
     return LinkVisited(
         code=code,
-        visitor=visitor_hash(request.app[VISITOR_KEY], request.remote or "", user_agent),
-        referrer_host=referrer_host(request.headers.get("Referer")),
+        visitor=_hasher(request.app[VISITOR_KEY])(request.remote or "", user_agent),
+        referrer_host=referrer_host(headers.get(hdrs.REFERER)),
         browser=browser,
         is_bot=is_bot,
         occurred_at=now,

@@ -64,6 +64,14 @@ class TopArticles(msgspec.Struct, kw_only=True):
     items: list[TopItem]
 
 
+class TopSnapshot(msgspec.Struct, kw_only=True):
+    """A day's top 100, stored by the snapshot-leaderboard task after the day ended."""
+
+    date: date
+    taken_at: datetime
+    items: list[TopItem]
+
+
 # Users and tokens. Required fields are checked by the views (422 with the
 # field named), so a missing field and an invalid one answer alike.
 
@@ -161,3 +169,59 @@ class LinkStatsOut(msgspec.Struct, kw_only=True):
     referrers: list[ReferrerVisits]
     browsers: list[BrowserVisits]
     as_of: datetime
+
+
+# Reminders. Missing fields are checked by the view (422 with the field named).
+
+REMINDER_TEXT_MAX = 1000
+REMINDER_CRON_MAX = 200
+
+ReminderCron = Annotated[
+    str,
+    msgspec.Meta(
+        description="six fields, seconds first: sec min hour day-of-month month day-of-week",
+        extra_json_schema={"maxLength": REMINDER_CRON_MAX, "examples": ["0 30 8 * * MON-FRI"]},
+    ),
+]
+ReminderText = Annotated[
+    str, msgspec.Meta(extra_json_schema={"minLength": 1, "maxLength": REMINDER_TEXT_MAX})
+]
+
+
+class ReminderBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    cron: ReminderCron | None = None
+    timezone: Annotated[str, msgspec.Meta(examples=["Europe/Berlin"])] | None = None
+    text: ReminderText | None = None
+
+
+class ReminderOut(msgspec.Struct, kw_only=True):
+    id: str
+    cron: str
+    timezone: str
+    text: str
+    next_runs: list[datetime]  # the next three occurrences, in UTC
+    created_at: datetime
+
+
+class ReminderList(msgspec.Struct, kw_only=True):
+    items: list[ReminderOut]
+
+
+# Export jobs: POST /v1/links/{code}/exports answers ExportStarted, GET /v1/jobs/{id} a JobOut.
+
+
+class ExportStarted(msgspec.Struct, kw_only=True):
+    job_id: str
+    status_url: str
+
+
+class JobOut(msgspec.Struct, kw_only=True):
+    id: str
+    kind: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    progress: Annotated[int, msgspec.Meta(ge=0, le=100)]
+    created_at: datetime
+    finished_at: datetime | None
+    # Set once succeeded, until the retention period removes the result.
+    result_url: str | None
+    error: str | None

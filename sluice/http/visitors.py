@@ -25,3 +25,29 @@ def load_visitor_key(config: Config) -> bytes:
 def visitor_hash(key: bytes, ip: str, user_agent: str) -> str:
     """A keyed hash of IP and User-Agent: stable per visitor, the raw IP is never kept."""
     return hmac.new(key, f"{ip}\n{user_agent}".encode(), hashlib.sha256).hexdigest()
+
+
+class VisitorHasher:
+    """``visitor_hash`` with one key, the same digests at about half the cost.
+
+    HMAC-SHA256 (RFC 2104) with the key's inner and outer hash states computed
+    once: each hash then only copies them, where ``hmac.new`` derives them from
+    the key again. It runs once per redirect.
+    """
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in key))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in key))
+
+    def __call__(self, ip: str, user_agent: str) -> str:
+        inner = self._inner.copy()
+        inner.update(f"{ip}\n{user_agent}".encode())
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
+
+
+_BLOCK = hashlib.sha256().block_size

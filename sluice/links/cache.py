@@ -96,6 +96,17 @@ class LinkCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def cached(self, code: str) -> Target | None:
+        """The cached answer for ``code`` while fresh (None: unknown); KeyError otherwise.
+
+        The redirect's fast path: no coroutine when the link is in the cache.
+        """
+        entry = self._entries[code]
+        if self._clock() >= entry[1]:
+            raise KeyError(code)
+        self._entries.move_to_end(code)
+        return entry[0]
+
     async def get(self, code: str) -> Target | None:
         """The link's target, None for an unknown code; reads the database on a miss."""
         entry = self._entries.get(code)

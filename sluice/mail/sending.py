@@ -34,6 +34,7 @@ from sluice.mail.idempotency import Outcome, Reservation, SendLog
 from sluice.mail.ratelimit import RateLimiter
 from sluice.mail.templates import Content, one_line
 from sluice.mail.transport import Transport
+from sluice.metrics import MAILS
 
 log = structlog.get_logger(__name__)
 
@@ -105,21 +106,26 @@ class Mailer:
         message = compose(outgoing, self.sender)
         if await self.sends.is_sent(outgoing.key):
             log.info("mail already sent, skipped", key=outgoing.key)
+            MAILS.labels("skipped").inc()
             return False
         await self.limiter.acquire()
         reservation = await self._reserve(outgoing)
         if reservation.outcome is Outcome.ALREADY_SENT:
             log.info("mail already sent, skipped", key=outgoing.key)
+            MAILS.labels("skipped").inc()
             return False
         try:
             async with asyncio.timeout(SEND_DEADLINE):
                 fresh = await self.transport.send(message, outgoing.key)
         except TimeoutError as exc:
+            MAILS.labels("failed").inc()
             await self.sends.release(reservation)
             raise HandlerError(f"mail {outgoing.key}: no answer in {SEND_DEADLINE:.0f}s") from exc
         except Exception:
+            MAILS.labels("failed").inc()
             await self.sends.release(reservation)
             raise
+        MAILS.labels("sent").inc()
         # Logged before recording: the line must exist even if recording fails.
         log.info(
             "mail sent" if fresh else "mail found delivered",

@@ -149,4 +149,86 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         """,
     ),
     (6, "link statistics projection", LINK_STATS_DDL.format(s="")),
+    (
+        7,
+        "scheduler: task runs, leaderboard snapshots, reminders",
+        """
+        CREATE TABLE task_runs (
+            id TEXT PRIMARY KEY,
+            task TEXT NOT NULL,
+            trigger TEXT NOT NULL CHECK (trigger IN ('cron', 'manual')),
+            status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed')),
+            scheduled_for TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            cursor TEXT,
+            error TEXT,
+            trace_id TEXT NOT NULL,
+            holder TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX task_runs_occurrence ON task_runs (task, scheduled_for)
+            WHERE trigger = 'cron';
+        CREATE INDEX task_runs_newest ON task_runs (task, id DESC);
+        CREATE TABLE leaderboard_snapshots (
+            day TEXT NOT NULL,
+            rank INTEGER NOT NULL,
+            article_id TEXT NOT NULL,
+            views INTEGER NOT NULL,
+            taken_at TEXT NOT NULL,
+            PRIMARY KEY (day, rank)
+        ) WITHOUT ROWID;
+        CREATE TABLE reminders (
+            id TEXT PRIMARY KEY,
+            owner_id TEXT NOT NULL REFERENCES users (id),
+            cron TEXT NOT NULL,
+            timezone TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            deleted_at TEXT
+        ) WITHOUT ROWID;
+        CREATE INDEX reminders_owner ON reminders (owner_id, id DESC);
+        CREATE TABLE reminder_occurrences (
+            reminder_id TEXT NOT NULL,
+            scheduled_for TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            fired_at TEXT NOT NULL,
+            PRIMARY KEY (reminder_id, scheduled_for)
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        8,
+        "export jobs",
+        # snapshot_seq: the history's head when the export was requested (the CSV covers
+        # visits up to it); cursor_seq/cursor_bytes: the checkpoint (last seq scanned, part
+        # file length then); attempt: fences a stale runner's checkpoints.
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            owner_id TEXT NOT NULL REFERENCES users (id),
+            code TEXT NOT NULL,
+            status TEXT NOT NULL
+                CHECK (status IN ('queued', 'running', 'succeeded', 'failed')),
+            progress INTEGER NOT NULL DEFAULT 0 CHECK (progress BETWEEN 0 AND 100),
+            created_at TEXT NOT NULL,
+            started_at TEXT,
+            finished_at TEXT,
+            error TEXT,
+            snapshot_seq INTEGER NOT NULL,
+            cursor_seq INTEGER NOT NULL DEFAULT 0,
+            cursor_bytes INTEGER NOT NULL DEFAULT 0,
+            rows INTEGER NOT NULL DEFAULT 0,
+            attempt INTEGER NOT NULL DEFAULT 0,
+            resumed_from INTEGER,
+            result_path TEXT,
+            purged_at TEXT,
+            trace_id TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX jobs_active ON jobs (kind, owner_id, code)
+            WHERE status IN ('queued', 'running');
+        CREATE INDEX jobs_finished ON jobs (finished_at)
+            WHERE finished_at IS NOT NULL AND purged_at IS NULL;
+        """,
+    ),
 ]

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 
+from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, RETRIES
 from sluice.streams.failures import Failures, backoff_ms
 from sluice.streams.keys import Keys
 from sluice.streams.messages import (
@@ -197,7 +198,9 @@ class Consumer:
             return {d.message.key: exc for d in deliveries}
         finally:
             await cancel_and_wait(keeper)
-            self._log_batch(deliveries, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            HANDLER_SECONDS.labels(self.group).observe(seconds)
+            self._log_batch(deliveries, seconds)
 
     def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
         for delivery in deliveries:
@@ -229,7 +232,9 @@ class Consumer:
             pipe.xack(stream, self.group, *ids)
         if len(pipe):
             await pipe.execute()
-        self.counters.handled += sum(len(ids) for ids in done.values())
+        handled = sum(len(ids) for ids in done.values())
+        self.counters.handled += handled
+        HANDLED.labels(self.group).inc(handled)
 
     async def _fail(self, message: Message, error: BaseException) -> None:
         text = f"{type(error).__name__}: {error}"
@@ -239,6 +244,7 @@ class Consumer:
                 message.stream, message.entry_id, message.fields, message.deliveries, text
             )
             self.counters.dead += 1
+            DEAD_LETTERED.labels(self.group).inc()
             log.error(
                 "event dead-lettered", group=self.group, event_id=message.event_id,
                 event_type=message.type, trace_id=message.trace_id,
@@ -250,6 +256,7 @@ class Consumer:
             message.stream, message.entry_id, message.fields, message.deliveries, delay
         )
         self.counters.retried += 1
+        RETRIES.labels(self.group).inc()
         log.warning(
             "event failed, retrying", group=self.group, event_id=message.event_id,
             event_type=message.type, trace_id=message.trace_id,

@@ -44,5 +44,16 @@ class Keys:
         """The next free send slot of the mail rate limit, shared by every mail worker."""
         return f"{self.prefix}:mail:rate"
 
+    def task_lock(self, task: str) -> str:
+        """Held by the one run of ``task`` in progress, cron or manual, on any replica."""
+        return f"{self.prefix}:task:{task}:lock"
+
+    def task_occurrence(self, task: str, slot: str) -> str:
+        """Claimed by the replica that takes this occurrence (``slot``: its UTC instant)."""
+        return f"{self.prefix}:task:{task}:slot:{slot}"
+
+    def reminder_occurrence(self, reminder_id: str, slot: str) -> str:
+        return f"{self.prefix}:reminder:{reminder_id}:slot:{slot}"
+
     def is_stream_key(self, key: str) -> bool:
         return key.startswith(f"{self.prefix}:") and key.count(":") == 1

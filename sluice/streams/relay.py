@@ -26,6 +26,7 @@ import redis.exceptions
 import structlog
 
 from sluice.events import AGGREGATES, utcnow
+from sluice.metrics import RELAY_PUBLISHED
 from sluice.store import Store, StoredEvent
 from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
@@ -111,6 +112,7 @@ class Relay:
             return await self.run_once()
         await self.store.set_position(POSITION, events[-1].seq)
         self.published += len(events)
+        RELAY_PUBLISHED.inc(len(events))
         return len(events)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import structlog
 from aiohttp import web
-from structlog.contextvars import merge_contextvars
 
 from sluice.config import Config
 from sluice.http import create_app
+from sluice.logs import add_request
 from tests.api.conftest import AiohttpClient, problem
 
 
@@ -21,7 +21,7 @@ async def test_an_unexpected_error_is_a_logged_500_problem(
     app = create_app(config)
     app.router.add_get("/boom", boom)
     client = await aiohttp_client(app)
-    with structlog.testing.capture_logs(processors=[merge_contextvars]) as logs:
+    with structlog.testing.capture_logs(processors=[add_request]) as logs:
         response = await client.get("/boom", headers={"X-Request-ID": "trace-boom-1"})
         body = await problem(response, 500)
     assert "kaboom" not in body["detail"]  # internals stay in the logs
@@ -36,7 +36,7 @@ async def test_an_unexpected_error_is_a_logged_500_problem(
 
 async def test_one_summary_line_per_request(aiohttp_client: AiohttpClient, config: Config) -> None:
     client = await aiohttp_client(create_app(config))
-    with structlog.testing.capture_logs(processors=[merge_contextvars]) as logs:
+    with structlog.testing.capture_logs(processors=[add_request]) as logs:
         await client.get("/healthz", headers={"X-Request-ID": "trace-ok-1"})
         await client.get("/missing")
     summaries = [entry for entry in logs if entry["event"] == "request"]
@@ -60,7 +60,7 @@ async def test_a_raised_redirect_passes_through_with_its_trace_id(
     app = create_app(config)
     app.router.add_get("/go", redirect)
     client = await aiohttp_client(app)
-    with structlog.testing.capture_logs(processors=[merge_contextvars]) as logs:
+    with structlog.testing.capture_logs(processors=[add_request]) as logs:
         response = await client.get("/go", allow_redirects=False)
     assert response.status == 302
     assert response.headers["Location"] == "/healthz"

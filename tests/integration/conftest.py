@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -141,13 +143,16 @@ class Child:
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> Child:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "sluice", *self.args],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    def start(self, log: Path | None = None) -> Child:
+        """Start it; with ``log``, its stderr (the JSON log lines) goes to that file."""
+        with contextlib.ExitStack() as files:
+            stderr = files.enter_context(log.open("ab")) if log else subprocess.DEVNULL
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "sluice", *self.args],
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         return self
 
     def kill(self) -> None:
@@ -156,6 +161,18 @@ class Child:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
             self.process = None
+
+    async def wait(self, timeout: float = 30.0) -> int:
+        """The exit code, once the process has ended on its own."""
+        assert self.process is not None
+        code = await asyncio.to_thread(self.process.wait, timeout)
+        self.process = None
+        return code
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
     def terminate(self) -> int | None:
         if self.process is None:

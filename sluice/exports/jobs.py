@@ -1,0 +1,205 @@
+"""Job rows: the request, the runner's progress and checkpoints, the outcome, the purge.
+
+A job is ``queued`` when requested, ``running`` from its first attempt, and
+``succeeded`` or ``failed`` at the end. Each attempt bumps ``attempt``; the
+runner's checkpoint and outcome updates name the attempt they belong to, so a
+stale runner (one that lost its lock) can never move a job another runner owns.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from sluice.events import ExportRequested, utcnow, uuid7
+from sluice.store.base import Row, Store
+from sluice.store.users import db_time
+
+EXPORT = "export"
+Status = Literal["queued", "running", "succeeded", "failed"]
+FINISHED = ("succeeded", "failed")
+ERROR_LIMIT = 2000
+
+
+class NoSuchLink(Exception):
+    """The link does not exist, or belongs to someone else (the same answer for both)."""
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    kind: str
+    owner_id: str
+    code: str
+    status: Status
+    progress: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    snapshot_seq: int  # the history's head when the export was requested
+    cursor_seq: int  # checkpoint: the last seq scanned ...
+    cursor_bytes: int  # ... and the part file's length then
+    rows: int
+    attempt: int
+    resumed_from: int | None  # cursor_seq the latest attempt started from
+    result_path: str | None  # file name under <data dir>/exports/
+    purged_at: datetime | None
+    trace_id: str
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+_COLUMNS = (
+    "id, kind, owner_id, code, status, progress, created_at, started_at, finished_at, error,"
+    " snapshot_seq, cursor_seq, cursor_bytes, rows, attempt, resumed_from, result_path,"
+    " purged_at, trace_id"
+)
+
+
+def _time(value: object) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(str(value))
+
+
+def job_from_row(row: Row) -> Job:
+    return Job(
+        id=row[0], kind=row[1], owner_id=row[2], code=row[3], status=row[4],
+        progress=int(row[5]), created_at=datetime.fromisoformat(str(row[6])),
+        started_at=_time(row[7]), finished_at=_time(row[8]), error=row[9],
+        snapshot_seq=int(row[10]), cursor_seq=int(row[11]), cursor_bytes=int(row[12]),
+        rows=int(row[13]), attempt=int(row[14]), resumed_from=row[15], result_path=row[16],
+        purged_at=_time(row[17]), trace_id=row[18],
+    )  # fmt: skip
+
+
+async def get_job(store: Store, job_id: str) -> Job | None:
+    row = await store.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+    return None if row is None else job_from_row(row)
+
+
+async def request_export(store: Store, owner_id: str, code: str, trace_id: str) -> tuple[Job, bool]:
+    """The job exporting ``code``'s visits, and whether it is new.
+
+    While an export of the link is queued or running, that job is returned and
+    nothing is written: each export scans the whole history, so repeated clicks
+    must not queue more scans. Otherwise a new job, with the history's head as
+    its snapshot, and ``ExportRequested`` commit together. Raises ``NoSuchLink``.
+    """
+    async with store.transaction() as tx:
+        link = await tx.fetchone("SELECT owner_id FROM links WHERE code = ?", (code,))
+        if link is None or link[0] != owner_id:
+            raise NoSuchLink(code)
+        active = await tx.fetchone(
+            f"SELECT {_COLUMNS} FROM jobs WHERE kind = ? AND owner_id = ? AND code = ?"
+            " AND status IN ('queued', 'running')",
+            (EXPORT, owner_id, code),
+        )
+        if active is not None:
+            return job_from_row(active), False
+        # Writers are serialised (BEGIN IMMEDIATE): no event commits between this read
+        # and our append, so the snapshot is exactly the history the user could see.
+        head = await tx.fetchone("SELECT COALESCE(MAX(seq), 0) FROM events")
+        now = utcnow()
+        job = Job(
+            id=uuid7(), kind=EXPORT, owner_id=owner_id, code=code, status="queued", progress=0,
+            created_at=now, started_at=None, finished_at=None, error=None,
+            snapshot_seq=int(head[0]) if head else 0, cursor_seq=0, cursor_bytes=0, rows=0,
+            attempt=0, resumed_from=None, result_path=None, purged_at=None, trace_id=trace_id,
+        )  # fmt: skip
+        await tx.execute(
+            "INSERT INTO jobs (id, kind, owner_id, code, status, progress, created_at,"
+            " snapshot_seq, trace_id) VALUES (?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
+            (job.id, EXPORT, owner_id, code, db_time(now), job.snapshot_seq, trace_id),
+        )
+        await tx.append(
+            ExportRequested(job_id=job.id, owner_id=owner_id, code=code, trace_id=trace_id)
+        )
+    return job, True
+
+
+async def begin_attempt(store: Store, job_id: str) -> Job | None:
+    """Mark the job running as a new attempt; the job as it is now (None if unknown).
+
+    A finished job is returned unchanged: its event was delivered again.
+    """
+    async with store.transaction() as tx:
+        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        if row is None:
+            return None
+        if job_from_row(row).finished:
+            return job_from_row(row)
+        await tx.execute(
+            "UPDATE jobs SET status = 'running', started_at = COALESCE(started_at, ?),"
+            " attempt = attempt + 1, resumed_from = cursor_seq WHERE id = ?",
+            (db_time(utcnow()), job_id),
+        )
+        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+    return None if row is None else job_from_row(row)
+
+
+async def checkpoint(
+    store: Store, job: Job, *, cursor_seq: int, cursor_bytes: int, rows: int, progress: int
+) -> bool:
+    """Store the checkpoint and progress (never lowered); False if the attempt is stale."""
+    async with store.transaction() as tx:
+        changed = await tx.execute(
+            "UPDATE jobs SET cursor_seq = ?, cursor_bytes = ?, rows = ?,"
+            " progress = MAX(progress, ?) WHERE id = ? AND attempt = ? AND status = 'running'",
+            (cursor_seq, cursor_bytes, rows, progress, job.id, job.attempt),
+        )
+    return changed == 1
+
+
+async def restart(store: Store, job: Job) -> bool:
+    """Forget the checkpoint (the part file is gone); progress stays where it was."""
+    async with store.transaction() as tx:
+        changed = await tx.execute(
+            "UPDATE jobs SET cursor_seq = 0, cursor_bytes = 0, rows = 0, resumed_from = 0"
+            " WHERE id = ? AND attempt = ? AND status = 'running'",
+            (job.id, job.attempt),
+        )
+    return changed == 1
+
+
+async def succeed(store: Store, job: Job, result_path: str) -> bool:
+    async with store.transaction() as tx:
+        changed = await tx.execute(
+            "UPDATE jobs SET status = 'succeeded', progress = 100, finished_at = ?,"
+            " result_path = ? WHERE id = ? AND attempt = ? AND status = 'running'",
+            (db_time(utcnow()), result_path, job.id, job.attempt),
+        )
+    return changed == 1
+
+
+async def fail(store: Store, job: Job, error: str) -> bool:
+    async with store.transaction() as tx:
+        changed = await tx.execute(
+            "UPDATE jobs SET status = 'failed', finished_at = ?, error = ?"
+            " WHERE id = ? AND attempt = ? AND status IN ('queued', 'running')",
+            (db_time(utcnow()), error[:ERROR_LIMIT], job.id, job.attempt),
+        )
+    return changed == 1
+
+
+async def finished_before(store: Store, cutoff: datetime, limit: int) -> list[Job]:
+    """Finished jobs whose results are not purged yet, oldest first."""
+    rows = await store.fetchall(
+        f"SELECT {_COLUMNS} FROM jobs WHERE finished_at IS NOT NULL AND purged_at IS NULL"
+        " AND finished_at < ? ORDER BY finished_at, id LIMIT ?",
+        (db_time(cutoff), limit),
+    )
+    return [job_from_row(row) for row in rows]
+
+
+async def mark_purged(store: Store, job_ids: list[str], now: datetime) -> int:
+    if not job_ids:
+        return 0
+    async with store.transaction() as tx:
+        return await tx.execute(
+            f"UPDATE jobs SET purged_at = ? WHERE id IN ({', '.join('?' for _ in job_ids)})"
+            " AND purged_at IS NULL",
+            (db_time(now), *job_ids),
+        )

@@ -1,0 +1,221 @@
+"""Run one export job: under its lock, batch by batch, from its checkpoint.
+
+The job scans the history from its checkpoint up to its snapshot in windows of
+``export_batch`` sequence numbers. After each window it appends the link's
+visits to the part file (fsynced), then stores the checkpoint (last seq
+scanned, file length) and the progress in one update. A runner killed at any
+point leaves a checkpoint that matches a prefix of the file; the next attempt
+truncates the file to it and scans on from the seq, so no visit is written
+twice or skipped.
+
+One runner at a time per job: a Redis lock (``<prefix>:export:<job id>:lock``,
+TTL ``SLUICE_CLAIM_IDLE_MS``, renewed every third of it). A second delivery of
+the same job (a relay duplicate, a redelivery after a crash) waits for the lock:
+the job is then finished (nothing to do) or its runner died and the lock
+expired (resume). Checkpoints name the attempt, so a runner that lost its lock
+can no longer move the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis.asyncio as aioredis
+import structlog
+
+from sluice.errors import HandlerError
+from sluice.exports import jobs, visits
+from sluice.exports.files import PartFile, exports_dir
+from sluice.exports.jobs import Job
+from sluice.resources import Resources
+from sluice.store import Store
+from sluice.store.links import get_link
+from sluice.streams.lock import RedisLock
+from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.waiting import cancel_and_wait
+
+log = structlog.get_logger(__name__)
+
+
+class LockLost(Exception):
+    """The job's lock expired or another attempt took the job over; stop writing."""
+
+
+class PermanentFailure(Exception):
+    """The job cannot succeed however often it is tried (its link is gone)."""
+
+
+@dataclass(frozen=True)
+class ExportDeps:
+    store: Store
+    redis: aioredis.Redis
+    prefix: str
+    directory: Path
+    batch: int  # sequence numbers per window
+    lock_ttl_ms: int
+    max_attempts: int
+
+    @classmethod
+    def from_resources(cls, resources: Resources) -> ExportDeps:
+        config = resources.config
+        return cls(
+            store=resources.store, redis=resources.redis, prefix=resources.keys.prefix,
+            directory=exports_dir(config), batch=config.export_batch,
+            lock_ttl_ms=config.claim_idle_ms, max_attempts=config.max_deliveries,
+        )  # fmt: skip
+
+    def lock(self, job_id: str) -> RedisLock:
+        return RedisLock(self.redis, f"{self.prefix}:export:{job_id}:lock", self.lock_ttl_ms)
+
+
+def progress_at(cursor: int, snapshot: int) -> int:
+    """0-99 while scanning; 100 is set only with ``succeeded``."""
+    if snapshot <= 0:
+        return 99
+    return min(99, cursor * 100 // snapshot)
+
+
+async def run_export(job_id: str, deps: ExportDeps) -> None:
+    """Run the job to its end, or raise for a retry (the runtime's backoff applies)."""
+    job = await jobs.get_job(deps.store, job_id)
+    if job is None:
+        log.warning("export: no such job, nothing to do", job_id=job_id)
+        return
+    if job.finished:
+        return
+    lock = deps.lock(job_id)
+    if not await _acquire(lock, deps, job_id):
+        return
+    try:
+        async with _renewing(lock) as lost:
+            await _attempt(job_id, deps, lost)
+    finally:
+        with contextlib.suppress(*REDIS_DOWN):
+            await lock.release()
+
+
+async def _acquire(lock: RedisLock, deps: ExportDeps, job_id: str) -> bool:
+    """Take the job's lock; False when the job finished while we waited for it.
+
+    The lock of a runner that died expires within its TTL; one renewed for longer
+    belongs to a live runner, and this delivery is retried later instead.
+    """
+    deadline = time.monotonic() + 2 * deps.lock_ttl_ms / 1000 + 1
+    pause = min(max(deps.lock_ttl_ms / 10_000, 0.05), 1.0)
+    while not await lock.acquire():
+        job = await jobs.get_job(deps.store, job_id)
+        if job is None or job.finished:
+            return False
+        if time.monotonic() > deadline:
+            raise HandlerError(f"export {job_id} is being run by another worker")
+        await asyncio.sleep(pause)
+    return True
+
+
+@contextlib.asynccontextmanager
+async def _renewing(lock: RedisLock) -> AsyncIterator[asyncio.Event]:
+    """Renew the lock every third of its TTL; the event is set once it is lost."""
+    lost = asyncio.Event()
+
+    async def renew() -> None:
+        interval = lock.ttl_ms / 3000
+        valid_until = time.monotonic() + lock.ttl_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await lock.renew():
+                    valid_until = time.monotonic() + lock.ttl_ms / 1000
+                    continue
+                lost.set()
+            except Exception as exc:  # unknown: the lock may still be ours until it expires
+                log.warning("export: lock renewal failed", lock=lock.key, error=repr(exc))
+                if time.monotonic() + interval >= valid_until:
+                    lost.set()
+            if lost.is_set():
+                log.error("export: lock lost", lock=lock.key)
+                return
+
+    watchdog = asyncio.create_task(renew())
+    try:
+        yield lost
+    finally:
+        await cancel_and_wait(watchdog)
+
+
+async def _attempt(job_id: str, deps: ExportDeps, lost: asyncio.Event) -> None:
+    job = await jobs.begin_attempt(deps.store, job_id)
+    if job is None or job.finished:
+        return
+    try:
+        await _export(job, deps, lost)
+    except PermanentFailure as exc:
+        await jobs.fail(deps.store, job, str(exc))
+        log.warning("export failed", job_id=job.id, error=str(exc))
+    except LockLost:
+        raise HandlerError(f"export {job.id}: lost its lock, another attempt resumes it") from None
+    except Exception as exc:
+        if job.attempt < deps.max_attempts:
+            raise
+        error = f"{type(exc).__name__}: {exc}"
+        await jobs.fail(deps.store, job, f"gave up after {job.attempt} attempts: {error}")
+        log.error("export failed for good", job_id=job.id, attempts=job.attempt, error=error)
+
+
+async def _export(job: Job, deps: ExportDeps, lost: asyncio.Event) -> None:
+    link = await get_link(deps.store, job.code)
+    if link is None or link.owner_id != job.owner_id:
+        raise PermanentFailure(f"the link {job.code!r} does not exist")
+    part = PartFile(deps.directory, job.id)
+    started = time.monotonic()
+    try:
+        cursor, rows = await _resume(part, job, deps)
+        first = cursor
+        while cursor < job.snapshot_seq:
+            upto = min(cursor + deps.batch, job.snapshot_seq)
+            found = await visits.scan(deps.store, job.code, cursor, upto)
+            _check(lost, job)
+            await part.append(visits.csv_rows(found))
+            cursor, rows = upto, rows + len(found)
+            _check(lost, job)
+            saved = await jobs.checkpoint(
+                deps.store, job, cursor_seq=cursor, cursor_bytes=part.size, rows=rows,
+                progress=progress_at(cursor, job.snapshot_seq),
+            )  # fmt: skip
+            if not saved:
+                raise LockLost(job.id)
+        _check(lost, job)
+        await part.complete()
+    finally:
+        await part.close()
+    if not await jobs.succeed(deps.store, job, part.final.name):
+        raise LockLost(job.id)
+    log.info(
+        "export succeeded", job_id=job.id, rows=rows, bytes=part.size,
+        events_scanned=job.snapshot_seq - first, seconds=round(time.monotonic() - started, 3),
+    )  # fmt: skip
+
+
+async def _resume(part: PartFile, job: Job, deps: ExportDeps) -> tuple[int, int]:
+    """Open the part file at the checkpoint; (cursor, rows) to go on from."""
+    cursor, rows = job.cursor_seq, job.rows
+    if not await part.open(job.cursor_bytes, visits.header()):
+        log.warning("export: part file lost, starting over", job_id=job.id)
+        if not await jobs.restart(deps.store, job):
+            raise LockLost(job.id)
+        cursor, rows = 0, 0
+        await part.open(0, visits.header())
+    log.info(
+        "export running", job_id=job.id, code=job.code, attempt=job.attempt,
+        from_seq=cursor, snapshot_seq=job.snapshot_seq,
+    )  # fmt: skip
+    return cursor, rows
+
+
+def _check(lost: asyncio.Event, job: Job) -> None:
+    if lost.is_set():
+        raise LockLost(job.id)

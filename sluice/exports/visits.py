@@ -1,0 +1,85 @@
+"""A link's visits read from the event history, and their CSV rows.
+
+There is no index from a link to its visits: an export reads every
+``LinkVisited`` event in a window of sequence numbers and SQLite keeps the
+link's (``json_extract`` on the payload), so only matching rows cross into
+Python and the filtering runs in the database thread, not on the event loop.
+``bench/export_scan.py`` compared it with decoding every payload's ``code``
+with msgspec in Python: SQL is about 15% faster for a link with 1% of the
+visits, even at 10%, and 25% slower at 50% (figures in the README, Exports).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+import msgspec
+
+from sluice.store.base import Store
+
+HEADER = ("visited_at", "visitor", "referrer_host", "browser", "is_bot")
+
+# The payload is stored as a BLOB; SQLite's JSON functions take text.
+_SCAN = (
+    "SELECT payload FROM events WHERE seq > ? AND seq <= ? AND type = 'LinkVisited'"
+    " AND json_extract(CAST(payload AS TEXT), '$.code') = ? ORDER BY seq"
+)
+# A spreadsheet runs a cell starting with one of these as a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+class Visit(msgspec.Struct, frozen=True):
+    """The fields of a ``LinkVisited`` payload an export writes; the rest is ignored."""
+
+    occurred_at: str
+    visitor: str
+    referrer_host: str | None = None
+    browser: str = "Other"
+    is_bot: bool = False
+
+
+_decoder = msgspec.json.Decoder(Visit)
+
+
+async def scan(store: Store, code: str, after: int, upto: int) -> list[Visit]:
+    """Visits of ``code`` with ``after < seq <= upto``, in history order."""
+    rows = await store.fetchall(_SCAN, (after, upto, code))
+    return [_decoder.decode(row[0]) for row in rows]
+
+
+def utc_time(text: str) -> str:
+    """RFC 3339 in UTC with ``Z``: events written by sluice already are; others convert."""
+    if text.endswith("Z"):
+        return text
+    moment = datetime.fromisoformat(text).astimezone(UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _cell(text: str | None) -> str:
+    if text and text.startswith(_FORMULA_START):
+        return "'" + text
+    return text or ""
+
+
+def header() -> bytes:
+    return _rows_to_bytes([HEADER])
+
+
+def csv_rows(visits: Sequence[Visit]) -> bytes:
+    """The visits as CSV lines (RFC 4180, CRLF, UTF-8)."""
+    return _rows_to_bytes(
+        (
+            utc_time(v.occurred_at), v.visitor, _cell(v.referrer_host), _cell(v.browser),
+            "true" if v.is_bot else "false",
+        )
+        for v in visits
+    )  # fmt: skip
+
+
+def _rows_to_bytes(rows: Iterable[Sequence[str]]) -> bytes:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue().encode()

@@ -1,0 +1,58 @@
+"""GET /admin: the operations page, one static HTML file shipped in the package.
+
+The page needs no token to load; it asks for the admin token and sends it as a
+bearer token on its own calls to the admin API. Its script and style are
+inline, so the Content-Security-Policy allows exactly those (by hash) and
+connections to this origin, nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from aiohttp import web
+
+_INLINE = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL) for tag in ("script", "style")}
+
+
+@dataclass(frozen=True)
+class Page:
+    body: bytes
+    headers: dict[str, str]
+
+
+def _hashes(tag: str, html: str) -> str:
+    digests = (hashlib.sha256(block.encode()).digest() for block in _INLINE[tag].findall(html))
+    return " ".join(f"'sha256-{base64.b64encode(d).decode()}'" for d in digests)
+
+
+@functools.cache
+def load_page() -> Page:
+    """The page and its headers, read from the package once per process."""
+    html = (resources.files("sluice.http") / "static" / "admin.html").read_text("utf-8")
+    policy = (
+        "default-src 'none'; "
+        f"script-src {_hashes('script', html)}; style-src {_hashes('style', html)}; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    )
+    headers = {
+        "Content-Security-Policy": policy,
+        "Cache-Control": "no-cache",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+    }
+    return Page(html.encode(), headers)
+
+
+async def admin_page(request: web.Request) -> web.Response:
+    page = await asyncio.to_thread(load_page)
+    return web.Response(
+        body=page.body, content_type="text/html", charset="utf-8", headers=page.headers
+    )

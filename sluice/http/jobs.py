@@ -1,0 +1,89 @@
+"""Export jobs: request one for a link, poll it, download its CSV. Owner only.
+
+Another user's job or link gets the same 404 as an unknown one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from sluice.errors import Conflict, NotFound, ProblemError
+from sluice.exports import jobs
+from sluice.exports.files import exports_dir
+from sluice.exports.jobs import Job
+from sluice.http.auth import require_user
+from sluice.http.bodies import json_response
+from sluice.http.keys import CONFIG, STORE, TRACE_ID
+from sluice.http.schemas import ExportStarted, JobOut
+
+
+class Gone(ProblemError):
+    status = 410
+    title = "Gone"
+
+
+def _job_url(request: web.Request, job_id: str) -> str:
+    return f"{request.app[CONFIG].base_url}/v1/jobs/{job_id}"
+
+
+def _result_available(job: Job) -> bool:
+    return job.status == "succeeded" and job.purged_at is None
+
+
+def _out(request: web.Request, job: Job) -> JobOut:
+    result_url = f"{_job_url(request, job.id)}/result" if _result_available(job) else None
+    return JobOut(
+        id=job.id, kind=job.kind, status=job.status,
+        progress=job.progress, created_at=job.created_at, finished_at=job.finished_at,
+        result_url=result_url, error=job.error,
+    )  # fmt: skip
+
+
+async def request_export(request: web.Request) -> web.Response:
+    """202 with the job; while an export of the link is queued or running, that same job."""
+    user = await require_user(request)
+    code = request.match_info["code"]
+    try:
+        job, _ = await jobs.request_export(request.app[STORE], user.id, code, request[TRACE_ID])
+    except jobs.NoSuchLink:
+        raise NotFound(f"you have no link {code!r}") from None
+    status_url = _job_url(request, job.id)
+    return json_response(
+        ExportStarted(job_id=job.id, status_url=status_url), 202, headers={"Location": status_url}
+    )
+
+
+async def _own_job(request: web.Request) -> Job:
+    user = await require_user(request)
+    job_id = request.match_info["job_id"]
+    job = await jobs.get_job(request.app[STORE], job_id)
+    if job is None or job.owner_id != user.id:
+        raise NotFound(f"you have no job {job_id!r}")
+    return job
+
+
+async def read_job(request: web.Request) -> web.Response:
+    return json_response(_out(request, await _own_job(request)))
+
+
+async def job_result(request: web.Request) -> web.StreamResponse:
+    """The CSV once the job succeeded; 409 before (or after a failure), 410 once removed."""
+    job = await _own_job(request)
+    if job.purged_at is not None:
+        raise Gone("the result was removed after the retention period; request a new export")
+    if job.status != "succeeded" or job.result_path is None:
+        detail = f"the job is {job.status}"
+        raise Conflict(f"{detail}: {job.error}" if job.error else f"{detail}; no result yet")
+    path = exports_dir(request.app[CONFIG]) / job.result_path
+    if not await asyncio.to_thread(path.is_file):
+        raise Gone("the result file is no longer there; request a new export")
+    filename = f"{job.code}-visits-{job.created_at:%Y%m%dT%H%M%SZ}.csv"
+    return web.FileResponse(
+        path,
+        headers={
+            "Content-Type": "text/csv; charset=utf-8",
+            "Content-Disposition": f'attachment; filename="{filename}"',
+        },
+    )

@@ -1,0 +1,66 @@
+"""``GET /metrics``: Prometheus text for the admin token.
+
+Counters come from every sluice process on this host (``sluice.metrics``); the
+state of streams, groups and the relay is read from Redis and the database at
+scrape time. With Redis down the scrape still answers, with
+``sluice_redis_up 0`` and without the stream gauges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from aiohttp import web
+from prometheus_client.core import Metric
+
+from sluice.http.auth import require_admin
+from sluice.http.degrade import REDIS_ERRORS
+from sluice.http.keys import KEYS, REDIS, STORE
+from sluice.metrics import CONTENT_TYPE, gauge, render
+from sluice.streams.maintenance import Status, status
+
+log = structlog.get_logger(__name__)
+
+SCRAPE_TIMEOUT = 2.0
+
+
+def _families(report: Status | None) -> list[Metric]:
+    redis_up = gauge("sluice_redis_up", "1 when Redis answered this scrape")
+    redis_up.add_metric([], 0 if report is None else 1)
+    if report is None:
+        return [redis_up]
+    backlog = gauge("sluice_relay_backlog", "Committed events the relay has not published yet")
+    backlog.add_metric([], report.relay_backlog)
+    delayed = gauge("sluice_delayed_retries", "Retries waiting for their backoff")
+    delayed.add_metric([], report.delayed)
+    length = gauge("sluice_stream_length", "Entries in the stream", ["stream"])
+    lag = gauge("sluice_group_lag", "Entries not yet delivered to the group", ["stream", "group"])
+    pending = gauge("sluice_group_pending", "Entries delivered, not acked", ["stream", "group"])
+    consumers = gauge("sluice_group_consumers", "Consumers in the group", ["stream", "group"])
+    dead = gauge("sluice_dead_letters", "Entries in the group's dead letters", ["group"])
+    seen_groups: set[str] = set()
+    for stream in report.streams:
+        length.add_metric([stream.stream], stream.length)
+        for group in stream.groups:
+            labels = [stream.stream, group.group]
+            if group.lag is not None:
+                lag.add_metric(labels, group.lag)
+            pending.add_metric(labels, group.pending)
+            consumers.add_metric(labels, group.consumers)
+            if group.group not in seen_groups:
+                seen_groups.add(group.group)
+                dead.add_metric([group.group], group.dead_letters)
+    return [redis_up, backlog, delayed, length, lag, pending, consumers, dead]
+
+
+async def metrics(request: web.Request) -> web.Response:
+    await require_admin(request)
+    report: Status | None = None
+    try:
+        async with asyncio.timeout(SCRAPE_TIMEOUT):
+            report = await status(request.app[REDIS], request.app[KEYS], request.app[STORE])
+    except REDIS_ERRORS as exc:
+        log.warning("metrics: redis did not answer", error=repr(exc))
+    body = await asyncio.to_thread(render, _families(report))
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

@@ -1,0 +1,129 @@
+"""Admin routes for scheduled tasks: list them, run one now, read its run records.
+
+A manual run goes through the scheduler's own code path (``Runner``): the same
+lock, so it never overlaps a scheduled run of the task on any replica (409
+while one is in progress), and the same run record. It runs in this API
+process, in the background; the 202 answer carries its run id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+import msgspec
+import structlog
+from aiohttp import web
+
+from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
+from sluice.events import utcnow
+from sluice.http.auth import require_admin
+from sluice.http.bodies import json_response, parse_limit
+from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
+from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TASK_RUNNER, TASKS
+from sluice.resources import Resources
+from sluice.scheduler import runs
+from sluice.scheduler.loop import default_holder
+from sluice.scheduler.registry import all_tasks
+from sluice.scheduler.runner import AlreadyRan, Busy, Runner
+from sluice.scheduler.tasks import Task
+from sluice.streams.waiting import cancel_and_wait
+
+log = structlog.get_logger(__name__)
+
+RUNS_DEFAULT = 20
+RUNS_MAX = 200
+BACKGROUND = web.AppKey("task_runs_in_background", set[asyncio.Task[runs.RunRecord]])
+
+
+class TaskInfo(msgspec.Struct, frozen=True):
+    name: str
+    cron: str
+    timezone: str
+    next_run: datetime | None
+    last_run: runs.RunRecord | None
+    description: str
+
+
+class RunStarted(msgspec.Struct, frozen=True):
+    run_id: str
+    trace_id: str
+
+
+async def task_runner(app: web.Application) -> AsyncIterator[None]:
+    """The tasks this process knows and its runner; runs still going at shutdown are
+    cancelled and recorded as interrupted."""
+    app[TASKS] = all_tasks(app[CONFIG])
+    resources = Resources(app[CONFIG], app[STORE], app[REDIS], app[KEYS])
+    app[TASK_RUNNER] = Runner(resources, holder=f"api:{default_holder()}")
+    background: set[asyncio.Task[runs.RunRecord]] = set()
+    app[BACKGROUND] = background
+    try:
+        yield
+    finally:
+        for run in list(background):
+            await cancel_and_wait(run)
+
+
+def _task(request: web.Request) -> Task:
+    name = request.match_info["name"]
+    task = request.app[TASKS].get(name)
+    if task is None:
+        raise NotFound(f"no task named {name!r}")
+    return task
+
+
+async def _info(request: web.Request, task: Task, now: datetime) -> TaskInfo:
+    last = await runs.newest(request.app[STORE], task.name, 1)
+    schedule = task.schedule
+    return TaskInfo(
+        name=task.name,
+        cron=getattr(schedule, "expr", schedule.describe()),
+        timezone=getattr(schedule, "timezone", "UTC"),
+        next_run=schedule.next_after(now),
+        last_run=last[0] if last else None,
+        description=task.description,
+    )
+
+
+async def list_tasks(request: web.Request) -> web.Response:
+    await require_admin(request)
+    now = utcnow()
+    return json_response([await _info(request, task, now) for task in request.app[TASKS].values()])
+
+
+async def start_run(request: web.Request) -> web.Response:
+    await require_admin(request)
+    task = _task(request)
+    runner = request.app[TASK_RUNNER]
+    try:
+        async with asyncio.timeout(REDIS_TIMEOUT * 4):
+            run = await runner.begin(task, "manual", utcnow())
+    except (Busy, AlreadyRan):
+        raise Conflict(f"a run of {task.name!r} is in progress") from None
+    except REDIS_ERRORS as exc:
+        raise DependencyDown("Redis does not answer; a run needs its lock") from exc
+    background = request.app[BACKGROUND]
+    job = asyncio.create_task(runner.execute(run), name=f"manual:{task.name}")
+    background.add(job)
+    job.add_done_callback(background.discard)
+    log.info("manual task run started", task=task.name, run_id=run.record.id,
+             run_trace_id=run.record.trace_id)  # fmt: skip
+    return json_response(
+        RunStarted(run_id=run.record.id, trace_id=run.record.trace_id),
+        202,
+        headers={"Location": f"/v1/admin/tasks/{task.name}/runs"},
+    )
+
+
+async def list_runs(request: web.Request) -> web.Response:
+    await require_admin(request)
+    task = _task(request)
+    limit = parse_limit(request.query.get("limit", str(RUNS_DEFAULT)), RUNS_MAX)
+    if limit is None:
+        raise Unprocessable(
+            "invalid query parameters",
+            [FieldError("limit", f"must be an integer from 1 to {RUNS_MAX}")],
+        )
+    return json_response(await runs.newest(request.app[STORE], task.name, limit))

@@ -1,0 +1,103 @@
+"""Prometheus metrics: counters kept by every process, read by ``GET /metrics``.
+
+Processes started by the ``sluice`` command share ``<data dir>/metrics``
+(prometheus-client's multiprocess mode, set up by ``sluice.metrics_env``
+before this module is imported), so any API replica's ``/metrics`` adds up the
+counters of every sluice process on the host: workers, relay, schedulers and
+APIs. Imported in a process without that directory (tests, an embedding
+application), the metrics live in the default registry of that process.
+
+Figures that describe shared state (stream lengths, lag, pending, dead
+letters, relay backlog) are not counted by anyone; ``/metrics`` reads them
+from Redis and the database at scrape time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+REQUESTS = Counter(
+    "sluice_http_requests", "HTTP requests answered, by route", ["method", "route", "status"]
+)
+REQUEST_SECONDS = Histogram(
+    "sluice_http_request_duration_seconds",
+    "HTTP request latency, by route",
+    ["method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+EVENTS_COMMITTED = Counter(
+    "sluice_events_committed", "Events committed to the history (outbox), by type", ["type"]
+)
+RELAY_PUBLISHED = Counter("sluice_relay_published_events", "Events the relay published to Redis")
+HANDLED = Counter("sluice_handled_entries", "Stream entries a group handled and acked", ["group"])
+RETRIES = Counter("sluice_retries", "Entries scheduled for another delivery, by group", ["group"])
+DEAD_LETTERED = Counter("sluice_dead_lettered", "Entries moved to the dead letters", ["group"])
+HANDLER_SECONDS = Histogram(
+    "sluice_handler_batch_duration_seconds",
+    "Time a group takes to handle one batch of entries",
+    ["group"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+TASK_RUNS = Counter(
+    "sluice_task_runs", "Finished task runs, by task and status", ["task", "status"]
+)
+TASK_SKIPPED = Counter(
+    "sluice_task_occurrences_skipped", "Occurrences skipped: a run was in progress", ["task"]
+)
+LOCK_LOSSES = Counter(
+    "sluice_task_lock_losses", "Runs stopped because their lock was lost", ["task"]
+)
+LOCK_RELEASES_GONE = Counter(
+    "sluice_task_lock_releases_gone", "Releases that found the run's lock already gone", ["task"]
+)
+MAILS = Counter("sluice_mails", "Mails by outcome (sent, skipped, failed)", ["outcome"])
+VISITS = Counter("sluice_visits_recorded", "Link visits committed by the redirect path")
+LINK_CACHE = Counter(
+    "sluice_link_cache_lookups", "Redirect link lookups, by result (hit, miss)", ["result"]
+)
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+class _Snapshot(Collector):
+    """Gauges measured at scrape time, handed over as ready metric families."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self.families = list(families)
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def gauge(name: str, documentation: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=list(labels))
+
+
+def render(live: Iterable[Metric] = ()) -> bytes:
+    """Prometheus text: every process's counters, then the scrape-time gauges."""
+    directory = multiprocess_dir()
+    if directory is not None:
+        counted = CollectorRegistry()
+        multiprocess.MultiProcessCollector(counted, path=directory)  # type: ignore[no-untyped-call]
+    else:
+        counted = REGISTRY
+    measured = CollectorRegistry()
+    measured.register(_Snapshot(live))
+    return generate_latest(counted) + generate_latest(measured)

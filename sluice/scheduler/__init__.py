@@ -1,0 +1,1 @@
+"""The scheduler: cron tasks once per occurrence, run records, reminders."""

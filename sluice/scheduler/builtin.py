@@ -1,0 +1,184 @@
+"""The built-in tasks (SPEC §5), each on a schedule from the config."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from sluice.config import Config
+from sluice.errors import ConfigError
+from sluice.events import utcnow
+from sluice.exports.retention import purge_exports
+from sluice.links.pool import refill
+from sluice.projections.article_views import top_from_store
+from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
+from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
+from sluice.store.users import db_time
+from sluice.streams.maintenance import all_streams, reap_consumers, trim_threshold
+
+SNAPSHOT_SIZE = 100
+# A consumer idle this long with nothing pending belongs to a worker that is gone:
+# a live worker touches its consumer with every blocking read (seconds).
+REAP_IDLE_MS = 60 * 60 * 1000
+PURGE_BATCH = 1000
+OCCURRENCES_KEPT_DAYS = 7
+REFILL_BATCH = 1000
+
+
+async def refill_code_pool(ctx: TaskContext) -> None:
+    """Top the code pool up to SLUICE_CODE_POOL_TARGET, 1000 codes per transaction.
+
+    No cursor: each batch reads the free count in its own transaction, so a run
+    interrupted midway continues from the pool's state.
+    """
+    config = ctx.resources.config
+    added = await refill(ctx.resources.store, config.code_pool_target, batch=REFILL_BATCH)
+    ctx.log.info("code pool refilled", added=added, target=config.code_pool_target)
+
+
+def snapshot_day(ctx: TaskContext) -> date:
+    """Yesterday in SLUICE_TIMEZONE, relative to the occurrence (or the manual run)."""
+    zone = ctx.resources.config.zone
+    return ctx.run.scheduled_for.astimezone(zone).date() - timedelta(days=1)
+
+
+async def snapshot_leaderboard(ctx: TaskContext) -> None:
+    """Store the day's top 100 articles; running it again replaces the same snapshot."""
+    store = ctx.resources.store
+    day = snapshot_day(ctx)
+    rows = await top_from_store(store, "day", day, SNAPSHOT_SIZE)
+    taken_at = db_time(utcnow())
+    async with store.transaction() as tx:
+        await tx.execute("DELETE FROM leaderboard_snapshots WHERE day = ?", (day.isoformat(),))
+        await tx.executemany(
+            "INSERT INTO leaderboard_snapshots (day, rank, article_id, views, taken_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (day.isoformat(), rank, article, views, taken_at)
+                for rank, (article, views) in enumerate(rows, start=1)
+            ],
+        )
+    ctx.log.info("leaderboard snapshot stored", day=day.isoformat(), articles=len(rows))
+
+
+async def trim_streams(ctx: TaskContext) -> None:
+    """Trim each stream in turn (never below what a group has not acked).
+
+    A batch task: the cursor is the last stream trimmed, so a run that dies midway
+    resumes with the next stream.
+    """
+    redis, keys = ctx.resources.redis, ctx.resources.keys
+    retention = ctx.resources.config.stream_retention
+    removed = 0
+    for stream in sorted(await all_streams(redis, keys)):
+        if ctx.cursor is not None and stream <= ctx.cursor:
+            continue
+        threshold = await trim_threshold(redis, stream, retention)
+        if threshold is not None:
+            removed += int(await redis.xtrim(stream, minid=threshold, approximate=False))
+        await ctx.checkpoint(stream)
+    ctx.log.info("streams trimmed", entries_removed=removed)
+
+
+async def reap_idle_consumers(ctx: TaskContext) -> None:
+    reaped = await reap_consumers(ctx.resources.redis, ctx.resources.keys, REAP_IDLE_MS)
+    ctx.log.info("idle consumers reaped", consumers=reaped)
+
+
+async def purge_expired(ctx: TaskContext) -> None:
+    """Delete expired user tokens, then reminder occurrence rows past any use.
+
+    1000 rows per transaction, a checkpoint after each: the cursor is
+    ``tokens:<last hash>`` while tokens are purged, then ``occurrences``. An
+    occurrence row only guards against firing its slot twice, which nobody
+    tries once the slot is older than the catch-up window (minutes); they are
+    kept OCCURRENCES_KEPT_DAYS for the record.
+    """
+    store = ctx.resources.store
+    now = utcnow()
+    cursor = ctx.cursor or "tokens:"
+    tokens = occurrences = 0
+    while cursor.startswith("tokens:"):
+        rows = await store.fetchall(
+            "SELECT token_hash FROM tokens WHERE token_hash > ? AND expires_at < ?"
+            " ORDER BY token_hash LIMIT ?",
+            (cursor.removeprefix("tokens:"), db_time(now), PURGE_BATCH),
+        )
+        if not rows:
+            cursor = "occurrences"
+            break
+        hashes = [str(row[0]) for row in rows]
+        async with store.transaction() as tx:
+            tokens += await tx.execute(
+                f"DELETE FROM tokens WHERE token_hash IN ({', '.join('?' for _ in hashes)})",
+                hashes,
+            )
+        cursor = f"tokens:{hashes[-1]}"
+        await ctx.checkpoint(cursor)
+    await ctx.checkpoint(cursor)
+    before = db_time(now - timedelta(days=OCCURRENCES_KEPT_DAYS))
+    while True:
+        async with store.transaction() as tx:
+            deleted = await tx.execute(
+                "DELETE FROM reminder_occurrences WHERE (reminder_id, scheduled_for) IN"
+                " (SELECT reminder_id, scheduled_for FROM reminder_occurrences"
+                "  WHERE scheduled_for < ? LIMIT ?)",
+                (before, PURGE_BATCH),
+            )
+        occurrences += deleted
+        if deleted < PURGE_BATCH:
+            break
+    ctx.log.info("expired records purged", tokens=tokens, reminder_occurrences=occurrences)
+
+
+BUILTIN: list[tuple[str, TaskFunction, str]] = [
+    (
+        "refill-code-pool",
+        refill_code_pool,
+        "tops the short-code pool up to SLUICE_CODE_POOL_TARGET",
+    ),
+    (
+        "snapshot-leaderboard",
+        snapshot_leaderboard,
+        "stores yesterday's top 100 articles (GET /v1/articles/top/{date})",
+    ),
+    (
+        "trim-streams",
+        trim_streams,
+        "trims stream entries every group has acked, older than SLUICE_STREAM_RETENTION",
+    ),
+    (
+        "reap-consumers",
+        reap_idle_consumers,
+        "removes consumers idle for an hour with nothing pending",
+    ),
+    (
+        "purge-expired",
+        purge_expired,
+        "deletes expired user tokens and reminder occurrence rows older than 7 days",
+    ),
+    (
+        "purge-exports",
+        purge_exports,
+        "removes export results older than SLUICE_EXPORT_RETENTION (their jobs answer 410)",
+    ),
+]
+
+
+def schedule_of(config: Config, name: str) -> CronSchedule:
+    """The task's schedule from SLUICE_<NAME>_CRON and SLUICE_<NAME>_TIMEZONE."""
+    field = name.replace("-", "_")
+    expr: str = getattr(config, f"{field}_cron")
+    timezone: str = getattr(config, f"{field}_timezone") or config.timezone
+    try:
+        return parse_cron(expr, timezone)
+    except CronError as exc:
+        raise ConfigError(
+            f"SLUICE_{field.upper()}_CRON / _TIMEZONE ({expr!r}, {timezone!r}): {exc}"
+        ) from None
+
+
+def builtin_tasks(config: Config) -> list[Task]:
+    return [
+        Task(name, schedule_of(config, name), function, description)
+        for name, function, description in BUILTIN
+    ]

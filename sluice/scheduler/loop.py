@@ -1,0 +1,147 @@
+"""The scheduler loop: every replica follows every task; each occurrence runs once.
+
+For each occurrence (task, slot), where the slot is the occurrence's instant in
+UTC computed from the schedule alone, every replica wakes at the slot and
+tries ``SET <task>:slot:<slot> NX``. The replica that wins takes the task's run
+lock and writes the run record, whose unique index on (task, scheduled_for) is
+the last word when Redis lost the claim in a restart. Clock skew between
+replicas only changes who wins, never how many run. An occurrence that finds a
+run of the task still in progress is skipped (logged and counted), not queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from sluice.events import utcnow
+from sluice.metrics import TASK_SKIPPED
+from sluice.resources import Resources
+from sluice.scheduler.runner import AlreadyRan, Busy, Runner
+from sluice.scheduler.tasks import Task
+from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.waiting import cancel_and_wait, wait_or_stop
+
+log = structlog.get_logger(__name__)
+
+# Long past any clock skew between replicas; the run record's unique index stays the backstop.
+OCCURRENCE_CLAIM_MS = 10 * 60 * 1000
+# An occurrence noticed later than this (a suspended host, a stalled loop) is skipped.
+MAX_LATENESS_S = 60.0
+# Sleep in slices, so a wall-clock jump is noticed within one.
+SLEEP_SLICE_S = 30.0
+
+
+def default_holder() -> str:
+    """Names this scheduler in run records and claims; unique per process start."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def slot_id(slot: datetime) -> str:
+    return slot.strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        resources: Resources,
+        tasks: Sequence[Task],
+        *,
+        holder: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.resources = resources
+        self.tasks = list(tasks)
+        self.holder = holder or default_holder()
+        self.clock = clock
+        self.runner = Runner(resources, holder=self.holder, clock=clock)
+        self._runs: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        log.info("scheduler started", holder=self.holder,
+                 tasks=[f"{t.name}: {t.schedule.describe()}" for t in self.tasks])  # fmt: skip
+        followers = [
+            asyncio.create_task(self._follow(task, stop), name=f"follow:{task.name}")
+            for task in self.tasks
+        ]
+        try:
+            await stop.wait()
+        finally:
+            for follower in followers:
+                await cancel_and_wait(follower)
+            # Runs in progress stop and are recorded as interrupted; their locks go back.
+            for run in list(self._runs):
+                await cancel_and_wait(run)
+        log.info("scheduler stopped", holder=self.holder)
+
+    async def _follow(self, task: Task, stop: asyncio.Event) -> None:
+        after = self.clock()
+        while not stop.is_set():
+            slot = task.schedule.next_after(after)
+            if slot is None:
+                log.info("task has no more occurrences", task=task.name)
+                return
+            await self._sleep_until(slot, stop)
+            if stop.is_set():
+                return
+            late = (self.clock() - slot).total_seconds()
+            if late > MAX_LATENESS_S:
+                log.warning(
+                    "occurrence missed: noticed too late",
+                    task=task.name,
+                    scheduled_for=slot.isoformat(),
+                    late_seconds=round(late, 1),
+                )
+                after = self.clock()
+                continue
+            after = slot
+            self._spawn(self.occurrence(task, slot))
+
+    async def _sleep_until(self, moment: datetime, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            remaining = (moment - self.clock()).total_seconds()
+            if remaining <= 0:
+                return
+            await wait_or_stop(stop, min(remaining, SLEEP_SLICE_S))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        run = asyncio.create_task(coro)
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
+
+    async def occurrence(self, task: Task, slot: datetime) -> None:
+        """Claim the occurrence and, if this replica won it, run it. Never raises."""
+        fields = {"task": task.name, "scheduled_for": slot.isoformat()}
+        key = self.resources.keys.task_occurrence(task.name, slot_id(slot))
+        try:
+            claimed = await self.resources.redis.set(
+                key, self.holder, nx=True, px=OCCURRENCE_CLAIM_MS
+            )
+        except REDIS_DOWN as exc:
+            log.warning("occurrence skipped: Redis unavailable", error=repr(exc), **fields)
+            return
+        if not claimed:
+            return  # another replica has it
+        try:
+            run = await self.runner.begin(task, "cron", slot)
+        except Busy:
+            TASK_SKIPPED.labels(task.name).inc()
+            log.warning("occurrence skipped: the previous run is still in progress", **fields)
+            return
+        except AlreadyRan:
+            log.info("occurrence already has a run record", **fields)
+            return
+        except REDIS_DOWN as exc:
+            log.warning("occurrence skipped: Redis unavailable", error=repr(exc), **fields)
+            return
+        except Exception:
+            log.exception("occurrence skipped: could not start the run", **fields)
+            return
+        await self.runner.execute(run)

@@ -1,0 +1,34 @@
+"""Every task a process knows: the built-in ones and those named by SLUICE_EXTRA_TASKS."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+from sluice.config import Config
+from sluice.errors import ConfigError
+from sluice.scheduler.builtin import builtin_tasks
+from sluice.scheduler.tasks import Task
+
+
+def _extra(config: Config) -> Iterable[Task]:
+    for spec in filter(None, (part.strip() for part in config.extra_tasks.split(","))):
+        module_name, _, attribute = spec.partition(":")
+        if not module_name or not attribute:
+            raise ConfigError(f"SLUICE_EXTRA_TASKS entry {spec!r} is not 'module:callable'")
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"SLUICE_EXTRA_TASKS entry {spec!r}: {exc}") from exc
+        yield from factory(config)
+
+
+def all_tasks(config: Config) -> dict[str, Task]:
+    """Tasks by name; a bad schedule or a duplicate name is a configuration error."""
+    tasks = [*builtin_tasks(config), *_extra(config)]
+    by_name: dict[str, Task] = {}
+    for task in tasks:
+        if task.name in by_name:
+            raise ConfigError(f"two tasks are named {task.name!r}")
+        by_name[task.name] = task
+    return by_name

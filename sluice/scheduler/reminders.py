@@ -1,0 +1,295 @@
+"""Users' reminders fired once per occurrence, by any number of scheduler replicas.
+
+Each replica runs a ``ReminderRunner``. It loads the active reminders from the
+database, follows ``ReminderCreated``/``ReminderDeleted`` on the reminders
+stream with a plain ``XREAD`` (the stream's end is pinned before the load, so
+no change falls between), and reloads everything every ``reload_seconds`` to
+heal whatever an outage hid. It keeps the next occurrence of every reminder
+in a heap and sleeps until the first one, waking early on a change.
+
+Firing an occurrence (reminder, slot = its UTC instant):
+
+1. claim ``<prefix>:reminder:<id>:slot:<slot>`` in Redis (``SET NX PX``, ten
+   minutes; a claim already ours counts as ours). Taken by another replica: skip.
+   Redis down: go on without the claim, the database decides alone;
+2. in one transaction: the reminder must not be deleted, the
+   ``reminder_occurrences`` row is inserted (a conflict: it fired already,
+   nothing more), ``ReminderDue`` is appended with the owner's address.
+
+The row is the exactly-once guarantee; the claim only spares the database the
+losing attempts. A deletion and a firing are ordered by the database, so once
+a deletion commits nothing of that reminder fires anywhere.
+
+After a restart or an outage, occurrences missed within the last
+``catch_up_seconds`` (and after the reminder was created and last fired) fire
+late, once; older ones are skipped and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis.exceptions
+import structlog
+
+from sluice.events import ReminderCreated, ReminderDeleted, decode, utcnow
+from sluice.resources import Resources
+from sluice.scheduler.reminder_agenda import Agenda, Plan
+from sluice.store import reminders as stored
+from sluice.store.reminders import Fired, Reminder
+from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
+
+log = structlog.get_logger(__name__)
+
+# Past the catch-up window and any clock skew; the occurrence row stays the last word.
+# Short, so claims of frequent reminders do not pile up in Redis.
+CLAIM_TTL_MS = 10 * 60 * 1000
+BATCH = 200  # occurrences fired per transaction
+XREAD_BLOCK_MS = 1000
+MAX_SLEEP = 30.0  # sleep in slices, so a wall-clock jump is noticed
+FIRST_BACKOFF, MAX_BACKOFF = 0.1, 5.0
+_FOLLOWED = {b"ReminderCreated", b"ReminderDeleted"}
+_REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
+
+# One claim per key; a key already holding our holder is ours (a retry after a failed commit).
+_CLAIM = """
+local mine = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) or redis.call('GET', key) == ARGV[1]
+  then mine[i] = 1 else mine[i] = 0 end
+end
+return mine
+"""
+
+
+def slot_text(slot: datetime) -> str:
+    return slot.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+@dataclass
+class ReminderCounters:
+    fired: int = 0
+    already_fired: int = 0  # lost the database race (another replica, or Redis was down)
+    claimed_elsewhere: int = 0
+
+
+class _Backoff:
+    def __init__(self) -> None:
+        self.delay = FIRST_BACKOFF
+
+    def next(self) -> float:
+        delay, self.delay = self.delay, min(self.delay * 2, MAX_BACKOFF)
+        return delay
+
+    def reset(self) -> None:
+        self.delay = FIRST_BACKOFF
+
+
+class ReminderRunner:
+    def __init__(
+        self,
+        resources: Resources,
+        *,
+        holder: str,
+        catch_up_seconds: float = 300.0,
+        reload_seconds: float = 30.0,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.resources = resources
+        self.holder = holder
+        self.reload_seconds = reload_seconds
+        self.clock = clock
+        self.counters = ReminderCounters()
+        self.loaded = asyncio.Event()  # set after the first successful load
+        self.agenda = Agenda(timedelta(seconds=catch_up_seconds))
+        self._changed = asyncio.Event()
+        self._reload_wanted = True
+        self._reload_at = 0.0
+        self._claims_down = False
+        self._stream = resources.keys.stream(ReminderCreated.aggregate)
+        self._claim = resources.redis.register_script(_CLAIM)
+
+    @property
+    def scheduled(self) -> int:
+        """Reminders this runner follows."""
+        return len(self.agenda)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Fire occurrences until ``stop`` is set; outages are waited out, never fatal."""
+        try:
+            after: bytes | str | None = await self._pin()
+        except _REDIS_ERRORS as exc:
+            log.warning("reminder stream unavailable, following it later", error=repr(exc))
+            after = None
+        follower = asyncio.create_task(self._follow(stop, after))
+        log.info("reminder runner started", holder=self.holder)
+        try:
+            await self._loop(stop)
+        finally:
+            await cancel_and_wait(follower)
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        backoff = _Backoff()
+        while not stop.is_set():
+            self._changed.clear()
+            try:
+                if self._reload_wanted or time.monotonic() >= self._reload_at:
+                    await self._reload()
+                await self._fire_due()
+            except Exception as exc:  # a store outage, or a bug: logged, retried, never fatal
+                delay = backoff.next()
+                log.error("reminder runner failed, retrying", error=repr(exc), retry_in=delay)
+                await wait_or_stop(stop, delay)
+                continue
+            backoff.reset()
+            await self._sleep(stop)
+
+    async def _reload(self) -> None:
+        """Plan the database's active reminders; drop those it no longer has."""
+        self._reload_wanted = False  # a request arriving during the load asks for another
+        began = time.monotonic()
+        try:
+            active = await stored.all_active(self.resources.store)
+        except BaseException:
+            self._reload_wanted = True
+            raise
+        self.agenda.replace(active, began, self.clock())
+        self._reload_at = time.monotonic() + self.reload_seconds
+        if not self.loaded.is_set():
+            log.info("reminders loaded", count=len(self.agenda), holder=self.holder)
+        self.loaded.set()
+
+    # Firing -----------------------------------------------------------------
+
+    async def _fire_due(self) -> None:
+        now = self.clock()
+        due = self.agenda.take_due(now, BATCH)
+        if not due:
+            return
+        try:
+            await self._fire(due, now)
+        finally:
+            # Advanced on success; on failure the same slots go back to be tried again.
+            self.agenda.put_back(due)
+
+    async def _claims(self, due: list[Plan]) -> list[bool]:
+        keys = self.resources.keys
+        names = [keys.reminder_occurrence(p.reminder.id, slot_text(p.next_slot)) for p in due]
+        try:
+            mine: Any = await self._claim(keys=names, args=[self.holder, CLAIM_TTL_MS])
+        except _REDIS_ERRORS as exc:
+            if not self._claims_down:
+                log.warning("reminder claims unavailable, the database decides alone",
+                            error=repr(exc))  # fmt: skip
+            self._claims_down = True
+            return [True] * len(due)
+        if self._claims_down:
+            log.info("reminder claims available again")
+            self._claims_down = False
+        return [bool(int(flag)) for flag in mine]
+
+    async def _fire(self, due: list[Plan], now: datetime) -> None:
+        claims = await self._claims(due)
+        mine = [plan for plan, claimed in zip(due, claims, strict=True) if claimed]
+        self.counters.claimed_elsewhere += len(due) - len(mine)
+        traces = [secrets.token_hex(16) for _ in mine]
+        outcomes = await stored.fire_many(
+            self.resources.store,
+            [(p.reminder.id, p.next_slot, t) for p, t in zip(mine, traces, strict=True)],
+            now,
+        )
+        for plan, outcome, trace_id in zip(mine, outcomes, traces, strict=True):
+            self._note(plan, outcome, trace_id, now)
+        for plan in due:
+            if self.agenda.holds(plan):
+                self.agenda.advance(plan, now)
+
+    def _note(self, plan: Plan, outcome: Fired, trace_id: str, now: datetime) -> None:
+        reminder_id, slot = plan.reminder.id, plan.next_slot
+        if outcome is Fired.FIRED:
+            self.counters.fired += 1
+            log.info(
+                "reminder fired", reminder_id=reminder_id, slot=slot.isoformat(),
+                late_ms=int((now - slot).total_seconds() * 1000), holder=self.holder,
+                trace_id=trace_id,
+            )  # fmt: skip
+        elif outcome is Fired.ALREADY:
+            self.counters.already_fired += 1
+        else:
+            log.info("reminder deleted, not fired", reminder_id=reminder_id, slot=slot.isoformat())
+            self.agenda.drop(reminder_id)
+
+    async def _sleep(self, stop: asyncio.Event) -> None:
+        """Until the first slot, the next reload or a change, whichever comes first."""
+        delay = min(self._reload_at - time.monotonic(), MAX_SLEEP)
+        first = self.agenda.first_slot()
+        if first is not None:
+            delay = min(delay, (first - self.clock()).total_seconds())
+        if delay <= 0:
+            await asyncio.sleep(0)
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await first_of(stop, self._changed)
+
+    # Following the stream ---------------------------------------------------
+
+    async def _pin(self) -> bytes | str:
+        """The id of the stream's last entry (``0-0`` when empty): read on from there."""
+        newest: Any = await self.resources.redis.xrevrange(self._stream, count=1)
+        return newest[0][0] if newest else "0-0"
+
+    async def _follow(self, stop: asyncio.Event, after: bytes | str | None) -> None:
+        """Apply changes from the stream; after an outage, pin its end again and reload."""
+        backoff = _Backoff()
+        while not stop.is_set():
+            try:
+                if after is None:
+                    after = await self._pin()
+                    # Changes may have been missed while away: the database has them all.
+                    self._reload_wanted = True
+                    self._changed.set()
+                    log.info("reminder stream followed again", after=after)
+                after = await self._read(after)
+            except Exception as exc:  # Redis down mostly; never let the follower die
+                if after is not None:
+                    log.warning("reminder stream read failed, reconnecting", error=repr(exc))
+                after = None
+                await wait_or_stop(stop, backoff.next())
+                continue
+            backoff.reset()
+
+    async def _read(self, after: bytes | str) -> bytes | str:
+        reply: Any = await self.resources.redis.xread(
+            {self._stream: after}, count=500, block=XREAD_BLOCK_MS
+        )
+        for _stream, entries in reply or ():
+            for entry_id, fields in entries:
+                self._apply(fields)
+                after = entry_id
+        return after
+
+    def _apply(self, fields: dict[bytes, bytes]) -> None:
+        if fields.get(b"type") not in _FOLLOWED or b"data" not in fields:
+            return
+        try:
+            event = decode(fields[b"data"])
+        except ValueError as exc:  # msgspec's DecodeError and ValidationError
+            log.warning("undecodable entry on the reminders stream, skipped", error=str(exc))
+            return
+        if isinstance(event, ReminderCreated):
+            reminder = Reminder(
+                id=event.reminder_id, owner_id=event.owner_id, cron=event.cron,
+                timezone=event.timezone, text=event.text, created_at=event.occurred_at,
+            )  # fmt: skip
+            self.agenda.add(reminder, None, self.clock())
+        elif isinstance(event, ReminderDeleted):
+            self.agenda.drop(event.reminder_id)
+        self._changed.set()

@@ -1,0 +1,218 @@
+"""One run of a task, cron or manual, through one code path.
+
+``begin`` takes the task's lock (``SET NX PX`` with a random token) and writes
+the ``running`` record; ``execute`` runs the task's function while a watchdog
+renews the lock every third of its TTL, then records the outcome. A run whose
+lock cannot be renewed is cancelled and recorded as failed; an exception in a
+task is logged with the run's trace id and stored on its record, and never
+escapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import structlog
+
+from sluice.events import utcnow, uuid7
+from sluice.metrics import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
+from sluice.resources import Resources
+from sluice.scheduler import runs
+from sluice.scheduler.tasks import LockLost, Task, TaskContext
+from sluice.streams.lock import RedisLock
+from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.waiting import cancel_and_wait
+
+log = structlog.get_logger(__name__)
+
+LOST_LOCK = "lost its lock (renewal failed); stopped"
+INTERRUPTED = "interrupted: the process running it was asked to stop"
+ERROR_LIMIT = 4000
+
+
+class Busy(Exception):
+    """A run of the task is in progress somewhere (its lock is held)."""
+
+
+class AlreadyRan(Exception):
+    """This cron occurrence already has a run record."""
+
+
+@dataclass
+class Run:
+    task: Task
+    lock: RedisLock
+    context: TaskContext
+
+    @property
+    def record(self) -> runs.RunRecord:
+        return self.context.run
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(16)
+
+
+class Runner:
+    def __init__(
+        self,
+        resources: Resources,
+        *,
+        holder: str,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.resources = resources
+        self.holder = holder
+        self.clock = clock
+        self.ttl_ms = resources.config.task_lock_ttl_ms
+
+    async def begin(self, task: Task, trigger: runs.Trigger, scheduled_for: datetime) -> Run:
+        """Take the lock and record the run; raises ``Busy`` or ``AlreadyRan``.
+
+        Redis errors propagate: without Redis there is no lock, so no run.
+        """
+        lock = RedisLock(
+            self.resources.redis, self.resources.keys.task_lock(task.name), self.ttl_ms
+        )
+        if not await lock.acquire():
+            raise Busy(task.name)
+        try:
+            store = self.resources.store
+            now = self.clock()
+            abandoned = await runs.abandon_stale(store, task.name, now)
+            if abandoned:
+                log.warning("task: earlier runs died without finishing", task=task.name,
+                            records=abandoned)  # fmt: skip
+            cursor = await runs.resume_cursor(store, task.name)
+            record = runs.RunRecord(
+                id=uuid7(), task=task.name, trigger=trigger, status="running",
+                scheduled_for=scheduled_for, started_at=now, cursor=cursor,
+                trace_id=new_trace_id(),
+            )  # fmt: skip
+            if not await runs.start(store, record, self.holder):
+                raise AlreadyRan(task.name)
+        except BaseException:
+            with contextlib.suppress(*REDIS_DOWN):
+                await lock.release()
+            raise
+        return Run(task, lock, TaskContext(self.resources, record, cursor))
+
+    async def execute(self, run: Run) -> runs.RunRecord:
+        """Run the task under its lock and record the outcome; never raises (but cancels)."""
+        record = run.record
+        with structlog.contextvars.bound_contextvars(
+            trace_id=record.trace_id, task=record.task, run_id=record.id
+        ):
+            log.info(
+                "task run started",
+                trigger=record.trigger,
+                scheduled_for=record.scheduled_for.isoformat(),
+                resume_from=record.cursor,
+            )
+            started = time.monotonic()
+            status, error = await self._supervise(run)
+            elapsed = round(time.monotonic() - started, 3)
+            final = await self._finish(run, status, error)
+            if status == "succeeded":
+                log.info("task run succeeded", seconds=elapsed, checkpoints=run.context.checkpoints)
+            else:
+                log.error("task run failed", seconds=elapsed, error=error)
+            return final
+
+    async def _supervise(self, run: Run) -> tuple[runs.Status, str | None]:
+        context = run.context
+        work = asyncio.create_task(run.task.run(context), name=f"task:{run.task.name}")
+        watchdog = asyncio.create_task(self._watchdog(run), name=f"watchdog:{run.task.name}")
+        lost = asyncio.create_task(context.lost.wait())
+        try:
+            await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The process is stopping: stop the task, record it, give the lock back.
+            await cancel_and_wait(work)
+            await asyncio.shield(self._record_interrupted(run))
+            raise
+        finally:
+            lost.cancel()
+            await cancel_and_wait(watchdog)
+        if not work.done():
+            await cancel_and_wait(work)
+            LOCK_LOSSES.labels(run.task.name).inc()
+            return "failed", LOST_LOCK
+        await self._release(run)
+        if work.cancelled():
+            return "failed", "cancelled"
+        exc = work.exception()
+        if exc is None:
+            return "succeeded", None
+        if isinstance(exc, LockLost):
+            LOCK_LOSSES.labels(run.task.name).inc()
+            return "failed", LOST_LOCK
+        log.error("task raised", exc_info=exc)
+        return "failed", _describe(exc)
+
+    async def _watchdog(self, run: Run) -> None:
+        """Renew the lock every third of its TTL; on losing it, tell the run to stop."""
+        interval = self.ttl_ms / 3000
+        valid_until = time.monotonic() + self.ttl_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                renewed: bool | None = await run.lock.renew()
+            except REDIS_DOWN as exc:
+                log.warning("task lock renewal failed, retrying", error=repr(exc))
+                renewed = None
+            if renewed:
+                valid_until = time.monotonic() + self.ttl_ms / 1000
+                continue
+            # Not renewed: gone for sure (False), or unknown and about to expire.
+            if renewed is False or time.monotonic() + interval >= valid_until:
+                log.error("task lock lost", lock=run.lock.key)
+                run.context.lost.set()
+                return
+
+    async def _release(self, run: Run) -> None:
+        try:
+            released = await run.lock.release()
+        except REDIS_DOWN as exc:
+            log.warning("task lock release failed; it expires on its own", error=repr(exc))
+            return
+        if not released:
+            LOCK_RELEASES_GONE.labels(run.task.name).inc()
+            log.error("task lock was already gone at release", lock=run.lock.key)
+
+    async def _record_interrupted(self, run: Run) -> None:
+        await self._release(run)
+        await self._finish(run, "failed", INTERRUPTED)
+
+    async def _finish(self, run: Run, status: runs.Status, error: str | None) -> runs.RunRecord:
+        TASK_RUNS.labels(run.task.name, status).inc()
+        now = self.clock()
+        record = run.record
+        try:
+            await runs.finish(self.resources.store, record, status, now, error)
+        except Exception:
+            # The record stays "running"; the next holder of the lock marks it abandoned.
+            log.exception("task: could not record the outcome", status=status)
+        return runs.RunRecord(
+            id=record.id, task=record.task, trigger=record.trigger, status=status,
+            scheduled_for=record.scheduled_for, started_at=record.started_at,
+            finished_at=now, cursor=run.context.cursor, error=error,
+            trace_id=record.trace_id,
+        )  # fmt: skip
+
+
+def _describe(exc: BaseException) -> str:
+    """The error stored on a run record: type, message and where it was raised."""
+    text = "".join(traceback.format_exception_only(exc)).strip()
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f" (at {last.filename.rsplit('/', 1)[-1]}:{last.lineno} in {last.name})"
+    return text[:ERROR_LIMIT]

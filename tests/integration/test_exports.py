@@ -1,0 +1,202 @@
+"""Export jobs end to end: 50,000 visits through the ``exports`` group, with progress,
+an exact CSV, and a real worker process killed midway that resumes from its checkpoint.
+
+The visits are committed straight into the history in big transactions (as the
+API's visit writer would, only faster) and published by the in-process relay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from sluice.config import Config
+from sluice.events import LinkVisited, decode
+from sluice.exports import jobs
+from sluice.exports.files import exports_dir
+from sluice.exports.jobs import Job
+from sluice.exports.runner import ExportDeps, run_export
+from sluice.resources import Resources
+from sluice.store import Store
+from sluice.streams.relay import POSITION, Relay
+from tests.integration.conftest import Child, wait_for
+from tests.link_helpers import OWNER, add_link, add_user
+
+CODE = "bigone"
+OTHER_CODE = "another"
+VISITS = 50_000
+OTHERS = 5_000  # visits of another link, interleaved: never in the CSV
+PER_TX = 5_000
+BATCH = 1_000  # sequence numbers per export window: about 57 windows here
+BASE = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    return make_config(export_batch=BATCH)
+
+
+def visit(i: int, code: str) -> LinkVisited:
+    browser = ("Chrome", "Firefox", "Googlebot")[i % 3]
+    return LinkVisited(
+        code=code, visitor=f"visitor-{i}", referrer_host=(None, "news.example.com", "t.co")[i % 3],
+        browser=browser, is_bot=browser == "Googlebot",
+        occurred_at=BASE + timedelta(milliseconds=i),
+    )  # fmt: skip
+
+
+async def seed(store: Store) -> None:
+    """The two links, then VISITS + OTHERS visits, the other link's every 11th."""
+    await add_link(store, CODE, "https://example.org/big")
+    await add_link(store, OTHER_CODE, "https://example.org/other")
+    await add_user(store)
+    total = VISITS + OTHERS
+    for start in range(0, total, PER_TX):
+        async with store.transaction() as tx:
+            await tx.append(
+                *(visit(i, OTHER_CODE if i % 11 == 10 else CODE)
+                  for i in range(start, min(total, start + PER_TX)))
+            )  # fmt: skip
+
+
+async def expected_rows(store: Store, upto: int) -> list[tuple[datetime, str, str, str, str]]:
+    """The link's visits in the history up to ``upto``, as (time, visitor, referrer, browser,
+    is_bot) in history order."""
+    rows = []
+    for stored in await store.events_after(0, upto + 1, types=["LinkVisited"]):
+        event = decode(stored.payload)
+        if stored.seq <= upto and isinstance(event, LinkVisited) and event.code == CODE:
+            rows.append(
+                (event.occurred_at, event.visitor, event.referrer_host or "", event.browser,
+                 "true" if event.is_bot else "false")
+            )  # fmt: skip
+    return rows
+
+
+def csv_rows(path: Path) -> list[tuple[datetime, str, str, str, str]]:
+    with path.open(newline="", encoding="utf-8") as file:
+        header, *rows = list(csv.reader(file))
+    assert header == ["visited_at", "visitor", "referrer_host", "browser", "is_bot"]
+    assert all(row[0].endswith("Z") for row in rows)
+    return [
+        (datetime.fromisoformat(row[0].replace("Z", "+00:00")), row[1], row[2], row[3], row[4])
+        for row in rows
+    ]
+
+
+class Sampler:
+    """Reads the job row as often as it can, keeping every progress value seen."""
+
+    def __init__(self, store: Store, job_id: str) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.progress: list[int] = []
+        self.job: Job | None = None
+
+    async def read(self) -> Job:
+        job = await jobs.get_job(self.store, self.job_id)
+        assert job is not None
+        self.progress.append(job.progress)
+        self.job = job
+        return job
+
+    async def succeeded(self) -> bool:
+        return (await self.read()).status == "succeeded"
+
+    def assert_rising_to_100(self) -> None:
+        assert self.progress == sorted(self.progress), "progress went down"
+        assert self.progress[-1] == 100
+        assert len(set(self.progress)) >= 5, f"too few progress values seen: {set(self.progress)}"
+
+
+async def test_a_50k_visit_export_reaches_100_with_rising_progress_and_exactly_those_visits(
+    resources: Resources, start_relay: Callable[..., Relay], start_worker: Callable[..., object]
+) -> None:
+    store = resources.store
+    await seed(store)
+    job, created = await jobs.request_export(store, OWNER, CODE, "trace-export")
+    assert created
+    async with store.transaction() as tx:  # after the request: outside its snapshot
+        await tx.append(*(visit(VISITS + OTHERS + i, CODE) for i in range(100)))
+    start_relay()
+    start_worker("exports")
+
+    sampler = Sampler(store, job.id)
+    await wait_for(sampler.succeeded, timeout=60, interval=0.002)
+    sampler.assert_rising_to_100()
+
+    finished = sampler.job
+    assert finished is not None and finished.error is None and finished.attempt == 1
+    assert finished.rows == VISITS
+    expected = await expected_rows(store, job.snapshot_seq)
+    assert len(expected) == VISITS
+    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
+    assert not (exports_dir(resources.config) / f"{job.id}.csv.part").exists()
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_midway_resumes_from_its_checkpoint_without_duplicates(
+    resources: Resources, start_relay: Callable[..., Relay], spawn: Callable[..., Child]
+) -> None:
+    store = resources.store
+    await seed(store)
+    job, _ = await jobs.request_export(store, OWNER, CODE, "trace-export")
+    start_relay()
+
+    async def published() -> bool:
+        return await store.position(POSITION) == await store.max_seq()
+
+    await wait_for(published)
+    worker = spawn("worker", "exports", "--consumer", "c1", SLUICE_EXPORT_BATCH="500")
+    sampler = Sampler(store, job.id)
+
+    async def a_third_done() -> bool:
+        return (await sampler.read()).cursor_seq >= job.snapshot_seq // 3
+
+    await wait_for(a_third_done, interval=0.002)
+    worker.kill()
+    at_kill = await sampler.read()
+    assert at_kill.status == "running", "the export finished before the kill: nothing tested"
+    assert 0 < at_kill.cursor_seq < at_kill.snapshot_seq
+    part = exports_dir(resources.config) / f"{job.id}.csv.part"
+    assert part.stat().st_size >= at_kill.cursor_bytes
+    # What a kill in the middle of a batch leaves: bytes past the checkpoint.
+    with part.open("ab") as file:
+        file.write(b"2026-03-01T00:00:00Z,torn-row")
+
+    spawn("worker", "exports", "--consumer", "c1", SLUICE_EXPORT_BATCH="500")
+    await wait_for(sampler.succeeded, timeout=60, interval=0.002)
+    sampler.assert_rising_to_100()
+
+    finished = sampler.job
+    assert finished is not None
+    # The second attempt started at the checkpoint the first one left, not at 0.
+    assert (finished.attempt, finished.resumed_from) == (2, at_kill.cursor_seq)
+    expected = await expected_rows(store, job.snapshot_seq)
+    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
+    assert finished.rows == len(expected) == VISITS
+
+
+async def test_two_deliveries_of_one_job_at_once_write_each_visit_once(
+    resources: Resources,
+) -> None:
+    store = resources.store
+    await add_link(store, CODE, "https://example.org/big")
+    await add_user(store)
+    async with store.transaction() as tx:
+        await tx.append(*(visit(i, CODE) for i in range(3_000)))
+    job, _ = await jobs.request_export(store, OWNER, CODE, "trace-export")
+    deps = ExportDeps.from_resources(resources)
+    # A relay duplicate reaching two consumers: the second waits for the first's lock.
+    await asyncio.gather(run_export(job.id, deps), run_export(job.id, deps))
+
+    finished = await jobs.get_job(store, job.id)
+    assert finished is not None and finished.status == "succeeded"
+    assert finished.attempt == 1
+    expected = await expected_rows(store, job.snapshot_seq)
+    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected

@@ -1,0 +1,103 @@
+"""``GET /metrics``: admin only, Prometheus text, counters that move with the traffic,
+including the counters of other sluice processes (multiprocess mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sluice.config import Config
+from sluice.http import create_app
+from sluice.metrics_env import ENV, metrics_dir
+from sluice.redis_server import RedisServer
+from sluice.resources import Resources
+from tests.integration.conftest import Child, post_views, views, wait_for
+
+ADMIN = {"Authorization": "Bearer metrics-admin"}
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    return make_config(admin_token="metrics-admin")
+
+
+async def scrape(client: Any) -> Samples:
+    response = await client.get("/metrics", headers=ADMIN)
+    assert response.status == 200, await response.text()
+    assert response.content_type == "text/plain"
+    samples: Samples = {}
+    for family in text_string_to_metric_families(await response.text()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_metrics_need_the_admin_token(
+    aiohttp_client: Callable[..., Awaitable[Any]], config: Config
+) -> None:
+    client = await aiohttp_client(create_app(config))
+    assert (await client.get("/metrics")).status == 401
+    assert (await client.get("/metrics", headers={"Authorization": "Bearer no"})).status == 401
+
+
+async def test_counters_move_with_the_traffic_and_redis_down_still_answers(
+    aiohttp_client: Callable[..., Awaitable[Any]], config: Config, redis_server: RedisServer
+) -> None:
+    client = await aiohttp_client(create_app(config))
+    before = await scrape(client)
+    assert value(before, "sluice_redis_up") == 1
+    for i in range(3):
+        user = {"email": f"u{i}@example.org", "password": "correct horse"}
+        assert (await client.post("/v1/users", json=user)).status == 201
+    after = await scrape(client)
+    committed = "sluice_events_committed_total"
+    assert value(after, committed, type="UserRegistered") == (
+        value(before, committed, type="UserRegistered") + 3
+    )
+    # Not relayed yet: the relay backlog shows them.
+    assert value(after, "sluice_relay_backlog") == 3
+    redis_server.stop()
+    down = await scrape(client)
+    assert value(down, "sluice_redis_up") == 0
+    assert value(down, committed, type="UserRegistered") >= 3
+
+
+async def test_one_scrape_adds_up_the_counters_of_every_process(
+    aiohttp_client: Callable[..., Awaitable[Any]],
+    config: Config,
+    resources: Resources,
+    spawn: Callable[..., Child],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spawn("relay")
+    spawn("worker", "article-views")
+    await post_views(resources, "metered", 40)
+
+    async def counted() -> bool:
+        return await views(resources, "metered") == 40
+
+    await wait_for(counted, timeout=30)
+    # This API reads the files the relay and worker processes write.
+    monkeypatch.setenv(ENV, str(metrics_dir(config)))
+    client = await aiohttp_client(create_app(config))
+
+    async def flushed() -> bool:
+        samples = await scrape(client)
+        return value(samples, "sluice_handled_entries_total", group="article-views") == 40
+
+    await wait_for(flushed, timeout=10)
+    samples = await scrape(client)
+    assert value(samples, "sluice_relay_published_events_total") >= 40
+    assert value(samples, "sluice_handler_batch_duration_seconds_count", group="article-views") >= 1
+    assert value(samples, "sluice_group_lag", stream="sluice:articles", group="article-views") == 0
+    assert (
+        value(samples, "sluice_group_pending", stream="sluice:articles", group="article-views") == 0
+    )

@@ -1,0 +1,261 @@
+"""Reminders fired by three runners against one Redis and one store (SPEC 2.5, 3.3, 6).
+
+Reminders are created and deleted through the API (its own store connection,
+``reminder_min_interval`` lowered to one second); three ``ReminderRunner``s
+run in the test process, each with its own store connection and Redis
+client; the relay publishes what they commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from sluice.config import Config
+from sluice.events import ReminderDue, decode, utcnow
+from sluice.handlers import mail
+from sluice.http import create_app
+from sluice.mail.sending import reminder_key
+from sluice.redis_server import RedisServer
+from sluice.resources import Resources, open_resources
+from sluice.scheduler.reminders import ReminderRunner
+from sluice.store import reminders as stored
+from sluice.store.users import db_time
+from sluice.streams.consumer import Consumer
+from sluice.streams.relay import POSITION, Relay
+from tests.integration.conftest import Running, wait_for
+from tests.integration.mail_helpers import Received, smtp_server
+
+Client = TestClient[Any, Any]
+SECOND = timedelta(seconds=1)
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    return make_config(reminder_min_interval=1)
+
+
+@pytest.fixture
+async def client(aiohttp_client: Callable[..., Awaitable[Client]], config: Config) -> Client:
+    return await aiohttp_client(create_app(config))
+
+
+@pytest.fixture
+async def auth(client: Client) -> dict[str, str]:
+    user = {"email": "ada@example.org", "password": "correct horse", "name": "Ada"}
+    assert (await client.post("/v1/users", json=user)).status == 201
+    response = await client.post("/v1/tokens", json=user)
+    return {"Authorization": f"Bearer {(await response.json())['token']}"}
+
+
+@pytest.fixture
+async def start_runners(
+    config: Config, running: Running
+) -> AsyncIterator[Callable[..., Awaitable[list[ReminderRunner]]]]:
+    """Start runners, each on its own Resources; they stop before those close."""
+    async with AsyncExitStack() as stack:
+
+        async def start(count: int = 3, **options: Any) -> list[ReminderRunner]:
+            runners = []
+            for i in range(count):
+                resources = await stack.enter_async_context(open_resources(config))
+                runner = ReminderRunner(resources, holder=f"runner-{i}", **options)
+                running.start(runner.run(running.stop))
+                runners.append(runner)
+            for runner in runners:
+                await wait_for(loaded(runner))
+            return runners
+
+        yield start
+        await running.close()
+
+
+def loaded(runner: ReminderRunner) -> Callable[[], Awaitable[bool]]:
+    async def done() -> bool:
+        return runner.loaded.is_set()
+
+    return done
+
+
+async def create(client: Client, auth: dict[str, str], cron: str, text: str) -> str:
+    body = {"cron": cron, "timezone": "Europe/Berlin", "text": text}
+    response = await client.post("/v1/reminders", json=body, headers=auth)
+    assert response.status == 201, await response.text()
+    reminder_id: str = (await response.json())["id"]
+    return reminder_id
+
+
+async def delete(client: Client, auth: dict[str, str], reminder_id: str) -> datetime:
+    """Delete; the instant the deletion had surely committed."""
+    assert (await client.delete(f"/v1/reminders/{reminder_id}", headers=auth)).status == 204
+    return utcnow()
+
+
+async def due_events(resources: Resources, reminder_id: str) -> list[ReminderDue]:
+    events = await resources.store.events_after(0, 100_000, types=["ReminderDue"])
+    decoded = [decode(e.payload) for e in events]
+    return [e for e in decoded if isinstance(e, ReminderDue) and e.reminder_id == reminder_id]
+
+
+def fired_at_least(
+    resources: Resources, reminder_id: str, count: int
+) -> Callable[[], Awaitable[bool]]:
+    async def enough() -> bool:
+        return len(await stored.occurrences(resources.store, reminder_id)) >= count
+
+    return enough
+
+
+async def assert_once_each(resources: Resources, reminder_id: str, step: int) -> list[datetime]:
+    """One row and one ReminderDue per slot; slots ``step`` seconds apart, none missing."""
+    slots = await stored.occurrences(resources.store, reminder_id)
+    assert len(slots) == len(set(slots))
+    assert {b - a for a, b in pairwise(slots)} <= {step * SECOND}
+    due = sorted(e.scheduled_for for e in await due_events(resources, reminder_id))
+    assert due == slots
+    return slots
+
+
+async def test_three_runners_fire_each_occurrence_once_and_stop_after_deletion(
+    client: Client,
+    auth: dict[str, str],
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_runners: Callable[..., Awaitable[list[ReminderRunner]]],
+) -> None:
+    every_second = await create(client, auth, "* * * * * *", "every second")
+    every_two = await create(client, auth, "*/2 * * * * *", "every two seconds")
+    start_relay()
+    runners = await start_runners()
+    await wait_for(fired_at_least(resources, every_two, 2), timeout=8)
+    deleted_at = await delete(client, auth, every_two)
+    before = len(await stored.occurrences(resources.store, every_second))
+    await wait_for(fired_at_least(resources, every_second, before + 3), timeout=8)
+
+    slots = await assert_once_each(resources, every_second, 1)
+    assert len(slots) >= 5
+    gone = await assert_once_each(resources, every_two, 2)
+    assert gone and max(gone) < deleted_at  # nothing fired after the deletion committed
+    assert all(r.scheduled == 1 for r in runners)  # every runner dropped the deleted one
+    fired = sum(r.counters.fired for r in runners)
+    assert fired == len(slots) + len(gone)
+    assert sum(r.counters.claimed_elsewhere for r in runners) >= fired  # the others lost
+
+
+async def test_a_new_reminder_is_followed_and_each_occurrence_mails_once(
+    client: Client,
+    auth: dict[str, str],
+    resources: Resources,
+    make_config: Callable[..., Config],
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+    start_runners: Callable[..., Awaitable[list[ReminderRunner]]],
+) -> None:
+    with smtp_server() as server:
+        mail_config = make_config(smtp_url=server.url, mail_from="Sluice <hi@sluice.test>")
+        spec = mail.group(dataclasses.replace(resources, config=mail_config))
+        start_relay()
+        start_worker(spec=spec, config=mail_config)
+        # The periodic reload is far away: a runner learns of the reminder from the stream.
+        runners = await start_runners(reload_seconds=600)
+        created_at = utcnow()
+        reminder_id = await create(client, auth, "* * * * * *", "drink water")
+        await wait_for(fired_at_least(resources, reminder_id, 1), timeout=2.5)
+        first = (await stored.occurrences(resources.store, reminder_id))[0]
+        assert first <= created_at + 2 * SECOND
+        assert all(r.scheduled == 1 for r in runners)
+
+        await wait_for(fired_at_least(resources, reminder_id, 3), timeout=5)
+        await delete(client, auth, reminder_id)
+        slots = await assert_once_each(resources, reminder_id, 1)
+
+        def reminder_mails() -> list[Received]:
+            # A long Message-ID is folded onto its own line: strip the fold's space.
+            return [r for r in server.messages() if r.message_id.strip().startswith("<reminder_")]
+
+        async def all_mailed() -> bool:
+            return len(reminder_mails()) >= len(slots)
+
+        await wait_for(all_mailed, timeout=10)
+        await wait_for(drained(resources), timeout=10)
+        received = reminder_mails()
+        ids = sorted(r.message_id.strip() for r in received)
+        assert ids == sorted(f"<{reminder_key(reminder_id, s)}@sluice.test>" for s in slots)
+        assert all(r.rcpt_tos == ["ada@example.org"] for r in received)
+        assert received[0].message["Subject"] == "Reminder: drink water"
+        assert "drink water" in received[0].message.get_content()
+
+
+def drained(resources: Resources) -> Callable[[], Awaitable[bool]]:
+    """Every event published, and the mail group has read and acked all of the reminders."""
+
+    async def done() -> bool:
+        if await resources.store.position(POSITION) < await resources.store.max_seq():
+            return False
+        stream = resources.keys.stream("reminders")
+        info = await resources.redis.xinfo_stream(stream)
+        for group in await resources.redis.xinfo_groups(stream):
+            if group["name"] in (b"mail", "mail"):
+                caught_up = group["last-delivered-id"] == info["last-generated-id"]
+                return caught_up and int(group["pending"]) == 0
+        return False
+
+    return done
+
+
+async def test_without_redis_runners_fire_each_occurrence_once_and_honour_deletions(
+    client: Client,
+    auth: dict[str, str],
+    resources: Resources,
+    redis_server: RedisServer,
+    start_runners: Callable[..., Awaitable[list[ReminderRunner]]],
+) -> None:
+    kept = await create(client, auth, "* * * * * *", "no redis")
+    dropped = await create(client, auth, "* * * * * *", "deleted without redis")
+    runners = await start_runners()
+    await asyncio.to_thread(redis_server.stop)
+    await wait_for(fired_at_least(resources, dropped, 2), timeout=5)
+    # No stream to follow: only the database tells the runners about this deletion.
+    deleted_at = await delete(client, auth, dropped)
+    before = len(await stored.occurrences(resources.store, kept))
+    await wait_for(fired_at_least(resources, kept, before + 3), timeout=8)
+
+    slots = await assert_once_each(resources, kept, 1)
+    gone = await assert_once_each(resources, dropped, 1)
+    assert gone and max(gone) < deleted_at
+    assert sum(r.counters.fired for r in runners) == len(slots) + len(gone)
+    assert sum(r.counters.already_fired for r in runners) > 0  # the database said no
+    assert all(r.scheduled == 1 for r in runners)
+
+
+async def test_after_a_restart_recent_misses_fire_late_and_older_ones_are_skipped(
+    client: Client,
+    auth: dict[str, str],
+    resources: Resources,
+    start_runners: Callable[..., Awaitable[list[ReminderRunner]]],
+) -> None:
+    reminder_id = await create(client, auth, "* * * * * *", "catch up")
+    # As if the reminder had been created 30 s ago and no scheduler had run since.
+    created = utcnow() - 30 * SECOND
+    async with resources.store.transaction() as tx:
+        await tx.execute(
+            "UPDATE reminders SET created_at = ? WHERE id = ?",
+            (db_time(created), reminder_id),
+        )
+    started = utcnow()
+    [runner] = await start_runners(1, catch_up_seconds=5)
+    await wait_for(fired_at_least(resources, reminder_id, 6), timeout=5)
+
+    slots = await assert_once_each(resources, reminder_id, 1)
+    late = [s for s in slots if s < started]
+    assert 3 <= len(late) <= 6  # the last 5 s (less the start-up time), fired at once
+    assert min(slots) >= started - 6 * SECOND  # nothing older
+    assert runner.agenda.skipped_late == 1

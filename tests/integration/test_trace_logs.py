@@ -1,0 +1,51 @@
+"""One grep follows a registration: the request's trace id is on the worker's lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from sluice.config import Config
+from sluice.http import create_app
+from tests.integration.conftest import Child, child_env, wait_for
+
+
+def lines_with(log: Path, trace_id: str) -> list[dict[str, Any]]:
+    found = []
+    for raw in log.read_text().splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue  # a non-JSON line (a library warning): not ours
+        if isinstance(line, dict) and line.get("trace_id") == trace_id:
+            found.append(line)
+    return found
+
+
+async def test_the_request_trace_id_reaches_the_mail_workers_log_lines(
+    aiohttp_client: Callable[..., Awaitable[Any]], config: Config, tmp_path: Path
+) -> None:
+    log = tmp_path / "worker.log"
+    env = child_env(config, SLUICE_LOG_LEVEL="info")
+    children = [Child(["relay"], env).start(), Child(["worker", "mail"], env).start(log)]
+    try:
+        client = await aiohttp_client(create_app(config))
+        response = await client.post(
+            "/v1/users", json={"email": "trace@example.org", "password": "correct horse"}
+        )
+        assert response.status == 201
+        trace_id = response.headers["X-Trace-Id"]
+
+        async def mailed() -> bool:
+            return any(line["event"] == "mail sent" for line in lines_with(log, trace_id))
+
+        await wait_for(mailed, timeout=30)
+        lines = lines_with(log, trace_id)
+        handled = [line for line in lines if line["event"] == "event handled"]
+        assert handled and handled[0]["group"] == "mail"
+        assert handled[0]["event_type"] == "UserRegistered"
+    finally:
+        for child in children:
+            child.kill()

@@ -1,0 +1,167 @@
+"""The redirect path's cheap parts: log lines batched per loop iteration yet in order,
+JSON lines with the request context, the same visitor hashes, unique ids."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import io
+import json
+import logging
+import os
+import re
+import uuid
+
+import pytest
+import structlog
+
+from sluice.events import uuid7
+from sluice.http.middlewares import new_trace_id
+from sluice.http.visitors import VisitorHasher, visitor_hash
+from sluice.links.cache import LinkCache, Target
+from sluice.logs import (
+    REQUEST,
+    LineWriter,
+    Timestamp,
+    WriterLogger,
+    add_request,
+    lean_bound_logger,
+    render_json,
+)
+
+
+class Stream(io.StringIO):
+    """Counts the writes, as a file would count system calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+async def test_lines_of_one_loop_iteration_are_one_write_and_keep_their_order() -> None:
+    stream = Stream()
+    writer = LineWriter(stream)
+    for i in range(3):
+        writer.write(f"line {i}")
+    assert stream.writes == 0  # nothing yet: the loop has not finished this iteration
+    # A thread has no loop: its line waits for the ones logged before it.
+    await asyncio.to_thread(writer.write, "from a thread")
+    writer.write("after")
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert stream.getvalue().splitlines() == [
+        "line 0",
+        "line 1",
+        "line 2",
+        "from a thread",
+        "after",
+    ]
+    assert stream.writes == 2
+
+
+def test_lines_of_a_loop_that_closed_before_its_flush_are_not_lost() -> None:
+    stream = Stream()
+    writer = LineWriter(stream)
+    loop = asyncio.new_event_loop()
+
+    async def log() -> None:
+        writer.write("in the loop")
+
+    loop.run_until_complete(log())
+    loop.close()  # the flush it had scheduled never runs
+    writer.write("after the loop")
+    assert stream.getvalue().splitlines() == ["in the loop", "after the loop"]
+    writer.write("another loop's line")  # no loop again: written at once
+    writer.flush()  # what configure_logging registers with atexit
+    assert stream.getvalue().splitlines()[-1] == "another loop's line"
+
+
+def test_a_json_line_carries_the_request_and_skips_lower_levels() -> None:
+    stream = Stream()
+    log = structlog.wrap_logger(
+        WriterLogger(LineWriter(stream)),
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            add_request,
+            structlog.processors.add_log_level,
+            Timestamp(),
+            structlog.processors.format_exc_info,
+            render_json,
+        ],
+        wrapper_class=lean_bound_logger(logging.INFO),
+    )
+    token = REQUEST.set(("t" * 32, "GET", "/abc123"))
+    try:
+        log.debug("not written")
+        log.info("request", status=302, duration_ms=0.25)
+        log.info("%s of %s", "one", "two", stream_id=b"1-0", path="/kept")
+        with structlog.contextvars.bound_contextvars(group="link-stats"):
+            log.warning("bound")
+    finally:
+        REQUEST.reset(token)
+    first, second, third = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert {k: first[k] for k in ("event", "status", "duration_ms", "level")} == {
+        "event": "request", "status": 302, "duration_ms": 0.25, "level": "info"
+    }  # fmt: skip
+    assert (first["trace_id"], first["method"], first["path"]) == ("t" * 32, "GET", "/abc123")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", first["timestamp"])
+    # Interpolated like structlog; bytes as repr() (what JSONRenderer writes); own keys win.
+    assert (second["event"], second["stream_id"], second["path"]) == (
+        "one of two",
+        "b'1-0'",
+        "/kept",
+    )
+    assert (third["group"], third["trace_id"]) == ("link-stats", "t" * 32)
+
+
+def test_the_fast_visitor_hash_is_the_hmac_one() -> None:
+    for key in (b"k", os.urandom(32), os.urandom(64), os.urandom(100)):
+        hasher = VisitorHasher(key)
+        for ip, user_agent in (("203.0.113.9", "Mozilla/5.0"), ("::1", "ü" * 300), ("", "")):
+            expected = hmac.new(key, f"{ip}\n{user_agent}".encode(), hashlib.sha256).hexdigest()
+            assert hasher(ip, user_agent) == visitor_hash(key, ip, user_agent) == expected
+
+
+def test_generated_ids_are_well_formed_and_unique_in_forked_children_too() -> None:
+    traces = {new_trace_id() for _ in range(10_000)}
+    assert len(traces) == 10_000
+    assert all(re.fullmatch(r"[0-9a-f]{32}", t) and t != "0" * 32 for t in traces)
+    ids = [uuid.UUID(uuid7()) for _ in range(1000)]
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in ids)
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its generators must not repeat the parent's
+        os.write(write, f"{new_trace_id()} {uuid7()}".encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child_trace, child_id = pipe.read().split()
+    os.waitpid(pid, 0)
+    parent_trace, parent_id = new_trace_id(), uuid7()
+    assert child_trace != parent_trace
+    assert child_id[-12:] != parent_id[-12:]
+
+
+async def test_cached_answers_fresh_entries_only() -> None:
+    now = [0.0]
+
+    async def load(code: str) -> Target | None:
+        return Target("https://example.org/", None, False) if code == "known1" else None
+
+    cache = LinkCache(load, max_age=10, unknown_ttl=1, clock=lambda: now[0])
+    for code in ("known1", "nosuch"):
+        with pytest.raises(KeyError):
+            cache.cached(code)  # never read: not cached
+        await cache.get(code)
+    assert cache.cached("known1") == Target("https://example.org/", None, False)
+    assert cache.cached("nosuch") is None
+    now[0] = 5.0  # the unknown code's short TTL is over, the link's is not
+    assert cache.cached("known1") is not None
+    with pytest.raises(KeyError):
+        cache.cached("nosuch")

@@ -192,6 +192,18 @@ def lean_bound_logger(level: int) -> type[FilteringBoundLogger]:
     return type(f"Lean{base.__name__}", (base,), methods)
 
 
+def processors(renderer: Processor) -> list[Processor]:
+    """The processor chain of every sluice log line, ending in ``renderer``."""
+    return [
+        structlog.contextvars.merge_contextvars,
+        add_request,
+        structlog.processors.add_log_level,
+        Timestamp(),
+        structlog.processors.format_exc_info,
+        renderer,
+    ]
+
+
 def configure_logging(config: Config) -> None:
     level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.INFO)
     renderer: Processor = (
@@ -201,14 +213,7 @@ def configure_logging(config: Config) -> None:
     atexit.register(writer.flush)  # what the last loop iteration collected
     logger = WriterLogger(writer)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            add_request,
-            structlog.processors.add_log_level,
-            Timestamp(),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=processors(renderer),
         wrapper_class=lean_bound_logger(level),
         logger_factory=lambda *args: logger,
         # Configured once per process, before any logging: cache the bound loggers

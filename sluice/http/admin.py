@@ -19,7 +19,7 @@ from aiohttp import web
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.groups import GROUPS
 from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response, parse_limit
+from sluice.http.bodies import json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS
 from sluice.http.keys import KEYS, REDIS, STORE
 from sluice.streams.dead_letters import groups_holding, is_entry_id, list_dead_letters
@@ -72,12 +72,7 @@ def _groups(request: web.Request) -> list[str]:
 async def dead_letters(request: web.Request) -> web.Response:
     await require_admin(request)
     groups = _groups(request)
-    limit = parse_limit(request.query.get("limit", str(DEAD_LETTERS_DEFAULT)), DEAD_LETTERS_MAX)
-    if limit is None:
-        raise Unprocessable(
-            "invalid query parameters",
-            [FieldError("limit", f"must be an integer from 1 to {DEAD_LETTERS_MAX}")],
-        )
+    limit = query_limit(request, DEAD_LETTERS_DEFAULT, DEAD_LETTERS_MAX)
     async with _redis_answers("dead letters are unavailable"):
         letters = await list_dead_letters(request.app[REDIS], request.app[KEYS], groups, limit)
     return json_response(letters)

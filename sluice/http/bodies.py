@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 import msgspec
 from aiohttp import web
 
-from sluice.errors import BadRequest, FieldError, UnsupportedMediaType
+from sluice.errors import BadRequest, FieldError, Unprocessable, UnsupportedMediaType
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -74,3 +74,14 @@ def parse_limit(raw: str, maximum: int) -> int | None:
     digits = raw.isascii() and raw.isdigit() and len(raw) <= 6
     limit = int(raw) if digits else 0
     return limit if 1 <= limit <= maximum else None
+
+
+def query_limit(request: web.Request, default: int, maximum: int) -> int:
+    """The ``limit`` query parameter (``default`` when absent); 422 when not 1..``maximum``."""
+    limit = parse_limit(request.query.get("limit", str(default)), maximum)
+    if limit is None:
+        raise Unprocessable(
+            "invalid query parameters",
+            [FieldError("limit", f"must be an integer from 1 to {maximum}")],
+        )
+    return limit

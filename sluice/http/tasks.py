@@ -16,10 +16,10 @@ import msgspec
 import structlog
 from aiohttp import web
 
-from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
+from sluice.errors import Conflict, DependencyDown, NotFound
 from sluice.events import utcnow
 from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response, parse_limit
+from sluice.http.bodies import json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TASK_RUNNER, TASKS
 from sluice.resources import Resources
@@ -120,10 +120,5 @@ async def start_run(request: web.Request) -> web.Response:
 async def list_runs(request: web.Request) -> web.Response:
     await require_admin(request)
     task = _task(request)
-    limit = parse_limit(request.query.get("limit", str(RUNS_DEFAULT)), RUNS_MAX)
-    if limit is None:
-        raise Unprocessable(
-            "invalid query parameters",
-            [FieldError("limit", f"must be an integer from 1 to {RUNS_MAX}")],
-        )
+    limit = query_limit(request, RUNS_DEFAULT, RUNS_MAX)
     return json_response(await runs.newest(request.app[STORE], task.name, limit))

@@ -23,10 +23,9 @@ from sluice.links.cache import LinkCache, Target
 from sluice.logs import (
     REQUEST,
     LineWriter,
-    Timestamp,
     WriterLogger,
-    add_request,
     lean_bound_logger,
+    processors,
     render_json,
 )
 
@@ -85,14 +84,7 @@ def test_a_json_line_carries_the_request_and_skips_lower_levels() -> None:
     stream = Stream()
     log = structlog.wrap_logger(
         WriterLogger(LineWriter(stream)),
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            add_request,
-            structlog.processors.add_log_level,
-            Timestamp(),
-            structlog.processors.format_exc_info,
-            render_json,
-        ],
+        processors=processors(render_json),
         wrapper_class=lean_bound_logger(logging.INFO),
     )
     token = REQUEST.set(("t" * 32, "GET", "/abc123"))

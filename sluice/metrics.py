@@ -66,8 +66,8 @@ LOCK_RELEASES_GONE = Counter(
     "sluice_task_lock_releases_gone", "Releases that found the run's lock already gone", ["task"]
 )
 MAILS = Counter("sluice_mails", "Mails by outcome (sent, skipped, failed)", ["outcome"])
-VISITS = Counter("sluice_visits_recorded", "Link visits committed by the redirect path")
-LINK_CACHE = Counter(
+VISITS_RECORDED = Counter("sluice_visits_recorded", "Link visits committed by the redirect path")
+LINK_CACHE_LOOKUPS = Counter(
     "sluice_link_cache_lookups", "Redirect link lookups, by result (hit, miss)", ["result"]
 )
 

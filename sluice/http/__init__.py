@@ -127,5 +127,6 @@ def create_app(config: Config) -> web.Application:
     app.cleanup_ctx.append(links.code_pool)
     app.cleanup_ctx.append(tasks.task_runner)
     app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])
+    app.cleanup_ctx.append(metrics.publish_counters)
     _add_routes(app.router)
     return app

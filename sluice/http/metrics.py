@@ -9,6 +9,7 @@ scrape time. With Redis down the scrape still answers, with
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import structlog
 from aiohttp import web
@@ -16,13 +17,21 @@ from prometheus_client.core import Metric
 
 from sluice.http.auth import require_admin
 from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import KEYS, REDIS, STORE
-from sluice.metrics import CONTENT_TYPE, gauge, render
+from sluice.http.keys import KEYS, LINK_CACHE, REDIS, STORE, VISITS
+from sluice.metrics import (
+    CONTENT_TYPE,
+    LINK_CACHE_LOOKUPS,
+    VISITS_RECORDED,
+    gauge,
+    render,
+)
 from sluice.streams.maintenance import Status, status
+from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)
 
 SCRAPE_TIMEOUT = 2.0
+PUBLISH_EVERY = 1.0
 
 
 def _families(report: Status | None) -> list[Metric]:
@@ -52,6 +61,39 @@ def _families(report: Status | None) -> list[Metric]:
                 seen_groups.add(group.group)
                 dead.add_metric([group.group], group.dead_letters)
     return [redis_up, backlog, delayed, length, lag, pending, consumers, dead]
+
+
+class _Published:
+    """What the redirect path counted in plain integers, added to the shared counters
+    once a second (a prometheus-client increment per redirect costs more than this)."""
+
+    def __init__(self) -> None:
+        self.hits = self.misses = self.visits = 0
+
+    def publish(self, app: web.Application) -> None:
+        cache, visits = app[LINK_CACHE], app[VISITS]
+        LINK_CACHE_LOOKUPS.labels("hit").inc(cache.hits - self.hits)
+        LINK_CACHE_LOOKUPS.labels("miss").inc(cache.misses - self.misses)
+        VISITS_RECORDED.inc(visits.committed - self.visits)
+        self.hits, self.misses, self.visits = cache.hits, cache.misses, visits.committed
+
+
+async def publish_counters(app: web.Application) -> AsyncIterator[None]:
+    """Runs after the link cache and the visit writer exist, stops before they go."""
+    published = _Published()
+    stop = asyncio.Event()
+
+    async def every_second() -> None:
+        while not stop.is_set():
+            await wait_or_stop(stop, PUBLISH_EVERY)
+            published.publish(app)
+
+    task = asyncio.create_task(every_second())
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
 
 
 async def metrics(request: web.Request) -> web.Response:

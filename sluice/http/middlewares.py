@@ -12,6 +12,7 @@ import random
 import re
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -22,6 +23,7 @@ from sluice.errors import ProblemError
 from sluice.http.keys import TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
 from sluice.logs import REQUEST
+from sluice.metrics import REQUEST_SECONDS, REQUESTS
 
 log = structlog.get_logger(__name__)
 
@@ -91,6 +93,27 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
             response.headers[_TRACE_ID_HEADER] = trace_id
         return response
     finally:
-        duration_ms = round((time.perf_counter() - started) * 1000, 2)
-        log.info("request", status=status, duration_ms=duration_ms)
+        seconds = time.perf_counter() - started
+        log.info("request", status=status, duration_ms=round(seconds * 1000, 2))
+        _count(request, status, seconds)
         REQUEST.reset(token)
+
+
+_counters: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def _count(request: web.Request, status: int, seconds: float) -> None:
+    """Request metrics by route pattern (``/{code}``, not the path: bounded label values);
+    the labelled children are cached, the lookup showed on the redirect path."""
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    key = (request.method, route, status)
+    children = _counters.get(key)
+    if children is None:
+        children = (
+            REQUESTS.labels(request.method, route, str(status)),
+            REQUEST_SECONDS.labels(request.method, route),
+        )
+        _counters[key] = children
+    children[0].inc()
+    children[1].observe(seconds)

@@ -91,6 +91,7 @@ class LinkCache:
         self._loading: dict[str, asyncio.Future[Target | None]] = {}
         self._version = 0
         self._cleared_at = 0
+        self.hits = 0
         self.misses = 0
 
     def __len__(self) -> int:
@@ -105,6 +106,7 @@ class LinkCache:
         if self._clock() >= entry[1]:
             raise KeyError(code)
         self._entries.move_to_end(code)
+        self.hits += 1
         return entry[0]
 
     async def get(self, code: str) -> Target | None:
@@ -112,6 +114,7 @@ class LinkCache:
         entry = self._entries.get(code)
         if entry is not None and self._clock() < entry[1]:
             self._entries.move_to_end(code)
+            self.hits += 1
             return entry[0]
         try:
             return await self._coalesced_read(code)

@@ -64,6 +64,31 @@ async def test_counters_move_with_the_traffic_and_redis_down_still_answers(
     )
     # Not relayed yet: the relay backlog shows them.
     assert value(after, "sluice_relay_backlog") == 3
+    # Redirects: requests by route pattern, visits recorded, cache hits.
+    login = await client.post("/v1/tokens", json={"email": "u0@example.org",
+                                                   "password": "correct horse"})  # fmt: skip
+    auth = {"Authorization": f"Bearer {(await login.json())['token']}"}
+    link = await client.post("/v1/links", json={"url": "https://example.org/"}, headers=auth)
+    code = (await link.json())["code"]
+    for _ in range(5):
+        assert (await client.get(f"/{code}", allow_redirects=False)).status == 302
+    redirects = value(after, "sluice_http_requests_total", method="GET", route="/{code}",
+                      status="302")  # fmt: skip
+
+    async def published() -> bool:
+        now = await scrape(client)
+        return value(now, "sluice_visits_recorded_total") >= (
+            value(after, "sluice_visits_recorded_total") + 5
+        )
+
+    await wait_for(published, timeout=10)
+    moved = await scrape(client)
+    assert value(moved, "sluice_http_requests_total", method="GET", route="/{code}",
+                 status="302") == redirects + 5  # fmt: skip
+    assert value(moved, "sluice_http_request_duration_seconds_count", method="GET",
+                 route="/{code}") >= 5  # fmt: skip
+    hits = value(moved, "sluice_link_cache_lookups_total", result="hit")
+    assert hits >= value(after, "sluice_link_cache_lookups_total", result="hit") + 4
     redis_server.stop()
     down = await scrape(client)
     assert value(down, "sluice_redis_up") == 0

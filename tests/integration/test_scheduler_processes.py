@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from sluice.resources import Resources
 from sluice.scheduler.loop import slot_id
 from sluice.scheduler.runs import ABANDONED
 from sluice.streams.relay import Relay
-from tests.integration.conftest import Child, wait_for
+from tests.integration.conftest import Child, child_env, wait_for
 from tests.integration.scheduler_tasks import effects_key
 from tests.integration.test_reminders import assert_once_each, create, delete, fired_at_least
 
@@ -190,3 +192,27 @@ async def test_reminders_fire_once_with_three_scheduler_processes_and_stop_after
     assert max(gone) < deleted_at, "an occurrence fired after the deletion committed"
     followed = await assert_once_each(resources, every_two, 2)
     assert len(followed) >= 4
+
+
+async def test_tasks_list_shows_every_task_with_its_schedule_and_last_run(
+    config: Config, resources: Resources
+) -> None:
+    env = child_env(config, **TASKS_ENV)
+
+    def sluice(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sluice", *args], env=env, capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+
+    ran = await asyncio.to_thread(sluice, "tasks", "run", "tick")
+    assert ran.returncode == 0, ran.stderr
+    assert "tick: succeeded" in ran.stdout
+    listed = await asyncio.to_thread(sluice, "tasks", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()}
+    assert {"refill-code-pool", "trim-streams", "tick", "batches"} <= set(rows)
+    assert "0 0 4 * * * Asia/Shanghai" in rows["refill-code-pool"]
+    assert "last succeeded" in rows["tick"] and "last never" in rows["batches"]
+    unknown = await asyncio.to_thread(sluice, "tasks", "run", "nope")
+    assert unknown.returncode == 2 and "unknown task" in unknown.stderr

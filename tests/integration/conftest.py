@@ -203,8 +203,9 @@ def child_env(config: Config, **extra: str) -> dict[str, str]:
 def spawn(config: Config) -> Iterator[Callable[..., Child]]:
     children: list[Child] = []
 
-    def start(*args: str, **extra_env: str) -> Child:
-        child = Child(list(args), child_env(config, **extra_env)).start()
+    def start(*args: str, log: Path | None = None, **extra_env: str) -> Child:
+        """``log``: a file for the child's log lines (else they are discarded)."""
+        child = Child(list(args), child_env(config, **extra_env)).start(log)
         children.append(child)
         return child
 

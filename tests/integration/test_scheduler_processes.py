@@ -7,6 +7,7 @@ their effects are Redis list entries, so every run of every process is counted.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,6 +53,65 @@ async def _rows(resources: Resources, task: str) -> list[tuple[str, str, str, st
     return [(str(a), str(b), str(c), str(d), e) for a, b, c, d, e in rows]
 
 
+async def _verify_occurrences(
+    resources: Resources, task: str, every: int, *,
+    victim: str, killed_at: float, stopped: float, logs: list[Path],
+) -> tuple[int, int]:  # fmt: skip
+    """Every occurrence from the first run on: one succeeded record and one effect,
+    except the victim's run at the kill (abandoned, or claimed and never recorded) and
+    occurrences a scheduler logged as skipped because a run still held the lock.
+    Returns (occurrences checked, occurrences skipped)."""
+    by_slot: dict[str, list[tuple[str, str, str, str | None]]] = defaultdict(list)
+    for run_id, scheduled_for, status, run_holder, error in await _rows(resources, task):
+        by_slot[scheduled_for].append((run_id, status, run_holder, error))
+    effects = [run for run, _ in await _effects(resources, task)]
+    # From the first occurrence any replica ran (the children start at different times).
+    started = min(datetime.fromisoformat(s).timestamp() for s in by_slot) - 0.5
+    checked = skipped = 0
+    for slot in _slots(started, stopped - 3.5, every):
+        key = datetime.strftime(slot, "%Y-%m-%dT%H:%M:%S.%fZ")
+        found = by_slot.get(key, [])
+        if not found and _skipped_while_running(logs, task, slot):
+            skipped += 1
+            continue
+        if not found and slot.timestamp() < killed_at + 0.5:
+            # Claimed by the victim just before it died, not yet recorded.
+            claim = await resources.redis.get(resources.keys.task_occurrence(task, slot_id(slot)))
+            assert claim == victim.encode(), (task, key)
+            continue
+        assert len(found) == 1, (task, key, found, _log_lines(logs, key))
+        run_id, status, run_holder, error = found[0]
+        if run_holder == victim and status != "succeeded":
+            # The run the kill interrupted: marked abandoned by the next holder of its lock.
+            assert status == "failed" and error == ABANDONED, (task, key, found)
+            assert slot.timestamp() < killed_at + 0.5
+            continue
+        assert status == "succeeded", (task, key, found)
+        assert effects.count(run_id) == 1, (task, key)
+        checked += 1
+    return checked, skipped
+
+
+def _log_lines(logs: list[Path], needle: str) -> list[dict[str, Any]]:
+    lines = []
+    for log in logs:
+        for raw in log.read_text().splitlines() if log.exists() else []:
+            if needle in raw:
+                try:
+                    lines.append(json.loads(raw))
+                except ValueError:
+                    lines.append({"raw": raw})
+    return lines
+
+
+def _skipped_while_running(logs: list[Path], task: str, slot: datetime) -> bool:
+    """A scheduler logged that it skipped this occurrence because a run held the lock."""
+    return any(
+        line.get("task") == task and "still in progress" in str(line.get("event"))
+        for line in _log_lines(logs, slot.isoformat())
+    )
+
+
 async def _effects(resources: Resources, task: str) -> list[tuple[str, str]]:
     """(run id, item) of every effect the runs of ``task`` had."""
     raw = await resources.redis.lrange(effects_key(task), 0, -1)
@@ -63,11 +124,13 @@ def _slots(start: float, end: float, every: int) -> list[datetime]:
     return [datetime.fromtimestamp(t, UTC) for t in range(first, int(end), every)]
 
 
+@pytest.mark.timeout(120 + SOAK_SECONDS)
 async def test_three_schedulers_run_each_occurrence_once_and_survive_a_kill(
-    resources: Resources, spawn: Callable[..., Child]
+    resources: Resources, spawn: Callable[..., Child], tmp_path: Path
 ) -> None:
     env = {**TASKS_ENV, "TEST_LONG_CRON": f"*/{LONG_EVERY} * * * * *", "TEST_LONG_SECONDS": "2.5"}
-    children = [spawn("scheduler", **env) for _ in range(3)]
+    logs = [tmp_path / f"scheduler-{i}.log" for i in range(3)]
+    children = [spawn("scheduler", log=log, **env) for log in logs]
 
     async def long_running_in_a_child() -> bool:
         return any(status == "running" for _, _, status, _, _ in await _rows(resources, "long"))
@@ -94,36 +157,16 @@ async def test_three_schedulers_run_each_occurrence_once_and_survive_a_kill(
     stopped = time.time()
 
     for task, every in (("tick", TICK_EVERY), ("long", LONG_EVERY)):
-        by_slot: dict[str, list[tuple[str, str, str, str | None]]] = defaultdict(list)
-        for run_id, scheduled_for, status, run_holder, error in await _rows(resources, task):
-            by_slot[scheduled_for].append((run_id, status, run_holder, error))
-        effects = [run for run, _ in await _effects(resources, task)]
-        # From the first occurrence any replica ran (the children start at different times).
-        started = min(datetime.fromisoformat(s).timestamp() for s in by_slot) - 0.5
-        checked = 0
-        for slot in _slots(started, stopped - 3.5, every):
-            key = datetime.strftime(slot, "%Y-%m-%dT%H:%M:%S.%fZ")
-            found = by_slot.get(key, [])
-            if slot.timestamp() < killed_at + 0.5 and not found:
-                # Claimed by the victim just before it died, not yet recorded.
-                claim = await resources.redis.get(
-                    resources.keys.task_occurrence(task, slot_id(slot))
-                )
-                assert claim == holder.encode(), (task, key)
-                continue
-            assert len(found) == 1, (task, key, found)
-            run_id, status, run_holder, error = found[0]
-            if run_holder == holder and status != "succeeded":
-                # The run the kill interrupted: marked abandoned by the next holder of its lock.
-                assert status == "failed" and error == ABANDONED, (task, key, found)
-                assert slot.timestamp() < killed_at + 0.5
-                continue
-            assert status == "succeeded", (task, key, found)
-            assert effects.count(run_id) == 1, (task, key)
-            checked += 1
+        checked, skipped = await _verify_occurrences(
+            resources, task, every, victim=holder, killed_at=killed_at, stopped=stopped, logs=logs
+        )
         later = _slots(killed_at + 2, stopped - 3.5, every)
         assert later, "no occurrence after the kill was observed"
         assert checked >= len(later)
+        # A skip needs a run that outlived the next slot: rare, on a loaded machine only.
+        assert skipped <= checked // 10, (task, skipped, checked)
+        print(f"{task}: {checked} occurrences with one successful run each,"
+              f" {len(later)} after the kill, {skipped} skipped (run in progress)")  # fmt: skip
     holders = {h for rows in [await _rows(resources, "tick")] for _, _, _, h, _ in rows}
     assert len(holders) >= 2, "one replica took every occurrence"
 

@@ -128,7 +128,7 @@ def _slots(start: float, end: float, every: int) -> list[datetime]:
 async def test_three_schedulers_run_each_occurrence_once_and_survive_a_kill(
     resources: Resources, spawn: Callable[..., Child], tmp_path: Path
 ) -> None:
-    env = {**TASKS_ENV, "TEST_LONG_CRON": f"*/{LONG_EVERY} * * * * *", "TEST_LONG_SECONDS": "2.5"}
+    env = {**TASKS_ENV, "TEST_LONG_CRON": f"*/{LONG_EVERY} * * * * *", "TEST_LONG_SECONDS": "2.0"}
     logs = [tmp_path / f"scheduler-{i}.log" for i in range(3)]
     children = [spawn("scheduler", log=log, **env) for log in logs]
 

@@ -55,14 +55,15 @@ def _article_id(request: web.Request) -> str:
 
 async def viewer_identity(request: web.Request, body: ViewBody) -> str:
     """Who this view counts for: the authenticated user, else the body's ``viewer``,
-    else an anonymous visitor (keyed hash of IP and User-Agent)."""
+    else an anonymous visitor (keyed hash of IP and User-Agent). A ``viewer`` out of
+    bounds is refused even when a token decides (the same body is valid or not alike)."""
+    if body.viewer is not None and not 1 <= len(body.viewer) <= VIEWER_MAX_LENGTH:
+        message = f"must be 1 to {VIEWER_MAX_LENGTH} characters"
+        raise Unprocessable("invalid viewer", [FieldError("viewer", message)])
     user = await optional_user(request)
     if user is not None:
         return f"user:{user.id}"
     if body.viewer is not None:
-        if not 1 <= len(body.viewer) <= VIEWER_MAX_LENGTH:
-            message = f"must be 1 to {VIEWER_MAX_LENGTH} characters"
-            raise Unprocessable("invalid viewer", [FieldError("viewer", message)])
         return body.viewer
     user_agent = request.headers.get("User-Agent", "")
     return visitor_hash(request.app[VISITOR_KEY], request.remote or "", user_agent)

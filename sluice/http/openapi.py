@@ -176,14 +176,17 @@ _PATHS: Doc = {
         "operationId": "postView",
         "summary": "Count a view, once per viewer within the dedupe window",
         "description": (
-            "The viewer is `viewer` from the body, else a keyed hash of client IP and "
-            "User-Agent. The body is optional."
+            "The viewer is the user of the bearer token if one is sent, else `viewer` from "
+            "the body, else a keyed hash of client IP and User-Agent. The token and the body "
+            "are optional."
         ),
+        "security": [{}, *_USER],
         "parameters": [_ARTICLE_ID],
         "requestBody": {"required": False, "content": {JSON: {"schema": _ref("ViewBody")}}},
         "responses": {
             "202": _ok("ViewCounted", "`counted` is false for a viewer already counted"),
             "400": _problem("malformed JSON, or a field of the wrong type"),
+            "401": _problem("a bearer token was sent, but it is malformed, unknown or expired"),
             "413": _problem("the body is larger than 64 KiB"),
             "415": _problem("the body is not application/json"),
             "422": _problem(

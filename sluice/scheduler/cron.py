@@ -239,12 +239,24 @@ def _compile(expr: str) -> str:
         raise CronError(f"expected {FIELDS_HINT}; got {len(parts)} field(s)")
     values = [_field_values(f, part) for f, part in zip(FIELDS, parts, strict=True)]
     _check_possible(parts, values)
-    spec = " ".join(parts).upper()
+    spec = " ".join(_for_cronsim(f, part) for f, part in zip(FIELDS, parts, strict=True)).upper()
     try:
         CronSim(spec, datetime(2000, 1, 1))
     except CronSimError as exc:  # a case the checks above missed
         raise CronError(f"invalid cron expression {expr!r}: {exc}") from exc
     return spec
+
+
+def _for_cronsim(spec: _Field, part: str) -> str:
+    """``part`` with each one-value range with a step (``5-5/2``) as its value (``5``), as
+    read above and by Vixie cron: cronsim reads it as ``5/2``, 5 to the field's end."""
+    items = []
+    for item in part.split(","):
+        body, slash, _ = item.partition("/")
+        first, dash, last = body.partition("-")
+        single = slash and dash and _value(spec, first) == _value(spec, last)
+        items.append(first if single else item)
+    return ",".join(items)
 
 
 def _reject_quartz(part: str) -> None:

@@ -1,0 +1,143 @@
+"""The chaos deployment: every sluice process kind as a real child process on one Redis.
+
+Two ``sluice api`` replicas on free ports, the relay, one worker process per
+handler group (stable consumer names, so a restarted worker drains its own
+pending list), and two ``sluice scheduler`` replicas running the test's
+``tick`` task every 2 s (tests/integration/scheduler_tasks.py). Mail goes to
+``.eml`` files under ``<data dir>/mail``. Each child's log lines go to
+``<tmp dir>/logs/<name>.log``, kept by pytest for the last runs.
+
+``CHAOS_SEED`` replays a run's fault plan (the seed is printed);
+``CHAOS_OUTAGE_SECONDS`` sets the length of the Redis outage (default 30).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from sluice.config import Config
+from sluice.groups import PROJECTIONS
+from sluice.handlers import mail
+from sluice.redis_server import free_port
+from sluice.resources import Resources, open_resources
+from tests.integration.conftest import Child, child_env, wait_for
+
+# Each handler group run here and the aggregate streams it reads.
+WORKER_STREAMS: dict[str, tuple[str, ...]] = {
+    **{name: projection.aggregates for name, projection in PROJECTIONS.items()},
+    mail.NAME: tuple(sorted({event_type.aggregate for event_type in mail.HANDLERS})),
+}
+WORKER_GROUPS = tuple(WORKER_STREAMS)
+SCHEDULERS = ("scheduler-0", "scheduler-1")
+APIS = ("api-0", "api-1")
+# Reminders every few seconds; the built-in tasks keep their (rare) schedules.
+CHAOS_ENV = {
+    "SLUICE_REMINDER_MIN_INTERVAL": "1",
+    "SLUICE_EXTRA_TASKS": "tests.integration.scheduler_tasks:tasks",
+    "SLUICE_TASK_LOCK_TTL_MS": "1500",
+    "TEST_LONG_CRON": "0 0 0 1 1 *",  # the helper module's slow task, out of the way
+    "SLUICE_CODE_POOL_TARGET": "0",  # codes made on the spot: no refill competing for CPU
+}
+
+
+def _args(name: str) -> list[str]:
+    if name.startswith("api-"):
+        return ["api"]
+    if name.startswith("worker-"):
+        group = name.removeprefix("worker-")
+        return ["worker", group, "--consumer", f"chaos-{group}"]
+    if name.startswith("scheduler-"):
+        return ["scheduler"]
+    return [name]  # relay
+
+
+class Cluster:
+    """Named child processes that a test starts, kills with SIGKILL and restarts."""
+
+    def __init__(self, config: Config, logs: Path) -> None:
+        self.env = child_env(config, **CHAOS_ENV)
+        self.logs = logs
+        self.ports = {name: free_port() for name in APIS}
+        self.children: dict[str, Child] = {}
+
+    @property
+    def names(self) -> list[str]:
+        workers = [f"worker-{g}" for g in WORKER_GROUPS]
+        return [*APIS, "relay", *workers, *SCHEDULERS]
+
+    def url(self, api: str) -> str:
+        return f"http://127.0.0.1:{self.ports[api]}"
+
+    def start(self, name: str) -> Child:
+        env = dict(self.env)
+        if name in self.ports:
+            env["SLUICE_PORT"] = str(self.ports[name])
+        child = Child(_args(name), env).start(log=self.logs / f"{name}.log")
+        self.children[name] = child
+        return child
+
+    def start_all(self) -> None:
+        for name in self.names:
+            self.start(name)
+
+    def pid(self, name: str) -> int:
+        return self.children[name].pid
+
+    def kill(self, name: str) -> int:
+        """SIGKILL ``name`` and reap it; returns the pid it had."""
+        child = self.children[name]
+        pid = child.pid
+        child.kill()
+        return pid
+
+    def terminate(self, name: str) -> int | None:
+        return self.children[name].terminate()
+
+    def close(self) -> None:
+        for child in self.children.values():
+            child.kill()
+
+    async def wait_healthy(self, http: aiohttp.ClientSession, api: str) -> None:
+        async def healthy() -> bool:
+            try:
+                async with http.get(f"{self.url(api)}/healthz") as response:
+                    return response.status == 200
+            except aiohttp.ClientError:
+                return False
+
+        await wait_for(healthy, timeout=30, interval=0.05)
+
+
+@pytest.fixture
+async def resources(config: Config) -> AsyncIterator[Resources]:
+    async with open_resources(config) as res:  # applies the migrations before any child runs
+        yield res
+
+
+@pytest.fixture
+def cluster(config: Config, resources: Resources, tmp_path: Path) -> Iterator[Cluster]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    running = Cluster(config, logs)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def chaos_seed() -> int:
+    """``CHAOS_SEED`` when set (to replay a run), else a fresh one."""
+    raw = os.environ.get("CHAOS_SEED")
+    return int(raw) if raw else secrets.randbelow(1_000_000)
+
+
+@pytest.fixture
+def outage_seconds() -> float:
+    return float(os.environ.get("CHAOS_OUTAGE_SECONDS", "30"))

@@ -1,68 +1,137 @@
-"""End-to-end pipeline throughput: append -> relay -> article-views projection.
+"""Pipeline throughput: append -> relay -> article-views projection, and the relay vs XADD.
 
-Run by hand: ``.venv/bin/python bench/pipeline.py [N]``. Starts its own Redis on
-a free loopback port and a store in a temporary directory; prints events/s for
-the append, the relay publish and the whole pipeline.
+Run by hand: ``.venv/bin/python bench/pipeline.py [N] [--log-level warning]``.
+Starts its own Redis on a free loopback port and a store in a temporary
+directory, then times, one stage at a time in this one process:
+
+- append: N ``ArticleViewed`` committed 500 per transaction;
+- relay: the relay alone publishing all N to the stream;
+- project: one ``article-views`` consumer alone draining the stream;
+
+then runs ``redis-benchmark`` pipelined XADD against the same server and
+prints the relay's publish rate as a ratio to it (SPEC §8: at least 0.3).
+Writes its figures to its section of bench/README.md (``--no-readme``: don't).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
+import re
+import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from sluice.config import load_config
+from readme import record
+
+from sluice.config import Config, load_config
 from sluice.events import ArticleViewed
 from sluice.groups import GROUPS
 from sluice.logs import configure_logging
 from sluice.processes import runtime_settings
 from sluice.redis_server import RedisServer
-from sluice.resources import open_resources, redis_client
+from sluice.resources import Resources, open_resources, redis_client
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 
+TARGET = 0.3
 
-async def main(n: int, log_level: str) -> None:
+
+async def append(res: Resources, n: int) -> float:
+    started = time.perf_counter()
+    for i in range(0, n, 500):
+        async with res.store.transaction() as tx:
+            await tx.append(*(ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
+                              for j in range(i, min(n, i + 500))))  # fmt: skip
+    return time.perf_counter() - started
+
+
+async def relay_alone(res: Resources, config: Config, n: int) -> float:
+    stop = asyncio.Event()
+    relay = Relay(res.store, res.redis, res.keys, batch=config.relay_batch)
+    started = time.perf_counter()
+    task = asyncio.create_task(relay.run(stop))
+    while relay.published < n:  # noqa: ASYNC110 - polling a counter, as a client would
+        await asyncio.sleep(0.002)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await task
+    return elapsed
+
+
+async def project_alone(res: Resources, config: Config, n: int) -> float:
+    stop = asyncio.Event()
+    reader = redis_client(config, socket_timeout=10)
+    consumer = Consumer(GROUPS["article-views"](res), reader, res.keys, "bench",
+                        runtime_settings(config))  # fmt: skip
+    started = time.perf_counter()
+    task = asyncio.create_task(consumer.run(stop))
+    while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
+        await asyncio.sleep(0.002)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await task
+    await reader.aclose()
+    row = await res.store.fetchone("SELECT COALESCE(SUM(views), 0) FROM article_views")
+    if not row or row[0] != n:
+        raise SystemExit(f"projection counted {row and row[0]} views, expected {n}")
+    return elapsed
+
+
+def redis_benchmark(port: int, n: int, pipeline: int) -> float | None:
+    """Pipelined XADD requests/s on the server at ``port``; None without redis-benchmark."""
+    if shutil.which("redis-benchmark") is None:
+        return None
+    out = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-n", str(n),
+         "-P", str(pipeline), "-q", "XADD", "bench:stream", "*", "f", "v"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    found = re.findall(r"([\d.]+) requests per second", out)
+    if not found:
+        raise SystemExit(f"could not read redis-benchmark's output: {out!r}")
+    return float(found[-1])
+
+
+async def main(args: argparse.Namespace) -> None:
+    n = args.n
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         config = load_config({}, data_dir=Path(tmp) / "data", redis_url=server.url,
-                             log_level=log_level, log_format="json")  # fmt: skip
+                             log_level=args.log_level, log_format="json")  # fmt: skip
         configure_logging(config)
         async with open_resources(config) as res:
-            started = time.perf_counter()
-            for i in range(0, n, 500):
-                async with res.store.transaction() as tx:
-                    await tx.append(*(ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
-                                      for j in range(i, min(n, i + 500))))  # fmt: skip
-            appended = time.perf_counter()
-            stop = asyncio.Event()
-            relay = Relay(res.store, res.redis, res.keys, batch=config.relay_batch)
-            reader = redis_client(config, socket_timeout=10)
-            consumer = Consumer(GROUPS["article-views"](res), reader, res.keys, "bench",
-                                runtime_settings(config))  # fmt: skip
-            tasks = [asyncio.create_task(relay.run(stop)), asyncio.create_task(consumer.run(stop))]
-            relayed_at = None
-            while True:
-                if relayed_at is None and relay.published >= n:
-                    relayed_at = time.perf_counter()
-                row = await res.store.fetchone("SELECT COALESCE(SUM(views), 0) FROM article_views")
-                if row and row[0] >= n:
-                    break
-                await asyncio.sleep(0.01)
-            done = time.perf_counter()
-            stop.set()
-            await asyncio.gather(*tasks)
-            await reader.aclose()
-    relayed_at = relayed_at or done
-    print(f"events: {n}")
-    print(f"append (500 per transaction): {n / (appended - started):,.0f} events/s")
-    print(f"relay publish:                {n / (relayed_at - appended):,.0f} events/s")
-    print(f"relay + project (1 worker):   {n / (done - appended):,.0f} events/s")
+            t_append = await append(res, n)
+            t_relay = await relay_alone(res, config, n)
+            t_project = await project_alone(res, config, n)
+        xadd = redis_benchmark(server.port, args.xadd_n, args.xadd_pipeline)
+    relay_rate = n / t_relay
+    lines = [
+        f"| append, 500 events per transaction | {n / t_append:,.0f} |",
+        f"| relay publish, alone | {relay_rate:,.0f} |",
+        f"| article-views projection, one worker, alone | {n / t_project:,.0f} |",
+        f"| end to end (the three one after another) | {n / (t_append + t_relay + t_project):,.0f}"
+        " |",
+    ]
+    if xadd is None:
+        verdict = "redis-benchmark is not on PATH: no XADD comparison"
+    else:
+        lines.append(f"| `redis-benchmark` XADD, -P {args.xadd_pipeline} | {xadd:,.0f} |")
+        verdict = (f"relay publish / redis-benchmark XADD: **{relay_rate / xadd:.2f}**"
+                   f" (target >= {TARGET})")  # fmt: skip
+    table = "\n".join([f"{n:,} events, log level {args.log_level}:", "",
+                       "| stage | events/s |", "|---|---|", *lines, "", verdict])  # fmt: skip
+    print(table)
+    if not args.no_readme:
+        record("pipeline", "pipeline.py: append -> relay -> article-views projection", table)
 
 
 if __name__ == "__main__":
-    # The second argument is the log level: "info" writes a line per handled event.
-    asyncio.run(
-        main(int(sys.argv[1]) if len(sys.argv) > 1 else 50_000, *(sys.argv[2:3] or ["warning"]))
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=50_000)
+    parser.add_argument("--log-level", default="warning", help="info: a line per handled event")
+    parser.add_argument("--xadd-n", type=int, default=200_000)
+    parser.add_argument("--xadd-pipeline", type=int, default=64)
+    parser.add_argument("--no-readme", action="store_true")
+    asyncio.run(main(parser.parse_args()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -30,7 +31,10 @@ _KEY_TTL = {"day": timedelta(days=8), "week": timedelta(days=15), "month": timed
 
 def period_start(period: str, moment: datetime, zone: ZoneInfo) -> date:
     """First day of the period holding ``moment``, in ``zone``; weeks start on Monday."""
-    local = moment.astimezone(zone).date()
+    return _start_of(period, moment.astimezone(zone).date())
+
+
+def _start_of(period: str, local: date) -> date:
     if period == "day":
         return local
     if period == "week":
@@ -48,19 +52,32 @@ def _period_end(period: str, start: date) -> date:
     return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
 
 
+@lru_cache(maxsize=4096)
+def _starts(local: date) -> tuple[str, str, str]:
+    """The day, week and month starts holding the local date ``local``, as ISO dates."""
+    day, week, month = (_start_of(period, local).isoformat() for period in PERIODS)
+    return day, week, month
+
+
+def _views_by_day(events: Sequence[AnyEvent], zone: ZoneInfo) -> Counter[tuple[date, str]]:
+    """Views per (local day, article): one zone conversion and one count per event."""
+    days: Counter[tuple[date, str]] = Counter()
+    for event in events:
+        if isinstance(event, ArticleViewed):
+            days[(event.occurred_at.astimezone(zone).date(), event.article_id)] += 1
+    return days
+
+
 async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> None:
+    days = _views_by_day(events, config.zone)
+    if not days:
+        return
     totals: Counter[str] = Counter()
     periods: Counter[tuple[str, str, str]] = Counter()
-    zone = config.zone
-    for event in events:
-        if not isinstance(event, ArticleViewed):
-            continue
-        totals[event.article_id] += 1
-        for period in PERIODS:
-            start = period_start(period, event.occurred_at, zone).isoformat()
-            periods[(period, start, event.article_id)] += 1
-    if not totals:
-        return
+    for (local, article), n in days.items():
+        totals[article] += n
+        for period, start in zip(PERIODS, _starts(local), strict=True):
+            periods[(period, start, article)] += n
     now = utcnow().isoformat()
     await tx.executemany(
         f"INSERT INTO article_views{s} (article_id, views, updated_at) VALUES (?, ?, ?)"
@@ -85,11 +102,9 @@ async def publish(resources: Resources, events: Sequence[AnyEvent]) -> None:
     """Copy the absolute period counts of the touched articles into the sorted sets."""
     zone = resources.config.zone
     touched: dict[tuple[str, str], set[str]] = {}
-    for event in events:
-        if isinstance(event, ArticleViewed):
-            for period in PERIODS:
-                start = period_start(period, event.occurred_at, zone).isoformat()
-                touched.setdefault((period, start), set()).add(event.article_id)
+    for local, article in _views_by_day(events, zone):
+        for period, start in zip(PERIODS, _starts(local), strict=True):
+            touched.setdefault((period, start), set()).add(article)
     now = utcnow().timestamp()
     pipe = resources.redis.pipeline(transaction=False)
     for (period, start), articles in touched.items():

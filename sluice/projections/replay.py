@@ -6,13 +6,20 @@ the write lock, applies the last events, drops the old tables, renames the new
 ones into place and sets the projection's watermark to the head, all in one
 transaction. Live deliveries at or below the watermark are then skipped as
 already applied, so nothing is counted twice or missed.
+
+For speed (SPEC §8: 100k events/s), the bulk of the history is read in large
+chunks of ``(seq, payload)`` only, the read of the next chunk overlapping the
+apply of the last, and plain indexes of the new tables are built once after the
+bulk instead of being updated row by row.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from tqdm import tqdm
@@ -20,7 +27,8 @@ from tqdm import tqdm
 from sluice.events import AnyEvent, decode
 from sluice.projections.base import Projection
 from sluice.resources import Resources
-from sluice.store import StoredEvent, Tx
+from sluice.store import Tx
+from sluice.store.base import Row
 
 log = structlog.get_logger(__name__)
 
@@ -32,6 +40,12 @@ class RebuildResult:
     watermark: int
 
 
+# Events per read; apply runs once per read, so a bigger read sums more views per row written.
+CHUNK = 50_000
+# The rebuild finishes under the write lock once a read returns fewer events than this.
+TAIL = 10_000
+
+
 async def _count(resources: Resources, projection: Projection) -> int:
     types = projection.event_types
     row = await resources.store.fetchone(
@@ -40,45 +54,54 @@ async def _count(resources: Resources, projection: Projection) -> int:
     return int(row[0]) if row else 0
 
 
-def _decode_all(events: Sequence[StoredEvent]) -> list[AnyEvent]:
-    return [decode(e.payload) for e in events]
-
-
-async def _tail(tx: Tx, projection: Projection, after: int, limit: int) -> list[StoredEvent]:
-    types = projection.event_types
-    rows = await tx.fetchall(
-        "SELECT seq, event_id, type, aggregate, payload, trace_id, created_at FROM events"
-        f" WHERE seq > ? AND type IN ({', '.join('?' * len(types))}) ORDER BY seq LIMIT ?",
-        (after, *types, limit),
+def _select(projection: Projection) -> str:
+    # Only what apply needs: the payload, and seq for the position.
+    types = ", ".join("?" * len(projection.event_types))
+    return (
+        f"SELECT seq, payload FROM events WHERE seq > ? AND type IN ({types}) ORDER BY seq LIMIT ?"
     )
-    return [StoredEvent(*row) for row in rows]
+
+
+async def _read(
+    read: Callable[[str, Sequence[Any]], Awaitable[list[Row]]],
+    projection: Projection,
+    after: int,
+    limit: int,
+) -> list[Row]:
+    return await read(_select(projection), (after, *projection.event_types, limit))
+
+
+def _decode_all(rows: Sequence[Row]) -> list[AnyEvent]:
+    return [decode(payload) for _, payload in rows]
 
 
 async def rebuild(
-    resources: Resources, projection: Projection, *, chunk: int = 10_000, progress: bool = True
+    resources: Resources,
+    projection: Projection,
+    *,
+    chunk: int = CHUNK,
+    tail: int = TAIL,
+    progress: bool = True,
 ) -> RebuildResult:
     """Rebuild ``projection`` into fresh tables and swap them in atomically."""
-    store, config = resources.store, resources.config
+    store = resources.store
     suffix = f"__r{secrets.token_hex(4)}"
+    tables, indexes = _split_ddl(projection.ddl.format(s=suffix))
     async with store.transaction() as tx:
-        await tx.execute_script(projection.ddl.format(s=suffix))
+        await tx.execute_script(tables)
     bar = tqdm(total=await _count(resources, projection), unit="ev", disable=not progress)
-    position, applied = 0, 0
     try:
-        while True:
-            events = await store.events_after(position, chunk, types=projection.event_types)
-            if len(events) < chunk:
-                break  # close to the head: finish under the write lock
+        position, applied = await _bulk(resources, projection, suffix, chunk, min(tail, chunk), bar)
+        if indexes:
             async with store.transaction() as tx:
-                await projection.apply(tx, _decode_all(events), suffix, config)
-            position, applied = events[-1].seq, applied + len(events)
-            bar.update(len(events))
+                # Built once over the bulk of the rows rather than kept up to date row by row.
+                await tx.execute_script(indexes)
         async with store.transaction() as tx:
-            while events := await _tail(tx, projection, position, chunk):
-                await projection.apply(tx, _decode_all(events), suffix, config)
-                position, applied = events[-1].seq, applied + len(events)
+            while rows := await _read(tx.fetchall, projection, position, chunk):
+                await projection.apply(tx, _decode_all(rows), suffix, resources.config)
+                position, applied = rows[-1][0], applied + len(rows)
                 bar.total = max(bar.total or 0, applied)
-                bar.update(len(events))
+                bar.update(len(rows))
             watermark = await _swap(tx, projection, suffix)
     except BaseException:
         await _drop(resources, projection, suffix)
@@ -89,6 +112,39 @@ async def rebuild(
         await projection.republish(resources)
     log.info("replay: swapped in", projection=projection.name, events=applied, watermark=watermark)
     return RebuildResult(projection.name, applied, watermark)
+
+
+async def _bulk(
+    resources: Resources, projection: Projection, suffix: str, chunk: int, tail: int, bar: tqdm[Any]
+) -> tuple[int, int]:
+    """Apply reads of ``chunk`` events until one returns fewer than ``tail``; each read
+    of the next chunk (the reader connection) overlaps the apply of the last one."""
+    store, config = resources.store, resources.config
+    position, applied = 0, 0
+    pending = asyncio.ensure_future(_read(store.fetchall, projection, position, chunk))
+    try:
+        while len(rows := await pending) >= tail:
+            position = rows[-1][0]
+            pending = asyncio.ensure_future(_read(store.fetchall, projection, position, chunk))
+            async with store.transaction() as tx:
+                await projection.apply(tx, _decode_all(rows), suffix, config)
+            applied += len(rows)
+            bar.update(len(rows))
+    finally:
+        pending.cancel()  # after a failure: the read in flight is not wanted
+        await asyncio.gather(pending, return_exceptions=True)
+    return position, applied
+
+
+def _split_ddl(ddl: str) -> tuple[str, str]:
+    """The statements creating tables, and those creating plain (non-unique) indexes.
+
+    Unique indexes stay with the tables: an upsert may name them as its conflict target.
+    """
+    statements = [s.strip() for s in ddl.split(";") if s.strip()]
+    indexes = [s for s in statements if s.upper().startswith("CREATE INDEX")]
+    tables = [s for s in statements if s not in indexes]
+    return ";\n".join(tables), ";\n".join(indexes)
 
 
 async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:

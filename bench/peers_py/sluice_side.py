@@ -1,0 +1,77 @@
+"""sluice's side of bench/peers.py, run with sluice's own venv.
+
+``python sluice_side.py worker GROUP CONSUMER``: ``sluice worker GROUP --consumer
+CONSUMER``, with the group's batch handler wrapped to count the events it
+finished (after the projection's transaction committed; XACK follows). GROUP
+``bench-noop`` is a handler group that does nothing, registered here only.
+
+``python sluice_side.py produce N``: N ``ArticleViewed`` committed 500 per
+transaction, each commit announced to the relay as the API does; prints the
+wall times around it as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from counter import done
+
+from sluice.__main__ import main as sluice_main
+from sluice.config import load_config
+from sluice.events import ArticleViewed
+from sluice.groups import GROUPS
+from sluice.resources import Resources, open_resources
+from sluice.streams.messages import Delivery
+from sluice.streams.notify import CommitNotifier
+from sluice.streams.spec import GroupSpec
+
+Failures = Mapping[tuple[str, str], BaseException]
+
+
+def counted(make: Callable[[Resources], GroupSpec]) -> Callable[[Resources], GroupSpec]:
+    def make_counted(resources: Resources) -> GroupSpec:
+        spec = make(resources)
+
+        async def handle(deliveries: Sequence[Delivery]) -> Failures:
+            failures = await spec.handler(deliveries)
+            done(len(deliveries) - len(failures))
+            return failures
+
+        return GroupSpec(name=spec.name, aggregates=spec.aggregates, handler=handle)
+
+    return make_counted
+
+
+def noop_group(resources: Resources) -> GroupSpec:
+    async def handle(deliveries: Sequence[Delivery]) -> Failures:
+        return {}
+
+    return GroupSpec(name="bench-noop", aggregates=("articles",), handler=handle)
+
+
+async def produce(n: int, per_tx: int = 500) -> None:
+    async with open_resources(load_config()) as res:
+        notifier = CommitNotifier(res.redis, res.keys.outbox_channel())
+        res.store.add_commit_listener(notifier.notify)
+        for i in range(0, n, per_tx):
+            async with res.store.transaction() as tx:
+                await tx.append(*(ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
+                                  for j in range(i, min(n, i + per_tx))))  # fmt: skip
+        await notifier.close()
+        await res.redis.publish(res.keys.outbox_channel(), b"1")  # in case close cut one short
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "produce":
+        started = time.time()
+        asyncio.run(produce(int(sys.argv[2])))
+        print(json.dumps({"start": started, "end": time.time()}), flush=True)
+    else:
+        GROUPS["bench-noop"] = noop_group
+        group = sys.argv[2]
+        GROUPS[group] = counted(GROUPS[group])
+        sys.exit(sluice_main(["worker", group, "--consumer", sys.argv[3]]))

@@ -1,0 +1,114 @@
+"""Replay of 1,000,000 events: ``sluice replay`` timed, events/s and peak memory (SPEC §8).
+
+Run by hand: ``.venv/bin/python bench/replay.py [N] [--projection article-views|link-stats]``.
+Commits N events (``ArticleViewed`` over 1,000 articles, or ``LinkVisited``
+over 1,000 links and 50,000 visitors), oldest first over the last 90 days, into a store
+in a temporary directory, 5,000 per transaction, starts its own Redis (the
+rebuild rewrites the leaderboards there), then runs ``sluice replay PROJECTION
+--no-progress`` as a child process and times it. Peak memory is the child's
+``ru_maxrss`` (``os.wait4``). The time includes the child's start (imports,
+opening the store); the rebuild alone is also read from its log line.
+Writes its figures to its section of bench/README.md (``--no-readme``: don't).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from readme import record
+
+from sluice.config import load_config
+from sluice.events import ArticleViewed, Event, LinkVisited, utcnow
+from sluice.redis_server import RedisServer
+from sluice.store import open_store
+
+TARGET = 100_000
+PER_TX = 5_000
+
+
+def make_event(projection: str, i: int, n: int, rng: random.Random) -> Event:
+    # A history is appended as things happen: oldest first, 90 days up to now.
+    when = utcnow() - timedelta(seconds=90 * 86_400 * (n - i) / n + rng.random())
+    if projection == "article-views":
+        return ArticleViewed(article_id=f"a{rng.randrange(1000)}", viewer=f"v{i}",
+                             occurred_at=when)  # fmt: skip
+    return LinkVisited(
+        code=f"l{rng.randrange(1000)}", visitor=f"v{rng.randrange(50_000)}", occurred_at=when,
+        referrer_host=rng.choice((None, "example.com", "news.ycombinator.com")),
+        browser=rng.choice(("Chrome", "Firefox", "Safari")), is_bot=rng.random() < 0.05,
+    )  # fmt: skip
+
+
+async def fill(data_dir: Path, projection: str, n: int) -> float:
+    store = await open_store(load_config({}, data_dir=data_dir))
+    rng = random.Random(7)
+    started = time.perf_counter()
+    try:
+        for i in range(0, n, PER_TX):
+            async with store.transaction() as tx:
+                await tx.append(*(make_event(projection, j, n, rng)
+                                  for j in range(i, min(n, i + PER_TX))))  # fmt: skip
+    finally:
+        await store.close()
+    return time.perf_counter() - started
+
+
+def replay(env: dict[str, str], projection: str) -> tuple[float, int, str]:
+    """Seconds, peak RSS in KiB and the output of ``sluice replay``."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sluice", "replay", projection, "--no-progress"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    assert child.stdout is not None
+    output = child.stdout.read().decode()
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"sluice replay failed ({child.returncode}):\n{output}")
+    return elapsed, usage.ru_maxrss, output
+
+
+def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
+        data_dir = Path(tmp) / "data"
+        filled = asyncio.run(fill(data_dir, args.projection, args.n))
+        print(f"appended {args.n:,} events in {filled:.1f} s", flush=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        env.update(SLUICE_DATA_DIR=str(data_dir), SLUICE_REDIS_URL=server.url,
+                   SLUICE_LOG_LEVEL="info", SLUICE_LOG_FORMAT="json")  # fmt: skip
+        seconds, peak_kib, output = replay(env, args.projection)
+    rate = args.n / seconds
+    size = "".join(line for line in output.splitlines() if "rebuilt from" in line)
+    table = "\n".join([
+        f"{args.n:,} `{'ArticleViewed' if args.projection == 'article-views' else 'LinkVisited'}`"
+        f" events, `sluice replay {args.projection}` in a child process:", "",
+        "| figure | value |", "|---|---|",
+        f"| wall time (process start to exit) | {seconds:.1f} s |",
+        f"| events/s (target >= {TARGET:,}) | **{rate:,.0f}** ({rate / TARGET:.2f} of the target)"
+        " |",
+        f"| peak RSS of the replaying process | {peak_kib / 1024:.0f} MiB |",
+        "", f"Its output: `{size.strip()}`",
+    ])  # fmt: skip
+    print(table)
+    if not args.no_readme:
+        record(f"replay-{args.projection}", f"replay.py: `sluice replay {args.projection}`", table)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=1_000_000)
+    parser.add_argument("--projection", choices=("article-views", "link-stats"),
+                        default="article-views")  # fmt: skip
+    parser.add_argument("--no-readme", action="store_true")
+    main(parser.parse_args())

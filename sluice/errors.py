@@ -65,6 +65,11 @@ class Conflict(ProblemError):
     title = "Conflict"
 
 
+class Gone(ProblemError):
+    status = 410
+    title = "Gone"
+
+
 class UnsupportedMediaType(ProblemError):
     status = 415
     title = "Unsupported Media Type"

@@ -9,7 +9,7 @@ import asyncio
 
 from aiohttp import web
 
-from sluice.errors import Conflict, NotFound, ProblemError
+from sluice.errors import Conflict, Gone, NotFound
 from sluice.exports import jobs
 from sluice.exports.files import exports_dir
 from sluice.exports.jobs import Job
@@ -17,11 +17,6 @@ from sluice.http.auth import require_user
 from sluice.http.bodies import json_response
 from sluice.http.keys import CONFIG, STORE, TRACE_ID
 from sluice.http.schemas import ExportStarted, JobOut
-
-
-class Gone(ProblemError):
-    status = 410
-    title = "Gone"
 
 
 def _job_url(request: web.Request, job_id: str) -> str:

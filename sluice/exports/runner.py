@@ -35,6 +35,7 @@ from sluice.exports.jobs import Job
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.store.links import get_link
+from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import cancel_and_wait
@@ -54,7 +55,7 @@ class PermanentFailure(Exception):
 class ExportDeps:
     store: Store
     redis: aioredis.Redis
-    prefix: str
+    keys: Keys
     directory: Path
     batch: int  # sequence numbers per window
     lock_ttl_ms: int
@@ -64,13 +65,13 @@ class ExportDeps:
     def from_resources(cls, resources: Resources) -> ExportDeps:
         config = resources.config
         return cls(
-            store=resources.store, redis=resources.redis, prefix=resources.keys.prefix,
+            store=resources.store, redis=resources.redis, keys=resources.keys,
             directory=exports_dir(config), batch=config.export_batch,
             lock_ttl_ms=config.claim_idle_ms, max_attempts=config.max_deliveries,
         )  # fmt: skip
 
     def lock(self, job_id: str) -> RedisLock:
-        return RedisLock(self.redis, f"{self.prefix}:export:{job_id}:lock", self.lock_ttl_ms)
+        return RedisLock(self.redis, self.keys.export_lock(job_id), self.lock_ttl_ms)
 
 
 def progress_at(cursor: int, snapshot: int) -> int:

@@ -55,5 +55,9 @@ class Keys:
     def reminder_occurrence(self, reminder_id: str, slot: str) -> str:
         return f"{self.prefix}:reminder:{reminder_id}:slot:{slot}"
 
+    def export_lock(self, job_id: str) -> str:
+        """Held by the one runner of an export job."""
+        return f"{self.prefix}:export:{job_id}:lock"
+
     def is_stream_key(self, key: str) -> bool:
         return key.startswith(f"{self.prefix}:") and key.count(":") == 1

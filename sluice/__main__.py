@@ -40,9 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_list.add_argument("--group")
     dlq_list.add_argument("--limit", type=int, default=50)
     for action in ("redrive", "drop"):
-        one = dlq_sub.add_parser(action)
-        one.add_argument("group")
-        one.add_argument("id")
+        one = dlq_sub.add_parser(action, help="GROUP may be left out when only one group holds ID")
+        one.add_argument("target", nargs="+", metavar="[GROUP] ID")
     return parser
 
 

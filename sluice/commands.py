@@ -29,7 +29,7 @@ from sluice.redis_server import RedisServer
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.store import open_store
-from sluice.streams.dead_letters import list_dead_letters
+from sluice.streams.dead_letters import groups_holding, is_entry_id, list_dead_letters
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import status
 from sluice.streams.waiting import first_of
@@ -171,11 +171,27 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
                     f"  deliveries={letter.deliveries}  {letter.error}"
                 )
             return 0
-        failures = Failures(resources.redis, resources.keys, args.group)
+        if len(args.target) > 2:
+            print("expected [GROUP] ID", file=sys.stderr)
+            return 2
+        *named, dead_id = args.target
+        if not is_entry_id(dead_id):
+            print(f"{dead_id!r} is not a stream entry id", file=sys.stderr)
+            return 2
+        holders = named or await groups_holding(
+            resources.redis, resources.keys, sorted(GROUPS), dead_id
+        )
+        if not holders:
+            print(f"{args.action}: no such dead letter", file=sys.stderr)
+            return 1
+        if len(holders) > 1:
+            print(f"{args.action}: held by {', '.join(holders)}; name the group", file=sys.stderr)
+            return 1
+        failures = Failures(resources.redis, resources.keys, holders[0])
         done = (
-            await failures.redrive(args.id) is not None
+            await failures.redrive(dead_id) is not None
             if args.action == "redrive"
-            else await failures.drop(args.id)
+            else await failures.drop(dead_id)
         )
     print(f"{args.action}: {'done' if done else 'no such dead letter'}")
     return 0 if done else 1

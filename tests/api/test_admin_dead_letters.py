@@ -223,3 +223,23 @@ async def test_dashboard_page_is_served_with_a_strict_policy(client: Client) -> 
     assert f"script-src 'sha256-{digest}'" in policy
     assert "connect-src 'self'" in policy
     assert (await client.head("/admin")).status == 200
+
+
+async def test_cli_redrive_and_drop_find_the_group_when_it_is_left_out(
+    admin: Client,
+    admin_config: Config,
+    redis: aioredis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first = await kill(redis, "mail", "ev-d1")
+    second = await kill(redis, "article-views", "ev-d2")
+    redrive = argparse.Namespace(action="redrive", target=[first])
+    assert await dlq(admin_config, redrive) == 0
+    drop = argparse.Namespace(action="drop", target=["article-views", second])
+    assert await dlq(admin_config, drop) == 0
+    assert await listed(admin) == []
+    assert await redis.xlen(KEYS.retry("mail")) + await redis.zcard(KEYS.delayed("mail")) == 1
+    # Gone now, and not an id at all.
+    assert await dlq(admin_config, argparse.Namespace(action="drop", target=[first])) == 1
+    assert await dlq(admin_config, argparse.Namespace(action="drop", target=["x"])) == 2
+    assert "no such dead letter" in capsys.readouterr().err

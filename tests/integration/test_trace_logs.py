@@ -38,10 +38,12 @@ async def test_the_request_trace_id_reaches_the_mail_workers_log_lines(
         assert response.status == 201
         trace_id = response.headers["X-Trace-Id"]
 
-        async def mailed() -> bool:
-            return any(line["event"] == "mail sent" for line in lines_with(log, trace_id))
+        async def mailed_and_handled() -> bool:
+            # "event handled" is written after the handler returned, so after "mail sent".
+            events = {line["event"] for line in lines_with(log, trace_id)}
+            return {"mail sent", "event handled"} <= events
 
-        await wait_for(mailed, timeout=30)
+        await wait_for(mailed_and_handled, timeout=30)
         lines = lines_with(log, trace_id)
         handled = [line for line in lines if line["event"] == "event handled"]
         assert handled and handled[0]["group"] == "mail"

@@ -13,7 +13,7 @@ from sluice.projections.article_views import top_from_store
 from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
 from sluice.store.users import db_time
-from sluice.streams.maintenance import all_streams, reap_consumers, trim_threshold
+from sluice.streams.maintenance import all_streams, reap_consumers, trim_stream
 
 SNAPSHOT_SIZE = 100
 # A consumer idle this long with nothing pending belongs to a worker that is gone:
@@ -72,9 +72,7 @@ async def trim_streams(ctx: TaskContext) -> None:
     for stream in sorted(await all_streams(redis, keys)):
         if ctx.cursor is not None and stream <= ctx.cursor:
             continue
-        threshold = await trim_threshold(redis, stream, retention)
-        if threshold is not None:
-            removed += int(await redis.xtrim(stream, minid=threshold, approximate=False))
+        removed += await trim_stream(redis, stream, retention) or 0
         await ctx.checkpoint(stream)
     ctx.log.info("streams trimmed", entries_removed=removed)
 

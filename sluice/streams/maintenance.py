@@ -63,13 +63,21 @@ async def trim_threshold(redis: aioredis.Redis, stream: str, retention_s: int) -
     return f"{floor[0]}-{floor[1]}"
 
 
+async def trim_stream(redis: aioredis.Redis, stream: str, retention_s: int) -> int | None:
+    """Trim one stream below its threshold; how many entries it lost (None: it is empty)."""
+    threshold = await trim_threshold(redis, stream, retention_s)
+    if threshold is None:
+        return None
+    return int(await redis.xtrim(stream, minid=threshold, approximate=False))
+
+
 async def trim_streams(redis: aioredis.Redis, keys: Keys, retention_s: int) -> dict[str, int]:
     """Trim every stream; returns how many entries each lost."""
     removed: dict[str, int] = {}
     for stream in await all_streams(redis, keys):
-        threshold = await trim_threshold(redis, stream, retention_s)
-        if threshold is not None:
-            removed[stream] = int(await redis.xtrim(stream, minid=threshold, approximate=False))
+        lost = await trim_stream(redis, stream, retention_s)
+        if lost is not None:
+            removed[stream] = lost
     return removed
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
 import structlog
 
 from sluice.events import utcnow, uuid7
@@ -145,7 +146,8 @@ class Runner:
             await cancel_and_wait(work)
             LOCK_LOSSES.labels(run.task.name).inc()
             return "failed", LOST_LOCK
-        await self._release(run)
+        if not context.lost.is_set():  # a lost lock is not ours to release
+            await self._release(run)
         if work.cancelled():
             return "failed", "cancelled"
         exc = work.exception()
@@ -200,12 +202,9 @@ class Runner:
         except Exception:
             # The record stays "running"; the next holder of the lock marks it abandoned.
             log.exception("task: could not record the outcome", status=status)
-        return runs.RunRecord(
-            id=record.id, task=record.task, trigger=record.trigger, status=status,
-            scheduled_for=record.scheduled_for, started_at=record.started_at,
-            finished_at=now, cursor=run.context.cursor, error=error,
-            trace_id=record.trace_id,
-        )  # fmt: skip
+        return msgspec.structs.replace(
+            record, status=status, finished_at=now, cursor=run.context.cursor, error=error
+        )
 
 
 def _describe(exc: BaseException) -> str:

@@ -15,7 +15,7 @@ import msgspec
 
 from sluice.events import ExportRequested, utcnow, uuid7
 from sluice.store.base import Row, Store
-from sluice.store.users import db_time
+from sluice.store.users import db_time, from_db_time, optional_db_time
 
 EXPORT = "export"
 Status = Literal["queued", "running", "succeeded", "failed"]
@@ -60,18 +60,14 @@ _COLUMNS = (
 )
 
 
-def _time(value: object) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(str(value))
-
-
 def job_from_row(row: Row) -> Job:
     return Job(
         id=row[0], kind=row[1], owner_id=row[2], code=row[3], status=row[4],
-        progress=int(row[5]), created_at=datetime.fromisoformat(str(row[6])),
-        started_at=_time(row[7]), finished_at=_time(row[8]), error=row[9],
+        progress=int(row[5]), created_at=from_db_time(row[6]),
+        started_at=optional_db_time(row[7]), finished_at=optional_db_time(row[8]), error=row[9],
         snapshot_seq=int(row[10]), cursor_seq=int(row[11]), cursor_bytes=int(row[12]),
         rows=int(row[13]), attempt=int(row[14]), resumed_from=row[15], result_path=row[16],
-        purged_at=_time(row[17]), trace_id=row[18],
+        purged_at=optional_db_time(row[17]), trace_id=row[18],
     )  # fmt: skip
 
 

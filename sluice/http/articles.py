@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
-from datetime import date, datetime
+from datetime import date
 
 import structlog
 from aiohttp import web
@@ -34,6 +34,7 @@ from sluice.projections.article_views import (
     top_from_store,
     views_of,
 )
+from sluice.store.users import from_db_time
 
 log = structlog.get_logger(__name__)
 
@@ -164,5 +165,5 @@ async def top_snapshot(request: web.Request) -> web.Response:
     if not rows:
         raise NotFound(f"no leaderboard snapshot for {day.isoformat()}")
     items = [TopItem(article_id=str(a), views=int(v)) for a, v, _ in rows]
-    taken_at = datetime.fromisoformat(str(rows[0][2]))
+    taken_at = from_db_time(rows[0][2])
     return json_response(TopSnapshot(date=day, taken_at=taken_at, items=items))

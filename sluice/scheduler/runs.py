@@ -14,7 +14,7 @@ import msgspec
 
 from sluice.events import TaskRunFinished
 from sluice.store.base import Row, Store
-from sluice.store.users import db_time
+from sluice.store.users import db_time, from_db_time, optional_db_time
 
 Trigger = Literal["cron", "manual"]
 Status = Literal["running", "succeeded", "failed"]
@@ -40,15 +40,11 @@ _COLUMNS = (
 )
 
 
-def _time(value: object) -> datetime:
-    return datetime.fromisoformat(str(value))
-
-
 def _record(row: Row) -> RunRecord:
     return RunRecord(
         id=row[0], task=row[1], trigger=row[2], status=row[3],
-        scheduled_for=_time(row[4]), started_at=_time(row[5]),
-        finished_at=_time(row[6]) if row[6] is not None else None,
+        scheduled_for=from_db_time(row[4]), started_at=from_db_time(row[5]),
+        finished_at=optional_db_time(row[6]),
         cursor=row[7], error=row[8], trace_id=row[9],
     )  # fmt: skip
 

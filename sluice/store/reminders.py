@@ -18,7 +18,7 @@ import msgspec
 
 from sluice.events import ReminderDue, uuid7
 from sluice.store.base import Row, Store, Tx
-from sluice.store.users import db_time
+from sluice.store.users import db_time, from_db_time, optional_db_time
 
 
 class Reminder(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,12 +36,8 @@ _COLUMNS = "id, owner_id, cron, timezone, text, created_at"
 def _reminder(row: Row) -> Reminder:
     return Reminder(
         id=str(row[0]), owner_id=str(row[1]), cron=str(row[2]), timezone=str(row[3]),
-        text=str(row[4]), created_at=datetime.fromisoformat(str(row[5])),
+        text=str(row[4]), created_at=from_db_time(row[5]),
     )  # fmt: skip
-
-
-def _time(value: object) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(str(value))
 
 
 async def insert_reminder(tx: Tx, reminder: Reminder) -> None:
@@ -93,7 +89,7 @@ async def all_active(store: Store) -> list[Planned]:
         f"SELECT {columns}, (SELECT MAX(o.scheduled_for) FROM reminder_occurrences o"
         " WHERE o.reminder_id = r.id) FROM reminders r WHERE r.deleted_at IS NULL"
     )
-    return [Planned(_reminder(row), _time(row[6])) for row in rows]
+    return [Planned(_reminder(row), optional_db_time(row[6])) for row in rows]
 
 
 class Fired(enum.Enum):
@@ -149,4 +145,4 @@ async def occurrences(store: Store, reminder_id: str) -> list[datetime]:
         " ORDER BY scheduled_for",
         (reminder_id,),
     )
-    return [datetime.fromisoformat(str(row[0])) for row in rows]
+    return [from_db_time(row[0]) for row in rows]

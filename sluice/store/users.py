@@ -31,6 +31,15 @@ def db_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def from_db_time(value: object) -> datetime:
+    """A timestamp as ``db_time`` wrote it (or any ISO 8601 text), back as a datetime."""
+    return datetime.fromisoformat(str(value))
+
+
+def optional_db_time(value: object) -> datetime | None:
+    return None if value is None else from_db_time(value)
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

@@ -14,6 +14,7 @@ from Redis and the database at scrape time.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterable, Iterator
 
@@ -34,11 +35,12 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 REQUESTS = Counter(
     "sluice_http_requests", "HTTP requests answered, by route", ["method", "route", "status"]
 )
+_LATENCY_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 REQUEST_SECONDS = Histogram(
     "sluice_http_request_duration_seconds",
     "HTTP request latency, by route",
     ["method", "route"],
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+    buckets=_LATENCY_BOUNDS,
 )
 EVENTS_COMMITTED = Counter(
     "sluice_events_committed", "Events committed to the history (outbox), by type", ["type"]
@@ -70,6 +72,47 @@ VISITS_RECORDED = Counter("sluice_visits_recorded", "Link visits committed by th
 LINK_CACHE_LOOKUPS = Counter(
     "sluice_link_cache_lookups", "Redirect link lookups, by result (hit, miss)", ["result"]
 )
+
+
+class RequestTally:
+    """Request counts and latencies by route in plain numbers, added to ``REQUESTS`` and
+    ``REQUEST_SECONDS`` by ``publish`` (once a second, by the API).
+
+    In multiprocess mode every prometheus-client increment takes a lock and checks
+    the process id; two of them per request showed on the redirect path.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str, int], int] = {}
+        # (method, route) -> [count per bucket (the last one +Inf), sum of seconds]
+        self._latency: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+
+    def add(self, method: str, route: str, status: int, seconds: float) -> None:
+        key = (method, route, status)
+        self._counts[key] = self._counts.get(key, 0) + 1
+        latency = self._latency.get((method, route))
+        if latency is None:
+            latency = self._latency[(method, route)] = ([0] * (len(_LATENCY_BOUNDS) + 1), [0.0])
+        # The first bucket whose bound is >= seconds, as Histogram.observe picks it.
+        latency[0][bisect.bisect_left(_LATENCY_BOUNDS, seconds)] += 1
+        latency[1][0] += seconds
+
+    def publish(self) -> None:
+        counts, self._counts = self._counts, {}
+        latencies, self._latency = self._latency, {}
+        for (method, route, status), n in counts.items():
+            REQUESTS.labels(method, route, str(status)).inc(n)
+        for (method, route), (buckets, total) in latencies.items():
+            # Histogram has no bulk observe; its children keep one value per bucket
+            # (not cumulative) and the sum, which is what observe() increments.
+            child = REQUEST_SECONDS.labels(method, route)
+            child._sum.inc(total[0])
+            for i, n in enumerate(buckets):
+                if n:
+                    child._buckets[i].inc(n)
+
+
+REQUEST_TALLY = RequestTally()
 
 
 def multiprocess_dir() -> str | None:

@@ -21,6 +21,7 @@ from sluice.http.keys import KEYS, LINK_CACHE, REDIS, STORE, VISITS
 from sluice.metrics import (
     CONTENT_TYPE,
     LINK_CACHE_LOOKUPS,
+    REQUEST_TALLY,
     VISITS_RECORDED,
     gauge,
     render,
@@ -64,7 +65,7 @@ def _families(report: Status | None) -> list[Metric]:
 
 
 class _Published:
-    """What the redirect path counted in plain integers, added to the shared counters
+    """What the request path counted in plain numbers, added to the shared counters
     once a second (a prometheus-client increment per redirect costs more than this)."""
 
     def __init__(self) -> None:
@@ -76,6 +77,7 @@ class _Published:
         LINK_CACHE_LOOKUPS.labels("miss").inc(cache.misses - self.misses)
         VISITS_RECORDED.inc(visits.committed - self.visits)
         self.hits, self.misses, self.visits = cache.hits, cache.misses, visits.committed
+        REQUEST_TALLY.publish()
 
 
 async def publish_counters(app: web.Application) -> AsyncIterator[None]:

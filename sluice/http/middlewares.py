@@ -12,18 +12,18 @@ import random
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import istr
 
+from sluice import logs
 from sluice.errors import ProblemError
 from sluice.http.keys import TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
 from sluice.logs import REQUEST
-from sluice.metrics import REQUEST_SECONDS, REQUESTS
+from sluice.metrics import REQUEST_TALLY
 
 log = structlog.get_logger(__name__)
 
@@ -94,26 +94,13 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
         return response
     finally:
         seconds = time.perf_counter() - started
-        log.info("request", status=status, duration_ms=round(seconds * 1000, 2))
-        _count(request, status, seconds)
+        duration_ms = round(seconds * 1000, 2)
+        if logs.request_line is not None:
+            logs.request_line(status, duration_ms)
+        else:
+            log.info("request", status=status, duration_ms=duration_ms)
+        # By route pattern (``/{code}``, not the path): bounded label values.
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        REQUEST_TALLY.add(request.method, route, status, seconds)
         REQUEST.reset(token)
-
-
-_counters: dict[tuple[str, str, int], tuple[Any, Any]] = {}
-
-
-def _count(request: web.Request, status: int, seconds: float) -> None:
-    """Request metrics by route pattern (``/{code}``, not the path: bounded label values);
-    the labelled children are cached, the lookup showed on the redirect path."""
-    resource = request.match_info.route.resource
-    route = resource.canonical if resource is not None else "unmatched"
-    key = (request.method, route, status)
-    children = _counters.get(key)
-    if children is None:
-        children = (
-            REQUESTS.labels(request.method, route, str(status)),
-            REQUEST_SECONDS.labels(request.method, route),
-        )
-        _counters[key] = children
-    children[0].inc()
-    children[1].observe(seconds)

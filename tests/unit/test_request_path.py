@@ -12,9 +12,11 @@ import logging
 import os
 import re
 import uuid
+from typing import Any
 
 import pytest
 import structlog
+from prometheus_client import Histogram
 
 from sluice.events import uuid7
 from sluice.http.middlewares import new_trace_id
@@ -23,11 +25,14 @@ from sluice.links.cache import LinkCache, Target
 from sluice.logs import (
     REQUEST,
     LineWriter,
+    Timestamp,
     WriterLogger,
+    json_request_line,
     lean_bound_logger,
     processors,
     render_json,
 )
+from sluice.metrics import REQUEST_SECONDS, REQUESTS, RequestTally
 
 
 class Stream(io.StringIO):
@@ -109,6 +114,55 @@ def test_a_json_line_carries_the_request_and_skips_lower_levels() -> None:
         "/kept",
     )
     assert (third["group"], third["trace_id"]) == ("link-stats", "t" * 32)
+
+
+def test_the_fast_request_line_is_the_line_structlog_writes() -> None:
+    chain, fast = Stream(), Stream()
+    log = structlog.wrap_logger(
+        WriterLogger(LineWriter(chain)),
+        processors=processors(render_json),
+        wrapper_class=lean_bound_logger(logging.INFO),
+    )
+    request_line = json_request_line(LineWriter(fast), Timestamp())
+    for context in (("t" * 32, "GET", '/a"b\\\u00e9'), None):
+        token = REQUEST.set(context)
+        try:
+            log.info("request", status=302, duration_ms=0.25)
+            request_line(302, 0.25)
+        finally:
+            REQUEST.reset(token)
+    slow_lines, fast_lines = chain.getvalue().splitlines(), fast.getvalue().splitlines()
+    for slow_line, fast_line in zip(slow_lines, fast_lines, strict=True):
+        slow, quick = json.loads(slow_line), json.loads(fast_line)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", quick.pop("timestamp"))
+        del slow["timestamp"]
+        assert list(quick.items()) == list(slow.items())  # same keys and values, same order
+    assert len(fast.getvalue().splitlines()) == 2
+
+
+def test_the_request_tally_adds_up_to_what_observe_would_count() -> None:
+    tally = RequestTally()
+    route = "/tally-test/{x}"
+    samples = [0.0005, 0.001, 0.002, 0.0025, 0.7, 3.0, 9.0, 0.0005]
+    for seconds in samples:
+        tally.add("GET", route, 302, seconds)
+    tally.add("GET", route, 404, 0.01)
+    before = REQUESTS.labels("GET", route, "302")._value.get()
+    tally.publish()
+    tally.publish()  # nothing new: adds nothing
+    assert REQUESTS.labels("GET", route, "302")._value.get() == before + len(samples)
+    assert REQUESTS.labels("GET", route, "404")._value.get() == 1
+    reference = Histogram("reference_seconds", "", buckets=REQUEST_SECONDS._upper_bounds[:-1],
+                          registry=None)  # fmt: skip
+    for seconds in [*samples, 0.01]:
+        reference.observe(seconds)
+
+    def samples_of(histogram: Any) -> list[tuple[str, dict[str, str], float]]:
+        return [(s.name, s.labels, s.value) for s in histogram._samples() if s.name != "_created"]
+
+    ours = samples_of(REQUEST_SECONDS.labels("GET", route))
+    assert ours == samples_of(reference)  # every bucket, the count and the sum
+    assert ("_count", {}, len(samples) + 1) in ours
 
 
 def test_the_fast_visitor_hash_is_the_hmac_one() -> None:

@@ -4,6 +4,11 @@ A job is ``queued`` when requested, ``running`` from its first attempt, and
 ``succeeded`` or ``failed`` at the end. Each attempt bumps ``attempt``; the
 runner's checkpoint and outcome updates name the attempt they belong to, so a
 stale runner (one that lost its lock) can never move a job another runner owns.
+
+A job whose stream entry went to the dead letters (every delivery's worker
+died) is ``failed`` with ``dead_lettered`` set; a new delivery of its event (a
+redrive) takes it up again from its checkpoint, unless another export of the
+same link is active by then.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Literal
 import msgspec
 
 from sluice.events import ExportRequested, utcnow, uuid7
-from sluice.store.base import Row, Store
+from sluice.store.base import Row, Store, Tx
 from sluice.store.users import db_time, from_db_time, optional_db_time
 
 EXPORT = "export"
@@ -47,16 +52,22 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     result_path: str | None  # file name under <data dir>/exports/
     purged_at: datetime | None
     trace_id: str
+    dead_lettered: bool = False
 
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
 
+    @property
+    def done(self) -> bool:
+        """Finished for good: a delivery of its event has nothing to do."""
+        return self.finished and not self.dead_lettered
+
 
 _COLUMNS = (
     "id, kind, owner_id, code, status, progress, created_at, started_at, finished_at, error,"
     " snapshot_seq, cursor_seq, cursor_bytes, rows, attempt, resumed_from, result_path,"
-    " purged_at, trace_id"
+    " purged_at, trace_id, dead_lettered"
 )
 
 
@@ -67,7 +78,7 @@ def job_from_row(row: Row) -> Job:
         started_at=optional_db_time(row[7]), finished_at=optional_db_time(row[8]), error=row[9],
         snapshot_seq=int(row[10]), cursor_seq=int(row[11]), cursor_bytes=int(row[12]),
         rows=int(row[13]), attempt=int(row[14]), resumed_from=row[15], result_path=row[16],
-        purged_at=optional_db_time(row[17]), trace_id=row[18],
+        purged_at=optional_db_time(row[17]), trace_id=row[18], dead_lettered=bool(row[19]),
     )  # fmt: skip
 
 
@@ -119,17 +130,21 @@ async def request_export(store: Store, owner_id: str, code: str, trace_id: str) 
 async def begin_attempt(store: Store, job_id: str) -> Job | None:
     """Mark the job running as a new attempt; the job as it is now (None if unknown).
 
-    A finished job is returned unchanged: its event was delivered again.
+    A finished job is returned unchanged: its event was delivered again. One
+    given up in the dead letters runs again (a redrive), unless another export
+    of the same link is queued or running.
     """
     async with store.transaction() as tx:
         row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
         if row is None:
             return None
-        if job_from_row(row).finished:
-            return job_from_row(row)
+        job = job_from_row(row)
+        if job.done or (job.dead_lettered and await _superseded(tx, job)):
+            return job
         await tx.execute(
             "UPDATE jobs SET status = 'running', started_at = COALESCE(started_at, ?),"
-            " attempt = attempt + 1, resumed_from = cursor_seq WHERE id = ?",
+            " attempt = attempt + 1, resumed_from = cursor_seq,"
+            " finished_at = NULL, error = NULL, dead_lettered = 0 WHERE id = ?",
             (db_time(utcnow()), job_id),
         )
         row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
@@ -166,6 +181,26 @@ async def succeed(store: Store, job: Job, result_path: str) -> bool:
             "UPDATE jobs SET status = 'succeeded', progress = 100, finished_at = ?,"
             " result_path = ? WHERE id = ? AND attempt = ? AND status = 'running'",
             (db_time(utcnow()), result_path, job.id, job.attempt),
+        )
+    return changed == 1
+
+
+async def _superseded(tx: Tx, job: Job) -> bool:
+    row = await tx.fetchone(
+        "SELECT 1 FROM jobs WHERE kind = ? AND owner_id = ? AND code = ? AND id != ?"
+        " AND status IN ('queued', 'running')",
+        (job.kind, job.owner_id, job.code, job.id),
+    )
+    return row is not None
+
+
+async def give_up(store: Store, job_id: str, error: str) -> bool:
+    """Mark a queued or running job failed because its entry went to the dead letters."""
+    async with store.transaction() as tx:
+        changed = await tx.execute(
+            "UPDATE jobs SET status = 'failed', finished_at = ?, error = ?, dead_lettered = 1"
+            " WHERE id = ? AND status IN ('queued', 'running')",
+            (db_time(utcnow()), error[:ERROR_LIMIT], job_id),
         )
     return changed == 1
 

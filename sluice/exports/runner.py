@@ -87,7 +87,7 @@ async def run_export(job_id: str, deps: ExportDeps) -> None:
     if job is None:
         log.warning("export: no such job, nothing to do", job_id=job_id)
         return
-    if job.finished:
+    if job.done:
         return
     lock = deps.lock(job_id)
     if not await _acquire(lock, deps, job_id):
@@ -110,7 +110,7 @@ async def _acquire(lock: RedisLock, deps: ExportDeps, job_id: str) -> bool:
     pause = min(max(deps.lock_ttl_ms / 10_000, 0.05), 1.0)
     while not await lock.acquire():
         job = await jobs.get_job(deps.store, job_id)
-        if job is None or job.finished:
+        if job is None or job.done:
             return False
         if time.monotonic() > deadline:
             raise HandlerError(f"export {job_id} is being run by another worker")

@@ -2,17 +2,25 @@
 
 Long jobs keep their stream entry: the consumer runtime resets its idle time
 while the handler runs, so no other consumer reclaims it from a live worker.
+A job whose entry goes to the dead letters (its workers died on every
+delivery) is marked failed; redriving the entry resumes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import structlog
+
 from sluice.events import Event, ExportRequested
+from sluice.exports import jobs
 from sluice.exports.runner import ExportDeps, run_export
 from sluice.resources import Resources
 from sluice.streams.dispatch import EventHandler, event_group
+from sluice.streams.messages import Message, PoisonMessage
 from sluice.streams.spec import GroupSpec
+
+log = structlog.get_logger(__name__)
 
 NAME = "exports"
 
@@ -26,7 +34,18 @@ HANDLERS: Mapping[type[Event], EventHandler] = {ExportRequested: on_export_reque
 
 def group(resources: Resources, deps: ExportDeps | None = None) -> GroupSpec:
     aggregates = tuple(sorted({event_type.aggregate for event_type in HANDLERS}))
+    deps = deps or ExportDeps.from_resources(resources)
+
+    async def on_dead_letter(message: Message, error: str) -> None:
+        try:
+            event = message.decode()
+        except PoisonMessage:
+            return
+        if isinstance(event, ExportRequested):
+            reason = f"given up after {message.deliveries} deliveries: {error}"
+            if await jobs.give_up(deps.store, event.job_id, reason):
+                log.error("export failed: its entry is in the dead letters", job_id=event.job_id)
+
     return event_group(
-        NAME, aggregates, HANDLERS, deps or ExportDeps.from_resources(resources),
-        resources.config.worker_concurrency,
-    )  # fmt: skip
+        NAME, aggregates, HANDLERS, deps, resources.config.worker_concurrency, on_dead_letter
+    )

@@ -231,4 +231,10 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             WHERE finished_at IS NOT NULL AND purged_at IS NULL;
         """,
     ),
+    (
+        9,
+        "export jobs given up in the dead letters",
+        # 1: failed because its entry went to the dead letters; a redrive resumes it.
+        "ALTER TABLE jobs ADD COLUMN dead_lettered INTEGER NOT NULL DEFAULT 0",
+    ),
 ]

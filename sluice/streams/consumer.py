@@ -250,6 +250,12 @@ class Consumer:
                 event_type=message.type, trace_id=message.trace_id,
                 deliveries=message.deliveries, error=text,
             )  # fmt: skip
+            if self.spec.on_dead_letter is not None:
+                try:
+                    await self.spec.on_dead_letter(message, text)
+                except Exception:  # the dead letter stands; only the group's record of it failed
+                    log.exception("dead-letter hook failed", group=self.group,
+                                  event_id=message.event_id)  # fmt: skip
             return
         delay = backoff_ms(self.settings.retry_base_ms, message.deliveries)
         await self.failures.retry(

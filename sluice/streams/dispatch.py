@@ -15,7 +15,7 @@ import structlog
 
 from sluice.events import Event
 from sluice.streams.messages import Delivery
-from sluice.streams.spec import GroupSpec
+from sluice.streams.spec import DeadLetterHook, GroupSpec
 
 EventHandler = Callable[[Any, Any], Awaitable[None]]
 
@@ -26,6 +26,7 @@ def event_group(
     handlers: Mapping[type[Event], EventHandler],
     deps: object,
     concurrency: int,
+    on_dead_letter: DeadLetterHook | None = None,
 ) -> GroupSpec:
     limit = asyncio.Semaphore(concurrency)
 
@@ -49,4 +50,4 @@ def event_group(
         await asyncio.gather(*(one(d, failures) for d in deliveries))
         return failures
 
-    return GroupSpec(name=name, aggregates=aggregates, handler=handle)
+    return GroupSpec(name, aggregates, handle, on_dead_letter)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sluice.streams.messages import BatchHandler
+from sluice.streams.messages import BatchHandler, Message
+
+# Called after an entry of the group went to its dead letters, with the error text.
+DeadLetterHook = Callable[[Message, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """A handler group: its name, the aggregate streams it reads, its batch handler."""
+    """A handler group: its name, the aggregate streams it reads, its batch handler, and
+    what it records when one of its entries is given up on (dead-lettered), if anything."""
 
     name: str
     aggregates: tuple[str, ...]
     handler: BatchHandler
+    on_dead_letter: DeadLetterHook | None = None
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,12 @@ from sluice.exports import jobs
 from sluice.exports.files import exports_dir
 from sluice.exports.jobs import Job
 from sluice.exports.runner import ExportDeps, run_export
+from sluice.groups import GROUPS
+from sluice.processes import runtime_settings
 from sluice.resources import Resources
 from sluice.store import Store
+from sluice.streams.consumer import Consumer
+from sluice.streams.messages import Message, fields_from_redis
 from sluice.streams.relay import POSITION, Relay
 from tests.integration.conftest import Child, wait_for
 from tests.link_helpers import OWNER, add_link, add_user
@@ -62,6 +66,23 @@ async def seed(store: Store) -> None:
                 *(visit(i, OTHER_CODE if i % 11 == 10 else CODE)
                   for i in range(start, min(total, start + PER_TX)))
             )  # fmt: skip
+
+
+async def small_export(store: Store) -> Job:
+    """The link with 3,000 visits and an export of it requested."""
+    await add_link(store, CODE, "https://example.org/big")
+    await add_user(store)
+    async with store.transaction() as tx:
+        await tx.append(*(visit(i, CODE) for i in range(3_000)))
+    job, _ = await jobs.request_export(store, OWNER, CODE, "trace-export")
+    return job
+
+
+async def all_published(store: Store) -> None:
+    async def published() -> bool:
+        return await store.position(POSITION) == await store.max_seq()
+
+    await wait_for(published)
 
 
 async def expected_rows(store: Store, upto: int) -> list[tuple[datetime, str, str, str, str]]:
@@ -147,11 +168,7 @@ async def test_a_worker_killed_midway_resumes_from_its_checkpoint_without_duplic
     await seed(store)
     job, _ = await jobs.request_export(store, OWNER, CODE, "trace-export")
     start_relay()
-
-    async def published() -> bool:
-        return await store.position(POSITION) == await store.max_seq()
-
-    await wait_for(published)
+    await all_published(store)
     worker = spawn("worker", "exports", "--consumer", "c1", SLUICE_EXPORT_BATCH="500")
     sampler = Sampler(store, job.id)
 
@@ -186,11 +203,7 @@ async def test_two_deliveries_of_one_job_at_once_write_each_visit_once(
     resources: Resources,
 ) -> None:
     store = resources.store
-    await add_link(store, CODE, "https://example.org/big")
-    await add_user(store)
-    async with store.transaction() as tx:
-        await tx.append(*(visit(i, CODE) for i in range(3_000)))
-    job, _ = await jobs.request_export(store, OWNER, CODE, "trace-export")
+    job = await small_export(store)
     deps = ExportDeps.from_resources(resources)
     # A relay duplicate reaching two consumers: the second waits for the first's lock.
     await asyncio.gather(run_export(job.id, deps), run_export(job.id, deps))
@@ -200,3 +213,69 @@ async def test_two_deliveries_of_one_job_at_once_write_each_visit_once(
     assert finished.attempt == 1
     expected = await expected_rows(store, job.snapshot_seq)
     assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
+
+
+async def give_up_on(resources: Resources, job: Job) -> Consumer:
+    """What the runtime does once every delivery's worker died: the next delivery is
+    over the limit and goes to the dead letters without being handled."""
+    consumer = Consumer(GROUPS["exports"](resources), resources.redis, resources.keys, "doomed",
+                        runtime_settings(resources.config))  # fmt: skip
+    await consumer.ensure_groups()
+    stream = resources.keys.stream("exports")
+    [(_, entries)] = await resources.redis.xreadgroup("exports", "doomed", {stream: ">"})
+    [(entry_id, raw)] = [e for e in entries if fields_from_redis(e[1])["event_id"]]
+    over = resources.config.max_deliveries + 1
+    message = Message(stream, entry_id.decode(), fields_from_redis(raw), over)
+    assert decode(message.fields["data"]).job_id == job.id  # type: ignore[union-attr]
+    await consumer.process([message])
+    return consumer
+
+
+async def test_a_job_whose_entry_is_dead_lettered_is_failed_and_a_redrive_finishes_it(
+    resources: Resources, start_relay: Callable[..., Relay], start_worker: Callable[..., object]
+) -> None:
+    store = resources.store
+    job = await small_export(store)
+    start_relay()
+    await all_published(store)
+    consumer = await give_up_on(resources, job)
+
+    given_up = await jobs.get_job(store, job.id)
+    assert given_up is not None
+    assert (given_up.status, given_up.dead_lettered) == ("failed", True)
+    assert given_up.finished_at is not None
+    assert given_up.error is not None and "given up after" in given_up.error
+    [letter] = await resources.redis.xrange(resources.keys.dead("exports"))
+
+    assert await consumer.failures.redrive(letter[0].decode())
+    start_worker("exports")
+
+    async def succeeded() -> bool:
+        current = await jobs.get_job(store, job.id)
+        return current is not None and current.status == "succeeded"
+
+    await wait_for(succeeded, timeout=30)
+    finished = await jobs.get_job(store, job.id)
+    assert finished is not None
+    assert (finished.error, finished.dead_lettered, finished.progress) == (None, False, 100)
+    expected = await expected_rows(store, job.snapshot_seq)
+    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
+
+
+async def test_a_redrive_after_a_newer_export_of_the_link_leaves_the_old_job_failed(
+    resources: Resources, start_relay: Callable[..., Relay]
+) -> None:
+    store = resources.store
+    await add_link(store, CODE, "https://example.org/big")
+    await add_user(store)
+    old, _ = await jobs.request_export(store, OWNER, CODE, "trace-old")
+    start_relay()
+    await all_published(store)
+    await give_up_on(resources, old)
+    newer, created = await jobs.request_export(store, OWNER, CODE, "trace-new")
+    assert created and newer.id != old.id  # the failed job does not block a new request
+
+    await run_export(old.id, ExportDeps.from_resources(resources))  # the redriven delivery
+    still = await jobs.get_job(store, old.id)
+    assert still is not None and (still.status, still.dead_lettered) == ("failed", True)
+    assert (await jobs.get_job(store, newer.id)).status == "queued"  # type: ignore[union-attr]

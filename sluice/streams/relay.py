@@ -180,8 +180,10 @@ class Relay:
                     log.warning("relay: lost the lock, standing by")
                     return
                 renewed = now
+            # Cleared before the read, not after an empty one: a commit announced
+            # while the read ran must not wait for the next poll.
+            self.wake.clear()
             if await self.run_once() == 0:
-                self.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll):
                         await first_of(self.wake, stop)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
 
 from sluice.config import Config
 from sluice.resources import Resources
-from sluice.store import open_store
+from sluice.store import StoredEvent, open_store
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.notify import CommitNotifier
@@ -97,6 +100,30 @@ async def test_a_commit_in_another_process_wakes_the_relay(
     finally:
         await notifier.close()
         await other_store.close()
+
+
+async def test_a_commit_announced_while_the_relay_reads_is_not_left_for_the_next_poll(
+    resources: Resources, start_relay: Callable[..., Relay], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    relay = start_relay(poll_ms=60_000)
+    read = resources.store.events_after
+    committed = False
+
+    async def events_after(seq: int, limit: int, **kwargs: Any) -> list[StoredEvent]:
+        nonlocal committed
+        events = await read(seq, limit, **kwargs)
+        if not events and not committed:  # lands after the read, before the relay waits
+            committed = True
+            await post_views(resources, "race", 1)  # its commit sets relay.wake
+        return events
+
+    monkeypatch.setattr(resources.store, "events_after", events_after)
+
+    async def published() -> bool:
+        return relay.published == 1
+
+    await wait_for(published, timeout=5)
+    assert committed
 
 
 async def _subscribed(resources: Resources) -> bool:

@@ -217,8 +217,7 @@ def json_request_line(writer: LineWriter, timestamp: Timestamp) -> Callable[[int
     duration_ms=...)`` through ``processors(render_json)``; what it leaves out is
     ``merge_contextvars``, which looks through every context variable of the
     request for structlog's and finds none on the request path (the API binds
-    its context with ``REQUEST``). A line per request is the API's largest
-    fixed cost after aiohttp itself.
+    its context with ``REQUEST``).
     """
     write = writer.write
 
@@ -232,7 +231,11 @@ def json_request_line(writer: LineWriter, timestamp: Timestamp) -> Callable[[int
                     "trace_id": request[0], "method": request[1], "path": request[2]}  # fmt: skip
         line["level"] = "info"
         line["timestamp"] = timestamp.now()
-        write(_encode(line).decode())
+        try:
+            text = _encode(line).decode()
+        except (TypeError, ValueError, OverflowError):  # a path msgspec cannot take
+            text = render_json(None, "info", line)
+        write(text)
 
     return request_line
 

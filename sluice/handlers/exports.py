@@ -2,8 +2,10 @@
 
 Long jobs keep their stream entry: the consumer runtime resets its idle time
 while the handler runs, so no other consumer reclaims it from a live worker.
-A job whose entry goes to the dead letters (its workers died on every
-delivery) is marked failed; redriving the entry resumes it.
+A job whose entry goes to the dead letters because its workers died on every
+delivery is marked failed; redriving the entry resumes it. Dead letters with
+a handler outcome need nothing: the runner marks the job failed itself after
+its last attempt, and "being run by another worker" means a live runner has it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from sluice.exports import jobs
 from sluice.exports.runner import ExportDeps, run_export
 from sluice.resources import Resources
 from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.messages import Message, PoisonMessage
+from sluice.streams.messages import Message, NoOutcome, PoisonMessage
 from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
@@ -36,7 +38,9 @@ def group(resources: Resources, deps: ExportDeps | None = None) -> GroupSpec:
     aggregates = tuple(sorted({event_type.aggregate for event_type in HANDLERS}))
     deps = deps or ExportDeps.from_resources(resources)
 
-    async def on_dead_letter(message: Message, error: str) -> None:
+    async def on_dead_letter(message: Message, error: BaseException) -> None:
+        if not isinstance(error, NoOutcome):
+            return
         try:
             event = message.decode()
         except PoisonMessage:

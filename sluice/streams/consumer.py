@@ -28,6 +28,7 @@ from sluice.streams.keys import Keys
 from sluice.streams.messages import (
     Delivery,
     Message,
+    NoOutcome,
     PoisonMessage,
     fields_from_redis,
 )
@@ -172,7 +173,7 @@ class Consumer:
         failed: dict[tuple[str, str], BaseException] = {}
         for message in messages:
             if message.deliveries > self.settings.max_deliveries:
-                failed[message.key] = RuntimeError(
+                failed[message.key] = NoOutcome(
                     f"delivered {message.deliveries} times without an outcome"
                 )
                 continue
@@ -252,7 +253,7 @@ class Consumer:
             )  # fmt: skip
             if self.spec.on_dead_letter is not None:
                 try:
-                    await self.spec.on_dead_letter(message, text)
+                    await self.spec.on_dead_letter(message, error)
                 except Exception:  # the dead letter stands; only the group's record of it failed
                     log.exception("dead-letter hook failed", group=self.group,
                                   event_id=message.event_id)  # fmt: skip

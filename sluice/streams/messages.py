@@ -56,6 +56,11 @@ class Message:
             raise PoisonMessage(f"undecodable event: {exc}") from exc
 
 
+class NoOutcome(RuntimeError):
+    """An entry delivered over the limit without one handler outcome: the consumers
+    it went to died (or hung) before finishing it. It goes to the dead letters."""
+
+
 class PoisonMessage(Exception):
     """The entry itself is broken; retries follow the usual policy, then dead letters."""
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from sluice.streams.messages import BatchHandler, Message
 
-# Called after an entry of the group went to its dead letters, with the error text.
-DeadLetterHook = Callable[[Message, str], Awaitable[None]]
+# Called after an entry of the group went to its dead letters, with the reason: the
+# handler's last exception, PoisonMessage, or NoOutcome (its consumers kept dying).
+DeadLetterHook = Callable[[Message, BaseException], Awaitable[None]]
 
 
 @dataclass(frozen=True)

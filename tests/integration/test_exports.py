@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import csv
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from sluice.config import Config
+from sluice.errors import HandlerError
 from sluice.events import LinkVisited, decode
 from sluice.exports import jobs
 from sluice.exports.files import exports_dir
@@ -26,8 +27,9 @@ from sluice.processes import runtime_settings
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.streams.consumer import Consumer
-from sluice.streams.messages import Message, fields_from_redis
+from sluice.streams.messages import BatchHandler, Delivery, Message, fields_from_redis
 from sluice.streams.relay import POSITION, Relay
+from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import Child, wait_for
 from tests.link_helpers import OWNER, add_link, add_user
 
@@ -215,17 +217,26 @@ async def test_two_deliveries_of_one_job_at_once_write_each_visit_once(
     assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
 
 
-async def give_up_on(resources: Resources, job: Job) -> Consumer:
-    """What the runtime does once every delivery's worker died: the next delivery is
-    over the limit and goes to the dead letters without being handled."""
-    consumer = Consumer(GROUPS["exports"](resources), resources.redis, resources.keys, "doomed",
+async def give_up_on(
+    resources: Resources, job: Job, handler: BatchHandler | None = None
+) -> Consumer:
+    """The last delivery the runtime allows, through the real exports group.
+
+    Without ``handler``: every earlier delivery's worker died, so this one is over
+    the limit and goes to the dead letters without being handled. With one: it is
+    handled by ``handler`` instead of the export runner.
+    """
+    spec = GROUPS["exports"](resources)
+    if handler is not None:
+        spec = GroupSpec(spec.name, spec.aggregates, handler, spec.on_dead_letter)
+    consumer = Consumer(spec, resources.redis, resources.keys, "doomed",
                         runtime_settings(resources.config))  # fmt: skip
     await consumer.ensure_groups()
     stream = resources.keys.stream("exports")
     [(_, entries)] = await resources.redis.xreadgroup("exports", "doomed", {stream: ">"})
     [(entry_id, raw)] = [e for e in entries if fields_from_redis(e[1])["event_id"]]
-    over = resources.config.max_deliveries + 1
-    message = Message(stream, entry_id.decode(), fields_from_redis(raw), over)
+    last = resources.config.max_deliveries + (0 if handler else 1)
+    message = Message(stream, entry_id.decode(), fields_from_redis(raw), last)
     assert decode(message.fields["data"]).job_id == job.id  # type: ignore[union-attr]
     await consumer.process([message])
     return consumer
@@ -279,3 +290,25 @@ async def test_a_redrive_after_a_newer_export_of_the_link_leaves_the_old_job_fai
     still = await jobs.get_job(store, old.id)
     assert still is not None and (still.status, still.dead_lettered) == ("failed", True)
     assert (await jobs.get_job(store, newer.id)).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_a_dead_letter_with_a_handler_outcome_leaves_the_job_to_its_runner(
+    resources: Resources, start_relay: Callable[..., Relay]
+) -> None:
+    store = resources.store
+    job = await small_export(store)
+    start_relay()
+    await all_published(store)
+
+    async def another_worker_runs_it(
+        deliveries: Sequence[Delivery],
+    ) -> Mapping[tuple[str, str], BaseException]:
+        error = HandlerError(f"export {job.id} is being run by another worker")
+        return {d.message.key: error for d in deliveries}
+
+    await give_up_on(resources, job, another_worker_runs_it)
+
+    assert len(await resources.redis.xrange(resources.keys.dead("exports"))) == 1
+    untouched = await jobs.get_job(store, job.id)
+    assert untouched is not None
+    assert (untouched.status, untouched.dead_lettered, untouched.error) == ("queued", False, None)

@@ -196,22 +196,27 @@ async def _superseded(tx: Tx, job: Job) -> bool:
 
 async def give_up(store: Store, job_id: str, error: str) -> bool:
     """Mark a queued or running job failed because its entry went to the dead letters."""
-    async with store.transaction() as tx:
-        changed = await tx.execute(
-            "UPDATE jobs SET status = 'failed', finished_at = ?, error = ?, dead_lettered = 1"
-            " WHERE id = ? AND status IN ('queued', 'running')",
-            (db_time(utcnow()), error[:ERROR_LIMIT], job_id),
-        )
-    return changed == 1
+    return await _set_failed(store, job_id, error, attempt=None, dead_lettered=True)
 
 
 async def fail(store: Store, job: Job, error: str) -> bool:
+    """The runner's own failure: only while ``job.attempt`` is still the job's attempt."""
+    return await _set_failed(store, job.id, error, attempt=job.attempt, dead_lettered=False)
+
+
+async def _set_failed(
+    store: Store, job_id: str, error: str, *, attempt: int | None, dead_lettered: bool
+) -> bool:
+    sql = (
+        "UPDATE jobs SET status = 'failed', finished_at = ?, error = ?, dead_lettered = ?"
+        " WHERE id = ? AND status IN ('queued', 'running')"
+    )
+    params: list[object] = [db_time(utcnow()), error[:ERROR_LIMIT], int(dead_lettered), job_id]
+    if attempt is not None:
+        sql += " AND attempt = ?"
+        params.append(attempt)
     async with store.transaction() as tx:
-        changed = await tx.execute(
-            "UPDATE jobs SET status = 'failed', finished_at = ?, error = ?"
-            " WHERE id = ? AND attempt = ? AND status IN ('queued', 'running')",
-            (db_time(utcnow()), error[:ERROR_LIMIT], job.id, job.attempt),
-        )
+        changed = await tx.execute(sql, params)
     return changed == 1
 
 

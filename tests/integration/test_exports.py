@@ -261,11 +261,7 @@ async def test_a_job_whose_entry_is_dead_lettered_is_failed_and_a_redrive_finish
     assert await consumer.failures.redrive(letter[0].decode())
     start_worker("exports")
 
-    async def succeeded() -> bool:
-        current = await jobs.get_job(store, job.id)
-        return current is not None and current.status == "succeeded"
-
-    await wait_for(succeeded, timeout=30)
+    await wait_for(Sampler(store, job.id).succeeded, timeout=30)
     finished = await jobs.get_job(store, job.id)
     assert finished is not None
     assert (finished.error, finished.dead_lettered, finished.progress) == (None, False, 100)

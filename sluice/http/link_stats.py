@@ -43,8 +43,8 @@ def stats_range(query: Mapping[str, str], today: date) -> tuple[date, date]:
         raise Unprocessable("invalid query parameters", errors)
     if last is None:
         last = today
-    if first is None:
-        first = last - timedelta(days=DEFAULT_DAYS - 1)
+    if first is None:  # the last 30 days, or as many as the calendar has before `to`
+        first = last - timedelta(days=min(DEFAULT_DAYS - 1, (last - date.min).days))
     if first > last:
         raise Unprocessable("invalid range", [FieldError("from", "must not be after `to`")])
     if (last - first).days + 1 > MAX_DAYS:

@@ -135,4 +135,7 @@ def check_expiry(value: str, now: datetime) -> datetime:
         raise Invalid("must be an RFC 3339 time with an offset (2030-01-01T00:00:00Z)") from None
     if moment <= now:
         raise Invalid("must be in the future")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past the last representable UTC time
+        raise Invalid("must be before 10000-01-01T00:00:00Z") from None

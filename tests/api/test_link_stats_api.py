@@ -93,6 +93,11 @@ async def test_the_default_range_is_the_last_30_days(client: Client, store: Stor
     assert (body["total"], body["unique_visitors"], body["referrers"]) == (0, 0, [])
     only_to = await (await get_stats(client, "?to=2026-01-31")).json()
     assert (only_to["days"][0]["date"], len(only_to["days"])) == ("2026-01-02", 30)
+    # Near the start of the calendar the default range has fewer days, not a 500.
+    first_days = await get_stats(client, "?to=0001-01-05")
+    assert first_days.status == 200
+    days = [d["date"] for d in (await first_days.json())["days"]]
+    assert days == ["0001-01-01", "0001-01-02", "0001-01-03", "0001-01-04", "0001-01-05"]
 
 
 async def test_a_year_and_a_day_is_the_longest_range(client: Client, store: Store) -> None:

@@ -25,9 +25,15 @@ from sluice.store.users import (
     insert_user,
 )
 
-# Deliberately plain: one @, no spaces, a dot in the domain. Deliverability is
-# the welcome mail's job, not a regular expression's.
-EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]+\.[^@\s.]{2,}")
+# What the welcome mail can be written to (RFC 5322 dot-atom, ASCII): a local part of
+# at most 64 characters, dots only between characters; a domain of DNS labels with an
+# alphabetic or xn-- top level. Quoted local parts and raw non-ASCII are refused (an
+# international domain is written in its xn-- form); whether the mailbox exists is the
+# welcome mail's question, not this one's.
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_TLD = r"(?:[A-Za-z]{2,63}|xn--[A-Za-z0-9-]{1,59})"
+EMAIL = re.compile(rf"(?=[^@]{{1,64}}@){_ATEXT}(?:\.{_ATEXT})*@(?:{_LABEL}\.)+{_TLD}")
 EMAIL_MAX = 254
 PASSWORD_MIN, PASSWORD_MAX = 8, 128
 NAME_MAX = 200

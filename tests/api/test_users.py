@@ -13,8 +13,11 @@ import pytest
 import structlog
 
 from sluice.config import Config
+from sluice.errors import HandlerError
 from sluice.events import UserRegistered
 from sluice.http import create_app
+from sluice.mail.sending import Outgoing, compose
+from sluice.mail.templates import Content
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 
@@ -75,6 +78,39 @@ async def test_invalid_registrations_are_422_and_write_nothing(
     answer = await problem(await client.post("/v1/users", json=body), 422)
     assert field in {e["field"] for e in answer["errors"]}
     assert await stored_events(store) == []
+
+
+# These once got a 201, and then the welcome mail could not even be written: it
+# went straight to the dead letters.
+UNWRITABLE = ["a..b@example.com", "foo,bar@example.com", "a<b>@example.com", "(x)@example.com",
+              "\u00fc@example.com", ".a@example.com", "a.@example.com"]  # fmt: skip
+# The mail can be written to these, but no mail server takes them (a raw non-ASCII
+# domain needs SMTPUTF8, DNS labels do not start with a hyphen, no top level is numeric,
+# a local part is at most 64 characters) or sluice does not write them (quoted parts).
+UNDELIVERABLE = ["user@ex\u00e4mple.com", "user@-bad.com", "a@example.123",
+                 f"{'a' * 65}@example.com", '"quoted"@example.com']  # fmt: skip
+
+
+@pytest.mark.parametrize("email", UNWRITABLE + UNDELIVERABLE)
+async def test_addresses_no_welcome_mail_can_reach_are_422(
+    client: Client, store: Store, email: str
+) -> None:
+    if email in UNWRITABLE:
+        with pytest.raises(HandlerError):
+            compose(Outgoing("welcome_x", email, Content("Welcome", "Hello")), "sluice@localhost")
+    response = await client.post("/v1/users", json={"email": email, "password": PASSWORD})
+    answer = await problem(response, 422)
+    assert [e["field"] for e in answer["errors"]] == ["email"]
+    assert await stored_events(store) == []
+
+
+@pytest.mark.parametrize(
+    "email", ["o'brien+tag@mail.example.co.uk", "x_y-z@xn--80ak6aa92e.com", "a@example.xn--p1ai",
+              "first.last@sub.example.museum", f"{'a' * 64}@example.com"],
+)  # fmt: skip
+async def test_unusual_but_mailable_addresses_register(client: Client, email: str) -> None:
+    compose(Outgoing("welcome_x", email, Content("Welcome", "Hello")), "sluice@localhost")
+    assert (await register(client, email=email))["email"] == email
 
 
 async def test_malformed_oversized_and_non_json_registrations(client: Client, store: Store) -> None:

@@ -20,6 +20,7 @@ from multidict import istr
 
 from sluice import logs
 from sluice.errors import ProblemError
+from sluice.http.bodies import buffer_body
 from sluice.http.keys import TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
 from sluice.logs import REQUEST
@@ -71,6 +72,8 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
     status = 500
     try:
         try:
+            if request.body_exists:
+                await buffer_body(request)
             response = await handler(request)
         except ProblemError as exc:
             response = problem_response(

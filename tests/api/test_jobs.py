@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from sluice.config import Config
 from sluice.events import ExportRequested, LinkVisited, utcnow
 from sluice.exports.files import exports_dir
 from sluice.exports.retention import purge_finished
 from sluice.exports.runner import ExportDeps, run_export
+from sluice.http import MAX_BODY
 from sluice.http.keys import KEYS, REDIS
 from sluice.resources import Resources
 from sluice.scheduler.registry import all_tasks
@@ -107,6 +111,23 @@ async def test_another_users_link_and_an_unknown_link_are_404_and_write_nothing(
     await problem(await request_export(client, "nosuchlink"), 404)
     assert len(await stored_events(store)) == before
     assert await store.fetchall("SELECT id FROM jobs") == []
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_oversized_body_is_413_although_the_route_ignores_its_body(
+    client: Client, store: Store, streamed: bool
+) -> None:
+    await setup_links(store)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(MAX_BODY // 4096 + 1):
+            yield b"x" * 4096
+
+    body = chunks() if streamed else b"x" * (MAX_BODY + 1)
+    response = await client.post(f"/v1/links/{CODE}/exports", data=body, headers=bearer())
+    await problem(response, 413)
+    assert await store.fetchall("SELECT id FROM jobs") == []
+    assert not [e for e, _ in await stored_events(store) if isinstance(e, ExportRequested)]
 
 
 async def test_every_job_route_needs_a_token(client: Client, store: Store) -> None:

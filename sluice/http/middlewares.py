@@ -21,6 +21,7 @@ from multidict import istr
 from sluice import logs
 from sluice.errors import ProblemError
 from sluice.http.bodies import buffer_body
+from sluice.http.degrade import unavailable
 from sluice.http.keys import TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
 from sluice.logs import REQUEST
@@ -88,9 +89,14 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
         except asyncio.CancelledError:
             status = 499  # the client went away before the answer
             raise
-        except Exception:
-            log.exception("unhandled error")
-            response = problem_response(500, "the server failed to answer this request")
+        except Exception as exc:
+            if (dependency := unavailable(exc)) is not None:
+                log.exception("dependency unavailable", dependency=dependency)
+                detail = f"{dependency} is unavailable; try again later"
+                response = problem_response(503, detail)
+            else:
+                log.exception("unhandled error")
+                response = problem_response(500, "the server failed to answer this request")
         status = response.status
         if not response.prepared:
             response.headers[_TRACE_ID_HEADER] = trace_id

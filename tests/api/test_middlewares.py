@@ -1,6 +1,9 @@
-"""Unexpected failures become one logged 500 problem; every request gets one summary line."""
+"""Unexpected failures become one logged 500 problem (503 when the database or Redis is
+down); every request gets one summary line."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import structlog
 from aiohttp import web
@@ -8,7 +11,9 @@ from aiohttp import web
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.logs import add_request
-from tests.api.conftest import AiohttpClient, problem
+from sluice.store import Store
+from tests.api.conftest import AiohttpClient, Client, problem, stored_events
+from tests.link_helpers import add_user, bearer
 
 
 async def boom(request: web.Request) -> web.Response:
@@ -66,3 +71,34 @@ async def test_a_raised_redirect_passes_through_with_its_trace_id(
     assert response.headers["Location"] == "/healthz"
     assert len(response.headers["X-Trace-Id"]) == 32
     assert [e["status"] for e in logs if e["event"] == "request"] == [302]
+
+
+async def test_a_locked_database_is_a_503_problem_and_nothing_is_written(
+    client: Client, store: Store, config: Config
+) -> None:
+    await add_user(store)
+    for connection in (store._writer, store._reader):  # type: ignore[attr-defined]
+        await connection.execute("PRAGMA busy_timeout=100")  # not 10 s per request
+    locker = sqlite3.connect(config.sqlite_path, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")  # another process holding the write lock
+    try:
+        with structlog.testing.capture_logs(processors=[add_request]) as logs:
+            for path, body in (
+                ("/v1/users", {"email": "ada@example.org", "password": "correct horse"}),
+                ("/v1/links", {"url": "https://example.org/"}),
+                ("/v1/reminders", {"cron": "0 0 9 * * *", "timezone": "UTC", "text": "Hello"}),
+            ):
+                response = await client.post(path, json=body, headers=bearer())
+                answer = await problem(response, 503)
+                assert answer["detail"] == "the database is unavailable; try again later", path
+    finally:
+        locker.rollback()
+        locker.close()
+    assert [(e["dependency"], e["log_level"]) for e in logs if "dependency" in e] == [
+        ("the database", "error")
+    ] * 3
+    assert await stored_events(store) == []
+    retried = await client.post(
+        "/v1/users", json={"email": "ada@example.org", "password": "correct horse"}
+    )
+    assert retried.status == 201  # the lock is gone: the same request goes through

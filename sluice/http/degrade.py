@@ -29,6 +29,6 @@ def unavailable(exc: BaseException) -> str | None:
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
         return "the database" if code is not None and code & 0xFF in _DATABASE_DOWN else None
-    if isinstance(exc, REDIS_ERRORS):
+    if isinstance(exc, redis.exceptions.RedisError):  # not any OSError: a file can fail too
         return "Redis"
     return None

@@ -111,6 +111,21 @@ def _body(schema: str) -> Doc:
     return {"required": True, "content": {JSON: {"schema": _ref(schema)}}}
 
 
+_CODE_IN_PATH = {"name": "code", "in": "path", "required": True,
+                 "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"}}  # fmt: skip
+_REDIRECT_RESPONSES = {
+    "302": {
+        "description": "to the link's URL",
+        "headers": {
+            "Location": {"schema": {"type": "string", "format": "uri"}},
+            "Cache-Control": {"schema": {"const": "private, no-store"}},
+        },
+    },
+    "404": _problem("no link has this code"),
+    "410": _problem("the link is disabled or expired"),
+    "503": _problem("the link is not cached and the database is unavailable"),
+}
+
 _PATHS: Doc = {
     "/healthz": {"get": {
         "operationId": "healthz",
@@ -531,30 +546,21 @@ _PATHS: Doc = {
             },
         },
     },
-    "/{code}": {"get": {
-        "operationId": "redirect",
-        "summary": "Follow a short link: 302 to its URL, recording a visit",
-        "description": (
-            "`HEAD /{code}` answers the same status and headers and records no visit. "
-            "Every answer carries `Cache-Control: private, no-store`."
-        ),
-        "parameters": [
-            {"name": "code", "in": "path", "required": True,
-             "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"}},
-        ],
-        "responses": {
-            "302": {
-                "description": "to the link's URL",
-                "headers": {
-                    "Location": {"schema": {"type": "string", "format": "uri"}},
-                    "Cache-Control": {"schema": {"const": "private, no-store"}},
-                },
-            },
-            "404": _problem("no link has this code"),
-            "410": _problem("the link is disabled or expired"),
-            "503": _problem("the link is not cached and the database is unavailable"),
+    "/{code}": {
+        "get": {
+            "operationId": "redirect",
+            "summary": "Follow a short link: 302 to its URL, recording a visit",
+            "description": "Every answer carries `Cache-Control: private, no-store`.",
+            "parameters": [_CODE_IN_PATH],
+            "responses": _REDIRECT_RESPONSES,
         },
-    }},
+        "head": {
+            "operationId": "redirect_head",
+            "summary": "The redirect's status and headers, without a body; records no visit",
+            "parameters": [_CODE_IN_PATH],
+            "responses": _REDIRECT_RESPONSES,
+        },
+    },
 }  # fmt: skip
 
 

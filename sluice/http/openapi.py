@@ -111,8 +111,10 @@ def _body(schema: str) -> Doc:
     return {"required": True, "content": {JSON: {"schema": _ref(schema)}}}
 
 
-_CODE_IN_PATH = {"name": "code", "in": "path", "required": True,
-                 "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"}}  # fmt: skip
+_CODE_IN_PATH = {
+    "name": "code", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"},
+}  # fmt: skip
 _REDIRECT_RESPONSES = {
     "302": {
         "description": "to the link's URL",

@@ -106,6 +106,9 @@ def _convert(name: str, raw: str) -> object:
     return raw
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
 def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -> Config:
     """Build the config from ``environ`` (``os.environ`` by default); tests pass a dict."""
     env = os.environ if environ is None else environ
@@ -142,4 +145,6 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
     if config.log_format not in ("json", "console"):
         raise ConfigError("SLUICE_LOG_FORMAT must be json or console")
+    if config.log_level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"SLUICE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
     config.sqlite_path  # noqa: B018 - raises on an unsupported URL

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,39 @@ def test_defaults_follow_the_spec(tmp_path: Path) -> None:
     assert config.sqlite_path == tmp_path / "sluice.db"
     assert (config.claim_idle_ms, config.retry_base_ms, config.max_deliveries) == (60000, 2000, 5)
     assert (config.view_dedupe_seconds, config.stream_retention) == (600, 86400)
+    assert (config.host, config.smtp_url, config.mail_from, config.mail_rate) == (
+        "127.0.0.1",
+        None,
+        "sluice@localhost",
+        50.0,
+    )
+    assert (config.timezone, config.reminder_min_interval, config.code_pool_target) == (
+        "UTC",
+        60,
+        100_000,
+    )
+    assert (config.stream_prefix, config.log_level) == ("sluice", "info")
+
+
+def test_the_data_dir_defaults_to_var_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config({})
+    assert config.data_dir == tmp_path / "var"
+    assert config.sqlite_path == tmp_path / "var" / "sluice.db"
+
+
+@pytest.mark.parametrize(("terminal", "log_format"), [(True, "console"), (False, "json")])
+def test_logs_are_console_on_a_terminal_else_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, terminal: bool, log_format: str
+) -> None:
+    stderr = io.StringIO()
+    monkeypatch.setattr(stderr, "isatty", lambda: terminal)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert load_config({"SLUICE_DATA_DIR": str(tmp_path)}).log_format == log_format
+    explicit = {"SLUICE_DATA_DIR": str(tmp_path), "SLUICE_LOG_FORMAT": "json"}
+    assert load_config(explicit).log_format == "json"  # the variable wins over the guess
 
 
 def test_environment_values_are_typed(tmp_path: Path) -> None:
@@ -35,6 +70,7 @@ def test_environment_values_are_typed(tmp_path: Path) -> None:
         ("SLUICE_MAX_DELIVERIES", "0", "at least 1"),
         ("SLUICE_DATABASE_URL", "mysql://x", "unsupported"),
         ("SLUICE_LOG_FORMAT", "xml", "json or console"),
+        ("SLUICE_LOG_LEVEL", "verbose", "debug, info, warning, error, critical"),
     ],
 )
 def test_bad_values_are_refused_with_the_variable_named(

@@ -1,14 +1,23 @@
-"""At most five failed logins per email in fifteen minutes, counted across replicas.
+"""At most five failed logins per email in any fifteen minutes, counted across replicas.
 
-Failures are counted in Redis. While Redis is down each process keeps its own
-count, so the limit still holds per replica rather than not at all.
+A sliding window: each failure is kept with its time (a Redis sorted set per
+email, shared by every replica) until it is fifteen minutes old, and an email
+with five failures inside the window is refused until the oldest of those five
+leaves it. A fixed window (a counter that expires fifteen minutes after the
+first failure) would let nine failures through within a few minutes around its
+end. While Redis is down each process keeps its own failure times, so the limit
+still holds per replica rather than not at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
+import math
+import secrets
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 import structlog
@@ -22,20 +31,38 @@ log = structlog.get_logger(__name__)
 
 MAX_FAILURES = 5
 WINDOW_SECONDS = 15 * 60
+_LOCAL_KEYS_MAX = 10_000  # emails remembered per process while Redis is down
 
-_COUNT_FAILURE = """
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return n
+# KEYS[1] the email's failures; ARGV: now (ms), window (ms), limit. Returns the
+# milliseconds until a login may be tried again, 0 when it may now.
+_WAIT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+local n = redis.call('ZCARD', KEYS[1])
+local limit = tonumber(ARGV[3])
+if n < limit then return 0 end
+local oldest = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
+return math.max(1, tonumber(oldest[2]) + ARGV[2] - ARGV[1])
+"""
+
+# KEYS[1] the email's failures; ARGV: now (ms), window (ms), a unique member.
+_ADD = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZCARD', KEYS[1])
 """
 
 
 class LoginLimiter:
-    def __init__(self, redis: aioredis.Redis, keys: Keys) -> None:
+    def __init__(
+        self, redis: aioredis.Redis, keys: Keys, clock: Callable[[], float] = time.time
+    ) -> None:
         self.redis = redis
         self.keys = keys
-        self._count = redis.register_script(_COUNT_FAILURE)
-        self._local: dict[str, tuple[int, float]] = {}
+        self._clock = clock  # wall-clock seconds: replicas compare each other's failure times
+        self._wait = redis.register_script(_WAIT)
+        self._add = redis.register_script(_ADD)
+        self._local: dict[str, collections.deque[float]] = {}
 
     def _key(self, email: str) -> str:
         digest = hashlib.sha256(email_key(email).encode()).hexdigest()[:32]
@@ -44,27 +71,28 @@ class LoginLimiter:
     async def check(self, email: str) -> None:
         """Raise 429 with Retry-After while the email has used up its failures."""
         key = self._key(email)
+        now_ms = int(self._clock() * 1000)
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
-                pipe = self.redis.pipeline(transaction=False)
-                pipe.get(key)
-                pipe.ttl(key)
-                raw, ttl = await pipe.execute()
-            count = int(raw or 0)
+                wait_ms = int(await self._wait(keys=[key], args=[now_ms, WINDOW_SECONDS * 1000,
+                                                                 MAX_FAILURES]))  # fmt: skip
         except REDIS_ERRORS:
-            count, ttl = self._local_state(key)
-        if count >= MAX_FAILURES:
-            raise TooManyRequests("too many failed logins for this email; try again later", ttl)
+            wait_ms = self._local_wait(key, now_ms / 1000)
+        if wait_ms > 0:
+            raise TooManyRequests(
+                "too many failed logins for this email; try again later", math.ceil(wait_ms / 1000)
+            )
 
     async def failed(self, email: str) -> None:
         key = self._key(email)
+        now = self._clock()
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
-                await self._count(keys=[key], args=[WINDOW_SECONDS])
+                await self._add(keys=[key], args=[int(now * 1000), WINDOW_SECONDS * 1000,
+                                                  secrets.token_hex(8)])  # fmt: skip
         except REDIS_ERRORS as exc:
             log.warning("login failures counted in this process only", error=repr(exc))
-            count, _ = self._local_state(key)
-            self._local[key] = (count + 1, self._local.get(key, (0, time.monotonic()))[1])
+            self._local_add(key, now)
 
     async def succeeded(self, email: str) -> None:
         key = self._key(email)
@@ -75,10 +103,26 @@ class LoginLimiter:
         except REDIS_ERRORS:
             return
 
-    def _local_state(self, key: str) -> tuple[int, int]:
-        count, started = self._local.get(key, (0, time.monotonic()))
-        left = WINDOW_SECONDS - (time.monotonic() - started)
+    def _local_add(self, key: str, now: float) -> None:
+        if key not in self._local and len(self._local) >= _LOCAL_KEYS_MAX:
+            self._forget_old(now)
+        times = self._local.setdefault(key, collections.deque(maxlen=MAX_FAILURES))
+        times.append(now)
+
+    def _local_wait(self, key: str, now: float) -> int:
+        """Milliseconds until this process lets the email try again (0: now)."""
+        times = self._local.get(key)
+        if times is None or len(times) < MAX_FAILURES:
+            return 0
+        left = times[0] + WINDOW_SECONDS - now  # the oldest of the last five
         if left <= 0:
-            self._local.pop(key, None)
-            return 0, 0
-        return count, int(left) + 1
+            return 0
+        return max(1, math.ceil(left * 1000))
+
+    def _forget_old(self, now: float) -> None:
+        stale = [k for k, times in self._local.items() if times[-1] + WINDOW_SECONDS <= now]
+        for key in stale:
+            del self._local[key]
+        if len(self._local) >= _LOCAL_KEYS_MAX:  # all recent: drop the oldest entries
+            for key in list(self._local)[: len(self._local) // 2]:
+                del self._local[key]

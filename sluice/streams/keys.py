@@ -35,7 +35,8 @@ class Keys:
         return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
 
     def login_failures(self, email_digest: str) -> str:
-        return f"{self.prefix}:login:fail:{email_digest}"
+        # A sorted set of failure times (before: a counter under :login:fail:).
+        return f"{self.prefix}:login:failures:{email_digest}"
 
     def top(self, period: str, start: str) -> str:
         return f"{self.prefix}:top:{period}:{start}"

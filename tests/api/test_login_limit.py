@@ -1,0 +1,98 @@
+"""The login limit is a sliding window: five failures in any fifteen minutes, with or without Redis.
+
+Driven with a hand-set clock against a real Redis (and against a Redis that is not
+there, for the per-process fallback), so minutes pass without waiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from sluice.errors import TooManyRequests
+from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
+from sluice.redis_server import free_port
+from sluice.streams.keys import Keys
+
+EMAIL = "ada@example.org"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["redis", "redis down"])
+async def limiter(request: pytest.FixtureRequest, redis: aioredis.Redis) -> AsyncIterator[
+    tuple[LoginLimiter, Clock]
+]:  # fmt: skip
+    if request.param == "redis":
+        yield LoginLimiter(redis, Keys("test"), clock := Clock()), clock
+        return
+    # Nothing listens there; no retries, as the API's client makes none.
+    gone = aioredis.Redis(port=free_port(), retry=Retry(NoBackoff(), retries=0))
+    try:
+        yield LoginLimiter(gone, Keys("test"), clock := Clock()), clock
+    finally:
+        await gone.aclose()
+
+
+async def retry_after(limiter: LoginLimiter, email: str = EMAIL) -> int | None:
+    """Seconds the limiter asks the client to wait, None when a login may be tried."""
+    try:
+        await limiter.check(email)
+    except TooManyRequests as exc:
+        return int(exc.headers["Retry-After"])
+    return None
+
+
+async def test_five_failures_refuse_the_email_until_the_oldest_is_fifteen_minutes_old(
+    limiter: tuple[LoginLimiter, Clock],
+) -> None:
+    limit, clock = limiter
+    start = clock.now
+    for _ in range(MAX_FAILURES):
+        assert await retry_after(limit) is None
+        await limit.failed(EMAIL)
+        clock.now += 60
+    assert await retry_after(limit) == WINDOW_SECONDS - 5 * 60  # the first is 5 minutes old
+    assert await retry_after(limit, "bob@example.org") is None  # per email
+    clock.now = start + WINDOW_SECONDS - 0.5
+    assert await retry_after(limit) == 1
+    clock.now = start + WINDOW_SECONDS  # the first failure leaves the window: one more try
+    assert await retry_after(limit) is None
+    await limit.failed(EMAIL)
+    assert await retry_after(limit) == 60  # until the second failure is fifteen minutes old
+
+
+async def test_no_burst_of_nine_around_the_end_of_a_window(
+    limiter: tuple[LoginLimiter, Clock],
+) -> None:
+    """A counter expiring 15 minutes after the first failure let 4 + 5 through in minutes."""
+    limit, clock = limiter
+    start = clock.now
+    await limit.failed(EMAIL)  # one early failure
+    clock.now = start + WINDOW_SECONDS - 60
+    let_through = 0
+    while clock.now < start + WINDOW_SECONDS + 5 * 60:  # the ten minutes around the edge
+        if await retry_after(limit) is None:
+            await limit.failed(EMAIL)
+            let_through += 1
+        clock.now += 10
+    assert let_through == MAX_FAILURES  # 4 before the early one expires, 1 after
+
+
+async def test_a_successful_login_clears_the_failures(limiter: tuple[LoginLimiter, Clock]) -> None:
+    limit, _ = limiter
+    for _ in range(MAX_FAILURES):
+        await limit.failed(EMAIL)
+    assert await retry_after(limit) is not None
+    await limit.succeeded(EMAIL)
+    assert await retry_after(limit) is None

@@ -1,0 +1,92 @@
+"""The console commands as a user runs them: ``sluice migrate``, ``status``, ``replay``.
+
+Each is the real ``python -m sluice`` process on this test's data dir and Redis;
+what it prints and its exit status are what is checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from sluice.config import Config
+from sluice.events import LinkVisited
+from sluice.groups import PROJECTIONS
+from sluice.resources import Resources
+from sluice.store.migrations import MIGRATIONS
+from tests.integration.conftest import Child, child_env, wait_for
+
+CODE = "cli1"
+
+
+async def sluice(config: Config, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "sluice", *args],
+        env=child_env(config, **env), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+async def status(config: Config) -> dict[str, Any]:
+    done = await sluice(config, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+async def test_migrate_creates_the_schema_and_says_so(config: Config) -> None:
+    done = await sluice(config, "migrate")
+    assert (done.returncode, done.stdout.strip()) == (0, "database is up to date")
+    again = await sluice(config, "migrate")  # nothing left to apply: still fine
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(config.sqlite_path) as db:
+        versions = [row[0] for row in db.execute("SELECT version FROM schema_migrations")]
+    assert versions == [version for version, _, _ in MIGRATIONS]
+
+
+async def test_status_shows_the_relay_backlog_and_then_the_stream(
+    config: Config, resources: Resources, spawn: Callable[..., Child]
+) -> None:
+    async with resources.store.transaction() as tx:
+        await tx.append(*(LinkVisited(code=CODE, visitor=f"v{i}") for i in range(7)))
+    before = await status(config)
+    assert (before["relay_backlog"], before["streams"]) == (7, [])
+    spawn("relay")
+    visits = resources.keys.stream("visits")
+
+    async def published() -> bool:
+        return int(await resources.redis.xlen(visits)) == 7
+
+    await wait_for(published)
+    after = await status(config)
+    assert after["relay_backlog"] == 0
+    assert [(s["stream"], s["length"]) for s in after["streams"]] == [(visits, 7)]
+    text = await sluice(config, "status")
+    assert "relay backlog: 0" in text.stdout and f"{visits}  length=7" in text.stdout
+
+
+async def test_replay_rebuilds_link_stats_and_refuses_an_unknown_projection(
+    config: Config, resources: Resources
+) -> None:
+    async with resources.store.transaction() as tx:
+        await tx.append(*(LinkVisited(code=CODE, visitor=f"v{i % 3}") for i in range(9)))
+    done = await sluice(config, "replay", "link-stats", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("link-stats: rebuilt from 9 events")
+    row = await resources.store.fetchone("SELECT total FROM link_stats WHERE code = ?", (CODE,))
+    assert row is not None and row[0] == 9
+    unknown = await sluice(config, "replay", "nope")
+    assert unknown.returncode == 2
+    assert f"unknown projection 'nope'; known: {', '.join(sorted(PROJECTIONS))}" in unknown.stderr
+
+
+async def test_a_bad_setting_stops_a_command_with_the_variable_named(config: Config) -> None:
+    done = await sluice(config, "status", SLUICE_LOG_LEVEL="verbose")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "sluice: SLUICE_LOG_LEVEL must be one of debug, info, warning, error, critical"
+    )

@@ -67,10 +67,13 @@ async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
                 async with http.get(f"{url}/v1/articles/intro") as response:
                     return (await response.json())["views"] == 2
 
+            async def ranked() -> bool:  # Redis gets the leaderboard right after the commit
+                async with http.get(f"{url}/v1/articles/top?period=day") as response:
+                    top = await response.json()
+                return bool(top["items"] == [{"article_id": "intro", "views": 2}])
+
             await wait_for(counted)
-            async with http.get(f"{url}/v1/articles/top?period=day") as response:
-                top = await response.json()
-            assert top["items"] == [{"article_id": "intro", "views": 2}]
+            await wait_for(ranked)
             admin = {"Authorization": f"Bearer {admin_token}"}
             async with http.get(f"{url}/v1/admin/streams", headers=admin) as response:
                 assert response.status == 200

@@ -1,0 +1,168 @@
+"""CPU instructions per redirect: sluice's parts against a bare aiohttp 302 (SPEC §8).
+
+Run by hand: ``.venv/bin/python bench/redirect_cost.py [--seconds 10] [VARIANT...]``.
+Needs ``valgrind`` and ``wrk`` (``apt-get install -y valgrind wrk``).
+
+Wall-clock throughput on the shared 2-core machine swings by ±20 % between runs
+(``bench/redirect.py``). The API process is CPU-bound on one core, so its
+instructions per request, counted by callgrind, say what the throughput ratio
+can be at best, the same on every run. Each variant is one API process under
+callgrind on its own Redis and store: a warm-up, then the counters are zeroed,
+``wrk -t1 -c8`` runs for ``--seconds`` and the counters are dumped; instructions
+(every thread: the aiosqlite thread's share is included) divided by the
+requests wrk completed. Under callgrind the API serves ~100 requests/s, so
+``SLUICE_VISIT_FLUSH_MS`` is raised (``--flush-ms``, 150 by default) to keep a
+group commit near the size it has at full speed (tens of visits).
+
+Variants (``sluice`` is the real API; the others switch parts of it off):
+
+- ``bare``: the baseline, one aiohttp handler answering the same 302;
+- ``sluice``: ``GET /{code}`` as shipped, request line at level info;
+- ``no-write``: the visit is built but not handed to the group commit;
+- ``no-visit``: no visit built or recorded (cache lookup and 302 only);
+- ``plain-view``: sluice's app and middleware, the view replaced by the bare one;
+- ``plain-view-no-middleware``: the same without the middleware: sluice's app
+  with its routes and cleanup contexts, nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from redirect import CODE, TARGET, create_link, wait_listening
+
+from sluice.redis_server import RedisServer, free_port
+
+VARIANTS = ("bare", "sluice", "no-write", "no-visit", "plain-view", "plain-view-no-middleware")
+
+
+def serve(variant: str, port: int) -> None:
+    """The API process of one variant (runs under callgrind)."""
+    from aiohttp import web
+
+    async def plain(request: web.Request) -> web.Response:
+        headers = {"Location": TARGET, "Cache-Control": "private, no-store"}
+        return web.Response(status=302, headers=headers)
+
+    if variant == "bare":
+        app = web.Application()
+        app.router.add_get("/{code}", plain)
+        web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+        return
+
+    import sluice.http
+    from sluice.config import Config, load_config
+    from sluice.http import redirects
+    from sluice.links.visits import VisitRecorder
+    from sluice.logs import configure_logging
+    from sluice.processes import run_api, stop_on_signals
+
+    if variant in ("no-write", "no-visit"):
+        VisitRecorder.record = lambda self, visit: None  # type: ignore[method-assign]
+    if variant == "no-visit":
+        redirects._visit = lambda request, code, now: None  # type: ignore[assignment,return-value]
+    if variant.startswith("plain-view"):
+        redirects.redirect = plain
+    if variant == "plain-view-no-middleware":
+        create_app = sluice.http.create_app
+
+        def without_middleware(config: Config) -> web.Application:
+            app = create_app(config)
+            app.middlewares.clear()  # a list until the runner freezes the app
+            return app
+
+        sluice.http.create_app = without_middleware
+    config = load_config()
+    configure_logging(config)
+
+    async def main() -> None:
+        await run_api(config, stop_on_signals())
+
+    asyncio.run(main())
+
+
+def wrk(port: int, seconds: int) -> int:
+    url = f"http://127.0.0.1:{port}/{CODE}"
+    out = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds}s", url],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
+
+
+def measure(variant: str, seconds: int, flush_ms: int) -> tuple[int, float]:
+    """(requests, instructions per request) of one variant."""
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        env.update(SLUICE_DATA_DIR=str(Path(tmp) / "data"), SLUICE_REDIS_URL=server.url,
+                   SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL="info", SLUICE_PORT=str(port),
+                   SLUICE_VISIT_FLUSH_MS=str(flush_ms))  # fmt: skip
+        asyncio.run(create_link(env))
+        out = Path(tmp) / "callgrind.out"
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                   sys.executable, __file__, "--serve", variant, str(port)]  # fmt: skip
+        with (Path(tmp) / "api.log").open("wb") as log:
+            api = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            wait_listening(port, timeout=300)
+            wrk(port, 4)  # warm-up: caches filled, code paths compiled
+            subprocess.run(["callgrind_control", "-z", str(api.pid)], check=True,
+                           capture_output=True)  # fmt: skip
+            requests = wrk(port, seconds)
+            subprocess.run(["callgrind_control", "-d", str(api.pid)], check=True,
+                           capture_output=True)  # fmt: skip
+            dumps = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
+            text = dumps[-1].read_text(errors="replace")
+            total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+            instructions = int(total[1]) if total else 0
+        finally:
+            api.send_signal(signal.SIGTERM)
+            try:
+                api.wait(120)
+            except subprocess.TimeoutExpired:
+                api.kill()
+                api.wait()
+    return requests, instructions / requests
+
+
+def main(args: argparse.Namespace) -> int:
+    for tool in ("valgrind", "callgrind_control", "wrk"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not on PATH: apt-get install -y valgrind wrk")
+    started = time.monotonic()
+    results: dict[str, float] = {}
+    print(f"{'variant':28}{'requests':>10}{'instructions/request':>24}")
+    for variant in args.variants or VARIANTS:
+        requests, per_request = measure(variant, args.seconds, args.flush_ms)
+        results[variant] = per_request
+        print(f"{variant:28}{requests:>10,}{per_request / 1000:>23,.0f}k", flush=True)
+    if "bare" in results and "sluice" in results:
+        ceiling = results["bare"] / results["sluice"]
+        print(f"bare / sluice: {ceiling:.2f} (the throughput ratio if the API process were"
+              f" the only work on its core; target >= 0.80)")  # fmt: skip
+    print(f"({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--serve", nargs=2, metavar=("VARIANT", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=int, default=10, help="wrk time per variant")
+    parser.add_argument("--flush-ms", type=int, default=150, help="SLUICE_VISIT_FLUSH_MS")
+    parser.add_argument("variants", nargs="*", metavar="VARIANT", help=", ".join(VARIANTS))
+    options = parser.parse_args()
+    if unknown := set(options.variants) - set(VARIANTS):
+        parser.error(f"unknown variant(s): {', '.join(sorted(unknown))}")
+    if options.serve:
+        serve(options.serve[0], int(options.serve[1]))
+    else:
+        sys.exit(main(options))

@@ -3,7 +3,9 @@
 A sliding window: each failure is kept with its time (a Redis sorted set per
 email, shared by every replica) until it is fifteen minutes old, and an email
 with five failures inside the window is refused until the oldest of those five
-leaves it. A fixed window (a counter that expires fifteen minutes after the
+leaves it. An attempt is counted when it starts, before the password is
+checked, and cleared when the login succeeds: twenty attempts sent at once get
+five answers, not twenty. A fixed window (a counter that expires fifteen minutes after the
 first failure) would let nine failures through within a few minutes around its
 end. While Redis is down each process keeps its own failure times, so the limit
 still holds per replica rather than not at all.
@@ -33,23 +35,21 @@ MAX_FAILURES = 5
 WINDOW_SECONDS = 15 * 60
 _LOCAL_KEYS_MAX = 10_000  # emails remembered per process while Redis is down
 
-# KEYS[1] the email's failures; ARGV: now (ms), window (ms), limit. Returns the
-# milliseconds until a login may be tried again, 0 when it may now.
-_WAIT = """
+# KEYS[1] the email's failures; ARGV: now (ms), window (ms), limit, a unique member.
+# Refused (the milliseconds until a login may be tried again), or counted as a
+# failure now, before the password is checked (0): concurrent attempts cannot all
+# pass the check first. A login that succeeds clears the failures.
+_ATTEMPT = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
 local n = redis.call('ZCARD', KEYS[1])
 local limit = tonumber(ARGV[3])
-if n < limit then return 0 end
-local oldest = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
-return math.max(1, tonumber(oldest[2]) + ARGV[2] - ARGV[1])
-"""
-
-# KEYS[1] the email's failures; ARGV: now (ms), window (ms), a unique member.
-_ADD = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3])
+if n >= limit then
+    local oldest = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
+    return math.max(1, tonumber(oldest[2]) + ARGV[2] - ARGV[1])
+end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return redis.call('ZCARD', KEYS[1])
+return 0
 """
 
 
@@ -60,39 +60,30 @@ class LoginLimiter:
         self.redis = redis
         self.keys = keys
         self._clock = clock  # wall-clock seconds: replicas compare each other's failure times
-        self._wait = redis.register_script(_WAIT)
-        self._add = redis.register_script(_ADD)
+        self._attempt = redis.register_script(_ATTEMPT)
         self._local: dict[str, collections.deque[float]] = {}
 
     def _key(self, email: str) -> str:
         digest = hashlib.sha256(email_key(email).encode()).hexdigest()[:32]
         return self.keys.login_failures(digest)
 
-    async def check(self, email: str) -> None:
-        """Raise 429 with Retry-After while the email has used up its failures."""
-        key = self._key(email)
-        now_ms = int(self._clock() * 1000)
-        try:
-            async with asyncio.timeout(REDIS_TIMEOUT):
-                wait_ms = int(await self._wait(keys=[key], args=[now_ms, WINDOW_SECONDS * 1000,
-                                                                 MAX_FAILURES]))  # fmt: skip
-        except REDIS_ERRORS:
-            wait_ms = self._local_wait(key, now_ms / 1000)
-        if wait_ms > 0:
-            raise TooManyRequests(
-                "too many failed logins for this email; try again later", math.ceil(wait_ms / 1000)
-            )
-
-    async def failed(self, email: str) -> None:
+    async def attempt(self, email: str) -> None:
+        """Count a login attempt as a failure until it succeeds; 429 with Retry-After while
+        the email has used up its failures (nothing is counted then)."""
         key = self._key(email)
         now = self._clock()
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
-                await self._add(keys=[key], args=[int(now * 1000), WINDOW_SECONDS * 1000,
-                                                  secrets.token_hex(8)])  # fmt: skip
+                wait_ms = int(await self._attempt(keys=[key], args=[
+                    int(now * 1000), WINDOW_SECONDS * 1000, MAX_FAILURES, secrets.token_hex(8),
+                ]))  # fmt: skip
         except REDIS_ERRORS as exc:
             log.warning("login failures counted in this process only", error=repr(exc))
-            self._local_add(key, now)
+            wait_ms = self._local_attempt(key, now)
+        if wait_ms > 0:
+            raise TooManyRequests(
+                "too many failed logins for this email; try again later", math.ceil(wait_ms / 1000)
+            )
 
     async def succeeded(self, email: str) -> None:
         key = self._key(email)
@@ -103,21 +94,19 @@ class LoginLimiter:
         except REDIS_ERRORS:
             return
 
-    def _local_add(self, key: str, now: float) -> None:
-        if key not in self._local and len(self._local) >= _LOCAL_KEYS_MAX:
-            self._forget_old(now)
-        times = self._local.setdefault(key, collections.deque(maxlen=MAX_FAILURES))
-        times.append(now)
-
-    def _local_wait(self, key: str, now: float) -> int:
-        """Milliseconds until this process lets the email try again (0: now)."""
+    def _local_attempt(self, key: str, now: float) -> int:
+        """``attempt`` in this process alone: the milliseconds to wait, or 0 and counted."""
         times = self._local.get(key)
-        if times is None or len(times) < MAX_FAILURES:
-            return 0
-        left = times[0] + WINDOW_SECONDS - now  # the oldest of the last five
-        if left <= 0:
-            return 0
-        return max(1, math.ceil(left * 1000))
+        if times is not None and len(times) >= MAX_FAILURES:
+            left = times[0] + WINDOW_SECONDS - now  # the oldest of the last five
+            if left > 0:
+                return max(1, math.ceil(left * 1000))
+        if times is None:
+            if len(self._local) >= _LOCAL_KEYS_MAX:
+                self._forget_old(now)
+            times = self._local[key] = collections.deque(maxlen=MAX_FAILURES)
+        times.append(now)
+        return 0
 
     def _forget_old(self, now: float) -> None:
         stale = [k for k, times in self._local.items() if times[-1] + WINDOW_SECONDS <= now]

@@ -87,12 +87,11 @@ async def create_token(request: web.Request) -> web.Response:
         ]
         raise Unprocessable("email and password are required", missing)
     limiter = request.app[LOGIN_LIMITER]
-    await limiter.check(body.email)
+    await limiter.attempt(body.email)  # counted as a failure until it succeeds
     found = await credentials(request.app[STORE], body.email)
     stored_hash = found[1] if found else DUMMY_HASH
     valid = await asyncio.to_thread(verify_password, body.password[: PASSWORD_MAX * 4], stored_hash)
     if found is None or not valid:
-        await limiter.failed(body.email)
         raise Unauthorized("invalid email or password")
     await limiter.succeeded(body.email)
     token = secrets.token_urlsafe(32)

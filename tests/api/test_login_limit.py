@@ -1,4 +1,5 @@
-"""The login limit is a sliding window: five failures in any fifteen minutes, with or without Redis.
+"""The login limit is a sliding window: five failures in any fifteen minutes, with or without
+Redis, attempts counted when they start.
 
 Driven with a hand-set clock against a real Redis (and against a Redis that is not
 there, for the per-process fallback), so minutes pass without waiting.
@@ -6,6 +7,7 @@ there, for the per-process fallback), so minutes pass without waiting.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -45,9 +47,10 @@ async def limiter(request: pytest.FixtureRequest, redis: aioredis.Redis) -> Asyn
 
 
 async def retry_after(limiter: LoginLimiter, email: str = EMAIL) -> int | None:
-    """Seconds the limiter asks the client to wait, None when a login may be tried."""
+    """Start a login attempt: the seconds the limiter asks to wait, or None (then the
+    attempt counts as a failure until a login succeeds)."""
     try:
-        await limiter.check(email)
+        await limiter.attempt(email)
     except TooManyRequests as exc:
         return int(exc.headers["Retry-After"])
     return None
@@ -60,7 +63,6 @@ async def test_five_failures_refuse_the_email_until_the_oldest_is_fifteen_minute
     start = clock.now
     for _ in range(MAX_FAILURES):
         assert await retry_after(limit) is None
-        await limit.failed(EMAIL)
         clock.now += 60
     assert await retry_after(limit) == WINDOW_SECONDS - 5 * 60  # the first is 5 minutes old
     assert await retry_after(limit, "bob@example.org") is None  # per email
@@ -68,7 +70,6 @@ async def test_five_failures_refuse_the_email_until_the_oldest_is_fifteen_minute
     assert await retry_after(limit) == 1
     clock.now = start + WINDOW_SECONDS  # the first failure leaves the window: one more try
     assert await retry_after(limit) is None
-    await limit.failed(EMAIL)
     assert await retry_after(limit) == 60  # until the second failure is fifteen minutes old
 
 
@@ -78,21 +79,27 @@ async def test_no_burst_of_nine_around_the_end_of_a_window(
     """A counter expiring 15 minutes after the first failure let 4 + 5 through in minutes."""
     limit, clock = limiter
     start = clock.now
-    await limit.failed(EMAIL)  # one early failure
+    assert await retry_after(limit) is None  # one early failure
     clock.now = start + WINDOW_SECONDS - 60
     let_through = 0
-    while clock.now < start + WINDOW_SECONDS + 5 * 60:  # the ten minutes around the edge
-        if await retry_after(limit) is None:
-            await limit.failed(EMAIL)
-            let_through += 1
+    while clock.now < start + WINDOW_SECONDS + 5 * 60:  # the six minutes around the edge
+        let_through += await retry_after(limit) is None
         clock.now += 10
     assert let_through == MAX_FAILURES  # 4 before the early one expires, 1 after
+
+
+async def test_attempts_at_once_get_five_tries_not_one_each(
+    limiter: tuple[LoginLimiter, Clock],
+) -> None:
+    limit, _ = limiter
+    answers = await asyncio.gather(*(retry_after(limit) for _ in range(20)))
+    assert answers.count(None) == MAX_FAILURES
 
 
 async def test_a_successful_login_clears_the_failures(limiter: tuple[LoginLimiter, Clock]) -> None:
     limit, _ = limiter
     for _ in range(MAX_FAILURES):
-        await limit.failed(EMAIL)
+        await limit.attempt(EMAIL)
     assert await retry_after(limit) is not None
     await limit.succeeded(EMAIL)
     assert await retry_after(limit) is None

@@ -174,6 +174,15 @@ async def test_five_failures_lock_the_email_for_fifteen_minutes(client: Client) 
     assert (await login(client, email="bob@example.org")).status == 201
 
 
+async def test_twenty_wrong_passwords_at_once_get_five_tries(client: Client) -> None:
+    await register(client)
+    answers = await asyncio.gather(
+        *(login(client, password=f"wrong password {i}") for i in range(20))
+    )
+    assert sorted(a.status for a in answers) == [401] * 5 + [429] * 15
+    await problem(await login(client), 429)  # the right password too, until the window moves
+
+
 async def test_the_limit_holds_across_api_replicas(
     aiohttp_client: AiohttpClient, config: Config
 ) -> None:

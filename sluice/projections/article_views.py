@@ -185,4 +185,13 @@ async def top_from_redis(
     rows: Any = await redis.zrevrange(key, 0, limit - 1, withscores=True)
     if not rows:
         return None
-    return [(member.decode(), int(score)) for member, score in rows]
+    ranked = [(member.decode(), int(score)) for member, score in rows]
+    if len(ranked) == limit:
+        # ZREVRANGE puts equal scores in descending member order; ties rank by ascending
+        # article id, as in top_from_store, so the last places go to the smallest ids
+        # among everything tied with the last score.
+        last = ranked[-1][1]
+        tied: Any = await redis.zrangebyscore(key, last, last, start=0, num=limit)
+        ranked = [r for r in ranked if r[1] > last] + [(m.decode(), last) for m in tied]
+    ranked.sort(key=lambda item: (-item[1], item[0]))
+    return ranked[:limit]

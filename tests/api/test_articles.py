@@ -89,6 +89,22 @@ async def test_top_reads_the_redis_sorted_set_when_present(
     assert body["items"] == [{"article_id": "y", "views": 8}, {"article_id": "z", "views": 6}]
 
 
+async def test_ties_rank_by_article_id_from_redis_and_from_the_database(
+    client: Client, store: Store, config: Config, redis: aioredis.Redis
+) -> None:
+    start = current("day", config)
+    views = {"a": 1, "m": 5, "c": 5, "x": 9, "b": 5, "z": 5, "d": 2}
+    expected = ["x", "b", "c", "m"]  # the four fives in id order, cut after the second
+    await add_period_rows(store, "day", start, views)
+    from_store = await (await client.get("/v1/articles/top?limit=3")).json()
+    await redis.zadd(Keys(config.stream_prefix).top("day", start.isoformat()), views)
+    from_redis = await (await client.get("/v1/articles/top?limit=3")).json()
+    assert [i["article_id"] for i in from_store["items"]] == expected[:3]
+    assert from_redis["items"] == from_store["items"]
+    whole = await (await client.get("/v1/articles/top?limit=7")).json()
+    assert [i["article_id"] for i in whole["items"]] == ["x", "b", "c", "m", "z", "d", "a"]
+
+
 async def test_top_falls_back_to_the_database_with_redis_down(
     client: Client, store: Store, config: Config, redis_server: RedisServer
 ) -> None:

@@ -102,6 +102,10 @@ async def start_run(request: web.Request) -> web.Response:
             run = await runner.begin(task, "manual", utcnow())
     except (Busy, AlreadyRan):
         raise Conflict(f"a run of {task.name!r} is in progress") from None
+    except TimeoutError as exc:  # the lock, then the run record: either can be the slow one
+        raise DependencyDown(
+            "the run could not start in time: Redis or the database does not answer"
+        ) from exc
     except REDIS_ERRORS as exc:
         raise DependencyDown("Redis does not answer; a run needs its lock") from exc
     background = request.app[BACKGROUND]

@@ -117,6 +117,7 @@ class SqliteStore:
         self._writer = writer
         self._reader = reader
         self._lock = asyncio.Lock()
+        self._cleanups: set[asyncio.Future[None]] = set()  # rollbacks still running
         self._listeners: list[Callable[[], None]] = []
 
     @classmethod
@@ -152,19 +153,26 @@ class SqliteStore:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteTx]:
-        async with self._lock:
-            tx = SqliteTx(self._writer)
+        await self._lock.acquire()
+        tx = SqliteTx(self._writer)
+        try:
             # IMMEDIATE takes the write lock up front: no deadlock on upgrade.
             await self._writer.execute("BEGIN IMMEDIATE")
-            try:
-                yield tx
-                await self._writer.execute("COMMIT")
-            except BaseException:
-                # Also after a failed COMMIT (SQLITE_BUSY, disk full), which
-                # leaves the transaction open on this shared connection.
-                with contextlib.suppress(sqlite3.Error):
-                    await self._writer.execute("ROLLBACK")
-                raise
+            yield tx
+            await self._writer.execute("COMMIT")
+        except BaseException as exc:
+            # Roll back, also after a failed COMMIT (SQLITE_BUSY, disk full), which
+            # leaves the transaction open on this shared connection. A caller cancelled
+            # while SQLite waits for the lock (a request's deadline) stops waiting at
+            # once, but the BEGIN still runs in aiosqlite's thread: the ROLLBACK queued
+            # behind it gives the lock back, and this connection stays ours until then.
+            cleanup = asyncio.ensure_future(self._roll_back_and_release())
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
+            if not isinstance(exc, asyncio.CancelledError):
+                await asyncio.shield(cleanup)
+            raise
+        self._lock.release()
         if tx.appended:
             for kind, n in tx.types.items():
                 EVENTS_COMMITTED.labels(kind).inc(n)
@@ -208,6 +216,13 @@ class SqliteStore:
                 " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
                 (name, seq),
             )
+
+    async def _roll_back_and_release(self) -> None:
+        try:
+            with contextlib.suppress(sqlite3.Error):  # after a failed BEGIN there is nothing
+                await self._writer.execute("ROLLBACK")
+        finally:
+            self._lock.release()
 
     def add_commit_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)

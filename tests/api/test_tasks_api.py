@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -176,3 +177,26 @@ async def test_the_leaderboard_snapshot_serves_yesterdays_top_articles(admin: Cl
     for bad in ("2026-13-01", "yesterday", "2026-1-1"):
         body = await problem(await admin.get(f"/v1/articles/top/{bad}"), 422)
         assert body["errors"][0]["field"] == "date"
+
+
+async def test_a_manual_run_while_the_database_is_locked_is_a_503_and_leaves_it_usable(
+    admin: Client, admin_config: Config
+) -> None:
+    locker = sqlite3.connect(admin_config.sqlite_path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # another process writing for longer than the route waits
+    try:
+        response = await admin.post("/v1/admin/tasks/hold/runs", headers=ADMIN)
+        answer = await problem(response, 503)
+        assert "Redis or the database" in answer["detail"]
+    finally:
+        locker.rollback()
+        locker.close()
+    # The interrupted run gave the write lock back: the next run starts and records itself.
+    response = await admin.post("/v1/admin/tasks/fails/runs", headers=ADMIN)
+    assert response.status == 202, await response.text()
+    other = sqlite3.connect(admin_config.sqlite_path, isolation_level=None, timeout=5)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # and another process can write again
+        other.execute("ROLLBACK")
+    finally:
+        other.close()

@@ -17,6 +17,10 @@ from sluice.http.keys import ADMIN_TOKEN, STORE
 from sluice.store.users import User, user_for_token
 
 
+def _printable(token: str) -> bool:
+    return token.isascii() and token.isprintable()
+
+
 def bearer_token(request: web.Request) -> str | None:
     """The bearer token sent, None without an Authorization header; 401 if it is malformed."""
     header = request.headers.get("Authorization")
@@ -24,7 +28,9 @@ def bearer_token(request: web.Request) -> str | None:
         return None
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token or len(token) > 512:
+    # Tokens are printable ASCII; anything else (bytes that were not UTF-8 arrive as
+    # surrogates) cannot be one and would not even hash.
+    if scheme.lower() != "bearer" or not token or len(token) > 512 or not _printable(token):
         raise Unauthorized("the Authorization header must be 'Bearer <token>'")
     return token
 

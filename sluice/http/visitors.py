@@ -23,8 +23,12 @@ def load_visitor_key(config: Config) -> bytes:
 
 
 def visitor_hash(key: bytes, ip: str, user_agent: str) -> str:
-    """A keyed hash of IP and User-Agent: stable per visitor, the raw IP is never kept."""
-    return hmac.new(key, f"{ip}\n{user_agent}".encode(), hashlib.sha256).hexdigest()
+    """A keyed hash of IP and User-Agent: stable per visitor, the raw IP is never kept.
+
+    A header that is not UTF-8 reaches us with its bad bytes as surrogates (aiohttp
+    decodes with ``surrogateescape``); they are hashed as the bytes that were sent.
+    """
+    return hmac.new(key, f"{ip}\n{user_agent}".encode(errors="surrogateescape"), hashlib.sha256).hexdigest()
 
 
 class VisitorHasher:
@@ -44,7 +48,7 @@ class VisitorHasher:
 
     def __call__(self, ip: str, user_agent: str) -> str:
         inner = self._inner.copy()
-        inner.update(f"{ip}\n{user_agent}".encode())
+        inner.update(f"{ip}\n{user_agent}".encode(errors="surrogateescape"))
         outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.hexdigest()

@@ -3,6 +3,7 @@ down); every request gets one summary line."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import structlog
@@ -13,7 +14,7 @@ from sluice.http import create_app
 from sluice.logs import add_request
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
-from tests.link_helpers import add_user, bearer
+from tests.link_helpers import add_link, add_user, bearer
 
 
 async def boom(request: web.Request) -> web.Response:
@@ -102,3 +103,30 @@ async def test_a_locked_database_is_a_503_problem_and_nothing_is_written(
         "/v1/users", json={"email": "ada@example.org", "password": "correct horse"}
     )
     assert retried.status == 201  # the lock is gone: the same request goes through
+
+
+async def raw_status(client: Client, request: bytes) -> int:
+    """The status of a request sent byte for byte (the client would refuse non-UTF-8 headers)."""
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        status_line = await reader.readline()
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return int(status_line.split()[1])
+
+
+async def test_headers_that_are_not_utf8_get_their_answer_not_a_500(
+    client: Client, store: Store
+) -> None:
+    await add_link(store, "bytes1", "https://example.org/")
+    bad = b"\xff\xfe"
+    redirect = b"GET /bytes1 HTTP/1.1\r\nHost: x\r\nUser-Agent: " + bad + b"\r\n\r\n"
+    assert await raw_status(client, redirect) == 302  # the visit is hashed from the bytes
+    view = (b"POST /v1/articles/a1/views HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 2\r\nUser-Agent: " + bad + b"\r\n\r\n{}")  # fmt: skip
+    assert await raw_status(client, view) == 202
+    me = b"GET /v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + bad + b"\r\n\r\n"
+    assert await raw_status(client, me) == 401

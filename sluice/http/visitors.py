@@ -28,7 +28,8 @@ def visitor_hash(key: bytes, ip: str, user_agent: str) -> str:
     A header that is not UTF-8 reaches us with its bad bytes as surrogates (aiohttp
     decodes with ``surrogateescape``); they are hashed as the bytes that were sent.
     """
-    return hmac.new(key, f"{ip}\n{user_agent}".encode(errors="surrogateescape"), hashlib.sha256).hexdigest()
+    message = f"{ip}\n{user_agent}".encode(errors="surrogateescape")
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
 class VisitorHasher:

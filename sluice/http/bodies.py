@@ -45,7 +45,10 @@ async def buffer_body(request: web.BaseRequest) -> None:
     """Read the whole body now: over ``client_max_size`` it is a 413 on every route, also
     on those that never read their body (``read_json`` later gets the same bytes)."""
     _check_size(request)
-    await request.read()
+    try:
+        await request.read()
+    except web.RequestPayloadError as exc:  # not in its Content-Encoding, a broken chunk
+        raise BadRequest(f"the request body cannot be read: {exc}") from None
 
 
 def _field_error(exc: msgspec.ValidationError) -> FieldError:

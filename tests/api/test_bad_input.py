@@ -75,6 +75,13 @@ async def test_streamed_oversized_body_is_413(client: Client) -> None:
     await problem(await client.post(VIEWS, data=chunks(), headers=JSON), 413)
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_not_in_its_content_encoding_is_400(client: Client, encoding: str) -> None:
+    headers = {**JSON, "Content-Encoding": encoding}
+    body = await problem(await client.post(VIEWS, data=b'{"viewer": "v"}', headers=headers), 400)
+    assert body["detail"].startswith("the request body cannot be read")
+
+
 async def test_a_body_of_exactly_the_limit_is_read(client: Client) -> None:
     payload = b'{"viewer": "' + b"v" * (MAX_BODY - 14) + b'"}'
     assert len(payload) == MAX_BODY

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from itertools import islice, pairwise
+from itertools import islice, pairwise, takewhile
 from typing import Protocol
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -36,6 +36,8 @@ DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 QUARTZ_ATOM = re.compile(r"\d*(LW|L|W)")
 # Files in the zoneinfo tree that are not IANA zone names.
 NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+# 400 Gregorian years: after them every date repeats on the same weekday.
+GREGORIAN_CYCLE = timedelta(days=146_097)
 SECOND = timedelta(seconds=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -104,9 +106,14 @@ class CronSchedule:
             return at
         raise CronError(f"{self.expr!r} has no occurrence within 50 years of {moment}")
 
-    def next_runs(self, after: datetime, count: int) -> list[datetime]:
-        """The next ``count`` occurrences strictly after ``after``, in UTC."""
-        return list(islice(self._occurrences(after), count))
+    def next_runs(
+        self, after: datetime, count: int, until: datetime | None = None
+    ) -> list[datetime]:
+        """The next ``count`` occurrences strictly after ``after`` (up to ``until``), in UTC."""
+        runs = self._occurrences(after)
+        if until is not None:
+            runs = takewhile(lambda at: at <= until, runs)
+        return list(islice(runs, count))
 
     def describe(self) -> str:
         return f"{self.expr} {self.timezone}"
@@ -121,8 +128,12 @@ class CronSchedule:
             end = _overlap_end(moment, local, self._tz)
             start = end.astimezone(self._tz).replace(tzinfo=None) - SECOND
         last = moment
-        for wall in CronSim(self._spec, start):
-            at = _wall_to_utc(wall, self._tz)
+        walls = iter(CronSim(self._spec, start))
+        while True:
+            try:
+                at = _wall_to_utc(next(walls), self._tz)
+            except (StopIteration, OverflowError):  # no more, or past the year 9999
+                return
             if at > last:  # gap times collapse into one instant
                 last = at
                 yield at
@@ -136,10 +147,16 @@ def parse_cron(expr: str, timezone: str) -> CronSchedule:
 def min_interval(schedule: Schedule, after: datetime, samples: int = 500) -> float:
     """The smallest gap in seconds between consecutive ones of the next ``samples`` occurrences.
 
+    A cron's walk stops after 400 years, the Gregorian cycle after which its dates
+    repeat: a rare schedule (29 February on a Sunday) is not walked to the year 9999.
     ``math.inf`` when fewer than two occurrences follow ``after``.
     """
     if isinstance(schedule, CronSchedule):  # one walk instead of `samples` fresh ones
-        runs = schedule.next_runs(after, samples)
+        try:
+            until: datetime | None = after + GREGORIAN_CYCLE
+        except OverflowError:
+            until = None
+        runs = schedule.next_runs(after, samples, until)
     else:
         runs = []
         moment = schedule.next_after(after)

@@ -50,6 +50,13 @@ async def reminder_events(store: Store) -> list[tuple[Any, str]]:
     return [(e, t) for e, t in await stored_events(store) if isinstance(e, kinds)]
 
 
+async def test_a_rare_schedule_is_accepted_with_its_next_runs(
+    client: Client, ada: dict[str, str]
+) -> None:
+    reminder = await create(client, ada, cron="0 0 0 29 2 */7", timezone="UTC")  # leap Sundays
+    assert [instant(t).year for t in reminder["next_runs"]] == [2032, 2060, 2088]
+
+
 async def test_a_reminder_answers_its_next_three_runs_in_its_zone(
     client: Client, store: Store, ada: dict[str, str]
 ) -> None:

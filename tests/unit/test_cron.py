@@ -447,3 +447,15 @@ def test_the_second_pass_of_an_overlap_is_not_walked_second_by_second(
     every_second = parse_cron("* * * * * *", "Europe/Berlin")
     assert every_second.next_after(utc(2026, 10, 25, 1, 0, 1)) == utc(2026, 10, 25, 2)
     assert len(walked) < 10
+
+
+def test_occurrences_end_with_the_calendar_and_rare_ones_still_have_a_gap() -> None:
+    yearly = parse_cron("0 0 0 1 1 *", "UTC")
+    assert yearly.next_runs(datetime(9998, 6, 1, tzinfo=UTC), 5) == [
+        datetime(9999, 1, 1, tzinfo=UTC)
+    ]  # then the year 10000 would come: none, not an OverflowError
+    assert yearly.next_runs(datetime(9999, 6, 1, tzinfo=UTC), 5) == []
+    # 29 February on a Sunday (a dow starting with * is ANDed with the day): every 28 years
+    leap_sundays = parse_cron("0 0 0 29 2 */7", "UTC")
+    gap = min_interval(leap_sundays, datetime(2026, 1, 1, tzinfo=UTC))  # walked 400 years
+    assert gap == (datetime(2060, 2, 29) - datetime(2032, 2, 29)).total_seconds()

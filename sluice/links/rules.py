@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import re
+import socket
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import SplitResult, quote, urlsplit
@@ -23,6 +25,7 @@ RESERVED = frozenset({
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOST = re.compile(rf"(?:{_LABEL}\.)*{_LABEL}")
+_HEX = re.compile(r"0x[0-9a-f]*")
 # Kept as they are when an IRI is turned into a URI: RFC 3986 delimiters and '%'.
 _URI_SAFE = "!#$%&'()*+,/:;=?@[]~"
 _AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
@@ -74,9 +77,30 @@ def _as_uri(parts: SplitResult, host: str) -> str:
     return parts._replace(netloc=netloc, path=path, query=query, fragment=fragment).geturl()
 
 
+def _canonical_host(host: str) -> str:
+    """The host as a browser reads it, to compare origins: IPv4 in any of its legacy
+    spellings (``127.1``, ``0x7f.0.0.1``, ``2130706433``) as dotted decimal, an
+    IPv4-mapped IPv6 address as that IPv4, other IPv6 compressed, names lowercased.
+    A host whose last label is a number can only be an IPv4 address (WHATWG URL)."""
+    if ":" in host:
+        try:
+            address = ipaddress.IPv6Address(host)
+        except ValueError:
+            raise Invalid("has a host that is not a valid IPv6 address") from None
+        return str(address.ipv4_mapped or address)
+    host = host.lower().removesuffix(".")
+    last = host.rpartition(".")[2]
+    if last.isdigit() or _HEX.fullmatch(last):
+        try:
+            return socket.inet_ntoa(socket.inet_aton(host))
+        except OSError:
+            raise Invalid("has a host that is not a valid IPv4 address") from None
+    return host
+
+
 def _origin(parts: SplitResult, host: str) -> tuple[str, int]:
     port = parts.port if parts.port is not None else _DEFAULT_PORTS[parts.scheme.lower()]
-    return host.lower().removesuffix("."), port
+    return _canonical_host(host), port
 
 
 def same_site(a: tuple[str, int], b: tuple[str, int]) -> bool:
@@ -93,7 +117,7 @@ def short_origin(base_url: str) -> tuple[str, int]:
         host = _ascii_host(host)
     try:
         return _origin(parts, host)
-    except (ValueError, KeyError):  # a config this odd protects nothing; refuse nothing
+    except (ValueError, KeyError, Invalid):  # a config this odd protects nothing; refuse nothing
         return "", 0
 
 

@@ -148,6 +148,11 @@ async def test_the_longest_and_shortest_aliases_are_fine(
         "https://example.org:99999/", "https://<script>/", "https://a..b/",
         "https://example.org/" + "x" * 2029,  # 2049 characters
         "http://127.0.0.1:8080/abc", "HTTP://127.0.0.1:8080", "http://127.0.0.1:8080/",
+        # The service's own address as browsers also read it (127.0.0.1 spelt otherwise).
+        "http://127.1:8080/", "http://0x7f.1:8080/", "http://2130706433:8080/",
+        "http://[::ffff:7f00:1]:8080/", "http://127.0.0.1.:8080/",
+        # A host ending in a number can only be IPv4, and these are not.
+        "https://1.2.3.4.5/", "https://256.256.256.256/", "https://example.123/",
         "",
     ],
 )  # fmt: skip
@@ -164,6 +169,8 @@ async def test_url_edge_cases_that_are_accepted(client: Client, ada: dict[str, s
     assert (await create(client, ada, url=longest))["url"] == longest
     # Another port on the service's host is another service.
     assert (await create(client, ada, url="http://127.0.0.1:9090/"))["url"]
+    for address in ("https://10.0.0.1/", "https://[2001:db8::1]/", "https://0x0a.1/"):
+        assert (await create(client, ada, url=address))["url"] == address  # kept as written
     # An IRI is stored as the ASCII URI a Location header can carry.
     iri = await create(client, ada, url="https://bücher.example/straße?q=ä")
     assert iri["url"] == "https://xn--bcher-kva.example/stra%C3%9Fe?q=%C3%A4"

@@ -145,6 +145,14 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
     if config.log_format not in ("json", "console"):
         raise ConfigError("SLUICE_LOG_FORMAT must be json or console")
+    token = config.admin_token
+    if token is not None and not (
+        token.isascii() and token.isprintable() and token == token.strip()
+    ):
+        raise ConfigError(
+            "SLUICE_ADMIN_TOKEN must be printable ASCII without surrounding spaces"
+            " (it travels in a header)"
+        )
     if config.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"SLUICE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
     config.sqlite_path  # noqa: B018 - raises on an unsupported URL

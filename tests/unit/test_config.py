@@ -71,6 +71,7 @@ def test_environment_values_are_typed(tmp_path: Path) -> None:
         ("SLUICE_DATABASE_URL", "mysql://x", "unsupported"),
         ("SLUICE_LOG_FORMAT", "xml", "json or console"),
         ("SLUICE_LOG_LEVEL", "verbose", "debug, info, warning, error, critical"),
+        ("SLUICE_ADMIN_TOKEN", "s\u00e9same", "printable ASCII"),
     ],
 )
 def test_bad_values_are_refused_with_the_variable_named(

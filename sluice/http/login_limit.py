@@ -3,11 +3,11 @@
 A sliding window: each failure is kept with its time (a Redis sorted set per
 email, shared by every replica) until it is fifteen minutes old, and an email
 with five failures inside the window is refused until the oldest of those five
-leaves it. An attempt is counted when it starts, before the password is
-checked, and cleared when the login succeeds: twenty attempts sent at once get
-five answers, not twenty. A fixed window (a counter that expires fifteen minutes after the
-first failure) would let nine failures through within a few minutes around its
-end. While Redis is down each process keeps its own failure times, so the limit
+leaves it. (A counter expiring fifteen minutes after the first failure would let
+nine failures through within minutes around its end.) An attempt is counted
+when it starts, before the password is checked, and the failures are cleared
+when a login succeeds: twenty attempts sent at once get five tries, not twenty.
+While Redis is down each process keeps its own failure times, so the limit
 still holds per replica rather than not at all.
 """
 

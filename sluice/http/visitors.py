@@ -22,14 +22,15 @@ def load_visitor_key(config: Config) -> bytes:
     return key.encode()
 
 
-def visitor_hash(key: bytes, ip: str, user_agent: str) -> str:
-    """A keyed hash of IP and User-Agent: stable per visitor, the raw IP is never kept.
+def _visitor(ip: str, user_agent: str) -> bytes:
+    """What is hashed. A header that is not UTF-8 reaches us with its bad bytes as
+    surrogates (aiohttp decodes with ``surrogateescape``): hashed as the bytes sent."""
+    return f"{ip}\n{user_agent}".encode(errors="surrogateescape")
 
-    A header that is not UTF-8 reaches us with its bad bytes as surrogates (aiohttp
-    decodes with ``surrogateescape``); they are hashed as the bytes that were sent.
-    """
-    message = f"{ip}\n{user_agent}".encode(errors="surrogateescape")
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+def visitor_hash(key: bytes, ip: str, user_agent: str) -> str:
+    """A keyed hash of IP and User-Agent: stable per visitor, the raw IP is never kept."""
+    return hmac.new(key, _visitor(ip, user_agent), hashlib.sha256).hexdigest()
 
 
 class VisitorHasher:
@@ -49,7 +50,7 @@ class VisitorHasher:
 
     def __call__(self, ip: str, user_agent: str) -> str:
         inner = self._inner.copy()
-        inner.update(f"{ip}\n{user_agent}".encode(errors="surrogateescape"))
+        inner.update(_visitor(ip, user_agent))
         outer = self._outer.copy()
         outer.update(inner.digest())
         return outer.hexdigest()

@@ -4,7 +4,6 @@ down); every request gets one summary line."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import structlog
 from aiohttp import web
@@ -15,6 +14,7 @@ from sluice.logs import add_request
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.link_helpers import add_link, add_user, bearer
+from tests.sqlite_helpers import write_locked
 
 
 async def boom(request: web.Request) -> web.Response:
@@ -80,21 +80,18 @@ async def test_a_locked_database_is_a_503_problem_and_nothing_is_written(
     await add_user(store)
     for connection in (store._writer, store._reader):  # type: ignore[attr-defined]
         await connection.execute("PRAGMA busy_timeout=100")  # not 10 s per request
-    locker = sqlite3.connect(config.sqlite_path, isolation_level=None)
-    locker.execute("BEGIN EXCLUSIVE")  # another process holding the write lock
-    try:
-        with structlog.testing.capture_logs(processors=[add_request]) as logs:
-            for path, body in (
-                ("/v1/users", {"email": "ada@example.org", "password": "correct horse"}),
-                ("/v1/links", {"url": "https://example.org/"}),
-                ("/v1/reminders", {"cron": "0 0 9 * * *", "timezone": "UTC", "text": "Hello"}),
-            ):
-                response = await client.post(path, json=body, headers=bearer())
-                answer = await problem(response, 503)
-                assert answer["detail"] == "the database is unavailable; try again later", path
-    finally:
-        locker.rollback()
-        locker.close()
+    with (
+        write_locked(config.sqlite_path),
+        structlog.testing.capture_logs(processors=[add_request]) as logs,
+    ):
+        for path, body in (
+            ("/v1/users", {"email": "ada@example.org", "password": "correct horse"}),
+            ("/v1/links", {"url": "https://example.org/"}),
+            ("/v1/reminders", {"cron": "0 0 9 * * *", "timezone": "UTC", "text": "Hello"}),
+        ):
+            response = await client.post(path, json=body, headers=bearer())
+            answer = await problem(response, 503)
+            assert answer["detail"] == "the database is unavailable; try again later", path
     assert [(e["dependency"], e["log_level"]) for e in logs if "dependency" in e] == [
         ("the database", "error")
     ] * 3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +21,7 @@ from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.integration.conftest import wait_for
+from tests.sqlite_helpers import assert_writable, write_locked
 
 ADMIN = {"Authorization": "Bearer task-admin"}
 RELEASE = asyncio.Event()
@@ -182,21 +182,11 @@ async def test_the_leaderboard_snapshot_serves_yesterdays_top_articles(admin: Cl
 async def test_a_manual_run_while_the_database_is_locked_is_a_503_and_leaves_it_usable(
     admin: Client, admin_config: Config
 ) -> None:
-    locker = sqlite3.connect(admin_config.sqlite_path, isolation_level=None)
-    locker.execute("BEGIN IMMEDIATE")  # another process writing for longer than the route waits
-    try:
+    with write_locked(admin_config.sqlite_path):  # for longer than the route waits
         response = await admin.post("/v1/admin/tasks/hold/runs", headers=ADMIN)
         answer = await problem(response, 503)
         assert "Redis or the database" in answer["detail"]
-    finally:
-        locker.rollback()
-        locker.close()
     # The interrupted run gave the write lock back: the next run starts and records itself.
     response = await admin.post("/v1/admin/tasks/fails/runs", headers=ADMIN)
     assert response.status == 202, await response.text()
-    other = sqlite3.connect(admin_config.sqlite_path, isolation_level=None, timeout=5)
-    try:
-        other.execute("BEGIN IMMEDIATE")  # and another process can write again
-        other.execute("ROLLBACK")
-    finally:
-        other.close()
+    assert_writable(admin_config.sqlite_path)  # and another process can write again

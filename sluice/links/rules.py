@@ -23,6 +23,7 @@ RESERVED = frozenset({
     "static", "assets", "login", "logout", "favicon.ico", "robots.txt", "docs", "status",
 })  # fmt: skip
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_LOOPBACK = "localhost"  # what every loopback host compares as
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOST = re.compile(rf"(?:{_LABEL}\.)*{_LABEL}")
 _HEX = re.compile(r"0x[0-9a-f]*")
@@ -81,20 +82,26 @@ def _canonical_host(host: str) -> str:
     """The host as a browser reads it, to compare origins: IPv4 in any of its legacy
     spellings (``127.1``, ``0x7f.0.0.1``, ``2130706433``) as dotted decimal, an
     IPv4-mapped IPv6 address as that IPv4, other IPv6 compressed, names lowercased.
-    A host whose last label is a number can only be an IPv4 address (WHATWG URL)."""
+    A host whose last label is a number can only be an IPv4 address (WHATWG URL).
+    Every loopback host is one: ``localhost``, ``*.localhost`` (RFC 6761, which
+    browsers resolve to loopback without asking DNS), ``127.0.0.0/8`` and ``::1``."""
     if ":" in host:
         try:
             address = ipaddress.IPv6Address(host)
         except ValueError:
             raise Invalid("has a host that is not a valid IPv6 address") from None
-        return str(address.ipv4_mapped or address)
+        canonical = address.ipv4_mapped or address
+        return _LOOPBACK if canonical.is_loopback else str(canonical)
     host = host.lower().removesuffix(".")
     last = host.rpartition(".")[2]
     if last.isdigit() or _HEX.fullmatch(last):
         try:
-            return socket.inet_ntoa(socket.inet_aton(host))
+            ipv4 = socket.inet_ntoa(socket.inet_aton(host))
         except OSError:
             raise Invalid("has a host that is not a valid IPv4 address") from None
+        return _LOOPBACK if ipaddress.IPv4Address(ipv4).is_loopback else ipv4
+    if host == _LOOPBACK or host.endswith("." + _LOOPBACK):
+        return _LOOPBACK
     return host
 
 

@@ -151,6 +151,10 @@ async def test_the_longest_and_shortest_aliases_are_fine(
         # The service's own address as browsers also read it (127.0.0.1 spelt otherwise).
         "http://127.1:8080/", "http://0x7f.1:8080/", "http://2130706433:8080/",
         "http://[::ffff:7f00:1]:8080/", "http://127.0.0.1.:8080/",
+        # Every loopback name and address reaches a service on 127.0.0.1 (the README's
+        # examples say localhost:8080).
+        "http://localhost:8080/abc", "http://LocalHost.:8080/", "http://app.localhost:8080/",
+        "http://[::1]:8080/", "http://127.0.0.2:8080/",
         # A host ending in a number can only be IPv4, and these are not.
         "https://1.2.3.4.5/", "https://256.256.256.256/", "https://example.123/",
         "",
@@ -169,6 +173,8 @@ async def test_url_edge_cases_that_are_accepted(client: Client, ada: dict[str, s
     assert (await create(client, ada, url=longest))["url"] == longest
     # Another port on the service's host is another service.
     assert (await create(client, ada, url="http://127.0.0.1:9090/"))["url"]
+    assert (await create(client, ada, url="http://localhost:9090/"))["url"]
+    assert (await create(client, ada, url="https://localhost.example/"))["url"]
     for address in ("https://10.0.0.1/", "https://[2001:db8::1]/", "https://0x0a.1/"):
         assert (await create(client, ada, url=address))["url"] == address  # kept as written
     # An IRI is stored as the ASCII URI a Location header can carry.
@@ -183,6 +189,8 @@ async def test_url_edge_cases_that_are_accepted(client: Client, ada: dict[str, s
         ("https://sho.rt", "http://SHO.RT/abc", "http://sho.rt:8000/abc"),
         ("https://sho.rt", "https://sho.rt.:443/abc", "https://www.sho.rt/abc"),
         ("https://Sho.rt:8443", "https://sho.rt:8443/abc", "https://sho.rt/abc"),
+        ("http://localhost:8000", "http://127.0.0.1:8000/abc", "http://127.0.0.1:8001/abc"),
+        ("http://[::1]:8000", "http://localhost:8000/abc", "http://[::2]:8000/abc"),
     ],
 )
 async def test_the_own_short_domain_is_refused(

@@ -75,6 +75,14 @@ class UnsupportedMediaType(ProblemError):
     title = "Unsupported Media Type"
 
 
+class RangeNotSatisfiable(ProblemError):
+    status = 416
+    title = "Range Not Satisfiable"
+
+    def __init__(self, detail: str, size: int) -> None:
+        super().__init__(detail, headers={"Content-Range": f"bytes */{size}"})
+
+
 class Unprocessable(ProblemError):
     status = 422
     title = "Unprocessable Content"

@@ -440,10 +440,16 @@ _PATHS: Doc = {
                 "headers": {"Content-Disposition": {"schema": {"type": "string"}}},
                 "content": {"text/csv": {"schema": {"type": "string"}}},
             },
+            "206": {
+                "description": "the part of the CSV a Range header asked for",
+                "headers": {"Content-Range": {"schema": {"type": "string"}}},
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+            },
             "401": _UNAUTHORIZED,
             "404": _NO_JOB,
             "409": _problem("the job is queued, running or failed: no result"),
             "410": _problem("the result was removed after the retention period"),
+            "416": _problem("a Range past the end of the file, or not one byte range"),
         },
     }},
     "/v1/reminders": {

@@ -200,6 +200,41 @@ async def test_a_finished_export_serves_its_csv_until_retention_removes_it(
     assert (job["status"], job["result_url"]) == ("succeeded", None)
 
 
+async def test_a_download_resumes_with_a_range_and_a_bad_range_is_a_problem(
+    client: Client, store: Store, config: Config
+) -> None:
+    await setup_links(store)
+    async with store.transaction() as tx:
+        await tx.append(*(LinkVisited(code=CODE, visitor=f"v{i}") for i in range(20)))
+    job_id = (await start(client))["job_id"]
+    await run_export(job_id, deps(client, store, config))
+    url = f"/v1/jobs/{job_id}/result"
+    whole = await (await client.get(url, headers=bearer())).read()
+    size = len(whole)
+
+    def ranged(value: str, **more: str) -> dict[str, str]:
+        return {**bearer(), "Range": value, **more}
+
+    part = await client.get(url, headers=ranged("bytes=10-"))
+    assert (part.status, part.headers["Content-Range"]) == (206, f"bytes 10-{size - 1}/{size}")
+    assert await part.read() == whole[10:]
+    tail = await client.get(url, headers=ranged("bytes=-25"))
+    assert (tail.status, await tail.read()) == (206, whole[-25:])
+    more_than_all = await client.get(url, headers=ranged(f"bytes=-{size * 2}"))
+    assert (more_than_all.status, await more_than_all.read()) == (206, whole)
+
+    for value in (f"bytes={size}-", f"bytes={size + 100}-{size + 200}", "bytes=9-3", "pages=1-2"):
+        response = await client.get(url, headers=ranged(value))
+        body = await problem(response, 416)
+        assert response.headers["Content-Range"] == f"bytes */{size}"
+        assert body["detail"]
+    # If-Range older than the file: the range does not apply, the whole file is sent.
+    stale = await client.get(
+        url, headers=ranged(f"bytes={size}-", **{"If-Range": "Mon, 01 Jan 2001 00:00:00 GMT"})
+    )
+    assert (stale.status, await stale.read()) == (200, whole)
+
+
 async def test_an_export_of_a_link_that_is_gone_fails_with_an_error(
     client: Client, store: Store, config: Config
 ) -> None:

@@ -120,7 +120,13 @@ class Runner:
             started = time.monotonic()
             status, error = await self._supervise(run)
             elapsed = round(time.monotonic() - started, 3)
-            final = await self._finish(run, status, error)
+            # The outcome is recorded before the lock is given back: the next holder
+            # marks every record still "running" as abandoned, and resumes from it.
+            try:
+                final = await self._finish(run, status, error)
+            finally:
+                if not run.context.lost.is_set():  # a lost lock is not ours to release
+                    await self._release(run)
             if status == "succeeded":
                 log.info("task run succeeded", seconds=elapsed, checkpoints=run.context.checkpoints)
             else:
@@ -146,8 +152,6 @@ class Runner:
             await cancel_and_wait(work)
             LOCK_LOSSES.labels(run.task.name).inc()
             return "failed", LOST_LOCK
-        if not context.lost.is_set():  # a lost lock is not ours to release
-            await self._release(run)
         if work.cancelled():
             return "failed", "cancelled"
         exc = work.exception()
@@ -190,8 +194,11 @@ class Runner:
             log.error("task lock was already gone at release", lock=run.lock.key)
 
     async def _record_interrupted(self, run: Run) -> None:
-        await self._release(run)
-        await self._finish(run, "failed", INTERRUPTED)
+        try:
+            await self._finish(run, "failed", INTERRUPTED)
+        finally:
+            if not run.context.lost.is_set():
+                await self._release(run)
 
     async def _finish(self, run: Run, status: runs.Status, error: str | None) -> runs.RunRecord:
         TASK_RUNS.labels(run.task.name, status).inc()

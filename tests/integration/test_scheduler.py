@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgspec
 import pytest
@@ -113,16 +115,51 @@ async def test_a_long_run_keeps_its_lock_through_renewal(fast_locks: Resources) 
     task = Task("long", EVERY_SECOND, long)
     runner, other = Runner(fast_locks, holder="a"), Runner(fast_locks, holder="b")
     run = await runner.begin(task, "manual", datetime.now(UTC))
+    started = time.monotonic()
     execution = asyncio.create_task(runner.execute(run))
-    refused = 0
+    last_refused = 0.0
     while not execution.done():
         with pytest.raises(Busy):
             await other.begin(task, "manual", datetime.now(UTC))
-        refused += 1
+        last_refused = time.monotonic() - started
         await asyncio.sleep(0.1)
     record = await execution
-    assert record.status == "succeeded" and refused >= 15
+    assert record.status == "succeeded"
+    assert last_refused > 3 * fast_locks.config.task_lock_ttl_ms / 1000  # renewed, not kept
     assert await fast_locks.redis.exists(fast_locks.keys.task_lock("long")) == 0
+
+
+async def test_the_lock_is_held_until_the_outcome_is_recorded(
+    fast_locks: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The next holder marks records still "running" as abandoned and resumes from
+    # them: it must not get the lock while the last run's outcome is being written.
+    recording, proceed = asyncio.Event(), asyncio.Event()
+    finish = runs.finish
+
+    async def slow_finish(*args: Any, **kwargs: Any) -> None:
+        recording.set()
+        await proceed.wait()
+        await finish(*args, **kwargs)
+
+    async def checkpointed(ctx: TaskContext) -> None:
+        await ctx.checkpoint("done")
+
+    monkeypatch.setattr(runs, "finish", slow_finish)
+    task = Task("quick", EVERY_SECOND, checkpointed)
+    runner, other = Runner(fast_locks, holder="a"), Runner(fast_locks, holder="b")
+    execution = asyncio.create_task(
+        runner.execute(await runner.begin(task, "manual", datetime.now(UTC)))
+    )
+    await recording.wait()
+    with pytest.raises(Busy):
+        await other.begin(task, "manual", datetime.now(UTC))
+    proceed.set()
+    assert (await execution).status == "succeeded"
+    second = await other.begin(task, "manual", datetime.now(UTC))
+    assert second.context.cursor is None  # the run succeeded: nothing to resume
+    await other.execute(second)
+    assert [r.status for r in await records(fast_locks, "quick")] == ["succeeded", "succeeded"]
 
 
 async def test_a_run_whose_lock_is_taken_over_stops_and_is_recorded_failed(

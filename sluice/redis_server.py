@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -105,25 +106,39 @@ class RedisServer:
         self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
+        process = self.process
+        assert process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
+            if process.poll() is not None:
                 log = self.data_dir / "redis.log"
                 tail = log.read_text()[-2000:] if log.exists() else ""
                 raise RedisServerError(f"redis-server exited at start:\n{tail}")
-            if self.ping():
+            if self._answering_pid() == process.pid:
                 return
             time.sleep(0.02)
         self.stop()
         raise RedisServerError(f"redis-server did not answer on port {self.port}")
 
-    def ping(self) -> bool:
+    def _answering_pid(self) -> int | None:
+        """The process id of the Redis answering on the port, if one does. Not ours when
+        another process took the port first (``free_port`` can only pick a port that
+        was free): ours then fails to bind and exits, and nothing else is touched."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(64).startswith(b"+PONG")
-        except OSError:
-            return False
+                sock.sendall(b"INFO server\r\n")
+                reply = b""
+                while b"\r\n" not in reply and (chunk := sock.recv(65536)):
+                    reply += chunk
+                header, _, reply = reply.partition(b"\r\n")
+                if not header.startswith(b"$"):  # an error: a Redis, but not ours
+                    return None
+                while len(reply) < int(header[1:]) and (chunk := sock.recv(65536)):
+                    reply += chunk
+        except (OSError, ValueError):
+            return None
+        match = re.search(rb"^process_id:(\d+)\r$", reply, re.MULTILINE)
+        return int(match[1]) if match else None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Graceful stop: SIGTERM makes Redis flush the AOF before it exits."""

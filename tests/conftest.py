@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from sluice.config import Config, load_config
 from sluice.redis_server import RedisServer
+
+_hypothesis_home: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Hypothesis (and schemathesis through it) keeps files under ./.hypothesis even
+    # without an example database; keep them out of the work tree, for this run only.
+    global _hypothesis_home
+    _hypothesis_home = Path(tempfile.mkdtemp(prefix="sluice-hypothesis-"))
+    set_hypothesis_home_dir(_hypothesis_home)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _hypothesis_home is not None:
+        shutil.rmtree(_hypothesis_home, ignore_errors=True)
 
 
 @pytest.fixture

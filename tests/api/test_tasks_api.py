@@ -49,7 +49,8 @@ def admin_config(make_config: Callable[..., Config]) -> Config:
 
 @pytest.fixture
 async def admin(aiohttp_client: AiohttpClient, admin_config: Config) -> AsyncIterator[Client]:
-    RELEASE.clear()
+    global RELEASE
+    RELEASE = asyncio.Event()  # an Event binds to the loop of its first waiter: one per test
     client = await aiohttp_client(create_app(admin_config))
     yield client
     RELEASE.set()

@@ -42,20 +42,29 @@ async def test_replay_repairs_a_projection_and_counts_views_arriving_meanwhile(
 
     writer = asyncio.create_task(post_views(resources, "live", 400, start=300))
     serving: list[int] = []
+    rebuilt = asyncio.Event()
 
     async def read_while_rebuilding() -> None:
-        while not writer.done():
+        while not (writer.done() and rebuilt.is_set()):
             serving.append(await views(resources, "live"))
             await asyncio.sleep(0.005)
 
     reader = asyncio.create_task(read_while_rebuilding())
-    await asyncio.sleep(0.05)  # let the writer get going so the rebuild races it
+
+    async def new_views_counted() -> bool:  # so the rebuild races views still arriving
+        return bool(serving) and serving[-1] > 300
+
+    await wait_for(new_views_counted)
     result = await rebuild(resources, PROJECTIONS["article-views"], chunk=50, progress=False)
+    rebuilt.set()
     await writer
     await reader
 
     assert result.events >= 307
-    assert serving and all(0 < n <= 700 for n in serving)
+    # Readers kept the live numbers through the rebuild and the swap: never lower
+    # than what they had already seen, never more than was sent.
+    assert serving[0] >= 300 and serving[-1] <= 700
+    assert serving == sorted(serving), "a reader saw the count go down"
 
     async def exact() -> bool:
         return await views(resources, "live") == 700

@@ -131,6 +131,8 @@ def test_a_links_stream_entry_puts_the_new_state() -> None:
     apply_entry(cache, {b"type": b"LinkUpdated", b"data": b"{not json"})  # skipped, logged
     apply_entry(cache, {b"type": b"Other"})
     assert len(cache) == 1
+    # The new state, as a redirect's Location carries it, from the valid entry.
+    assert cache.cached("abc") == Target("https://example.org/%C3%A4%20b", None, True)
 
 
 def test_location_encodes_only_what_a_header_cannot_carry() -> None:

@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+import structlog
 from aiohttp import web
 
-from sluice.errors import Conflict, FieldError, NotFound, Unprocessable
+from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.events import LinkCreated, LinkUpdated, utcnow
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
@@ -19,6 +20,8 @@ from sluice.links import repository
 from sluice.links.pool import PoolRefiller
 from sluice.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
 from sluice.store.links import Link, get_link
+
+log = structlog.get_logger(__name__)
 
 PAGE_MAX = 100
 PAGE_DEFAULT = 20
@@ -95,6 +98,9 @@ async def create_link(request: web.Request) -> web.Response:
             )  # fmt: skip
     except repository.AliasTaken:
         raise Conflict(f"the alias {body.alias!r} is taken") from None
+    except repository.NoFreeCode as exc:
+        log.error("no free short code", attempts=repository.CODE_ATTEMPTS)
+        raise DependencyDown(f"{exc}; try again") from None
     if alias is None:
         request.app[POOL_REFILLER].poke(empty=pool_empty)
     return json_response(_out(request, link), 201, headers={"Location": f"/v1/links/{link.code}"})

@@ -29,6 +29,10 @@ class AliasTaken(SluiceError):
     """Another link already has this code (aliases are unique case-sensitively)."""
 
 
+class NoFreeCode(SluiceError):
+    """Every code drawn was in use (``CODE_ATTEMPTS`` of them): not expected to happen."""
+
+
 async def _insert(tx: Tx, link: Link, code: str) -> bool:
     created = db_time(link.created_at)
     expires = None if link.expires_at is None else db_time(link.expires_at)
@@ -62,7 +66,7 @@ async def create_link(tx: Tx, draft: Link, *, alias: str | None) -> tuple[Link, 
             await mark_taken(tx, code)
         if await _insert(tx, draft, code):
             return msgspec.structs.replace(draft, code=code), empty
-    raise SluiceError(f"no free short code after {CODE_ATTEMPTS} attempts")
+    raise NoFreeCode(f"no free short code after {CODE_ATTEMPTS} attempts")
 
 
 async def link_for_update(tx: Tx, code: str) -> Link | None:

@@ -17,7 +17,9 @@ from sluice.http import create_app
 from sluice.http.keys import CONFIG as CONFIG_KEY
 from sluice.http.keys import STORE as STORE_KEY
 from sluice.http.links import POOL_REFILLER
+from sluice.links import repository
 from sluice.links.pool import free_codes, refill
+from sluice.redis_server import RedisServer
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.api.test_users import bearer, login, register
@@ -535,3 +537,49 @@ async def test_a_pool_code_equal_to_an_alias_is_skipped(
     assert link["code"] != "Xyz789"
     assert CODE.fullmatch(link["code"])
     assert await free_codes(store) == 0
+
+
+async def test_links_are_created_changed_and_followed_with_redis_down(
+    client: Client, store: Store, ada: dict[str, str], redis_server: RedisServer
+) -> None:
+    # SPEC §2.6: the database is the source of truth; the relay publishes the changes
+    # once Redis is back.
+    redis_server.stop()
+    code = (await create(client, ada, url="https://example.org/down"))["code"]
+    patched = await client.patch(
+        f"/v1/links/{code}", json={"url": "https://example.org/changed"}, headers=ada
+    )
+    assert patched.status == 200, await patched.text()
+    read = await client.get(f"/v1/links/{code}", headers=ada)
+    assert (await read.json())["url"] == "https://example.org/changed"
+    redirect = await client.get(f"/{code}", allow_redirects=False)
+    assert (redirect.status, redirect.headers["Location"]) == (302, "https://example.org/changed")
+    events = [event for event, _ in await link_events(store)]
+    assert [(type(e).__name__, e.code, e.url) for e in events] == [
+        ("LinkCreated", code, "https://example.org/down"),
+        ("LinkUpdated", code, "https://example.org/changed"),
+    ]
+
+
+async def test_a_code_made_on_the_spot_that_is_taken_is_drawn_again(
+    aiohttp_client: AiohttpClient,
+    make_config: Callable[..., Config],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = await aiohttp_client(create_app(make_config(code_pool_target=0)))
+    auth = await user_token(client)
+    await create(client, auth, alias="Abc123")
+    # The generator draws the alias first (a clash of two random codes, made certain).
+    draws = iter(["Abc123", "Abc123", "Zyx987"])
+    monkeypatch.setattr(repository, "new_code", lambda: next(draws))
+    link = await create(client, auth)
+    assert link["code"] == "Zyx987"
+    # Every draw failing: a clear 503, and nothing written.
+    monkeypatch.setattr(repository, "new_code", lambda: "Abc123")
+    body = await problem(
+        await client.post("/v1/links", json={"url": "https://example.org/"}, headers=auth), 503
+    )
+    assert "code" in body["detail"]
+    assert client.app is not None
+    created = [e.code for e, _ in await link_events(client.app[STORE_KEY])]
+    assert created == ["Abc123", "Zyx987"]

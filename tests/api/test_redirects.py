@@ -212,3 +212,19 @@ async def test_repeated_redirects_read_the_database_once(client: Client, store: 
     response = await client.get("/abc123", allow_redirects=False)
     assert response.headers["Location"] == "https://example.org/one"
     assert client.app[LINK_CACHE].misses == 1
+
+
+async def test_a_cached_link_still_redirects_with_the_database_down_and_others_are_503(
+    client: Client, store: Store
+) -> None:
+    await add_link(store, "abc123", "https://example.org/one")
+    # HEAD throughout: a GET answers the same but also hands a visit to the writer, which
+    # keeps retrying it with the database closed (tested on its own above).
+    assert (await client.head("/abc123", allow_redirects=False)).status == 302  # now cached
+    await store.close()  # every read and write now fails
+    response = await client.head("/abc123", allow_redirects=False)
+    assert (response.status, response.headers["Location"]) == (302, "https://example.org/one")
+    body = await problem(await client.get("/other1", allow_redirects=False), 503)
+    assert "database" in body["detail"]
+    head = await client.head("/other1", allow_redirects=False)
+    assert head.status == 503

@@ -1,6 +1,7 @@
 """Two real ``sluice api`` processes follow the links stream: a change (disable, new target)
-redirects by the new state on both within a second of being published, and a change
-missed while Redis was down is picked up when the follower reconnects."""
+redirects by the new state on both within a second of being published, a PATCH through
+one of them within a second of its answer, and a change missed while Redis was down is
+picked up when the follower reconnects."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION, Relay
 from tests.integration.conftest import wait_for
-from tests.link_helpers import add_link, change_link
+from tests.link_helpers import add_link, add_user, bearer, change_link
 
 pytestmark = pytest.mark.slow
 
@@ -63,6 +64,32 @@ async def test_a_change_reaches_every_replica_within_a_second(
 
     await change_link(resources.store, CODE, "https://example.org/second")
     await published(resources)
+    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+
+
+async def test_a_patch_through_one_api_redirects_by_the_new_state_everywhere_within_a_second(
+    resources: Resources, start_relay: Callable[..., Relay], replicas: list[str]
+) -> None:
+    """SPEC §3.3 from the user's side: the second starts when the PATCH is answered, so it
+    covers the commit, the relay's publish and both followers."""
+    start_relay()
+    await add_user(resources.store)
+    await add_link(resources.store, CODE, "https://example.org/first")
+    await published(resources)
+    await wait_for(everywhere(replicas, (302, "https://example.org/first")))
+
+    async def patch(change: dict[str, object]) -> None:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.patch(f"{replicas[0]}/v1/links/{CODE}", json=change, headers=bearer()) as r,
+        ):
+            assert r.status == 200, await r.text()
+
+    await patch({"url": "https://example.org/second"})
+    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    await patch({"disabled": True})
+    await wait_for(everywhere(replicas, (410, None)), timeout=1.0)
+    await patch({"disabled": False})
     await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
 
 

@@ -15,6 +15,7 @@ from sluice.events import LinkCreated, LinkUpdated, utcnow
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
 from sluice.http.keys import CONFIG, STORE, TRACE_ID
+from sluice.http.redirects import link_changed
 from sluice.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.links import repository
 from sluice.links.pool import PoolRefiller
@@ -101,6 +102,7 @@ async def create_link(request: web.Request) -> web.Response:
     except repository.NoFreeCode as exc:
         log.error("no free short code", attempts=repository.CODE_ATTEMPTS)
         raise DependencyDown(f"{exc}; try again") from None
+    link_changed(request.app, link.code)  # a replica may have cached the code as unknown
     if alias is None:
         request.app[POOL_REFILLER].poke(empty=pool_empty)
     return json_response(_out(request, link), 201, headers={"Location": f"/v1/links/{link.code}"})
@@ -177,4 +179,5 @@ async def patch_link(request: web.Request) -> web.Response:
                 expires_at=link.expires_at, disabled=link.disabled, trace_id=request[TRACE_ID],
             )
         )  # fmt: skip
+    link_changed(request.app, link.code)
     return json_response(_out(request, link))

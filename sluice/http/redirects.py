@@ -24,6 +24,9 @@ from sluice.http.keys import (
     KEYS,
     LINK_CACHE,
     LINK_FOLLOWER,
+    LINK_HINTS,
+    LINK_LISTENER,
+    REDIS,
     STORE,
     TRACE_ID,
     VISITOR_KEY,
@@ -31,7 +34,14 @@ from sluice.http.keys import (
 )
 from sluice.http.problems import problem_response
 from sluice.http.visitors import VisitorHasher
-from sluice.links.cache import LinkCache, LinkFollower, Target, target_of
+from sluice.links.cache import (
+    ChangeHints,
+    ChangeListener,
+    LinkCache,
+    LinkFollower,
+    Target,
+    target_of,
+)
 from sluice.links.visits import VisitRecorder, classify, referrer_host, warm_up
 from sluice.resources import redis_client
 from sluice.store.links import get_link
@@ -96,7 +106,8 @@ def _visit(request: web.Request, code: str, now: datetime) -> LinkVisited:
 
 
 async def follow_links(app: web.Application) -> AsyncIterator[None]:
-    """The link cache, and the task that follows the links stream into it."""
+    """The link cache, the tasks that keep it current (the links stream's follower and the
+    change hints' listener), and the hints this process sends after its commits."""
     store = app[STORE]
 
     async def load(code: str) -> Target | None:
@@ -105,16 +116,32 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
 
     cache = LinkCache(load)
     app[LINK_CACHE] = cache
-    # Its own connection: a blocking XREAD must not hold one the requests need.
+    channel = app[KEYS].links_changed_channel()
+    app[LINK_HINTS] = hints = ChangeHints(app[REDIS], channel)
+    # Connections of their own: a blocking XREAD or a subscription must not hold one
+    # the requests need.
     reader = redis_client(app[CONFIG], socket_timeout=FOLLOW_BLOCK_MS / 1000 + 5, retry=False)
     follower = LinkFollower(reader, app[KEYS].stream("links"), cache, block_ms=FOLLOW_BLOCK_MS)
     app[LINK_FOLLOWER] = follower
-    task = asyncio.create_task(follower.run(), name="link-follower")
+    app[LINK_LISTENER] = listener = ChangeListener(reader, channel, cache)
+    tasks = [
+        asyncio.create_task(follower.run(), name="link-follower"),
+        asyncio.create_task(listener.run(), name="link-change-listener"),
+    ]
     try:
         yield
     finally:
-        await cancel_and_wait(task)
+        for task in tasks:
+            await cancel_and_wait(task)
+        await hints.close()
         await reader.aclose()
+
+
+def link_changed(app: web.Application, code: str) -> None:
+    """After a commit that created or changed ``code``: this process reads it again at
+    once, and every replica does when the hint reaches it."""
+    app[LINK_CACHE].forget(code)
+    app[LINK_HINTS].publish(code)
 
 
 async def record_visits(app: web.Application) -> AsyncIterator[None]:

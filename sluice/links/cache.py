@@ -1,21 +1,29 @@
-"""The redirect path's in-process link cache, and the follower that keeps it current.
+"""The redirect path's in-process link cache, and what keeps it current.
 
 A redirect reads its link from this cache: no Redis round trip, no database
-write, and a database read only on a miss. Every API replica runs a
-``LinkFollower``: a plain ``XREAD`` (no group) on the links stream that puts
-the full new state carried by ``LinkCreated``/``LinkUpdated`` into the cache,
-so a change reaches every replica as soon as the relay publishes it.
+write, and a database read only on a miss. A committed change makes every API
+replica forget the link, so its next redirect reads the new state:
 
-When the follower (re)connects, changes may have been missed while it was
-away, so it clears the cache and resumes from the stream's current end.
-Positive entries also expire after ``max_age`` as a safety net for a change
-feed that is up but silent (a stopped relay); unknown codes are cached only
-briefly.
+- the process that committed it forgets it at once (read-your-writes);
+- it then PUBLISHes the code (``ChangeHints``, never awaited by the request);
+  every replica's ``ChangeListener`` forgets the code on receipt. This is the
+  fast path: a round trip, however far the relay is behind (a backlog of
+  visits ahead of the change in the outbox does not delay it);
+- every replica's ``LinkFollower`` reads the links stream (plain ``XREAD``, no
+  group) and forgets the code of each ``LinkCreated``/``LinkUpdated``: the
+  durable path, which also covers a hint lost while Redis was away.
 
-A miss reads the database. A follower write or a clear that happens while that
-read is in flight wins over the read's (possibly older) result, so a slow read
-never puts stale state back: every write carries a version, and a read fills
-the cache only if nothing newer was written for its code since it began.
+When the follower or the listener (re)connects, changes may have been missed
+while it was away, so it clears the cache. Positive entries also expire after
+``max_age`` as a safety net for a change feed that is up but silent; unknown
+codes are cached only briefly.
+
+A miss reads the database. A forget or a clear that happens while that read is
+in flight wins over the read's (possibly older) result: every write carries a
+version, a read fills the cache only if nothing newer was written for its code
+since it began, and a request after a forget never joins a read begun before
+it. While the database fails, a forgotten link answers with the last state
+known (from the stream's event, else the entry as it was): stale beats none.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import yarl
 
 from sluice.events import LinkCreated, LinkUpdated, decode
 from sluice.store.links import Link
+from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
@@ -66,8 +75,11 @@ def target_of(link: Link | LinkCreated | LinkUpdated) -> Target:
 
 
 Loader = Callable[[str], Awaitable[Target | None]]
-# (target or None for an unknown code, fresh until (monotonic seconds), version written at)
-_Entry = tuple[Target | None, float, int]
+# (target or None for an unknown code, fresh until (monotonic seconds), version written at,
+# whether the target may answer once stale: not for a forgotten code with no state known)
+_Entry = tuple[Target | None, float, int, bool]
+_STALE = float("-inf")
+_KEEP: Any = object()
 
 
 class LinkCache:
@@ -88,7 +100,8 @@ class LinkCache:
         self._unknown_ttl = unknown_ttl
         self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._loading: dict[str, asyncio.Future[Target | None]] = {}
+        # code -> (the read in flight, the version it began at)
+        self._loading: dict[str, tuple[asyncio.Future[Target | None], int]] = {}
         self._version = 0
         self._cleared_at = 0
         self.hits = 0
@@ -119,15 +132,25 @@ class LinkCache:
         try:
             return await self._coalesced_read(code)
         except Exception:
-            if entry is not None:  # the database failed: a stale answer beats none
+            entry = self._entries.get(code, entry)
+            if entry is not None and entry[3]:  # the database failed: stale beats none
                 log.warning("link read failed, serving the cached state", code=code)
                 return entry[0]
             raise
 
-    def put(self, code: str, target: Target | None) -> None:
-        """A change seen on the links stream: newer than any read in flight."""
+    def forget(self, code: str, last_known: Target | None = _KEEP) -> None:
+        """A change was committed: the next request for ``code`` reads the database, and no
+        read in flight that began before this stores its result. ``last_known`` answers
+        while the database fails (by default the entry as it was)."""
         self._version += 1
-        self._store(code, target)
+        entry = self._entries.get(code)
+        if last_known is _KEEP:
+            if entry is None:
+                self._entries[code] = (None, _STALE, self._version, False)
+                return
+            last_known = entry[0]
+        self._entries[code] = (last_known, _STALE, self._version, True)
+        self._evict()
 
     def clear(self) -> None:
         """Forget everything, including what reads in flight will return."""
@@ -137,18 +160,31 @@ class LinkCache:
 
     def _store(self, code: str, target: Target | None) -> None:
         ttl = self._max_age if target is not None else self._unknown_ttl
-        self._entries[code] = (target, self._clock() + ttl, self._version)
-        self._entries.move_to_end(code)
+        self._entries[code] = (target, self._clock() + ttl, self._version, True)
+        self._evict()
+
+    def _evict(self) -> None:
         while len(self._entries) > self._max_size:
             self._entries.popitem(last=False)
 
     async def _coalesced_read(self, code: str) -> Target | None:
-        # One database read per code at a time, however many requests miss together.
-        pending = self._loading.get(code)
-        if pending is None:
+        # One database read per code at a time, however many requests miss together;
+        # but never one that began before the code was forgotten or the cache cleared.
+        loading = self._loading.get(code)
+        entry = self._entries.get(code)
+        written = max(self._cleared_at, entry[2] if entry is not None else 0)
+        pending: asyncio.Future[Target | None]
+        if loading is None or loading[1] < written:
             pending = asyncio.ensure_future(self._read(code, self._version))
-            self._loading[code] = pending
-            pending.add_done_callback(lambda _: self._loading.pop(code, None))
+            self._loading[code] = (pending, self._version)
+
+            def done(future: asyncio.Future[Target | None]) -> None:
+                if self._loading.get(code, (None, 0))[0] is future:
+                    del self._loading[code]
+
+            pending.add_done_callback(done)
+        else:
+            pending = loading[0]
         # A request that goes away must not cancel the read the others wait for.
         return await asyncio.shield(pending)
 
@@ -163,7 +199,8 @@ class LinkCache:
 
 
 def apply_entry(cache: LinkCache, fields: dict[bytes, bytes]) -> None:
-    """Put the state a links-stream entry carries into ``cache``; skip anything else."""
+    """Forget the link a links-stream entry changed, keeping the state it carries for when
+    the database fails; skip anything else."""
     data = fields.get(b"data")
     if data is None:
         return
@@ -173,7 +210,7 @@ def apply_entry(cache: LinkCache, fields: dict[bytes, bytes]) -> None:
         log.warning("undecodable entry on the links stream, skipped", error=str(exc))
         return
     if isinstance(event, LinkCreated | LinkUpdated):
-        cache.put(event.code, target_of(event))
+        cache.forget(event.code, target_of(event))
 
 
 class LinkFollower:
@@ -232,3 +269,81 @@ class LinkFollower:
         """The id of the stream's last entry: ``$`` pinned, so no entry falls between reads."""
         newest: Any = await self._redis.xrevrange(self._stream, count=1)
         return newest[0][0] if newest else "0-0"
+
+
+class ChangeHints:
+    """Publishes the code of each committed link change, for every replica's
+    ``ChangeListener``. Coalesced, at most one round trip in flight, never awaited by
+    the request and never failing it: while Redis is down the links stream brings the
+    change once the relay publishes it."""
+
+    def __init__(self, redis: aioredis.Redis, channel: str) -> None:
+        self._redis = redis
+        self._channel = channel
+        self._pending: dict[str, None] = {}  # codes in the order they changed
+        self._task: asyncio.Task[None] | None = None
+
+    def publish(self, code: str) -> None:
+        self._pending[code] = None
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._publish())
+
+    async def _publish(self) -> None:
+        while self._pending:
+            codes, self._pending = list(self._pending), {}
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for code in codes:
+                        pipe.publish(self._channel, code)
+                    await pipe.execute()
+            except _REDIS_DOWN as exc:
+                log.warning("link change hints not sent", codes=len(codes), error=repr(exc))
+
+    async def close(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+
+
+class ChangeListener:
+    """Forgets each code another process (or this one) published as changed."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        channel: str,
+        cache: LinkCache,
+        *,
+        max_backoff: float = 1.0,
+    ) -> None:
+        self._redis = redis
+        self._channel = channel
+        self._cache = cache
+        self._max_backoff = max_backoff
+        self.listening = asyncio.Event()  # set while subscribed
+        self.subscriptions = 0
+        self.forgotten = 0
+
+    async def run(self) -> None:
+        """Listen until cancelled; resubscribe with capped backoff while Redis is down."""
+        delay = _FIRST_BACKOFF
+        while True:
+            try:
+                async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(self._channel)
+                    if self.subscriptions:  # hints may have been lost meanwhile
+                        self._cache.clear()
+                    self.subscriptions += 1
+                    self.listening.set()
+                    delay = _FIRST_BACKOFF
+                    while True:
+                        message = await pubsub.get_message(timeout=1.0)
+                        if message is not None and message["type"] == "message":
+                            self._cache.forget(bytes(message["data"]).decode(errors="replace"))
+                            self.forgotten += 1
+            except _REDIS_DOWN as exc:
+                if self.listening.is_set():
+                    log.warning("link change listener lost redis, resubscribing",
+                                error=repr(exc))  # fmt: skip
+                self.listening.clear()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._max_backoff)

@@ -31,6 +31,10 @@ class Keys:
         """Pub/sub channel that wakes the relay when an API process commits events."""
         return f"{self.prefix}:outbox"
 
+    def links_changed_channel(self) -> str:
+        """Pub/sub channel of the codes of committed link changes (cache hints)."""
+        return f"{self.prefix}:links:changed"
+
     def view_seen(self, article_id: str, viewer_digest: str) -> str:
         return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
 

@@ -6,6 +6,7 @@ picked up when the follower reconnects."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 import pytest
@@ -93,6 +94,26 @@ async def test_a_patch_through_one_api_redirects_by_the_new_state_everywhere_wit
     await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
 
 
+async def test_a_patch_is_seen_everywhere_however_far_behind_the_relay_is(
+    resources: Resources, replicas: list[str]
+) -> None:
+    """No relay runs, as if it were minutes behind on a backlog of visits: the change
+    hint each API publishes after its commit is what reaches the other replica."""
+    await add_user(resources.store)
+    await add_link(resources.store, CODE, "https://example.org/first")
+    await wait_for(everywhere(replicas, (302, "https://example.org/first")))
+    async with (
+        aiohttp.ClientSession() as http,
+        http.patch(
+            f"{replicas[0]}/v1/links/{CODE}", json={"disabled": True}, headers=bearer()
+        ) as r,
+    ):
+        assert r.status == 200, await r.text()
+    # The replica that committed it answers by the new state at once.
+    assert (await answers(replicas[:1])) == [(410, None)]
+    await wait_for(everywhere(replicas, (410, None)), timeout=1.0)
+
+
 async def test_a_change_missed_during_an_outage_is_seen_after_the_reconnect(
     resources: Resources, redis_server: RedisServer, replicas: list[str]
 ) -> None:
@@ -106,3 +127,19 @@ async def test_a_change_missed_during_an_outage_is_seen_after_the_reconnect(
     assert await answers(replicas) == [(302, "https://example.org/first")] * 2
     redis_server.start()
     await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=10)
+    # The change hints flow again too: a PATCH reaches the other replica with no relay.
+    channel = resources.keys.links_changed_channel()
+
+    async def both_listening() -> bool:
+        subscribed: Any = await resources.redis.pubsub_numsub(channel)
+        return dict(subscribed).get(channel.encode(), 0) == len(replicas)
+
+    await wait_for(both_listening)
+    await add_user(resources.store)
+    async with (
+        aiohttp.ClientSession() as http,
+        http.patch(f"{replicas[0]}/v1/links/{CODE}", json={"url": "https://example.org/third"},
+                   headers=bearer()) as r,
+    ):  # fmt: skip
+        assert r.status == 200, await r.text()
+    await wait_for(everywhere(replicas, (302, "https://example.org/third")), timeout=1.0)

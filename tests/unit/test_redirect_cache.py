@@ -1,5 +1,5 @@
 """The redirect path's link cache: LRU bound, brief negative entries, and no stale fill
-when a change or a clear lands while a database read is in flight."""
+when a change (forget) or a clear lands while a database read is in flight."""
 
 from __future__ import annotations
 
@@ -23,14 +23,17 @@ class FakeDb:
         self.reads: list[str] = []
         self.gate: asyncio.Event | None = None
         self.fail = False
+        self.began = asyncio.Event()  # a read has begun
 
     async def load(self, code: str) -> Target | None:
         self.reads.append(code)
+        self.began.set()
+        row = self.rows.get(code)  # the snapshot of a read that began now
         if self.gate is not None:
             await self.gate.wait()
         if self.fail:
             raise OSError("database is locked")
-        return self.rows.get(code)
+        return row
 
 
 class Clock:
@@ -76,13 +79,49 @@ async def test_a_change_during_a_read_wins_over_the_read() -> None:
     db.gate = asyncio.Event()
     cache = LinkCache(db.load)
     reading = asyncio.create_task(cache.get("abc"))
+    await db.began.wait()
+    # The change commits while that read is in flight; the row now holds the new state.
+    db.rows["abc"] = target("https://new.example/")
+    cache.forget("abc")
+    # A request after the change does not join the read that began before it.
+    after = asyncio.create_task(cache.get("abc"))
     await asyncio.sleep(0)
-    cache.put("abc", target("https://new.example/"))
     db.gate.set()
     assert await reading == target("https://old.example/")  # that request saw the old state
+    assert await after == target("https://new.example/")
     db.gate = None
+    assert await cache.get("abc") == target("https://new.example/")  # cached, not the old
+    assert db.reads == ["abc", "abc"]
+
+
+async def test_a_forgotten_link_is_read_again_once_and_cached() -> None:
+    db = FakeDb()
+    db.rows["abc"] = target("https://old.example/")
+    cache = LinkCache(db.load)
+    assert await cache.get("abc") == target("https://old.example/")
+    assert cache.cached("abc") == target("https://old.example/")
+    db.rows["abc"] = target("https://new.example/")
+    cache.forget("abc")
+    with pytest.raises(KeyError):
+        cache.cached("abc")  # the redirect's fast path does not answer a forgotten link
     assert await cache.get("abc") == target("https://new.example/")
-    assert db.reads == ["abc"]
+    assert cache.cached("abc") == target("https://new.example/")
+    assert db.reads == ["abc", "abc"]
+
+
+async def test_while_the_database_fails_a_forgotten_link_answers_its_last_known_state() -> None:
+    db = FakeDb()
+    db.rows["abc"] = target("https://old.example/")
+    cache = LinkCache(db.load)
+    await cache.get("abc")
+    db.fail = True
+    cache.forget("abc")  # a hint: the state as it was answers
+    assert await cache.get("abc") == target("https://old.example/")
+    cache.forget("abc", target("https://new.example/"))  # a stream entry carries the state
+    assert await cache.get("abc") == target("https://new.example/")
+    cache.forget("never-read")  # nothing known: the failure is the answer
+    with pytest.raises(OSError):
+        await cache.get("never-read")
 
 
 async def test_a_clear_during_a_read_keeps_the_read_out_of_the_cache() -> None:
@@ -124,15 +163,21 @@ async def test_a_failed_read_serves_the_stale_entry_or_raises() -> None:
         await cache.get("other")
 
 
-def test_a_links_stream_entry_puts_the_new_state() -> None:
-    cache = LinkCache(FakeDb().load)
+async def test_a_links_stream_entry_forgets_the_link_and_keeps_its_state() -> None:
+    db = FakeDb()
+    db.rows["abc"] = target("https://old.example/")
+    cache = LinkCache(db.load)
+    await cache.get("abc")
     event = LinkUpdated(code="abc", owner_id="u", url="https://example.org/ä b", disabled=True)
     apply_entry(cache, {b"type": b"LinkUpdated", b"data": encode(event)})
     apply_entry(cache, {b"type": b"LinkUpdated", b"data": b"{not json"})  # skipped, logged
     apply_entry(cache, {b"type": b"Other"})
     assert len(cache) == 1
-    # The new state, as a redirect's Location carries it, from the valid entry.
-    assert cache.cached("abc") == Target("https://example.org/%C3%A4%20b", None, True)
+    with pytest.raises(KeyError):
+        cache.cached("abc")
+    # The state the entry carries, as a redirect's Location has it, if the database fails.
+    db.fail = True
+    assert await cache.get("abc") == Target("https://example.org/%C3%A4%20b", None, True)
 
 
 def test_location_encodes_only_what_a_header_cannot_carry() -> None:

@@ -51,6 +51,11 @@ def _article_id(request: web.Request) -> str:
             "invalid article id",
             [FieldError("article_id", "must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -")],
         )
+    if article_id == "top":  # GET /v1/articles/top is the leaderboard: never readable
+        raise Unprocessable(
+            "invalid article id",
+            [FieldError("article_id", "'top' is reserved for the leaderboard")],
+        )
     return article_id
 
 

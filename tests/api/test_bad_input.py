@@ -55,6 +55,16 @@ async def test_invalid_article_id_is_422(client: Client, article_id: str) -> Non
         assert body["type"] != "about:blank"
 
 
+async def test_the_article_id_top_is_reserved_for_the_leaderboard(client: Client) -> None:
+    # GET /v1/articles/top is the leaderboard, so views of an article "top" could never
+    # be read back: refused instead of counted.
+    body = await problem(await client.post("/v1/articles/top/views", json={"viewer": "v"}), 422)
+    assert body["errors"] == [
+        {"field": "article_id", "message": "'top' is reserved for the leaderboard"}
+    ]
+    assert (await client.get("/v1/articles/Top")).status == 200  # ids are case-sensitive
+
+
 async def test_longest_valid_article_id_is_accepted(client: Client, store: Store) -> None:
     response = await client.get(f"/v1/articles/{'a' * 64}")
     assert response.status == 200

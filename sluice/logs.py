@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 import msgspec
 import structlog
+from aiohttp import web
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 from sluice.config import Config
@@ -268,7 +269,32 @@ def configure_logging(config: Config) -> None:
         # instead of rebuilding a proxy on every call (it showed in the redirect profile).
         cache_logger_on_first_use=True,
     )
-    # Libraries log through the standard library; keep their warnings visible.
+    # Libraries log through the standard library; keep their warnings visible, as lines
+    # like sluice's own.
     handler = _WriterHandler(writer)
-    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    handler.setFormatter(stdlib_formatter(renderer, timestamp))
     logging.basicConfig(level=max(level, logging.WARNING), handlers=[handler])
+    logging.getLogger("aiohttp.server").addFilter(drop_client_body_errors)
+
+
+def stdlib_formatter(renderer: Processor, timestamp: Timestamp) -> logging.Formatter:
+    """Standard library records (aiohttp's, asyncio's) as the lines sluice writes: the same
+    keys, ``logger`` for the library's logger, a traceback as ``exception``."""
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_logger_name,
+            add_request,
+            structlog.processors.add_log_level,
+            timestamp,
+            structlog.processors.format_exc_info,
+        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+
+
+def drop_client_body_errors(record: logging.LogRecord) -> bool:
+    """Filter for ``aiohttp.server``: a body the client broke (not in its Content-Encoding,
+    a cut chunk) is already answered 400 and on the request line; aiohttp logs it again
+    as an unhandled exception with a traceback when it drains the rest after the answer."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, web.RequestPayloadError)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import structlog
+from aiohttp import web
 from prometheus_client import Histogram
 
 from sluice.events import uuid7
@@ -27,10 +28,12 @@ from sluice.logs import (
     LineWriter,
     Timestamp,
     WriterLogger,
+    drop_client_body_errors,
     json_request_line,
     lean_bound_logger,
     processors,
     render_json,
+    stdlib_formatter,
 )
 from sluice.metrics import REQUEST_SECONDS, REQUESTS, RequestTally
 
@@ -212,3 +215,36 @@ async def test_cached_answers_fresh_entries_only() -> None:
     assert cache.cached("known1") is not None
     with pytest.raises(KeyError):
         cache.cached("nosuch")
+
+
+def _record(name: str, level: int, message: str, *args: Any, exc: BaseException | None = None
+            ) -> logging.LogRecord:  # fmt: skip
+    exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None
+    return logging.LogRecord(name, level, __file__, 1, message, args, exc_info)
+
+
+def test_a_library_record_is_a_json_line_like_sluices_own() -> None:
+    formatter = stdlib_formatter(render_json, Timestamp())
+    try:
+        raise ZeroDivisionError("division by zero")
+    except ZeroDivisionError as exc:
+        record = _record("asyncio", logging.ERROR, "Task exception %s", "x", exc=exc)
+    token = REQUEST.set(("t" * 32, "GET", "/abc123"))
+    try:
+        line = json.loads(formatter.format(record))
+    finally:
+        REQUEST.reset(token)
+    assert line["event"] == "Task exception x"
+    assert (line["logger"], line["level"], line["trace_id"]) == ("asyncio", "error", "t" * 32)
+    assert line["exception"].startswith("Traceback") and "ZeroDivisionError" in line["exception"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", line["timestamp"])
+
+
+def test_a_body_the_client_broke_is_not_logged_again_by_aiohttp() -> None:
+    broken = web.RequestPayloadError("Can not decode content-encoding: gzip")
+    assert not drop_client_body_errors(
+        _record("aiohttp.server", logging.ERROR, "Unhandled exception", exc=broken)
+    )
+    other = _record("aiohttp.server", logging.ERROR, "Unhandled exception", exc=OSError("x"))
+    assert drop_client_body_errors(other)
+    assert drop_client_body_errors(_record("aiohttp.server", logging.WARNING, "no exception"))

@@ -6,6 +6,7 @@ import contextlib
 import ipaddress
 import re
 import socket
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import SplitResult, quote, urlsplit
@@ -30,6 +31,7 @@ _HEX = re.compile(r"0x[0-9a-f]*")
 # Kept as they are when an IRI is turned into a URI: RFC 3986 delimiters and '%'.
 _URI_SAFE = "!#$%&'()*+,/:;=?@[]~"
 _AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
+_HIDDEN = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 
 
 class Invalid(SluiceError):
@@ -37,13 +39,18 @@ class Invalid(SluiceError):
 
 
 def _split(url: str) -> SplitResult:
-    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
-        raise Invalid("must not contain spaces or control characters")
+    # Controls (C0, DEL, C1), spaces of every kind, line and paragraph separators, and
+    # invisible formatting characters (bidi overrides that make a URL read otherwise).
+    if any(ord(c) <= 0x20 or (not c.isascii() and unicodedata.category(c) in _HIDDEN)
+           or c == "\x7f" for c in url):  # fmt: skip
+        raise Invalid("must not contain spaces, control or invisible formatting characters")
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
+        port = parts.port  # raises ValueError on a bad port
     except ValueError as exc:
         raise Invalid(f"is not a valid URL ({exc})") from None
+    if port == 0:
+        raise Invalid("is not a valid URL (port 0)")
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
         shown = f"'{scheme}:' URLs are" if scheme else "a relative URL is"

@@ -148,6 +148,9 @@ async def test_the_longest_and_shortest_aliases_are_fine(
         "https://user:secret@example.org/", "https://user@example.org/",
         "https://example.org@evil.example/", "https://exa mple.org/", "https://example.org/a\nb",
         "https://example.org:99999/", "https://<script>/", "https://a..b/",
+        "https://example.org:0/", "https://example.org/\u0085x", "https://example.org/a\u2028b",
+        "https://example.org/a\u00a0b", "https://example.org/\u202egnp.exe",
+        "https://exa\u200bmple.org/",
         "https://example.org/" + "x" * 2029,  # 2049 characters
         "http://127.0.0.1:8080/abc", "HTTP://127.0.0.1:8080", "http://127.0.0.1:8080/",
         # The service's own address as browsers also read it (127.0.0.1 spelt otherwise).

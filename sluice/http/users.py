@@ -87,11 +87,12 @@ async def create_token(request: web.Request) -> web.Response:
         ]
         raise Unprocessable("email and password are required", missing)
     limiter = request.app[LOGIN_LIMITER]
-    await limiter.attempt(body.email)  # counted as a failure until it succeeds
+    attempt = await limiter.attempt(body.email)  # counted as in progress from now
     found = await credentials(request.app[STORE], body.email)
     stored_hash = found[1] if found else DUMMY_HASH
     valid = await asyncio.to_thread(verify_password, body.password[: PASSWORD_MAX * 4], stored_hash)
     if found is None or not valid:
+        await limiter.failed(body.email, attempt)
         raise Unauthorized("invalid email or password")
     await limiter.succeeded(body.email)
     token = secrets.token_urlsafe(32)

@@ -42,6 +42,10 @@ class Keys:
         # A sorted set of failure times (before: a counter under :login:fail:).
         return f"{self.prefix}:login:failures:{email_digest}"
 
+    def login_attempts(self, email_digest: str) -> str:
+        """A sorted set of the login attempts in progress (token, start time)."""
+        return f"{self.prefix}:login:attempts:{email_digest}"
+
     def top(self, period: str, start: str) -> str:
         return f"{self.prefix}:top:{period}:{start}"
 

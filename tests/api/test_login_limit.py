@@ -1,5 +1,5 @@
 """The login limit is a sliding window: five failures in any fifteen minutes, with or without
-Redis, attempts counted when they start.
+Redis, attempts counted when they start (as in progress, refused as busy, not as failed).
 
 Driven with a hand-set clock against a real Redis (and against a Redis that is not
 there, for the per-process fallback), so minutes pass without waiting.
@@ -16,7 +16,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from sluice.errors import TooManyRequests
-from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
+from sluice.http.login_limit import (
+    IN_PROGRESS_SECONDS,
+    MAX_FAILURES,
+    WINDOW_SECONDS,
+    LoginLimiter,
+)
 from sluice.redis_server import free_port
 from sluice.streams.keys import Keys
 
@@ -46,13 +51,21 @@ async def limiter(request: pytest.FixtureRequest, redis: aioredis.Redis) -> Asyn
         await gone.aclose()
 
 
-async def retry_after(limiter: LoginLimiter, email: str = EMAIL) -> int | None:
-    """Start a login attempt: the seconds the limiter asks to wait, or None (then the
-    attempt counts as a failure until a login succeeds)."""
+async def start(limiter: LoginLimiter, email: str = EMAIL) -> str | TooManyRequests:
+    """Start a login attempt: its token, or the refusal."""
     try:
-        await limiter.attempt(email)
+        return await limiter.attempt(email)
     except TooManyRequests as exc:
-        return int(exc.headers["Retry-After"])
+        return exc
+
+
+async def retry_after(limiter: LoginLimiter, email: str = EMAIL) -> int | None:
+    """A login with a wrong password: the seconds the limiter asks to wait, or None (let
+    through, then counted as a failure)."""
+    attempt = await start(limiter, email)
+    if isinstance(attempt, TooManyRequests):
+        return int(attempt.headers["Retry-After"])
+    await limiter.failed(email, attempt)
     return None
 
 
@@ -92,14 +105,46 @@ async def test_attempts_at_once_get_five_tries_not_one_each(
     limiter: tuple[LoginLimiter, Clock],
 ) -> None:
     limit, _ = limiter
-    answers = await asyncio.gather(*(retry_after(limit) for _ in range(20)))
-    assert answers.count(None) == MAX_FAILURES
+    answers = await asyncio.gather(*(start(limit) for _ in range(20)))
+    tokens = [a for a in answers if isinstance(a, str)]
+    assert len(tokens) == MAX_FAILURES
+    # The others are busy, not failed: nothing has failed yet.
+    busy = [a for a in answers if isinstance(a, TooManyRequests)]
+    assert {(a.headers["Retry-After"], a.detail) for a in busy} == {
+        ("1", "other logins for this email are being checked; try again in a moment")
+    }
+    for token in tokens:  # all five had the wrong password
+        await limit.failed(EMAIL, token)
+    refused = await start(limit)
+    assert isinstance(refused, TooManyRequests) and "failed" in refused.detail
+    assert refused.headers["Retry-After"] == str(WINDOW_SECONDS)
+
+
+async def test_correct_logins_at_once_are_busy_then_let_through(
+    limiter: tuple[LoginLimiter, Clock],
+) -> None:
+    limit, _ = limiter
+    answers = await asyncio.gather(*(start(limit) for _ in range(MAX_FAILURES + 3)))
+    assert sum(isinstance(a, str) for a in answers) == MAX_FAILURES
+    await limit.succeeded(EMAIL)  # the first right password: nothing failed, all clear
+    assert isinstance(await start(limit), str)
+
+
+async def test_an_attempt_that_never_finished_counts_as_a_failure(
+    limiter: tuple[LoginLimiter, Clock],
+) -> None:
+    limit, clock = limiter
+    for _ in range(MAX_FAILURES):
+        assert isinstance(await start(limit), str)  # each request died before its answer
+    assert await retry_after(limit) == 1  # still in progress: busy
+    clock.now += IN_PROGRESS_SECONDS
+    assert await retry_after(limit) == WINDOW_SECONDS - IN_PROGRESS_SECONDS
 
 
 async def test_a_successful_login_clears_the_failures(limiter: tuple[LoginLimiter, Clock]) -> None:
     limit, _ = limiter
     for _ in range(MAX_FAILURES):
-        await limit.attempt(EMAIL)
+        assert await retry_after(limit) is None
     assert await retry_after(limit) is not None
     await limit.succeeded(EMAIL)
     assert await retry_after(limit) is None

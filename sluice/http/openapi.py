@@ -74,7 +74,9 @@ _ARTICLE_ID = {
     "required": True,
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
 }
-_BAD_ARTICLE_ID = _problem("the article id does not match ^[A-Za-z0-9_-]{1,64}$")
+_BAD_ARTICLE_ID = _problem(
+    "the article id does not match ^[A-Za-z0-9_-]{1,64}$, or is 'top' (the leaderboard)"
+)
 _USER: list[Doc] = [{"user": []}]
 _ADMIN: list[Doc] = [{"admin": []}]
 _BAD_BODY = {
@@ -572,6 +574,25 @@ _PATHS: Doc = {
 }  # fmt: skip
 
 
+_UNAVAILABLE = _problem(
+    "the database or Redis is unavailable and the route has no fallback (the database"
+    " locked past its busy timeout, an I/O error, a full disk; Redis not answering)"
+)
+
+
+def _with_unavailable(paths: Doc) -> Doc:
+    """Every operation may answer 503 when a dependency fails (the request middleware);
+    operations that say more about it keep their own description."""
+    return {
+        path: {
+            method: {**op, "responses": {**op["responses"], "503": op["responses"].get(
+                "503", _UNAVAILABLE)}}
+            for method, op in operations.items()
+        }
+        for path, operations in paths.items()
+    }  # fmt: skip
+
+
 def build_document(base_url: str) -> Doc:
     """The document for a service reachable at ``base_url``."""
     _, schemas = msgspec.json.schema_components(_STRUCTS, ref_template=_REF)
@@ -583,7 +604,7 @@ def build_document(base_url: str) -> Doc:
             "description": "Event-sourced short links, view counts and scheduled work.",
         },
         "servers": [{"url": base_url}],
-        "paths": _PATHS,
+        "paths": _with_unavailable(_PATHS),
         "components": {
             "schemas": schemas,
             "securitySchemes": {

@@ -62,3 +62,16 @@ async def test_view_post_documents_its_body_and_errors(client: Client) -> None:
     assert {"202", "400", "413", "415", "422", "503"} <= set(operation["responses"])
     viewer = document["components"]["schemas"]["ViewBody"]["properties"]["viewer"]
     assert {"type": "string", "minLength": 1, "maxLength": 256} in viewer["anyOf"]
+
+
+async def test_every_operation_documents_its_503_and_its_own_description_stays(
+    client: Client,
+) -> None:
+    # The middleware answers 503 on any route whose database or Redis fails.
+    document = await fetch_document(client)
+    operations = [op for item in document["paths"].values() for op in item.values()]
+    assert all("503" in op["responses"] for op in operations)
+    views = document["paths"]["/v1/articles/{article_id}/views"]["post"]["responses"]["503"]
+    assert views["description"] == "the database is unavailable; nothing was counted"
+    users = document["paths"]["/v1/users"]["post"]["responses"]["503"]
+    assert "database or Redis is unavailable" in users["description"]

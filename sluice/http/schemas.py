@@ -39,7 +39,7 @@ class Readiness(msgspec.Struct, kw_only=True):
     checks: dict[str, str]
 
 
-class ViewBody(msgspec.Struct, kw_only=True):
+class ViewBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     viewer: Viewer | None = None
 
 
@@ -76,7 +76,7 @@ class TopSnapshot(msgspec.Struct, kw_only=True):
 # field named), so a missing field and an invalid one answer alike.
 
 
-class RegisterBody(msgspec.Struct, kw_only=True):
+class RegisterBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     email: str | None = None
     password: (
         Annotated[str, msgspec.Meta(extra_json_schema={"minLength": 8, "maxLength": 128})] | None
@@ -91,7 +91,7 @@ class UserOut(msgspec.Struct, kw_only=True):
     created_at: datetime
 
 
-class TokenBody(msgspec.Struct, kw_only=True):
+class TokenBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     email: str | None = None
     password: str | None = None
 

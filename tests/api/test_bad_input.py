@@ -65,6 +65,23 @@ async def test_the_article_id_top_is_reserved_for_the_leaderboard(client: Client
     assert (await client.get("/v1/articles/Top")).status == 200  # ids are case-sensitive
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (VIEWS, {"viewer": "v", "veiwer": "typo"}),
+        ("/v1/users", {"email": "ada@example.org", "password": "long enough", "admin": True}),
+        ("/v1/tokens", {"email": "ada@example.org", "password": "long enough", "ttl": 1}),
+    ],
+)
+async def test_an_unknown_field_is_400_on_every_body(
+    client: Client, path: str, body: dict[str, object]
+) -> None:
+    # As on links and reminders: a misspelt field is an error, not silently ignored.
+    [extra] = [key for key in body if key not in ("viewer", "email", "password")]
+    problem_body = await problem(await client.post(path, json=body), 400)
+    assert extra in problem_body["detail"] + str(problem_body.get("errors"))
+
+
 async def test_longest_valid_article_id_is_accepted(client: Client, store: Store) -> None:
     response = await client.get(f"/v1/articles/{'a' * 64}")
     assert response.status == 200

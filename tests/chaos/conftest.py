@@ -13,6 +13,7 @@ pending list), and two ``sluice scheduler`` replicas running the test's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -100,8 +101,9 @@ class Cluster:
         return self.children[name].terminate()
 
     def close(self) -> None:
-        for child in self.children.values():
-            child.kill()
+        with contextlib.ExitStack() as stopping:  # every child, even if one fails to stop
+            for child in self.children.values():
+                stopping.callback(child.kill)
 
     async def wait_healthy(self, http: aiohttp.ClientSession, api: str) -> None:
         async def healthy() -> bool:

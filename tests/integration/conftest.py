@@ -20,7 +20,7 @@ from sluice.config import Config
 from sluice.events import ArticleViewed
 from sluice.groups import GROUPS
 from sluice.processes import runtime_settings
-from sluice.redis_server import free_port
+from sluice.redis_server import die_with_parent, free_port
 from sluice.resources import Resources, open_resources, redis_client
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
@@ -152,6 +152,7 @@ class Child:
                 env=self.env,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
+                preexec_fn=die_with_parent(),  # pytest killed hard: no orphans keep ports
             )
         return self
 
@@ -210,8 +211,9 @@ def spawn(config: Config) -> Iterator[Callable[..., Child]]:
         return child
 
     yield start
-    for child in children:
-        child.kill()
+    with contextlib.ExitStack() as stopping:  # every child, even if one fails to stop
+        for child in children:
+            stopping.callback(child.kill)
 
 
 @pytest.fixture

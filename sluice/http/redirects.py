@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import secrets
 from collections.abc import AsyncIterator
 from datetime import datetime
 
@@ -117,13 +118,14 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
     cache = LinkCache(load)
     app[LINK_CACHE] = cache
     channel = app[KEYS].links_changed_channel()
-    app[LINK_HINTS] = hints = ChangeHints(app[REDIS], channel)
+    origin = secrets.token_hex(8)  # this process, in its hints
+    app[LINK_HINTS] = hints = ChangeHints(app[REDIS], channel, origin)
     # Connections of their own: a blocking XREAD or a subscription must not hold one
     # the requests need.
     reader = redis_client(app[CONFIG], socket_timeout=FOLLOW_BLOCK_MS / 1000 + 5, retry=False)
     follower = LinkFollower(reader, app[KEYS].stream("links"), cache, block_ms=FOLLOW_BLOCK_MS)
     app[LINK_FOLLOWER] = follower
-    app[LINK_LISTENER] = listener = ChangeListener(reader, channel, cache)
+    app[LINK_LISTENER] = listener = ChangeListener(reader, channel, cache, origin)
     tasks = [
         asyncio.create_task(follower.run(), name="link-follower"),
         asyncio.create_task(listener.run(), name="link-change-listener"),

@@ -91,7 +91,10 @@ class UserOut(msgspec.Struct, kw_only=True):
     created_at: datetime
 
 
-class TokenBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class TokenBody(msgspec.Struct, kw_only=True):
+    """Other fields are ignored (clients log in with the body they registered with); both
+    fields are required, so a misspelt one is a 422, never silence."""
+
     email: str | None = None
     password: str | None = None
 

@@ -277,9 +277,10 @@ class ChangeHints:
     the request and never failing it: while Redis is down the links stream brings the
     change once the relay publishes it."""
 
-    def __init__(self, redis: aioredis.Redis, channel: str) -> None:
+    def __init__(self, redis: aioredis.Redis, channel: str, origin: str) -> None:
         self._redis = redis
         self._channel = channel
+        self._origin = origin  # so this process's listener skips its own hints
         self._pending: dict[str, None] = {}  # codes in the order they changed
         self._task: asyncio.Task[None] | None = None
 
@@ -294,7 +295,7 @@ class ChangeHints:
             try:
                 async with self._redis.pipeline(transaction=False) as pipe:
                     for code in codes:
-                        pipe.publish(self._channel, code)
+                        pipe.publish(self._channel, f"{self._origin} {code}")
                     await pipe.execute()
             except _REDIS_DOWN as exc:
                 log.warning("link change hints not sent", codes=len(codes), error=repr(exc))
@@ -305,19 +306,22 @@ class ChangeHints:
 
 
 class ChangeListener:
-    """Forgets each code another process (or this one) published as changed."""
+    """Forgets each code another process published as changed (hints ``"<origin> <code>"``;
+    its own, from ``origin``, were forgotten when they committed)."""
 
     def __init__(
         self,
         redis: aioredis.Redis,
         channel: str,
         cache: LinkCache,
+        origin: str,
         *,
         max_backoff: float = 1.0,
     ) -> None:
         self._redis = redis
         self._channel = channel
         self._cache = cache
+        self._origin = origin
         self._max_backoff = max_backoff
         self.listening = asyncio.Event()  # set while subscribed
         self.subscriptions = 0
@@ -338,8 +342,7 @@ class ChangeListener:
                     while True:
                         message = await pubsub.get_message(timeout=1.0)
                         if message is not None and message["type"] == "message":
-                            self._cache.forget(bytes(message["data"]).decode(errors="replace"))
-                            self.forgotten += 1
+                            self._hint(bytes(message["data"]).decode(errors="replace"))
             except _REDIS_DOWN as exc:
                 if self.listening.is_set():
                     log.warning("link change listener lost redis, resubscribing",
@@ -347,3 +350,9 @@ class ChangeListener:
                 self.listening.clear()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_backoff)
+
+    def _hint(self, text: str) -> None:
+        origin, _, code = text.partition(" ")
+        if code and origin != self._origin:
+            self._cache.forget(code)
+            self.forgotten += 1

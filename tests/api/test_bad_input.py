@@ -70,7 +70,6 @@ async def test_the_article_id_top_is_reserved_for_the_leaderboard(client: Client
     [
         (VIEWS, {"viewer": "v", "veiwer": "typo"}),
         ("/v1/users", {"email": "ada@example.org", "password": "long enough", "admin": True}),
-        ("/v1/tokens", {"email": "ada@example.org", "password": "long enough", "ttl": 1}),
     ],
 )
 async def test_an_unknown_field_is_400_on_every_body(

@@ -9,6 +9,7 @@ each occurrence fires.
 from __future__ import annotations
 
 import asyncio
+import unicodedata
 from datetime import datetime
 
 import structlog
@@ -93,8 +94,13 @@ def _check_cron(
     return schedule
 
 
+def _blank(text: str) -> bool:
+    """Nothing a reader would see: spaces, controls, invisible formatting (zero-width)."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
 def _check_text(value: str | None, errors: list[FieldError]) -> str | None:
-    if value is None or not value.strip():
+    if value is None or _blank(value):
         errors.append(FieldError("text", "required: what to remind you of, not blank"))
         return None
     if len(value) > REMINDER_TEXT_MAX:

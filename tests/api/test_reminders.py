@@ -102,6 +102,7 @@ async def test_a_reminder_answers_its_next_three_runs_in_its_zone(
         ({"timezone": ""}, "timezone", ["required"]),
         ({"text": None}, "text", ["required"]),
         ({"text": "  \n "}, "text", ["blank"]),
+        ({"text": "\u200b\u2060\ufeff"}, "text", ["blank"]),  # zero-width, invisible
         ({"text": "x" * 1001}, "text", ["1000"]),
     ],
 )

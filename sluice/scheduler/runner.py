@@ -118,15 +118,14 @@ class Runner:
                 resume_from=record.cursor,
             )
             started = time.monotonic()
-            status, error = await self._supervise(run)
-            elapsed = round(time.monotonic() - started, 3)
-            # The outcome is recorded before the lock is given back: the next holder
-            # marks every record still "running" as abandoned, and resumes from it.
+            watchdog = asyncio.create_task(self._watchdog(run), name=f"watchdog:{run.task.name}")
             try:
-                final = await self._finish(run, status, error)
-            finally:
-                if not run.context.lost.is_set():  # a lost lock is not ours to release
-                    await self._release(run)
+                status, error = await self._supervise(run)
+            except asyncio.CancelledError:  # the process is stopping
+                await asyncio.shield(self._conclude(run, watchdog, "failed", INTERRUPTED))
+                raise
+            elapsed = round(time.monotonic() - started, 3)
+            final = await self._conclude(run, watchdog, status, error)
             if status == "succeeded":
                 log.info("task run succeeded", seconds=elapsed, checkpoints=run.context.checkpoints)
             else:
@@ -136,18 +135,14 @@ class Runner:
     async def _supervise(self, run: Run) -> tuple[runs.Status, str | None]:
         context = run.context
         work = asyncio.create_task(run.task.run(context), name=f"task:{run.task.name}")
-        watchdog = asyncio.create_task(self._watchdog(run), name=f"watchdog:{run.task.name}")
         lost = asyncio.create_task(context.lost.wait())
         try:
             await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            # The process is stopping: stop the task, record it, give the lock back.
-            await cancel_and_wait(work)
-            await asyncio.shield(self._record_interrupted(run))
+            await cancel_and_wait(work)  # the process is stopping: stop the task too
             raise
         finally:
             lost.cancel()
-            await cancel_and_wait(watchdog)
         if not work.done():
             await cancel_and_wait(work)
             LOCK_LOSSES.labels(run.task.name).inc()
@@ -193,11 +188,21 @@ class Runner:
             LOCK_RELEASES_GONE.labels(run.task.name).inc()
             log.error("task lock was already gone at release", lock=run.lock.key)
 
-    async def _record_interrupted(self, run: Run) -> None:
+    async def _conclude(
+        self,
+        run: Run,
+        watchdog: asyncio.Task[None],
+        status: runs.Status,
+        error: str | None,
+    ) -> runs.RunRecord:
+        """Record the outcome, then stop renewing the lock and give it back. In that order:
+        the next holder marks every record still "running" as abandoned and resumes from
+        it, so the lock stays held (and renewed) until the outcome is written."""
         try:
-            await self._finish(run, "failed", INTERRUPTED)
+            return await self._finish(run, status, error)
         finally:
-            if not run.context.lost.is_set():
+            await cancel_and_wait(watchdog)
+            if not run.context.lost.is_set():  # a lost lock is not ours to release
                 await self._release(run)
 
     async def _finish(self, run: Run, status: runs.Status, error: str | None) -> runs.RunRecord:

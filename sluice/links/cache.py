@@ -19,11 +19,11 @@ while it was away, so it clears the cache. Positive entries also expire after
 codes are cached only briefly.
 
 A miss reads the database. A forget or a clear that happens while that read is
-in flight wins over the read's (possibly older) result: every write carries a
-version, a read fills the cache only if nothing newer was written for its code
-since it began, and a request after a forget never joins a read begun before
-it. While the database fails, a forgotten link answers with the last state
-known (from the stream's event, else the entry as it was): stale beats none.
+in flight wins over the read's (possibly older) result: it unregisters the
+read, which then fills nothing, and a request after it starts a read of its
+own instead of joining the old one. While the database fails, a forgotten
+link answers with the last state known (from the stream's event, else the
+entry as it was): stale beats none.
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def target_of(link: Link | LinkCreated | LinkUpdated) -> Target:
 
 
 Loader = Callable[[str], Awaitable[Target | None]]
-# (target or None for an unknown code, fresh until (monotonic seconds), version written at,
-# whether the target may answer once stale: not for a forgotten code with no state known)
-_Entry = tuple[Target | None, float, int, bool]
+# (target or None for an unknown code, fresh until (monotonic seconds), whether the
+# target may answer once stale: not for a forgotten code whose state is not known)
+_Entry = tuple[Target | None, float, bool]
 _STALE = float("-inf")
 _KEEP: Any = object()
 
@@ -100,10 +100,9 @@ class LinkCache:
         self._unknown_ttl = unknown_ttl
         self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        # code -> (the read in flight, the version it began at)
-        self._loading: dict[str, tuple[asyncio.Future[Target | None], int]] = {}
-        self._version = 0
-        self._cleared_at = 0
+        # The read in flight for each code that may still fill it: a forget or a clear
+        # unregisters it, so its result is neither stored nor joined by a later request.
+        self._loading: dict[str, asyncio.Task[Target | None]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -133,67 +132,55 @@ class LinkCache:
             return await self._coalesced_read(code)
         except Exception:
             entry = self._entries.get(code, entry)
-            if entry is not None and entry[3]:  # the database failed: stale beats none
+            if entry is not None and entry[2]:  # the database failed: stale beats none
                 log.warning("link read failed, serving the cached state", code=code)
                 return entry[0]
             raise
 
     def forget(self, code: str, last_known: Target | None = _KEEP) -> None:
         """A change was committed: the next request for ``code`` reads the database, and no
-        read in flight that began before this stores its result. ``last_known`` answers
-        while the database fails (by default the entry as it was)."""
-        self._version += 1
-        entry = self._entries.get(code)
+        read in flight that began before this stores its result or is joined. While the
+        database fails, ``last_known`` answers (by default the entry as it was, if it was
+        a link: an unknown code may be the link just created)."""
+        self._loading.pop(code, None)
         if last_known is _KEEP:
-            if entry is None:
-                self._entries[code] = (None, _STALE, self._version, False)
-                return
-            last_known = entry[0]
-        self._entries[code] = (last_known, _STALE, self._version, True)
-        self._evict()
+            entry = self._entries.get(code)
+            last_known = entry[0] if entry is not None else None
+        self._put(code, (last_known, _STALE, last_known is not None))
 
     def clear(self) -> None:
         """Forget everything, including what reads in flight will return."""
-        self._version += 1
-        self._cleared_at = self._version
+        self._loading.clear()
         self._entries.clear()
 
     def _store(self, code: str, target: Target | None) -> None:
         ttl = self._max_age if target is not None else self._unknown_ttl
-        self._entries[code] = (target, self._clock() + ttl, self._version, True)
-        self._evict()
+        self._put(code, (target, self._clock() + ttl, True))
 
-    def _evict(self) -> None:
+    def _put(self, code: str, entry: _Entry) -> None:
+        self._entries[code] = entry
+        self._entries.move_to_end(code)
         while len(self._entries) > self._max_size:
             self._entries.popitem(last=False)
 
     async def _coalesced_read(self, code: str) -> Target | None:
-        # One database read per code at a time, however many requests miss together;
-        # but never one that began before the code was forgotten or the cache cleared.
-        loading = self._loading.get(code)
-        entry = self._entries.get(code)
-        written = max(self._cleared_at, entry[2] if entry is not None else 0)
-        pending: asyncio.Future[Target | None]
-        if loading is None or loading[1] < written:
-            pending = asyncio.ensure_future(self._read(code, self._version))
-            self._loading[code] = (pending, self._version)
+        # One database read per code at a time, however many requests miss together.
+        pending = self._loading.get(code)
+        if pending is None:
+            pending = self._loading[code] = asyncio.ensure_future(self._read(code))
 
-            def done(future: asyncio.Future[Target | None]) -> None:
-                if self._loading.get(code, (None, 0))[0] is future:
+            def done(task: asyncio.Future[Target | None]) -> None:
+                if self._loading.get(code) is task:
                     del self._loading[code]
 
             pending.add_done_callback(done)
-        else:
-            pending = loading[0]
         # A request that goes away must not cancel the read the others wait for.
         return await asyncio.shield(pending)
 
-    async def _read(self, code: str, began: int) -> Target | None:
+    async def _read(self, code: str) -> Target | None:
         self.misses += 1
         target = await self._load(code)
-        current = self._entries.get(code)
-        newer = current is not None and current[2] > began
-        if self._cleared_at <= began and not newer:
+        if self._loading.get(code) is asyncio.current_task():  # not forgotten meanwhile
             self._store(code, target)
         return target
 

@@ -184,3 +184,58 @@ def test_location_encodes_only_what_a_header_cannot_carry() -> None:
     assert location("https://example.org/%7Ea?q=1") == "https://example.org/%7Ea?q=1"
     assert location("https://exämple.org/ä b") == "https://xn--exmple-cua.org/%C3%A4%20b"
     assert "\n" not in location("https://example.org/a\r\nSet-Cookie: x=1")
+
+
+async def test_a_read_begun_before_a_forget_never_fills_even_if_the_entry_was_evicted() -> None:
+    rows = {"x": target("https://old.example/"), "y": target(), "z": target()}
+    gate, began = asyncio.Event(), asyncio.Event()
+
+    async def load(code: str) -> Target | None:
+        row = rows.get(code)  # the snapshot of a read that began now
+        if code == "x" and not gate.is_set():
+            began.set()
+            await gate.wait()
+        return row
+
+    clock = Clock()
+    cache = LinkCache(load, max_size=2, max_age=60, clock=clock)
+    gate.set()
+    await cache.get("x")
+    await cache.get("y")  # x is now the least recently used
+    clock.now += 61  # both expired
+    gate.clear()
+    old_read = asyncio.create_task(cache.get("x"))
+    await began.wait()
+    rows["x"] = target("https://new.example/")
+    cache.forget("x")
+    await cache.get("z")  # evicts the least recently used entry: y, not the forgotten x
+    after = asyncio.create_task(cache.get("x"))  # must not join the read begun before
+    await asyncio.sleep(0)
+    gate.set()
+    assert await old_read == target("https://old.example/")
+    assert await after == target("https://new.example/")
+    assert cache.cached("x") == target("https://new.example/")
+
+
+async def test_a_link_read_again_is_the_most_recently_used() -> None:
+    db, clock = FakeDb(), Clock()
+    db.rows = {code: target(f"https://example.org/{code}") for code in "abc"}
+    cache = LinkCache(db.load, max_size=2, max_age=10, clock=clock)
+    await cache.get("a")
+    clock.now += 5
+    await cache.get("b")
+    clock.now += 6  # a expired, b fresh
+    await cache.get("a")  # read again: now the most recent
+    await cache.get("c")  # evicts b, the least recently used
+    assert await cache.get("a") == target("https://example.org/a")
+    assert db.reads == ["a", "b", "a", "c"]
+
+
+async def test_a_code_cached_as_unknown_then_forgotten_is_not_a_404_while_the_db_fails() -> None:
+    db = FakeDb()
+    cache = LinkCache(db.load)
+    assert await cache.get("new1") is None  # cached as unknown
+    cache.forget("new1")  # it was just created (a hint)
+    db.fail = True
+    with pytest.raises(OSError):  # 503, not a 404 for a link that exists
+        await cache.get("new1")

@@ -11,8 +11,10 @@ second set of attempts in progress: failures and attempts in progress together
 are at most five, so twenty attempts sent at once get five tries, not twenty.
 The others are refused as busy (``Retry-After: 1``), not as failed: correct
 logins sent at once are not told they failed. A failed attempt moves to the
-failures; a login that succeeds clears both sets; an attempt in progress for
-more than 30 s (its request died) counts as a failure.
+failures; a login that succeeds clears both sets; an attempt that ends without
+an answer on the password (the database failed, the client went away) is
+dropped; one still in progress after 30 s (its process died) counts as a
+failure.
 
 While Redis is down each process keeps its own sets, so the limit still holds
 per replica rather than not at all.
@@ -57,6 +59,8 @@ local died = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - ARGV[5], 'WITHSC
 for i = 1, #died, 2 do redis.call('ZADD', KEYS[1], died[i + 1], died[i]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+redis.call('PEXPIRE', KEYS[1], window)
+redis.call('PEXPIRE', KEYS[2], window)
 local failed = redis.call('ZCARD', KEYS[1])
 if failed >= limit then
     local oldest = redis.call('ZRANGE', KEYS[1], failed - limit, failed - limit, 'WITHSCORES')
@@ -66,7 +70,6 @@ if failed + redis.call('ZCARD', KEYS[2]) >= limit then
     return -1
 end
 redis.call('ZADD', KEYS[2], now, ARGV[4])
-redis.call('PEXPIRE', KEYS[1], window)
 redis.call('PEXPIRE', KEYS[2], window)
 return 0
 """
@@ -147,6 +150,19 @@ class LoginLimiter:
         except REDIS_ERRORS as exc:  # started with Redis, failed without: count it here
             log.warning("login failure counted in this process only", error=repr(exc))
             self._local_entry(keys[0], now).fail(now)
+
+    async def abandon(self, email: str, token: str) -> None:
+        """The attempt ``token`` ended without an answer on the password (the database
+        failed, the client went away): it counts neither way."""
+        keys = self._keys(email)
+        local = self._local.get(keys[0])
+        if local is not None:
+            local.in_progress.pop(token, None)
+        try:
+            async with asyncio.timeout(REDIS_TIMEOUT):
+                await self.redis.zrem(keys[1], token)
+        except REDIS_ERRORS:
+            return  # left in progress: counted as a failure after IN_PROGRESS_SECONDS
 
     async def succeeded(self, email: str) -> None:
         keys = self._keys(email)

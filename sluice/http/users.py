@@ -88,9 +88,14 @@ async def create_token(request: web.Request) -> web.Response:
         raise Unprocessable("email and password are required", missing)
     limiter = request.app[LOGIN_LIMITER]
     attempt = await limiter.attempt(body.email)  # counted as in progress from now
-    found = await credentials(request.app[STORE], body.email)
-    stored_hash = found[1] if found else DUMMY_HASH
-    valid = await asyncio.to_thread(verify_password, body.password[: PASSWORD_MAX * 4], stored_hash)
+    try:
+        found = await credentials(request.app[STORE], body.email)
+        stored_hash = found[1] if found else DUMMY_HASH
+        password = body.password[: PASSWORD_MAX * 4]
+        valid = await asyncio.to_thread(verify_password, password, stored_hash)
+    except BaseException:  # no answer on the password (503, the client gone): not a failure
+        await asyncio.shield(limiter.abandon(body.email, attempt))
+        raise
     if found is None or not valid:
         await limiter.failed(body.email, attempt)
         raise Unauthorized("invalid email or password")

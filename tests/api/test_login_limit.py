@@ -148,3 +148,28 @@ async def test_a_successful_login_clears_the_failures(limiter: tuple[LoginLimite
     assert await retry_after(limit) is not None
     await limit.succeeded(EMAIL)
     assert await retry_after(limit) is None
+
+
+async def test_an_attempt_without_an_answer_counts_neither_way(
+    limiter: tuple[LoginLimiter, Clock],
+) -> None:
+    limit, clock = limiter
+    for _ in range(MAX_FAILURES * 2):  # the database failed each time, say
+        token = await start(limit)
+        assert isinstance(token, str)
+        await limit.abandon(EMAIL, token)
+    clock.now += IN_PROGRESS_SECONDS
+    assert await retry_after(limit) is None  # nothing was counted
+
+
+async def test_every_key_of_the_limit_expires(redis: aioredis.Redis) -> None:
+    clock = Clock()
+    limit = LoginLimiter(redis, Keys("test"), clock)
+    for _ in range(MAX_FAILURES):
+        assert isinstance(await start(limit), str)  # each request died before its answer
+    clock.now += IN_PROGRESS_SECONDS
+    assert await retry_after(limit) is not None  # the five moved to the failures, refused
+    keys = [key async for key in redis.scan_iter(match="test:login:*")]
+    assert keys
+    for key in keys:
+        assert 0 < await redis.pttl(key) <= WINDOW_SECONDS * 1000, key

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,7 +16,8 @@ import structlog
 from sluice.config import Config
 from sluice.errors import HandlerError
 from sluice.events import UserRegistered
-from sluice.http import create_app
+from sluice.http import create_app, users
+from sluice.http.login_limit import MAX_FAILURES
 from sluice.mail.sending import Outgoing, compose
 from sluice.mail.templates import Content
 from sluice.store import Store
@@ -261,3 +263,21 @@ async def test_no_password_or_token_reaches_the_logs(client: Client) -> None:
     text = repr(logs)
     for secret in (PASSWORD, "wrong password", token):
         assert secret not in text
+
+
+async def test_logins_while_the_database_fails_are_503_and_not_counted(
+    client: Client, redis: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await register(client)
+
+    async def disk_failing(*args: Any) -> None:
+        error = sqlite3.OperationalError("disk I/O error")
+        error.sqlite_errorcode = sqlite3.SQLITE_IOERR
+        raise error
+
+    with monkeypatch.context() as patch:
+        patch.setattr(users, "credentials", disk_failing)
+        for _ in range(MAX_FAILURES + 2):
+            await problem(await login(client), 503)
+    assert [key async for key in redis.scan_iter(match="*:login:*")] == []
+    assert (await login(client)).status == 201  # no 429: nothing counted as failed

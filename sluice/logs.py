@@ -282,6 +282,7 @@ def stdlib_formatter(renderer: Processor, timestamp: Timestamp) -> logging.Forma
     keys, ``logger`` for the library's logger, a traceback as ``exception``."""
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[
+            structlog.contextvars.merge_contextvars,  # a worker's bound trace id, group
             structlog.stdlib.add_logger_name,
             add_request,
             structlog.processors.add_log_level,

@@ -88,12 +88,16 @@ async def job_result(request: web.Request) -> web.StreamResponse:
     )
 
 
+_CONDITIONS = (hdrs.IF_MATCH, hdrs.IF_NONE_MATCH, hdrs.IF_MODIFIED_SINCE, hdrs.IF_UNMODIFIED_SINCE)
+
+
 def _check_range(request: web.Request, stat: os.stat_result) -> None:
     """A ``Range`` that ``FileResponse`` would answer with its bare 416 (an empty body) gets
     the 416 as a problem document: the same decision, made first. ``FileResponse`` then
     serves every range that passes (206) as it does."""
-    if hdrs.RANGE not in request.headers:
-        return
+    headers = request.headers
+    if hdrs.RANGE not in headers or any(h in headers for h in _CONDITIONS):
+        return  # conditions come first (RFC 9110 13.2.2): FileResponse decides it all
     if_range = request.if_range
     if if_range is not None and stat.st_mtime > if_range.timestamp():
         return  # the copy the client holds is older: the whole file, 200

@@ -319,17 +319,20 @@ class ChangeListener:
         delay = _FIRST_BACKOFF
         while True:
             try:
-                async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                async with self._redis.pubsub() as pubsub:
                     await pubsub.subscribe(self._channel)
-                    if self.subscriptions:  # hints may have been lost meanwhile
-                        self._cache.clear()
-                    self.subscriptions += 1
-                    self.listening.set()
-                    delay = _FIRST_BACKOFF
                     while True:
                         message = await pubsub.get_message(timeout=1.0)
-                        if message is not None and message["type"] == "message":
+                        if message is None:
+                            continue
+                        if message["type"] == "message":
                             self._hint(bytes(message["data"]).decode(errors="replace"))
+                        elif message["type"] == "subscribe":  # Redis confirmed it
+                            if self.subscriptions:  # hints may have been lost meanwhile
+                                self._cache.clear()
+                            self.subscriptions += 1
+                            self.listening.set()
+                            delay = _FIRST_BACKOFF
             except _REDIS_DOWN as exc:
                 if self.listening.is_set():
                     log.warning("link change listener lost redis, resubscribing",

@@ -32,6 +32,7 @@ _HEX = re.compile(r"0x[0-9a-f]*")
 _URI_SAFE = "!#$%&'()*+,/:;=?@[]~"
 _AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
 _HIDDEN = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+_JOINERS = frozenset({"\u200c", "\u200d"})  # zero-width non-joiner and joiner
 
 
 class Invalid(SluiceError):
@@ -40,9 +41,11 @@ class Invalid(SluiceError):
 
 def _split(url: str) -> SplitResult:
     # Controls (C0, DEL, C1), spaces of every kind, line and paragraph separators, and
-    # invisible formatting characters (bidi overrides that make a URL read otherwise).
-    if any(ord(c) <= 0x20 or (not c.isascii() and unicodedata.category(c) in _HIDDEN)
-           or c == "\x7f" for c in url):  # fmt: skip
+    # invisible formatting characters (bidi overrides that make a URL read otherwise;
+    # the zero-width joiners that Persian, Indic scripts and emoji need are kept).
+    if any(ord(c) <= 0x20 or c == "\x7f" or (
+        not c.isascii() and unicodedata.category(c) in _HIDDEN and c not in _JOINERS
+    ) for c in url):  # fmt: skip
         raise Invalid("must not contain spaces, control or invisible formatting characters")
     try:
         parts = urlsplit(url)
@@ -91,14 +94,15 @@ def _canonical_host(host: str) -> str:
     IPv4-mapped IPv6 address as that IPv4, other IPv6 compressed, names lowercased.
     A host whose last label is a number can only be an IPv4 address (WHATWG URL).
     Every loopback host is one: ``localhost``, ``*.localhost`` (RFC 6761, which
-    browsers resolve to loopback without asking DNS), ``127.0.0.0/8`` and ``::1``."""
+    browsers resolve to loopback without asking DNS), ``127.0.0.0/8``, ``::1``, and
+    the unspecified ``0.0.0.0`` and ``::``, which reach this host too."""
     if ":" in host:
         try:
             address = ipaddress.IPv6Address(host)
         except ValueError:
             raise Invalid("has a host that is not a valid IPv6 address") from None
         canonical = address.ipv4_mapped or address
-        return _LOOPBACK if canonical.is_loopback else str(canonical)
+        return _LOOPBACK if _local(canonical) else str(canonical)
     host = host.lower().removesuffix(".")
     last = host.rpartition(".")[2]
     if last.isdigit() or _HEX.fullmatch(last):
@@ -106,10 +110,15 @@ def _canonical_host(host: str) -> str:
             ipv4 = socket.inet_ntoa(socket.inet_aton(host))
         except OSError:
             raise Invalid("has a host that is not a valid IPv4 address") from None
-        return _LOOPBACK if ipaddress.IPv4Address(ipv4).is_loopback else ipv4
+        return _LOOPBACK if _local(ipaddress.IPv4Address(ipv4)) else ipv4
     if host == _LOOPBACK or host.endswith("." + _LOOPBACK):
         return _LOOPBACK
     return host
+
+
+def _local(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Loopback, or the unspecified address (0.0.0.0, ::), which reaches this host too."""
+    return address.is_loopback or address.is_unspecified
 
 
 def _origin(parts: SplitResult, host: str) -> tuple[str, int]:

@@ -47,10 +47,9 @@ def _parser() -> ua_parser.Parser:
 
 @functools.lru_cache(maxsize=4096)
 def classify(user_agent: str) -> tuple[str, bool]:
-    """(browser family, is a known crawler or link previewer) of a User-Agent. No
-    User-Agent at all counts as a bot: every browser sends one, scripts often do not."""
+    """(browser family, is a known crawler or link previewer) of a User-Agent."""
     ua = user_agent[:_UA_PREFIX]
-    is_bot = not ua.strip() or bool(crawleruseragents.is_crawler(ua))
+    is_bot = bool(ua) and bool(crawleruseragents.is_crawler(ua))
     parsed = _parser().parse_user_agent(ua) if ua else None
     return (parsed.family if parsed is not None else "Other"), is_bot
 

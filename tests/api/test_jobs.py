@@ -228,6 +228,12 @@ async def test_a_download_resumes_with_a_range_and_a_bad_range_is_a_problem(
         body = await problem(response, 416)
         assert response.headers["Content-Range"] == f"bytes */{size}"
         assert body["detail"]
+    # Conditions come before the range (RFC 9110 13.2.2): FileResponse answers them.
+    etag = (await client.get(url, headers=bearer())).headers["ETag"]
+    unchanged = await client.get(url, headers=ranged(f"bytes={size}-", **{"If-None-Match": etag}))
+    assert unchanged.status == 304
+    mismatch = await client.get(url, headers=ranged(f"bytes={size}-", **{"If-Match": '"nope"'}))
+    assert mismatch.status == 412
     # If-Range older than the file: the range does not apply, the whole file is sent.
     stale = await client.get(
         url, headers=ranged(f"bytes={size}-", **{"If-Range": "Mon, 01 Jan 2001 00:00:00 GMT"})

@@ -159,7 +159,7 @@ async def test_the_longest_and_shortest_aliases_are_fine(
         # Every loopback name and address reaches a service on 127.0.0.1 (the README's
         # examples say localhost:8080).
         "http://localhost:8080/abc", "http://LocalHost.:8080/", "http://app.localhost:8080/",
-        "http://[::1]:8080/", "http://127.0.0.2:8080/",
+        "http://[::1]:8080/", "http://127.0.0.2:8080/", "http://0.0.0.0:8080/", "http://[::]:8080/",
         # A host ending in a number can only be IPv4, and these are not.
         "https://1.2.3.4.5/", "https://256.256.256.256/", "https://example.123/",
         "",
@@ -182,6 +182,11 @@ async def test_url_edge_cases_that_are_accepted(client: Client, ada: dict[str, s
     assert (await create(client, ada, url="https://localhost.example/"))["url"]
     for address in ("https://10.0.0.1/", "https://[2001:db8::1]/", "https://0x0a.1/"):
         assert (await create(client, ada, url=address))["url"] == address  # kept as written
+    # The zero-width joiners that Persian, Indic scripts and emoji need are not hidden
+    # characters (bidi overrides and zero-width spaces are).
+    for joined in ("https://fa.example/\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+                   "https://example.org/\U0001f469\u200d\U0001f4bb"):  # fmt: skip
+        assert (await create(client, ada, url=joined))["url"].startswith("https://")
     # An IRI is stored as the ASCII URI a Location header can carry.
     iri = await create(client, ada, url="https://bücher.example/straße?q=ä")
     assert iri["url"] == "https://xn--bcher-kva.example/stra%C3%9Fe?q=%C3%A4"

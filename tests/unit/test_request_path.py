@@ -231,9 +231,11 @@ def test_a_library_record_is_a_json_line_like_sluices_own() -> None:
         record = _record("asyncio", logging.ERROR, "Task exception %s", "x", exc=exc)
     token = REQUEST.set(("t" * 32, "GET", "/abc123"))
     try:
-        line = json.loads(formatter.format(record))
+        with structlog.contextvars.bound_contextvars(group="link-stats"):
+            line = json.loads(formatter.format(record))
     finally:
         REQUEST.reset(token)
+    assert line["group"] == "link-stats"  # a worker's bound context, as on its own lines
     assert line["event"] == "Task exception x"
     assert (line["logger"], line["level"], line["trace_id"]) == ("asyncio", "error", "t" * 32)
     assert line["exception"].startswith("Traceback") and "ZeroDivisionError" in line["exception"]

@@ -27,8 +27,8 @@ from tests.link_helpers import CHROME, FACEBOOK, FIREFOX, GOOGLEBOT, SLACKBOT
         (FACEBOOK, "FacebookBot", True),
         ("Twitterbot/1.0", "Twitterbot", True),
         ("Discordbot/2.0; +https://discordapp.com", "Discordbot", True),
-        ("", "Other", True),  # no User-Agent: a script, not a browser
-        ("  ", "Other", True),
+        # No User-Agent is on no crawler list (SPEC §3.4: bots are the list's).
+        ("", "Other", False),
     ],
 )
 def test_browser_family_and_bots(user_agent: str, browser: str, is_bot: bool) -> None:

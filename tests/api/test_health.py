@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import sqlite3
+
+import pytest
+
+from sluice.http.keys import STORE
 from sluice.redis_server import RedisServer
 from tests.api.conftest import Client, problem
 
@@ -36,3 +41,17 @@ async def test_healthz_answers_while_redis_is_down(
     redis_server.stop()
     response = await client.get("/healthz")
     assert response.status == 200
+
+
+async def test_readyz_names_the_database_when_it_fails(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert client.app is not None
+
+    async def disk_failing() -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(client.app[STORE], "ping", disk_failing)
+    body = await problem(await client.get("/readyz"), 503)
+    assert body["detail"] == "database is not answering"
+    assert body["checks"] == {"database": "unavailable", "redis": "ok"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import io
 import json
 import sqlite3
@@ -281,3 +283,15 @@ async def test_logins_while_the_database_fails_are_503_and_not_counted(
             await problem(await login(client), 503)
     assert [key async for key in redis.scan_iter(match="*:login:*")] == []
     assert (await login(client)).status == 201  # no 429: nothing counted as failed
+
+
+async def test_only_hashes_of_passwords_and_tokens_are_stored(client: Client, store: Store) -> None:
+    await register(client)
+    token = (await (await login(client)).json())["token"]
+    [(password_hash,)] = await store.fetchall("SELECT password_hash FROM users")
+    scheme, n, r, p, salt, digest = str(password_hash).split("$")
+    assert (scheme, n, r, p) == ("scrypt", "16384", "8", "1")  # SPEC §3.2: argon2id or scrypt
+    assert PASSWORD not in str(password_hash)
+    assert base64.b64decode(salt) and len(base64.b64decode(digest)) >= 32
+    [(stored,)] = await store.fetchall("SELECT token_hash FROM tokens")
+    assert stored == hashlib.sha256(token.encode()).hexdigest() and token not in str(stored)

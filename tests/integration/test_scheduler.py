@@ -15,11 +15,13 @@ from prometheus_client import REGISTRY
 
 from sluice.config import Config
 from sluice.events import TaskRunFinished, decode
+from sluice.links.pool import free_codes
 from sluice.resources import Resources, open_resources
 from sluice.scheduler import runs
 from sluice.scheduler.builtin import PURGE_BATCH, purge_expired
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import Scheduler
+from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import LOST_LOCK, AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store.users import db_time
@@ -304,3 +306,16 @@ async def test_purge_expired_removes_expired_tokens_and_old_occurrences_only(
     assert tokens == [("fresh",)]
     kept = await resources.store.fetchall("SELECT scheduled_for FROM reminder_occurrences")
     assert sorted(r[0] for r in kept) == sorted(db_time(now - timedelta(days=d)) for d in (1, 6))
+
+
+async def test_the_refill_task_tops_the_code_pool_up_to_its_target(
+    make_config: Callable[..., Config],
+) -> None:
+    async with open_resources(make_config(code_pool_target=2_500)) as resources:
+        task = all_tasks(resources.config)["refill-code-pool"]
+        runner = Runner(resources, holder="a")
+        record = await runner.execute(await runner.begin(task, "manual", datetime.now(UTC)))
+        assert record.status == "succeeded"
+        assert await free_codes(resources.store) == 2_500  # in batches of 1000
+        again = await runner.execute(await runner.begin(task, "manual", datetime.now(UTC)))
+        assert again.status == "succeeded" and await free_codes(resources.store) == 2_500

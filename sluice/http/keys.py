@@ -7,7 +7,7 @@ from aiohttp import web
 
 from sluice.config import Config
 from sluice.http.login_limit import LoginLimiter
-from sluice.links.cache import ChangeHints, ChangeListener, LinkCache, LinkFollower
+from sluice.links.cache import ChangeHints, LinkCache, LinkFollower
 from sluice.links.visits import VisitRecorder
 from sluice.scheduler.runner import Runner
 from sluice.scheduler.tasks import Task
@@ -24,13 +24,11 @@ VISITOR_KEY = web.AppKey("visitor_key", bytes)
 LOGIN_LIMITER = web.AppKey("login_limiter", LoginLimiter)
 # None when no admin token is configured: admin routes then refuse everyone.
 ADMIN_TOKEN: web.AppKey[str | None] = web.AppKey("admin_token")
-# The redirect path: links cached in process, what keeps them current (the stream
-# follower, the change hints this process sends and the listener of everyone's), the
-# visit writer.
+# The redirect path: links cached in process, the stream follower, the change hints
+# this process sends after its commits, the visit writer.
 LINK_CACHE = web.AppKey("link_cache", LinkCache)
 LINK_FOLLOWER = web.AppKey("link_follower", LinkFollower)
 LINK_HINTS = web.AppKey("link_hints", ChangeHints)
-LINK_LISTENER = web.AppKey("link_listener", ChangeListener)
 VISITS = web.AppKey("visits", VisitRecorder)
 
 # Scheduled tasks by name, and the runner of manual runs (admin routes).

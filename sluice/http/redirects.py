@@ -26,7 +26,6 @@ from sluice.http.keys import (
     LINK_CACHE,
     LINK_FOLLOWER,
     LINK_HINTS,
-    LINK_LISTENER,
     REDIS,
     STORE,
     TRACE_ID,
@@ -125,7 +124,7 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
     reader = redis_client(app[CONFIG], socket_timeout=FOLLOW_BLOCK_MS / 1000 + 5, retry=False)
     follower = LinkFollower(reader, app[KEYS].stream("links"), cache, block_ms=FOLLOW_BLOCK_MS)
     app[LINK_FOLLOWER] = follower
-    app[LINK_LISTENER] = listener = ChangeListener(reader, channel, cache, origin)
+    listener = ChangeListener(reader, channel, cache, origin)
     tasks = [
         asyncio.create_task(follower.run(), name="link-follower"),
         asyncio.create_task(listener.run(), name="link-change-listener"),

@@ -219,19 +219,13 @@ class LinkFollower:
         self._max_backoff = max_backoff
         self.following = asyncio.Event()  # set while connected and reading
         self.connections = 0
-        self._delay = _FIRST_BACKOFF
 
     async def run(self) -> None:
         """Follow until cancelled; reconnect with capped backoff while Redis is down."""
-        while True:
-            try:
-                await self._follow()
-            except _REDIS_DOWN as exc:
-                if self.following.is_set():
-                    log.warning("link follower lost redis, reconnecting", error=repr(exc))
-                self.following.clear()
-                await asyncio.sleep(self._delay)
-                self._delay = min(self._delay * 2, self._max_backoff)
+        await _reconnecting(
+            self._follow, self.following, "link follower lost redis, reconnecting",
+            self._max_backoff,
+        )  # fmt: skip
 
     async def _follow(self) -> None:
         # The current end of the stream first, then clear: every change at or
@@ -240,7 +234,6 @@ class LinkFollower:
         last_id = await self._stream_end()
         self._cache.clear()
         self.connections += 1
-        self._delay = _FIRST_BACKOFF
         self.following.set()
         log.info("link follower reading", stream=self._stream, after=last_id)
         while True:
@@ -312,37 +305,52 @@ class ChangeListener:
         self._max_backoff = max_backoff
         self.listening = asyncio.Event()  # set while subscribed
         self.subscriptions = 0
-        self.forgotten = 0
 
     async def run(self) -> None:
         """Listen until cancelled; resubscribe with capped backoff while Redis is down."""
-        delay = _FIRST_BACKOFF
-        while True:
-            try:
-                async with self._redis.pubsub() as pubsub:
-                    await pubsub.subscribe(self._channel)
-                    while True:
-                        message = await pubsub.get_message(timeout=1.0)
-                        if message is None:
-                            continue
-                        if message["type"] == "message":
-                            self._hint(bytes(message["data"]).decode(errors="replace"))
-                        elif message["type"] == "subscribe":  # Redis confirmed it
-                            if self.subscriptions:  # hints may have been lost meanwhile
-                                self._cache.clear()
-                            self.subscriptions += 1
-                            self.listening.set()
-                            delay = _FIRST_BACKOFF
-            except _REDIS_DOWN as exc:
-                if self.listening.is_set():
-                    log.warning("link change listener lost redis, resubscribing",
-                                error=repr(exc))  # fmt: skip
-                self.listening.clear()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self._max_backoff)
+        await _reconnecting(
+            self._listen, self.listening, "link change listener lost redis, resubscribing",
+            self._max_backoff,
+        )  # fmt: skip
+
+    async def _listen(self) -> None:
+        async with self._redis.pubsub() as pubsub:
+            await pubsub.subscribe(self._channel)
+            while True:
+                message = await pubsub.get_message(timeout=1.0)
+                if message is None:
+                    continue
+                if message["type"] == "message":
+                    self._hint(bytes(message["data"]).decode(errors="replace"))
+                elif message["type"] == "subscribe":  # Redis confirmed it
+                    if self.subscriptions:  # hints may have been lost meanwhile
+                        self._cache.clear()
+                    self.subscriptions += 1
+                    self.listening.set()
 
     def _hint(self, text: str) -> None:
         origin, _, code = text.partition(" ")
         if code and origin != self._origin:
             self._cache.forget(code)
-            self.forgotten += 1
+
+
+async def _reconnecting(
+    connect: Callable[[], Awaitable[None]],
+    connected: asyncio.Event,
+    lost: str,
+    max_backoff: float,
+) -> None:
+    """Run ``connect`` until cancelled; while Redis is down, again after a backoff that
+    doubles up to ``max_backoff``. ``connect`` sets ``connected`` once it reads; after
+    that, a loss starts the backoff over."""
+    delay = _FIRST_BACKOFF
+    while True:
+        try:
+            await connect()
+        except _REDIS_DOWN as exc:
+            if connected.is_set():
+                log.warning(lost, error=repr(exc))
+                delay = _FIRST_BACKOFF
+            connected.clear()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_backoff)

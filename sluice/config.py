@@ -109,6 +109,11 @@ def _convert(name: str, raw: str) -> object:
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
+def printable_ascii(text: str) -> bool:
+    """What a token must be to travel in a header (and to be hashed): printable ASCII."""
+    return text.isascii() and text.isprintable()
+
+
 def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -> Config:
     """Build the config from ``environ`` (``os.environ`` by default); tests pass a dict."""
     env = os.environ if environ is None else environ
@@ -146,9 +151,7 @@ def _validate(config: Config) -> None:
     if config.log_format not in ("json", "console"):
         raise ConfigError("SLUICE_LOG_FORMAT must be json or console")
     token = config.admin_token
-    if token is not None and not (
-        token.isascii() and token.isprintable() and token == token.strip()
-    ):
+    if token is not None and not (printable_ascii(token) and token == token.strip()):
         raise ConfigError(
             "SLUICE_ADMIN_TOKEN must be printable ASCII without surrounding spaces"
             " (it travels in a header)"

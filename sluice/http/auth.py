@@ -11,14 +11,11 @@ import hmac
 
 from aiohttp import web
 
+from sluice.config import printable_ascii
 from sluice.errors import Forbidden, Unauthorized
 from sluice.events import utcnow
 from sluice.http.keys import ADMIN_TOKEN, STORE
 from sluice.store.users import User, user_for_token
-
-
-def _printable(token: str) -> bool:
-    return token.isascii() and token.isprintable()
 
 
 def bearer_token(request: web.Request) -> str | None:
@@ -30,7 +27,7 @@ def bearer_token(request: web.Request) -> str | None:
     token = token.strip()
     # Tokens are printable ASCII; anything else (bytes that were not UTF-8 arrive as
     # surrogates) cannot be one and would not even hash.
-    if scheme.lower() != "bearer" or not token or len(token) > 512 or not _printable(token):
+    if scheme.lower() != "bearer" or not token or len(token) > 512 or not printable_ascii(token):
         raise Unauthorized("the Authorization header must be 'Bearer <token>'")
     return token
 

@@ -103,12 +103,13 @@ def _check_range(request: web.Request, stat: os.stat_result) -> None:
         return  # the copy the client holds is older: the whole file, 200
     size = stat.st_size
     try:
-        start = request.http_range.start
+        asked = request.http_range
     except ValueError:
         raise RangeNotSatisfiable(
             "the Range header is not a single byte range 'bytes=first-last'", size
         ) from None
-    if start is not None and start < 0 and request.http_range.stop is None:
+    start = asked.start
+    if start is not None and start < 0 and asked.stop is None:
         start = max(0, start + size)  # the last bytes: 'bytes=-500'
     if start is not None and start >= size:
         raise RangeNotSatisfiable(f"the range starts past the end of the {size}-byte file", size)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
 
-import redis.asyncio as aioredis
+import redis.exceptions
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
@@ -129,12 +129,12 @@ async def register(resources: Resources, n: int, *, start: int = 0) -> list[User
     return events
 
 
-async def _group_state(redis: aioredis.Redis, stream: str) -> tuple[int, bool]:
-    """(pending, read to the end) of the mail group on ``stream``."""
-    if not await redis.exists(stream):
+def _group_state(info: Any, groups: Any) -> tuple[int, bool]:
+    """(pending, read to the end) of the mail group, from XINFO STREAM and XINFO GROUPS of
+    one stream (errors when it does not exist: nothing in it)."""
+    if isinstance(info, redis.exceptions.ResponseError):
         return 0, True
-    info = await redis.xinfo_stream(stream)
-    for row in await redis.xinfo_groups(stream):
+    for row in groups:
         name = row["name"].decode() if isinstance(row["name"], bytes) else row["name"]
         if name == GROUP:
             return int(row["pending"]), row["last-delivered-id"] == info["last-generated-id"]
@@ -142,15 +142,26 @@ async def _group_state(redis: aioredis.Redis, stream: str) -> tuple[int, bool]:
 
 
 async def drained(resources: Resources) -> bool:
-    """Everything committed was published, read and acked by the mail group; no retry waits."""
-    keys, redis = resources.keys, resources.redis
+    """Everything committed was published, read and acked by the mail group; no retry waits.
+
+    Read in one MULTI: each move of an entry (acked and delayed, delayed to the retry
+    stream) is one script, so a snapshot sees it in exactly one place. Read one after
+    the other, an entry could move from the delayed set to the retry stream between
+    the two reads and be seen in neither."""
+    keys = resources.keys
     if await resources.store.position(POSITION) < await resources.store.max_seq():
         return False
-    for stream in (keys.stream("users"), keys.retry(GROUP)):
-        pending, caught_up = await _group_state(redis, stream)
+    async with resources.redis.pipeline(transaction=True) as pipe:
+        for stream in (keys.stream("users"), keys.retry(GROUP)):
+            pipe.xinfo_stream(stream)
+            pipe.xinfo_groups(stream)
+        pipe.zcard(keys.delayed(GROUP))
+        *streams, delayed = await pipe.execute(raise_on_error=False)
+    for info, groups in zip(streams[0::2], streams[1::2], strict=True):
+        pending, caught_up = _group_state(info, groups)
         if pending or not caught_up:
             return False
-    return int(await redis.zcard(keys.delayed(GROUP))) == 0
+    return int(delayed) == 0
 
 
 async def sent_keys(resources: Resources) -> dict[str, str]:

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 
+from sluice import database_url as urls
 from sluice.errors import ConfigError
 
 
@@ -17,6 +18,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     redis_url: str | None = None
     data_dir: Path = Path("./var")
     database_url: str = ""
+    # Connections each process may hold (PostgreSQL).
+    database_pool: int = 10
     host: str = "127.0.0.1"
     port: int = 8080
     base_url: str = ""
@@ -46,6 +49,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Visit group commit: commit when the oldest buffered visit is this old, or this many wait.
     visit_flush_ms: int = 5
     visit_batch: int = 500
+    # Visits waiting for the database (an outage) beyond this many are dropped and counted.
+    visit_buffer: int = 100_000
     # Scheduler: a run's lock lives this long unless its watchdog renews it (every third).
     task_lock_ttl_ms: int = 30_000
     # Built-in tasks: six-field cron and an IANA zone each ("" zone: SLUICE_TIMEZONE).
@@ -70,10 +75,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def sqlite_path(self) -> Path:
-        prefix = "sqlite:///"
-        if not self.database_url.startswith(prefix):
-            raise ConfigError(f"unsupported SLUICE_DATABASE_URL {self.database_url!r}")
-        return Path(self.database_url[len(prefix) :])
+        return urls.sqlite_path(self.database_url)
+
+    @property
+    def postgres(self) -> bool:
+        return urls.is_postgres(self.database_url)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -85,7 +91,7 @@ _INT_FIELDS = {
     "claim_idle_ms", "retry_base_ms", "max_deliveries", "stream_retention",
     "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
     "token_ttl_seconds", "visit_flush_ms", "visit_batch", "task_lock_ttl_ms",
-    "export_retention", "export_batch",
+    "export_retention", "export_batch", "database_pool", "visit_buffer",
 }  # fmt: skip
 _FLOAT_FIELDS = {"mail_rate"}
 
@@ -143,7 +149,7 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
     positive = (
         "max_deliveries", "relay_batch", "worker_batch", "worker_concurrency", "visit_batch",
-        "export_batch",
+        "export_batch", "database_pool", "visit_buffer",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
@@ -158,4 +164,4 @@ def _validate(config: Config) -> None:
         )
     if config.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"SLUICE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    config.sqlite_path  # noqa: B018 - raises on an unsupported URL
+    urls.check(config.database_url)

@@ -97,8 +97,14 @@ class TooManyRequests(ProblemError):
 
 
 class DependencyDown(ProblemError):
+    """503: the database or Redis does not answer and the route has no fallback."""
+
     status = 503
     title = "Service Unavailable"
+    RETRY_AFTER = 5  # seconds: about what a database or Redis restart takes
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, headers={"Retry-After": str(self.RETRY_AFTER)})
 
 
 @dataclass

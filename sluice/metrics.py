@@ -23,6 +23,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -69,6 +70,15 @@ LOCK_RELEASES_GONE = Counter(
 )
 MAILS = Counter("sluice_mails", "Mails by outcome (sent, skipped, failed)", ["outcome"])
 VISITS_RECORDED = Counter("sluice_visits_recorded", "Link visits committed by the redirect path")
+VISITS_DROPPED = Counter(
+    "sluice_visits_dropped", "Visits dropped: the buffer was full while the database was down"
+)
+# livesum: the visits waiting in every live API process, added up.
+VISITS_BUFFERED = Gauge(
+    "sluice_visits_buffered",
+    "Visits answered and waiting in memory for the database (SLUICE_VISIT_BUFFER at most)",
+    multiprocess_mode="livesum",
+)
 LINK_CACHE_LOOKUPS = Counter(
     "sluice_link_cache_lookups", "Redirect link lookups, by result (hit, miss)", ["result"]
 )

@@ -22,6 +22,8 @@ from sluice.metrics import (
     CONTENT_TYPE,
     LINK_CACHE_LOOKUPS,
     REQUEST_TALLY,
+    VISITS_BUFFERED,
+    VISITS_DROPPED,
     VISITS_RECORDED,
     gauge,
     render,
@@ -69,14 +71,17 @@ class _Published:
     once a second (a prometheus-client increment per redirect costs more than this)."""
 
     def __init__(self) -> None:
-        self.hits = self.misses = self.visits = 0
+        self.hits = self.misses = self.visits = self.dropped = 0
 
     def publish(self, app: web.Application) -> None:
         cache, visits = app[LINK_CACHE], app[VISITS]
         LINK_CACHE_LOOKUPS.labels("hit").inc(cache.hits - self.hits)
         LINK_CACHE_LOOKUPS.labels("miss").inc(cache.misses - self.misses)
         VISITS_RECORDED.inc(visits.committed - self.visits)
+        VISITS_DROPPED.inc(visits.dropped - self.dropped)
+        VISITS_BUFFERED.set(visits.buffered)
         self.hits, self.misses, self.visits = cache.hits, cache.misses, visits.committed
+        self.dropped = visits.dropped
         REQUEST_TALLY.publish()
 
 

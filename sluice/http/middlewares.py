@@ -19,7 +19,7 @@ from aiohttp.typedefs import Handler
 from multidict import istr
 
 from sluice import logs
-from sluice.errors import ProblemError
+from sluice.errors import DependencyDown, ProblemError
 from sluice.http.bodies import buffer_body
 from sluice.http.degrade import unavailable
 from sluice.http.keys import TRACE_ID
@@ -93,7 +93,8 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
             if (dependency := unavailable(exc)) is not None:
                 log.exception("dependency unavailable", dependency=dependency)
                 detail = f"{dependency} is unavailable; try again later"
-                response = problem_response(503, detail)
+                retry = {"Retry-After": str(DependencyDown.RETRY_AFTER)}
+                response = problem_response(503, detail, headers=retry)
             else:
                 log.exception("unhandled error")
                 response = problem_response(500, "the server failed to answer this request")

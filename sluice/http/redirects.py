@@ -150,7 +150,10 @@ async def record_visits(app: web.Application) -> AsyncIterator[None]:
     await asyncio.to_thread(warm_up)
     config = app[CONFIG]
     recorder = VisitRecorder(
-        app[STORE], interval=config.visit_flush_ms / 1000, batch=config.visit_batch
+        app[STORE],
+        interval=config.visit_flush_ms / 1000,
+        batch=config.visit_batch,
+        max_buffer=config.visit_buffer,
     )
     app[VISITS] = recorder
     recorder.start()

@@ -63,7 +63,8 @@ async def free_codes(store: Store, *, at_most: int | None = None) -> int:
         row = await store.fetchone("SELECT COUNT(*) FROM code_pool WHERE taken = 0")
     else:
         row = await store.fetchone(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM code_pool WHERE taken = 0 LIMIT ?)", (at_most,)
+            "SELECT COUNT(*) FROM (SELECT 1 FROM code_pool WHERE taken = 0 LIMIT ?) AS free",
+            (at_most,),
         )
     return int(row[0]) if row else 0
 
@@ -73,14 +74,15 @@ async def take_code(tx: Tx) -> str | None:
 
     It takes the first free code after a random point (wrapping around), not the smallest:
     handed out in sorted order, consecutive codes would share prefixes, and anyone holding
-    two links could enumerate the links others created between them. The outer
-    ``taken = 0`` keeps it safe on a backend where two transactions could pick the same
-    row: the loser changes nothing and gets None.
+    two links could enumerate the links others created between them. Where writers run
+    concurrently (PostgreSQL) a code another transaction is taking is skipped, not waited
+    for (``SKIP LOCKED``); the outer ``taken = 0`` keeps the statement safe anyway.
     """
+    skip = tx.dialect.row_lock("update", skip_locked=True)
     row = await tx.fetchone(
         "UPDATE code_pool SET taken = 1 WHERE taken = 0 AND code = COALESCE("
-        " (SELECT code FROM code_pool WHERE taken = 0 AND code >= ? ORDER BY code LIMIT 1),"
-        " (SELECT code FROM code_pool WHERE taken = 0 ORDER BY code LIMIT 1)"
+        f" (SELECT code FROM code_pool WHERE taken = 0 AND code >= ? ORDER BY code LIMIT 1{skip}),"
+        f" (SELECT code FROM code_pool WHERE taken = 0 ORDER BY code LIMIT 1{skip})"
         ") RETURNING code",
         (new_code(),),
     )
@@ -115,6 +117,7 @@ async def refill(store: Store, target: int, batch: int = BATCH) -> int:
     added = 0
     while True:
         async with store.transaction() as tx:
+            await tx.serialize("code-pool-refill")
             row = await tx.fetchone("SELECT COUNT(*) FROM code_pool WHERE taken = 0")
             missing = target - (int(row[0]) if row else 0)
             if missing <= 0:

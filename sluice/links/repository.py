@@ -70,8 +70,12 @@ async def create_link(tx: Tx, draft: Link, *, alias: str | None) -> tuple[Link, 
 
 
 async def link_for_update(tx: Tx, code: str) -> Link | None:
-    """The link as of this transaction (which holds the write lock)."""
-    row = await tx.fetchone(f"SELECT {LINK_COLUMNS} FROM links WHERE code = ?", (code,))
+    """The link as of this transaction, locked until it ends: concurrent changes of one
+    link apply one after the other, none lost."""
+    row = await tx.fetchone(
+        f"SELECT {LINK_COLUMNS} FROM links WHERE code = ?" + tx.dialect.row_lock("update"),
+        (code,),
+    )
     return None if row is None else link_from_row(row)
 
 

@@ -82,13 +82,14 @@ async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> N
     await tx.executemany(
         f"INSERT INTO article_views{s} (article_id, views, updated_at) VALUES (?, ?, ?)"
         " ON CONFLICT (article_id) DO UPDATE"
-        " SET views = views + excluded.views, updated_at = excluded.updated_at",
+        f" SET views = article_views{s}.views + excluded.views, updated_at = excluded.updated_at",
         [(article, n, now) for article, n in totals.items()],
     )
     await tx.executemany(
         f"INSERT INTO article_view_periods{s} (period, start, article_id, views)"
         " VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (period, start, article_id) DO UPDATE SET views = views + excluded.views",
+        " ON CONFLICT (period, start, article_id)"
+        f" DO UPDATE SET views = article_view_periods{s}.views + excluded.views",
         [(*key, n) for key, n in periods.items()],
     )
 

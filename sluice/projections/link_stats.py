@@ -103,15 +103,16 @@ async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> N
     await tx.executemany(
         f"INSERT INTO link_stats{s} (code, total, bots, unique_visitors, updated_at)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (code) DO UPDATE SET"
-        " total = total + excluded.total, bots = bots + excluded.bots,"
-        " unique_visitors = unique_visitors + excluded.unique_visitors,"
+        f" total = link_stats{s}.total + excluded.total, bots = link_stats{s}.bots + excluded.bots,"
+        f" unique_visitors = link_stats{s}.unique_visitors + excluded.unique_visitors,"
         " updated_at = excluded.updated_at",
         [(c, n, batch.bots[c], new_visitors[c], now) for c, n in batch.totals.items()],
     )
     await tx.executemany(
         f"INSERT INTO link_stats_days{s} (code, day, visits, unique_visitors) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (code, day) DO UPDATE SET visits = visits + excluded.visits,"
-        " unique_visitors = unique_visitors + excluded.unique_visitors",
+        f" ON CONFLICT (code, day) DO UPDATE SET visits = link_stats_days{s}.visits"
+        f" + excluded.visits, unique_visitors = link_stats_days{s}.unique_visitors"
+        " + excluded.unique_visitors",
         [(c, d, n, new_day_visitors[(c, d)]) for (c, d), n in batch.days.items()],
     )
     for table, column, counts in (
@@ -120,7 +121,8 @@ async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> N
     ):
         await tx.executemany(
             f"INSERT INTO {table}{s} (code, {column}, visits) VALUES (?, ?, ?)"
-            f" ON CONFLICT (code, {column}) DO UPDATE SET visits = visits + excluded.visits",
+            f" ON CONFLICT (code, {column}) DO UPDATE"
+            f" SET visits = {table}{s}.visits + excluded.visits",
             [(c, key, n) for (c, key), n in counts.items()],
         )
 
@@ -162,17 +164,19 @@ class LinkStats:
 
 # One statement, so one consistent snapshot: the totals, the days, the
 # referrers and the browsers all include the same batches.
+_NO_TEXT = "CAST(NULL AS TEXT)"
+_NO_NUMBER = "CAST(NULL AS INTEGER)"
 _STATS = f"""
-SELECT 't', NULL, total, bots, unique_visitors FROM link_stats WHERE code = ?
+SELECT 't', {_NO_TEXT}, total, bots, unique_visitors FROM link_stats WHERE code = ?
 UNION ALL
-SELECT 'd', day, visits, unique_visitors, NULL FROM link_stats_days
+SELECT 'd', day, visits, unique_visitors, {_NO_NUMBER} FROM link_stats_days
  WHERE code = ? AND day >= ? AND day <= ?
 UNION ALL
-SELECT * FROM (SELECT 'r', referrer, visits, NULL, NULL FROM link_stats_referrers
- WHERE code = ? ORDER BY visits DESC, referrer LIMIT {TOP_ROWS})
+SELECT * FROM (SELECT 'r', referrer, visits, {_NO_NUMBER}, {_NO_NUMBER}
+ FROM link_stats_referrers WHERE code = ? ORDER BY visits DESC, referrer LIMIT {TOP_ROWS}) AS r
 UNION ALL
-SELECT * FROM (SELECT 'b', browser, visits, NULL, NULL FROM link_stats_browsers
- WHERE code = ? ORDER BY visits DESC, browser LIMIT {TOP_ROWS})
+SELECT * FROM (SELECT 'b', browser, visits, {_NO_NUMBER}, {_NO_NUMBER}
+ FROM link_stats_browsers WHERE code = ? ORDER BY visits DESC, browser LIMIT {TOP_ROWS}) AS b
 """
 
 

@@ -97,6 +97,7 @@ async def rebuild(
                 # Built once over the bulk of the rows rather than kept up to date row by row.
                 await tx.execute_script(indexes)
         async with store.transaction() as tx:
+            await tx.lock_history()  # no event commits from here to the swap
             while rows := await _read(tx.fetchall, projection, position, chunk):
                 await projection.apply(tx, _decode_all(rows), suffix, resources.config)
                 position, applied = rows[-1][0], applied + len(rows)
@@ -148,16 +149,23 @@ def _split_ddl(ddl: str) -> tuple[str, str]:
 
 
 async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
+    """Set the watermark to the head, then put the new tables in place of the old.
+
+    The caller holds the history lock and has applied every event up to the
+    head. The watermark row is written first: it waits for live batches that
+    read it (they finish in the old tables, and their events are in the
+    rebuild), and later ones wait for this commit and then read the new value.
+    """
     row = await tx.fetchone("SELECT COALESCE(MAX(seq), 0) FROM events")
     head = int(row[0]) if row else 0
-    for table in projection.tables:
-        await tx.execute(f"DROP TABLE {table}")
-        await tx.execute(f"ALTER TABLE {table}{suffix} RENAME TO {table}")
     await tx.execute(
         "INSERT INTO positions (name, seq) VALUES (?, ?)"
         " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
         (projection.watermark, head),
     )
+    for table in projection.tables:
+        await tx.execute(f"DROP TABLE {table}")
+        await tx.execute(f"ALTER TABLE {table}{suffix} RENAME TO {table}")
     return head
 
 

@@ -18,10 +18,12 @@ async def fresh_events(
     """The events not applied yet, recorded as applied in the same transaction.
 
     An event is already applied when its ``seq`` is at or below the watermark a
-    rebuild left, or when its id is in the projection's processed table.
+    rebuild left, or when its id is in the projection's processed table. The
+    ids go in with ``ON CONFLICT DO NOTHING RETURNING``: of two workers
+    applying one event at once (a reclaim while its first consumer still runs),
+    the second waits for the first to commit and then finds it applied.
     """
-    row = await tx.fetchone("SELECT seq FROM positions WHERE name = ?", (projection.watermark,))
-    watermark = int(row[0]) if row else 0
+    watermark = await _watermark(tx, projection)
     candidates: dict[str, AnyEvent] = {}
     for delivery in deliveries:
         if 0 < delivery.message.seq <= watermark:
@@ -30,14 +32,31 @@ async def fresh_events(
     if not candidates:
         return []
     ids = list(candidates)
-    table = projection.processed_table
-    seen = await tx.fetchall(
-        f"SELECT event_id FROM {table} WHERE event_id IN ({', '.join('?' * len(ids))})", ids
+    fresh = await tx.fetchall(
+        f"INSERT INTO {projection.processed_table} (event_id)"
+        f" VALUES {', '.join('(?)' for _ in ids)} ON CONFLICT DO NOTHING RETURNING event_id",
+        ids,
     )
-    for (event_id,) in seen:
-        candidates.pop(event_id, None)
-    await tx.executemany(f"INSERT INTO {table} (event_id) VALUES (?)", [(i,) for i in candidates])
-    return list(candidates.values())
+    return [candidates[str(event_id)] for (event_id,) in fresh]
+
+
+async def _watermark(tx: Tx, projection: Projection) -> int:
+    """The projection's watermark, its row locked (shared) until ``tx`` ends.
+
+    A replay swaps its tables in after locking that row, so a batch either
+    commits into the old tables before the swap (the rebuild covers its events)
+    or reads the new watermark after it. The row is made if missing, so there
+    is always one to lock.
+    """
+    sql = "SELECT seq FROM positions WHERE name = ?" + tx.dialect.row_lock("share")
+    row = await tx.fetchone(sql, (projection.watermark,))
+    if row is None:
+        await tx.execute(
+            "INSERT INTO positions (name, seq) VALUES (?, 0) ON CONFLICT DO NOTHING",
+            (projection.watermark,),
+        )
+        row = await tx.fetchone(sql, (projection.watermark,))
+    return int(row[0]) if row else 0
 
 
 def projection_group(projection: Projection, resources: Resources) -> GroupSpec:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from sluice.config import Config
+from typing import TYPE_CHECKING
+
+from sluice.database_url import is_postgres
 from sluice.store.base import Row, Store, StoredEvent, Tx
 from sluice.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from sluice.config import Config
 
 __all__ = ["Row", "Store", "StoredEvent", "Tx", "open_store"]
 
 
 async def open_store(config: Config) -> Store:
     """Open the configured backend and bring its schema up to date."""
+    if is_postgres(config.database_url):
+        from sluice.store.postgres import PostgresStore  # asyncpg only where it is used
+
+        return await PostgresStore.open(config.database_url, pool_size=config.database_pool)
     return await SqliteStore.open(config.sqlite_path)

@@ -1,14 +1,16 @@
 """The store's interface: what handlers, views and projections may rely on.
 
-SQL is written with ``?`` placeholders and portable statements; a backend
-for another database translates placeholders, nothing else changes above it.
+SQL is written with ``?`` placeholders and statements both SQLite and
+PostgreSQL take (``ON CONFLICT``, ``RETURNING``, upserts that name their
+table). Where the two differ, the code above asks the backend: ``dialect``
+gives the SQL fragments, ``Tx.lock_history`` the one lock that differs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -29,8 +31,38 @@ class StoredEvent(msgspec.Struct, frozen=True):
     created_at: str
 
 
+def field_name(field: str) -> str:
+    """``field``, checked to be a plain name before a dialect puts it into SQL."""
+    if not field.isidentifier():
+        raise ValueError(f"not a field name: {field!r}")
+    return field
+
+
+class Dialect(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def payload_field(self, field: str) -> str:
+        """An SQL expression for a top-level text field of ``events.payload``."""
+
+    def row_lock(
+        self, mode: Literal["update", "share"], *tables: str, skip_locked: bool = False
+    ) -> str:
+        """The clause ending a SELECT that locks the rows it reads (``FOR SHARE OF r``)
+        until the transaction ends, where the backend needs one (PostgreSQL: writers
+        run concurrently; SQLite: every write transaction is exclusive already).
+        ``skip_locked``: rows another transaction holds are passed over, not waited for."""
+
+
 class Tx(Protocol):
-    """A unit of work: everything in it commits together or not at all."""
+    """A unit of work: everything in it commits together or not at all.
+
+    Appended events become visible in ``seq`` order of commit on every backend:
+    no event commits with a lower ``seq`` than one already visible.
+    """
+
+    @property
+    def dialect(self) -> Dialect: ...
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
@@ -44,11 +76,22 @@ class Tx(Protocol):
     async def append(self, *events: Event) -> None:
         """Add events to the history; they commit with the rest of the transaction."""
 
+    async def lock_history(self) -> None:
+        """Keep every other transaction from appending until this one ends, so the
+        history's head read after this call stays the head (snapshots, swaps)."""
+
+    async def serialize(self, name: str) -> None:
+        """Transactions that call this with the same ``name`` run one after the other
+        from here until they end (read-then-write work such as refilling the code pool)."""
+
     async def execute_script(self, script: str) -> None:
-        """Run DDL statements (projection rebuilds)."""
+        """Run DDL statements (migrations, projection rebuilds), written in SQLite's words."""
 
 
 class Store(Protocol):
+    @property
+    def dialect(self) -> Dialect: ...
+
     def transaction(self) -> AbstractAsyncContextManager[Tx]: ...
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...

@@ -6,6 +6,13 @@ for the live tables and a generation tag while ``sluice replay`` rebuilds them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from sluice.events import utcnow
+
+if TYPE_CHECKING:
+    from sluice.store.base import Tx
+
 ARTICLE_VIEWS_DDL = """
 CREATE TABLE article_views{s} (
     article_id TEXT PRIMARY KEY,
@@ -237,4 +244,61 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         # 1: failed because its entry went to the dead letters; a redrive resumes it.
         "ALTER TABLE jobs ADD COLUMN dead_lettered INTEGER NOT NULL DEFAULT 0",
     ),
+    (
+        11,
+        "secrets every host shares",
+        # visitor-key: the key of visitor hashes; admin-token-sha256: the generated admin token's
+        # hash. Hosts share only the database, so secrets they must agree on live here.
+        """
+        CREATE TABLE secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        10,
+        "export results in the database",
+        # The CSV of a job as consecutive byte ranges, each row holding bytes from first_byte
+        # on. A rowid table, not WITHOUT ROWID: rows reach 256 KiB, and SQLite advises WITHOUT
+        # ROWID only for rows far smaller than a page. jobs.result_path is unused from here
+        # on; results written to a data dir before cannot be served from the database, so
+        # their jobs count as purged (410; the old files under <data dir>/exports can go).
+        """
+        CREATE TABLE export_chunks (
+            job_id TEXT NOT NULL REFERENCES jobs (id),
+            first_byte INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            PRIMARY KEY (job_id, first_byte)
+        );
+        UPDATE jobs SET purged_at = finished_at WHERE status = 'succeeded' AND purged_at IS NULL;
+        """,
+    ),
 ]
+
+
+async def apply_migrations(tx: Tx) -> list[int]:
+    """Apply the migrations ``tx``'s database lacks, in order; the versions applied.
+
+    One history for every backend: the DDL above is written once, in SQLite's
+    words, and each backend's ``execute_script`` says it in its own. The caller
+    makes the transaction exclusive (SQLite's write lock, PostgreSQL's advisory
+    lock), so processes starting together apply each version once.
+    """
+    await tx.execute_script(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
+    applied: list[int] = []
+    for version, name, script in sorted(MIGRATIONS):
+        if version in done:
+            continue
+        await tx.execute_script(script)
+        await tx.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+            (version, name, utcnow().isoformat()),
+        )
+        applied.append(version)
+    return applied

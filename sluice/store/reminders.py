@@ -103,13 +103,16 @@ async def fire(
 ) -> Fired:
     """Record one occurrence and append its ``ReminderDue``, in the caller's transaction.
 
-    The deletion check and the insert share the transaction (SQLite's
-    ``BEGIN IMMEDIATE`` orders it with every delete), so once a deletion has
-    committed no occurrence of that reminder fires anywhere.
+    The deletion check and the insert share the transaction, and the check
+    locks the reminder's row until it commits (SQLite: ``BEGIN IMMEDIATE``
+    orders it with every delete; PostgreSQL: ``FOR SHARE``, which a delete
+    waits for, or which waits for a delete and then reads it), so once a
+    deletion has committed no occurrence of that reminder fires anywhere.
     """
     row = await tx.fetchone(
         "SELECT r.owner_id, r.text, r.timezone, r.deleted_at, u.email, u.name"
-        " FROM reminders r LEFT JOIN users u ON u.id = r.owner_id WHERE r.id = ?",
+        " FROM reminders r LEFT JOIN users u ON u.id = r.owner_id WHERE r.id = ?"
+        + tx.dialect.row_lock("share", "r"),
         (reminder_id,),
     )
     if row is None or row[3] is not None:

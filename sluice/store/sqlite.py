@@ -9,15 +9,15 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 import structlog
 
 from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
-from sluice.store.base import Row, StoredEvent
-from sluice.store.migrations import MIGRATIONS
+from sluice.store.base import Row, StoredEvent, field_name
+from sluice.store.migrations import apply_migrations
 
 log = structlog.get_logger(__name__)
 
@@ -65,9 +65,30 @@ APPEND_ROWS = 500
 _EVENT_ROW = "(?, ?, ?, ?, ?, ?)"
 
 
+class SqliteDialect:
+    """SQL that differs from PostgreSQL's, for the code above the store."""
+
+    name = "sqlite"
+
+    @staticmethod
+    def payload_field(field: str) -> str:
+        """An expression for a top-level text field of ``events.payload`` (JSON)."""
+        # The payload is stored as a BLOB; SQLite's JSON functions take text.
+        return f"json_extract(CAST(payload AS TEXT), '$.{field_name(field)}')"
+
+    @staticmethod
+    def row_lock(mode: Literal["update", "share"], *tables: str, skip_locked: bool = False) -> str:
+        """Nothing: every write transaction holds the database's write lock from BEGIN."""
+        return ""
+
+
+DIALECT = SqliteDialect()
+
+
 class SqliteTx:
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
+        self.dialect = DIALECT
         self.appended = 0
         self.types: collections.Counter[str] = collections.Counter()
 
@@ -104,14 +125,58 @@ class SqliteTx:
         self.appended += len(events)
         self.types.update(type_name(e) for e in events)
 
+    async def lock_history(self) -> None:
+        """Nothing to take: BEGIN IMMEDIATE already holds every other writer back."""
+
+    async def serialize(self, name: str) -> None:
+        """Nothing to take: write transactions already run one at a time."""
+
     async def execute_script(self, script: str) -> None:
         # executescript would COMMIT first; run the statements one by one instead.
         for statement in filter(None, (s.strip() for s in script.split(";"))):
             await self._db.execute(statement)
 
+    # For ``sluice copy-store`` (sluice.store.copy): the schema as it is, and bulk writes.
+
+    # What pages through a table that has no primary key.
+    row_address = "rowid"
+
+    async def table_columns(self) -> list[tuple[str, str, int]]:
+        """Every column of every table: (table, column, place in the primary key or 0)."""
+        rows = await self.fetchall(
+            "SELECT m.name, c.name, c.pk FROM sqlite_master AS m, pragma_table_info(m.name) AS c"
+            " WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+            " ORDER BY m.name, c.cid"
+        )
+        return [(str(table), str(column), int(pk)) for table, column, pk in rows]
+
+    async def table_references(self) -> list[tuple[str, str]]:
+        """(table, table it references) for every foreign key."""
+        rows = await self.fetchall(
+            'SELECT DISTINCT m.name, f."table"'
+            " FROM sqlite_master AS m, pragma_foreign_key_list(m.name) AS f"
+            " WHERE m.type = 'table'"
+        )
+        return [(str(table), str(parent)) for table, parent in rows]
+
+    async def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
+        """Insert ``rows`` (values for ``columns``, in that order) into ``table``."""
+        names = ", ".join(_quoted(c) for c in columns)
+        marks = ", ".join("?" * len(columns))
+        await self._db.executemany(f"INSERT INTO {_quoted(table)} ({names}) VALUES ({marks})", rows)
+
+    async def reset_identities(self) -> None:
+        """Nothing to do: an AUTOINCREMENT counter moves past every rowid inserted."""
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
 
 class SqliteStore:
     """Writes go through one connection under a lock; reads use a second one."""
+
+    dialect = DIALECT
 
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
         self._writer = writer
@@ -121,32 +186,20 @@ class SqliteStore:
         self._listeners: list[Callable[[], None]] = []
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteStore:
+    async def open(cls, path: Path, *, migrate: bool = True) -> SqliteStore:
+        """Open (creating the file if needed) and, unless ``migrate`` is false, migrate."""
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = await _connect(path)
         reader = await _connect(path)
         store = cls(writer, reader)
-        await store.migrate()
+        if migrate:
+            await store.migrate()
         return store
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations; safe when several processes start at once."""
-        applied: list[int] = []
-        async with self.transaction() as tx:
-            await tx.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations"
-                " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-            )
-            done = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
-            for version, name, script in MIGRATIONS:
-                if version in done:
-                    continue
-                await tx.execute_script(script)
-                await tx.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                    (version, name, utcnow().isoformat()),
-                )
-                applied.append(version)
+        async with self.transaction() as tx:  # BEGIN IMMEDIATE: one process at a time
+            applied = await apply_migrations(tx)
         if applied:
             log.info("migrations applied", versions=applied)
         return applied
@@ -178,6 +231,21 @@ class SqliteStore:
                 EVENTS_COMMITTED.labels(kind).inc(n)
             for callback in self._listeners:
                 callback()
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[SqliteTx]:
+        """A read transaction on a connection of its own: every read in it sees the
+        database as the first one did (WAL), whatever commits meanwhile. Read only."""
+        files = await self.fetchall("PRAGMA database_list")  # (seq, name, file)
+        db = await _connect(next(Path(file) for _, name, file in files if name == "main"))
+        try:
+            await _pragma(db, "PRAGMA query_only=ON")
+            await db.execute("BEGIN")  # deferred: the snapshot starts at the first read
+            yield SqliteTx(db)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                await db.execute("ROLLBACK")
+            await db.close()
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         async with self._reader.execute(sql, params) as cursor:

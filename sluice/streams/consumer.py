@@ -8,6 +8,12 @@ after the handler returned, so after its effect committed. Entries of dead
 consumers are reclaimed with ``XAUTOCLAIM``; a long batch keeps its entries
 by resetting their idle time. Failures go to retries with backoff and, after
 ``max_deliveries``, to the group's dead letters.
+
+A failure that says the database is down is not the entry's fault: the
+consumer keeps such entries in hand (still claimed) and runs them again with
+backoff until the database answers, so an outage neither spends their
+deliveries nor sends them to the dead letters. Stopping meanwhile leaves them
+pending for the next start.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import redis.exceptions
 import structlog
 
 from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, RETRIES
+from sluice.store.errors import database_unavailable
 from sluice.streams.failures import Failures, backoff_ms
 from sluice.streams.keys import Keys
 from sluice.streams.messages import (
@@ -39,6 +46,11 @@ from sluice.streams.waiting import cancel_and_wait, wait_or_stop
 log = structlog.get_logger(__name__)
 
 RawEntry = tuple[bytes, dict[bytes, bytes] | None]
+Outcomes = Mapping[tuple[str, str], BaseException]
+
+
+class HeldBack(Exception):
+    """Stopping while the database is down: the batch in hand stays pending."""
 
 
 class Consumer:
@@ -61,6 +73,7 @@ class Consumer:
         self.counters = Counters()
         self._cursors = dict.fromkeys(self.streams, "0-0")
         self._drained = False
+        self._stop = asyncio.Event()
 
     # Groups.
 
@@ -76,6 +89,7 @@ class Consumer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set; the batch in hand is finished, then acked."""
+        self._stop = stop
         background = [
             asyncio.create_task(self._every(stop, self._claim_interval(), self.reclaim)),
             asyncio.create_task(self._every(stop, self._move_interval(), self.failures.move_due)),
@@ -102,6 +116,8 @@ class Consumer:
                     raise
                 log.warning("consumer: group missing, recreating", group=self.group)
                 groups_ready = False
+            except HeldBack:
+                return
             except REDIS_DOWN as exc:
                 log.warning("consumer: redis unavailable", group=self.group, error=str(exc))
                 self._drained = False  # entries in hand may be ours to finish after reconnect
@@ -185,23 +201,48 @@ class Consumer:
             failed.update(await self._handle(deliveries))
         await self._settle(messages, failed)
 
-    async def _handle(
-        self, deliveries: Sequence[Delivery]
-    ) -> Mapping[tuple[str, str], BaseException]:
+    async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
         keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
         started = time.perf_counter()
         try:
-            return await self.spec.handler(deliveries)
-        except REDIS_DOWN:
-            raise  # not the entries' fault: they stay pending and come back
-        except Exception as exc:
-            log.exception("consumer: handler failed for the whole batch", group=self.group)
-            return {d.message.key: exc for d in deliveries}
+            return await self._handle_through_outages(deliveries)
         finally:
             await cancel_and_wait(keeper)
             seconds = time.perf_counter() - started
             HANDLER_SECONDS.labels(self.group).observe(seconds)
             self._log_batch(deliveries, seconds)
+
+    async def _handle_through_outages(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        """The handler's outcomes; entries that failed because the database is down are
+        run again, with backoff, until it answers (see the module docstring)."""
+        outcomes: dict[tuple[str, str], BaseException] = {}
+        backoff = 0.1
+        while True:
+            failed = await self._handle_once(deliveries)
+            held = {key for key, error in failed.items() if database_unavailable(error)}
+            outcomes.update((key, e) for key, e in failed.items() if key not in held)
+            if not held:
+                return outcomes
+            log.warning(
+                "consumer: database unavailable, holding entries", group=self.group,
+                entries=len(held), retry_in=backoff, error=str(failed[next(iter(held))]),
+            )  # fmt: skip
+            await wait_or_stop(self._stop, backoff)
+            if self._stop.is_set():
+                raise HeldBack(f"{len(held)} entries left pending: the database is down")
+            backoff = min(backoff * 2, 5.0)
+            deliveries = [d for d in deliveries if d.message.key in held]
+
+    async def _handle_once(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        try:
+            return await self.spec.handler(deliveries)
+        except Exception as exc:
+            if database_unavailable(exc):
+                return {d.message.key: exc for d in deliveries}
+            if isinstance(exc, REDIS_DOWN):
+                raise  # not the entries' fault: they stay pending and come back
+            log.exception("consumer: handler failed for the whole batch", group=self.group)
+            return {d.message.key: exc for d in deliveries}
 
     def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
         for delivery in deliveries:
@@ -218,9 +259,7 @@ class Consumer:
                 batch_ms=round(seconds * 1000, 2),
             )
 
-    async def _settle(
-        self, messages: Sequence[Message], failed: Mapping[tuple[str, str], BaseException]
-    ) -> None:
+    async def _settle(self, messages: Sequence[Message], failed: Outcomes) -> None:
         done: dict[str, list[str]] = {}
         for message in messages:
             error = failed.get(message.key)

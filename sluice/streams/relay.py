@@ -29,6 +29,7 @@ import structlog
 from sluice.events import AGGREGATES, utcnow
 from sluice.metrics import RELAY_PUBLISHED
 from sluice.store import Store, StoredEvent
+from sluice.store.errors import database_unavailable
 from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
@@ -173,6 +174,7 @@ class Relay:
         self._run_id = None  # reconcile first: Redis may have changed while we stood by
         self._position = None  # and another leader may have moved the position
         renewed = asyncio.get_running_loop().time()
+        backoff = 0.1
         while not stop.is_set():
             now = asyncio.get_running_loop().time()
             if now - renewed > self.lock.ttl_ms / 3000:
@@ -183,7 +185,20 @@ class Relay:
             # Cleared before the read, not after an empty one: a commit announced
             # while the read ran must not wait for the next poll.
             self.wake.clear()
-            if await self.run_once() == 0:
+            try:
+                sent = await self.run_once()
+            except Exception as exc:
+                if not database_unavailable(exc):
+                    raise
+                # Keep the lock (renewed above between waits) and try again; the
+                # position is read again, the database may have been restored.
+                log.warning("relay: database unavailable", error=str(exc), retry_in=backoff)
+                self._position = None
+                await wait_or_stop(stop, backoff)
+                backoff = min(backoff * 2, self.lock.ttl_ms / 5000)
+                continue
+            backoff = 0.1
+            if sent == 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll):
                         await first_of(self.wake, stop)

@@ -9,6 +9,9 @@ A job whose stream entry went to the dead letters (every delivery's worker
 died) is ``failed`` with ``dead_lettered`` set; a new delivery of its event (a
 redrive) takes it up again from its checkpoint, unless another export of the
 same link is active by then.
+
+The CSV's bytes live in ``export_chunks`` (``sluice.exports.chunks``); every
+write of them commits with the job update that counts them.
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ from datetime import datetime
 from typing import Literal
 
 import msgspec
+import structlog
 
 from sluice.events import ExportRequested, utcnow, uuid7
+from sluice.exports import chunks
 from sluice.store.base import Row, Store, Tx
 from sluice.store.users import db_time, from_db_time, optional_db_time
+
+log = structlog.get_logger(__name__)
 
 EXPORT = "export"
 Status = Literal["queued", "running", "succeeded", "failed"]
@@ -45,11 +52,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
     snapshot_seq: int  # the history's head when the export was requested
     cursor_seq: int  # checkpoint: the last seq scanned ...
-    cursor_bytes: int  # ... and the part file's length then
+    cursor_bytes: int  # ... and the CSV bytes stored then (the result's size once succeeded)
     rows: int
     attempt: int
     resumed_from: int | None  # cursor_seq the latest attempt started from
-    result_path: str | None  # file name under <data dir>/exports/
     purged_at: datetime | None
     trace_id: str
     dead_lettered: bool = False
@@ -66,8 +72,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
 
 _COLUMNS = (
     "id, kind, owner_id, code, status, progress, created_at, started_at, finished_at, error,"
-    " snapshot_seq, cursor_seq, cursor_bytes, rows, attempt, resumed_from, result_path,"
-    " purged_at, trace_id, dead_lettered"
+    " snapshot_seq, cursor_seq, cursor_bytes, rows, attempt, resumed_from, purged_at,"
+    " trace_id, dead_lettered"
 )
 
 
@@ -77,8 +83,8 @@ def job_from_row(row: Row) -> Job:
         progress=int(row[5]), created_at=from_db_time(row[6]),
         started_at=optional_db_time(row[7]), finished_at=optional_db_time(row[8]), error=row[9],
         snapshot_seq=int(row[10]), cursor_seq=int(row[11]), cursor_bytes=int(row[12]),
-        rows=int(row[13]), attempt=int(row[14]), resumed_from=row[15], result_path=row[16],
-        purged_at=optional_db_time(row[17]), trace_id=row[18], dead_lettered=bool(row[19]),
+        rows=int(row[13]), attempt=int(row[14]), resumed_from=row[15],
+        purged_at=optional_db_time(row[16]), trace_id=row[17], dead_lettered=bool(row[18]),
     )  # fmt: skip
 
 
@@ -96,7 +102,10 @@ async def request_export(store: Store, owner_id: str, code: str, trace_id: str) 
     its snapshot, and ``ExportRequested`` commit together. Raises ``NoSuchLink``.
     """
     async with store.transaction() as tx:
-        link = await tx.fetchone("SELECT owner_id FROM links WHERE code = ?", (code,))
+        # Locked: two requests for one link find the active job one after the other.
+        link = await tx.fetchone(
+            "SELECT owner_id FROM links WHERE code = ?" + tx.dialect.row_lock("update"), (code,)
+        )
         if link is None or link[0] != owner_id:
             raise NoSuchLink(code)
         active = await tx.fetchone(
@@ -106,15 +115,16 @@ async def request_export(store: Store, owner_id: str, code: str, trace_id: str) 
         )
         if active is not None:
             return job_from_row(active), False
-        # Writers are serialised (BEGIN IMMEDIATE): no event commits between this read
-        # and our append, so the snapshot is exactly the history the user could see.
+        # Held until commit: no event commits between this read and our append, so the
+        # snapshot is exactly the history the user could see.
+        await tx.lock_history()
         head = await tx.fetchone("SELECT COALESCE(MAX(seq), 0) FROM events")
         now = utcnow()
         job = Job(
             id=uuid7(), kind=EXPORT, owner_id=owner_id, code=code, status="queued", progress=0,
             created_at=now, started_at=None, finished_at=None, error=None,
             snapshot_seq=int(head[0]) if head else 0, cursor_seq=0, cursor_bytes=0, rows=0,
-            attempt=0, resumed_from=None, result_path=None, purged_at=None, trace_id=trace_id,
+            attempt=0, resumed_from=None, purged_at=None, trace_id=trace_id,
         )  # fmt: skip
         await tx.execute(
             "INSERT INTO jobs (id, kind, owner_id, code, status, progress, created_at,"
@@ -127,60 +137,74 @@ async def request_export(store: Store, owner_id: str, code: str, trace_id: str) 
     return job, True
 
 
-async def begin_attempt(store: Store, job_id: str) -> Job | None:
+async def begin_attempt(store: Store, job_id: str, header: bytes) -> Job | None:
     """Mark the job running as a new attempt; the job as it is now (None if unknown).
 
     A finished job is returned unchanged: its event was delivered again. One
     given up in the dead letters runs again (a redrive), unless another export
     of the same link is queued or running.
+
+    The stored CSV is lined up with the checkpoint in the same transaction:
+    bytes past it go (none should be there: they commit with their checkpoint),
+    and a job whose bytes before it are gone (purged while the job was failed)
+    starts over, its progress holding until the scan passes it. A job at the
+    start gets ``header`` as its first bytes.
     """
     async with store.transaction() as tx:
-        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        row = await tx.fetchone(
+            f"SELECT {_COLUMNS} FROM jobs WHERE id = ?" + tx.dialect.row_lock("update"), (job_id,)
+        )
         if row is None:
             return None
         job = job_from_row(row)
         if job.done or (job.dead_lettered and await _superseded(tx, job)):
             return job
+        cursor_seq, size, rows = job.cursor_seq, job.cursor_bytes, job.rows
+        if not await chunks.cut_at(tx, job_id, size):
+            log.warning("export: stored result incomplete, starting over", job_id=job_id)
+            await chunks.delete(tx, job_id)
+            cursor_seq, size, rows = 0, 0, 0
+        if size == 0:
+            await chunks.append(tx, job_id, 0, header)
+            size = len(header)
         await tx.execute(
             "UPDATE jobs SET status = 'running', started_at = COALESCE(started_at, ?),"
-            " attempt = attempt + 1, resumed_from = cursor_seq,"
-            " finished_at = NULL, error = NULL, dead_lettered = 0 WHERE id = ?",
-            (db_time(utcnow()), job_id),
+            " attempt = attempt + 1, cursor_seq = ?, cursor_bytes = ?, rows = ?,"
+            " resumed_from = ?, finished_at = NULL, error = NULL, dead_lettered = 0,"
+            " purged_at = NULL WHERE id = ?",
+            (db_time(utcnow()), cursor_seq, size, rows, cursor_seq, job_id),
         )
         row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
     return None if row is None else job_from_row(row)
 
 
 async def checkpoint(
-    store: Store, job: Job, *, cursor_seq: int, cursor_bytes: int, rows: int, progress: int
+    store: Store, job: Job, *, cursor_seq: int, rows: int, progress: int, at: int, data: bytes
 ) -> bool:
-    """Store the checkpoint and progress (never lowered); False if the attempt is stale."""
+    """Store ``data`` (a window's CSV lines) at byte ``at``, the checkpoint after it and the
+    progress (never lowered), in one transaction.
+
+    False, with nothing stored, if the attempt is stale or the stored CSV does not end
+    at ``at``.
+    """
     async with store.transaction() as tx:
         changed = await tx.execute(
             "UPDATE jobs SET cursor_seq = ?, cursor_bytes = ?, rows = ?,"
-            " progress = MAX(progress, ?) WHERE id = ? AND attempt = ? AND status = 'running'",
-            (cursor_seq, cursor_bytes, rows, progress, job.id, job.attempt),
+            " progress = CASE WHEN progress > ? THEN progress ELSE ? END"
+            " WHERE id = ? AND attempt = ? AND status = 'running' AND cursor_bytes = ?",
+            (cursor_seq, at + len(data), rows, progress, progress, job.id, job.attempt, at),
         )
+        if changed == 1:
+            await chunks.append(tx, job.id, at, data)
     return changed == 1
 
 
-async def restart(store: Store, job: Job) -> bool:
-    """Forget the checkpoint (the part file is gone); progress stays where it was."""
+async def succeed(store: Store, job: Job) -> bool:
     async with store.transaction() as tx:
         changed = await tx.execute(
-            "UPDATE jobs SET cursor_seq = 0, cursor_bytes = 0, rows = 0, resumed_from = 0"
+            "UPDATE jobs SET status = 'succeeded', progress = 100, finished_at = ?"
             " WHERE id = ? AND attempt = ? AND status = 'running'",
-            (job.id, job.attempt),
-        )
-    return changed == 1
-
-
-async def succeed(store: Store, job: Job, result_path: str) -> bool:
-    async with store.transaction() as tx:
-        changed = await tx.execute(
-            "UPDATE jobs SET status = 'succeeded', progress = 100, finished_at = ?,"
-            " result_path = ? WHERE id = ? AND attempt = ? AND status = 'running'",
-            (db_time(utcnow()), result_path, job.id, job.attempt),
+            (db_time(utcnow()), job.id, job.attempt),
         )
     return changed == 1
 
@@ -230,12 +254,15 @@ async def finished_before(store: Store, cutoff: datetime, limit: int) -> list[Jo
     return [job_from_row(row) for row in rows]
 
 
-async def mark_purged(store: Store, job_ids: list[str], now: datetime) -> int:
-    if not job_ids:
-        return 0
+async def purge_result(store: Store, job_id: str, now: datetime) -> bool:
+    """Delete a finished job's result and mark the job purged, together; False if it is
+    not finished (a redrive took it up again) or already purged."""
     async with store.transaction() as tx:
-        return await tx.execute(
-            f"UPDATE jobs SET purged_at = ? WHERE id IN ({', '.join('?' for _ in job_ids)})"
+        changed = await tx.execute(
+            "UPDATE jobs SET purged_at = ? WHERE id = ? AND finished_at IS NOT NULL"
             " AND purged_at IS NULL",
-            (db_time(now), *job_ids),
+            (db_time(now), job_id),
         )
+        if changed == 1:
+            await chunks.delete(tx, job_id)
+    return changed == 1

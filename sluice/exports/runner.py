@@ -1,12 +1,12 @@
 """Run one export job: under its lock, batch by batch, from its checkpoint.
 
 The job scans the history from its checkpoint up to its snapshot in windows of
-``export_batch`` sequence numbers. After each window it appends the link's
-visits to the part file (fsynced), then stores the checkpoint (last seq
-scanned, file length) and the progress in one update. A runner killed at any
-point leaves a checkpoint that matches a prefix of the file; the next attempt
-truncates the file to it and scans on from the seq, so no visit is written
-twice or skipped.
+``export_batch`` sequence numbers. After each window one transaction stores
+the link's visits as CSV bytes (``export_chunks``), the checkpoint (last seq
+scanned, bytes stored) and the progress. A runner killed at any point leaves a
+checkpoint that counts exactly the bytes stored; the next attempt scans on
+from its seq, so no visit is written twice or skipped. Nothing is written to
+the data dir: any process on any host can serve the result.
 
 One runner at a time per job: a Redis lock (``<prefix>:export:<job id>:lock``,
 TTL ``SLUICE_CLAIM_IDLE_MS``, renewed every third of it). A second delivery of
@@ -23,14 +23,12 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import redis.asyncio as aioredis
 import structlog
 
 from sluice.errors import HandlerError
 from sluice.exports import jobs, visits
-from sluice.exports.files import PartFile, exports_dir
 from sluice.exports.jobs import Job
 from sluice.resources import Resources
 from sluice.store import Store
@@ -56,7 +54,6 @@ class ExportDeps:
     store: Store
     redis: aioredis.Redis
     keys: Keys
-    directory: Path
     batch: int  # sequence numbers per window
     lock_ttl_ms: int
     max_attempts: int
@@ -66,7 +63,7 @@ class ExportDeps:
         config = resources.config
         return cls(
             store=resources.store, redis=resources.redis, keys=resources.keys,
-            directory=exports_dir(config), batch=config.export_batch,
+            batch=config.export_batch,
             lock_ttl_ms=config.claim_idle_ms, max_attempts=config.max_deliveries,
         )  # fmt: skip
 
@@ -149,7 +146,7 @@ async def _renewing(lock: RedisLock) -> AsyncIterator[asyncio.Event]:
 
 
 async def _attempt(job_id: str, deps: ExportDeps, lost: asyncio.Event) -> None:
-    job = await jobs.begin_attempt(deps.store, job_id)
+    job = await jobs.begin_attempt(deps.store, job_id, visits.header())
     if job is None or job.finished:
         return
     try:
@@ -171,50 +168,32 @@ async def _export(job: Job, deps: ExportDeps, lost: asyncio.Event) -> None:
     link = await get_link(deps.store, job.code)
     if link is None or link.owner_id != job.owner_id:
         raise PermanentFailure(f"the link {job.code!r} does not exist")
-    part = PartFile(deps.directory, job.id)
-    started = time.monotonic()
-    try:
-        cursor, rows = await _resume(part, job, deps)
-        first = cursor
-        while cursor < job.snapshot_seq:
-            upto = min(cursor + deps.batch, job.snapshot_seq)
-            found = await visits.scan(deps.store, job.code, cursor, upto)
-            _check(lost, job)
-            await part.append(visits.csv_rows(found))
-            cursor, rows = upto, rows + len(found)
-            _check(lost, job)
-            saved = await jobs.checkpoint(
-                deps.store, job, cursor_seq=cursor, cursor_bytes=part.size, rows=rows,
-                progress=progress_at(cursor, job.snapshot_seq),
-            )  # fmt: skip
-            if not saved:
-                raise LockLost(job.id)
-        _check(lost, job)
-        await part.complete()
-    finally:
-        await part.close()
-    if not await jobs.succeed(deps.store, job, part.final.name):
-        raise LockLost(job.id)
-    log.info(
-        "export succeeded", job_id=job.id, rows=rows, bytes=part.size,
-        events_scanned=job.snapshot_seq - first, seconds=round(time.monotonic() - started, 3),
-    )  # fmt: skip
-
-
-async def _resume(part: PartFile, job: Job, deps: ExportDeps) -> tuple[int, int]:
-    """Open the part file at the checkpoint; (cursor, rows) to go on from."""
-    cursor, rows = job.cursor_seq, job.rows
-    if not await part.open(job.cursor_bytes, visits.header()):
-        log.warning("export: part file lost, starting over", job_id=job.id)
-        if not await jobs.restart(deps.store, job):
-            raise LockLost(job.id)
-        cursor, rows = 0, 0
-        await part.open(0, visits.header())
     log.info(
         "export running", job_id=job.id, code=job.code, attempt=job.attempt,
-        from_seq=cursor, snapshot_seq=job.snapshot_seq,
+        from_seq=job.cursor_seq, snapshot_seq=job.snapshot_seq,
     )  # fmt: skip
-    return cursor, rows
+    started = time.monotonic()
+    cursor, size, rows = job.cursor_seq, job.cursor_bytes, job.rows
+    while cursor < job.snapshot_seq:
+        upto = min(cursor + deps.batch, job.snapshot_seq)
+        found = await visits.scan(deps.store, job.code, cursor, upto)
+        data = visits.csv_rows(found)
+        _check(lost, job)
+        saved = await jobs.checkpoint(
+            deps.store, job, cursor_seq=upto, rows=rows + len(found),
+            progress=progress_at(upto, job.snapshot_seq), at=size, data=data,
+        )  # fmt: skip
+        if not saved:
+            raise LockLost(job.id)
+        cursor, size, rows = upto, size + len(data), rows + len(found)
+    _check(lost, job)
+    if not await jobs.succeed(deps.store, job):
+        raise LockLost(job.id)
+    log.info(
+        "export succeeded", job_id=job.id, rows=rows, bytes=size,
+        events_scanned=job.snapshot_seq - job.cursor_seq,
+        seconds=round(time.monotonic() - started, 3),
+    )  # fmt: skip
 
 
 def _check(lost: asyncio.Event, job: Job) -> None:

@@ -1,9 +1,10 @@
 """A link's visits read from the event history, and their CSV rows.
 
 There is no index from a link to its visits: an export reads every
-``LinkVisited`` event in a window of sequence numbers and SQLite keeps the
-link's (``json_extract`` on the payload), so only matching rows cross into
-Python and the filtering runs in the database thread, not on the event loop.
+``LinkVisited`` event in a window of sequence numbers and the database keeps
+the link's (a JSON field of the payload, in each backend's dialect), so only
+matching rows cross into Python and the filtering runs in the database, not on
+the event loop.
 ``bench/export_scan.py`` compared it with decoding every payload's ``code``
 with msgspec in Python: SQL is about 15% faster for a link with 1% of the
 visits, even at 10%, and 25% slower at 50% (figures in the README, Exports).
@@ -22,10 +23,9 @@ from sluice.store.base import Store
 
 HEADER = ("visited_at", "visitor", "referrer_host", "browser", "is_bot")
 
-# The payload is stored as a BLOB; SQLite's JSON functions take text.
 _SCAN = (
     "SELECT payload FROM events WHERE seq > ? AND seq <= ? AND type = 'LinkVisited'"
-    " AND json_extract(CAST(payload AS TEXT), '$.code') = ? ORDER BY seq"
+    " AND {code} = ? ORDER BY seq"
 )
 # A spreadsheet runs a cell starting with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -46,7 +46,8 @@ _decoder = msgspec.json.Decoder(Visit)
 
 async def scan(store: Store, code: str, after: int, upto: int) -> list[Visit]:
     """Visits of ``code`` with ``after < seq <= upto``, in history order."""
-    rows = await store.fetchall(_SCAN, (after, upto, code))
+    sql = _SCAN.format(code=store.dialect.payload_field("code"))
+    rows = await store.fetchall(sql, (after, upto, code))
     return [_decoder.decode(row[0]) for row in rows]
 
 

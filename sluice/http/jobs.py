@@ -5,19 +5,22 @@ Another user's job or link gets the same 404 as an unknown one.
 
 from __future__ import annotations
 
-import asyncio
-import os
+import contextlib
+from collections.abc import AsyncIterator
 
+import structlog
 from aiohttp import hdrs, web
 
-from sluice.errors import Conflict, Gone, NotFound, RangeNotSatisfiable
-from sluice.exports import jobs
-from sluice.exports.files import exports_dir
+from sluice.errors import Conflict, Gone, NotFound
+from sluice.exports import chunks, jobs
 from sluice.exports.jobs import Job
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response
+from sluice.http.conditional import Validators, not_modified, requested_range
 from sluice.http.keys import CONFIG, STORE, TRACE_ID
 from sluice.http.schemas import ExportStarted, JobOut
+
+log = structlog.get_logger(__name__)
 
 
 def _job_url(request: web.Request, job_id: str) -> str:
@@ -65,51 +68,71 @@ async def read_job(request: web.Request) -> web.Response:
 
 
 async def job_result(request: web.Request) -> web.StreamResponse:
-    """The CSV once the job succeeded; 409 before (or after a failure), 410 once removed."""
+    """The CSV once the job succeeded; 409 before (or after a failure), 410 once removed.
+
+    Read from the database a chunk at a time, so any process serves any job's
+    result; validators and ranges as RFC 9110 has them (``http.conditional``).
+    """
     job = await _own_job(request)
     if job.purged_at is not None:
         raise Gone("the result was removed after the retention period; request a new export")
-    if job.status != "succeeded" or job.result_path is None:
+    if job.status != "succeeded" or job.finished_at is None:
         detail = f"the job is {job.status}"
         raise Conflict(f"{detail}: {job.error}" if job.error else f"{detail}; no result yet")
-    path = exports_dir(request.app[CONFIG]) / job.result_path
-    try:
-        stat = await asyncio.to_thread(path.stat)
-    except FileNotFoundError:
-        raise Gone("the result file is no longer there; request a new export") from None
-    _check_range(request, stat)
+    # A result never changes once its job succeeded: the job and the size name it.
+    current = Validators(f"{job.id}-{job.cursor_bytes:x}", job.finished_at, job.cursor_bytes)
+    if not_modified(request, current):
+        return web.Response(status=304, headers=current.headers())
+    span = requested_range(request, current)
+    start, stop = span or (0, current.size)
+    async with contextlib.aclosing(chunks.read(request.app[STORE], job.id, start, stop)) as body:
+        try:
+            first = await anext(body, None)  # before the status line: a failure is still a 5xx
+        except chunks.ResultMissing:
+            raise Gone("the result is no longer there; request a new export") from None
+        response = _csv_response(request, job, current, span)
+        await response.prepare(request)
+        if request.method != hdrs.METH_HEAD and first is not None:
+            await _send(request, response, job.id, first, body)
+    return response
+
+
+def _csv_response(
+    request: web.Request, job: Job, current: Validators, span: tuple[int, int] | None
+) -> web.StreamResponse:
+    """The status line and headers: 200 for the whole CSV, 206 for ``span``."""
+    start, stop = span or (0, current.size)
+    response = web.StreamResponse(status=200 if span is None else 206)
     filename = f"{job.code}-visits-{job.created_at:%Y%m%dT%H%M%SZ}.csv"
-    return web.FileResponse(
-        path,
-        headers={
-            "Content-Type": "text/csv; charset=utf-8",
-            "Content-Disposition": f'attachment; filename="{filename}"',
-        },
-    )
+    response.headers.update({
+        **current.headers(),
+        hdrs.CONTENT_TYPE: "text/csv; charset=utf-8",
+        hdrs.CONTENT_DISPOSITION: f'attachment; filename="{filename}"',
+        "X-Trace-Id": request[TRACE_ID],  # prepared in the view: the middleware cannot add it
+    })  # fmt: skip
+    if span is not None:
+        response.headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{stop - 1}/{current.size}"
+    response.content_length = stop - start
+    return response
 
 
-_CONDITIONS = (hdrs.IF_MATCH, hdrs.IF_NONE_MATCH, hdrs.IF_MODIFIED_SINCE, hdrs.IF_UNMODIFIED_SINCE)
-
-
-def _check_range(request: web.Request, stat: os.stat_result) -> None:
-    """A ``Range`` that ``FileResponse`` would answer with its bare 416 (an empty body) gets
-    the 416 as a problem document: the same decision, made first. ``FileResponse`` then
-    serves every range that passes (206) as it does."""
-    headers = request.headers
-    if hdrs.RANGE not in headers or any(h in headers for h in _CONDITIONS):
-        return  # conditions come first (RFC 9110 13.2.2): FileResponse decides it all
-    if_range = request.if_range
-    if if_range is not None and stat.st_mtime > if_range.timestamp():
-        return  # the copy the client holds is older: the whole file, 200
-    size = stat.st_size
+async def _send(
+    request: web.Request,
+    response: web.StreamResponse,
+    job_id: str,
+    first: memoryview,
+    rest: AsyncIterator[memoryview],
+) -> None:
+    """Write the body; a failure past the status line can only cut the connection, so
+    the client sees the body end short of its ``Content-Length``."""
     try:
-        asked = request.http_range
-    except ValueError:
-        raise RangeNotSatisfiable(
-            "the Range header is not a single byte range 'bytes=first-last'", size
-        ) from None
-    start = asked.start
-    if start is not None and start < 0 and asked.stop is None:
-        start = max(0, start + size)  # the last bytes: 'bytes=-500'
-    if start is not None and start >= size:
-        raise RangeNotSatisfiable(f"the range starts past the end of the {size}-byte file", size)
+        await response.write(first)
+        async for data in rest:
+            await response.write(data)
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away
+    except Exception:
+        log.exception("export download broken off", job_id=job_id)
+        if request.transport is not None:
+            request.transport.close()

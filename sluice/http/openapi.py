@@ -91,6 +91,32 @@ _TASK_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type":
 _NO_LINK = _problem("no such link, or another user's (the same answer for both)")
 _JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _NO_JOB = _problem("no such job, or another user's (the same answer for both)")
+
+
+def _required_header(description: str, schema: Doc | None = None) -> Doc:
+    return {"description": description, "required": True,
+            "schema": schema or {"type": "string"}}  # fmt: skip
+
+
+_RESULT_HEADERS = {
+    "Content-Disposition": _required_header('`attachment; filename="<code>-visits-<created>.csv"`'),
+    "Content-Length": _required_header("bytes in this answer", {"type": "integer", "minimum": 0}),
+    "ETag": _required_header("strong: the result never changes"),
+    "Last-Modified": _required_header("the job's `finished_at`"),
+    "Accept-Ranges": _required_header("byte ranges are served", {"const": "bytes"}),
+}
+_RESULT_CONDITIONS = [
+    {"name": name, "in": "header", "required": False, "description": description,
+     "schema": {"type": "string"}}
+    for name, description in (
+        ("Range", "one byte range: `bytes=first-`, `bytes=first-last` or `bytes=-suffix`"),
+        ("If-Range", "an ETag or an HTTP date: the Range applies only to that very version"),
+        ("If-Match", "ETags, or `*`: 412 unless one is the result's (strong comparison)"),
+        ("If-None-Match", "ETags, or `*`: 304 when one is the result's (weak comparison)"),
+        ("If-Modified-Since", "an HTTP date: 304 unless the result is newer"),
+        ("If-Unmodified-Since", "an HTTP date: 412 when the result is newer"),
+    )
+]  # fmt: skip
 _DEAD_ID = {"name": "id", "in": "path", "required": True,
             "description": "the dead letter's entry id (`ms-seq`), unique within its group",
             "schema": {"type": "string"}}  # fmt: skip
@@ -434,24 +460,43 @@ _PATHS: Doc = {
     "/v1/jobs/{job_id}/result": {"get": {
         "operationId": "getJobResult",
         "summary": "The CSV of a job that succeeded",
+        "description": (
+            "The result is kept in the database, so any replica serves it, read a chunk at a "
+            "time. It never changes once the job succeeded: its `ETag` is strong and its "
+            "`Last-Modified` is the job's `finished_at`. Conditions are evaluated as RFC 9110 "
+            "section 13.2.2 orders them (If-Match, else If-Unmodified-Since: 412; "
+            "If-None-Match, else If-Modified-Since: 304) before a `Range` is looked at. One "
+            "byte range is served (`bytes=10-`, `bytes=10-99`, `bytes=-500`); an `If-Range` "
+            "naming another version (a weak or other tag, a date other than Last-Modified) "
+            "gets the whole CSV."
+        ),
         "security": _USER,
-        "parameters": [_JOB_ID],
+        "parameters": [_JOB_ID, *_RESULT_CONDITIONS],
         "responses": {
             "200": {
                 "description": "the CSV (RFC 4180, UTF-8, a header line), as an attachment",
-                "headers": {"Content-Disposition": {"schema": {"type": "string"}}},
+                "headers": _RESULT_HEADERS,
                 "content": {"text/csv": {"schema": {"type": "string"}}},
             },
             "206": {
                 "description": "the part of the CSV a Range header asked for",
-                "headers": {"Content-Range": {"schema": {"type": "string"}}},
+                "headers": {**_RESULT_HEADERS, "Content-Range": _required_header(
+                    "`bytes first-last/size`")},
                 "content": {"text/csv": {"schema": {"type": "string"}}},
+            },
+            "304": {
+                "description": "If-None-Match or If-Modified-Since: the client's copy is current",
+                "headers": {name: _RESULT_HEADERS[name] for name in ("ETag", "Last-Modified")},
             },
             "401": _UNAUTHORIZED,
             "404": _NO_JOB,
             "409": _problem("the job is queued, running or failed: no result"),
             "410": _problem("the result was removed after the retention period"),
-            "416": _problem("a Range past the end of the file, or not one byte range"),
+            "412": _problem("If-Match names another version, or the result changed after "
+                            "If-Unmodified-Since"),
+            "416": {**_problem("a Range that starts past the end, is empty or backwards, or is "
+                               "not one byte range"),
+                    "headers": {"Content-Range": _required_header("`bytes */size`")}},
         },
     }},
     "/v1/reminders": {

@@ -2,7 +2,8 @@
 
 The job is run in process here (the runner the ``exports`` workers call), so
 every status of the routes is reached deterministically; the integration tests
-drive 50,000 visits through a real worker, also killed midway.
+drive 50,000 visits through a real worker, also killed midway. Ranges,
+conditional downloads and serving from another host: ``test_job_downloads.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import pytest
 
 from sluice.config import Config
 from sluice.events import ExportRequested, LinkVisited, utcnow
-from sluice.exports.files import exports_dir
 from sluice.exports.retention import purge_finished
 from sluice.exports.runner import ExportDeps, run_export
 from sluice.http import MAX_BODY
@@ -53,6 +53,14 @@ async def start(client: Client) -> dict[str, Any]:
 def deps(client: Client, store: Store, config: Config) -> ExportDeps:
     assert client.app is not None
     return ExportDeps.from_resources(Resources(config, store, client.app[REDIS], client.app[KEYS]))
+
+
+async def stored_bytes(store: Store, job_id: str) -> int:
+    row = await store.fetchone(
+        "SELECT COALESCE(SUM(length(data)), 0) FROM export_chunks WHERE job_id = ?", (job_id,)
+    )
+    assert row is not None
+    return int(row[0])
 
 
 async def job_body(client: Client, job_id: str, token: str | None = None) -> Any:
@@ -190,55 +198,18 @@ async def test_a_finished_export_serves_its_csv_until_retention_removes_it(
     ]
     assert all(row[0].endswith("Z") for row in rows[1:])
 
-    # Retention: the file goes, the job stays and its result answers 410.
-    assert await purge_finished(store, exports_dir(config), utcnow(), 3600) == 0
-    assert await purge_finished(store, exports_dir(config), utcnow() + timedelta(hours=2), 3600)
-    assert list(exports_dir(config).iterdir()) == []
+    # The CSV is in the database, not in the data dir.
+    assert await stored_bytes(store, job_id) == len(await response.read())
+    assert not (config.data_dir / "exports").exists()
+
+    # Retention: the bytes go, the job stays and its result answers 410.
+    assert await purge_finished(store, utcnow(), 3600) == 0
+    assert await purge_finished(store, utcnow() + timedelta(hours=2), 3600) == 1
+    assert await stored_bytes(store, job_id) == 0
     body = await problem(await client.get(f"/v1/jobs/{job_id}/result", headers=bearer()), 410)
     assert "retention" in body["detail"]
     job = await (await job_body(client, job_id)).json()
     assert (job["status"], job["result_url"]) == ("succeeded", None)
-
-
-async def test_a_download_resumes_with_a_range_and_a_bad_range_is_a_problem(
-    client: Client, store: Store, config: Config
-) -> None:
-    await setup_links(store)
-    async with store.transaction() as tx:
-        await tx.append(*(LinkVisited(code=CODE, visitor=f"v{i}") for i in range(20)))
-    job_id = (await start(client))["job_id"]
-    await run_export(job_id, deps(client, store, config))
-    url = f"/v1/jobs/{job_id}/result"
-    whole = await (await client.get(url, headers=bearer())).read()
-    size = len(whole)
-
-    def ranged(value: str, **more: str) -> dict[str, str]:
-        return {**bearer(), "Range": value, **more}
-
-    part = await client.get(url, headers=ranged("bytes=10-"))
-    assert (part.status, part.headers["Content-Range"]) == (206, f"bytes 10-{size - 1}/{size}")
-    assert await part.read() == whole[10:]
-    tail = await client.get(url, headers=ranged("bytes=-25"))
-    assert (tail.status, await tail.read()) == (206, whole[-25:])
-    more_than_all = await client.get(url, headers=ranged(f"bytes=-{size * 2}"))
-    assert (more_than_all.status, await more_than_all.read()) == (206, whole)
-
-    for value in (f"bytes={size}-", f"bytes={size + 100}-{size + 200}", "bytes=9-3", "pages=1-2"):
-        response = await client.get(url, headers=ranged(value))
-        body = await problem(response, 416)
-        assert response.headers["Content-Range"] == f"bytes */{size}"
-        assert body["detail"]
-    # Conditions come before the range (RFC 9110 13.2.2): FileResponse answers them.
-    etag = (await client.get(url, headers=bearer())).headers["ETag"]
-    unchanged = await client.get(url, headers=ranged(f"bytes={size}-", **{"If-None-Match": etag}))
-    assert unchanged.status == 304
-    mismatch = await client.get(url, headers=ranged(f"bytes={size}-", **{"If-Match": '"nope"'}))
-    assert mismatch.status == 412
-    # If-Range older than the file: the range does not apply, the whole file is sent.
-    stale = await client.get(
-        url, headers=ranged(f"bytes={size}-", **{"If-Range": "Mon, 01 Jan 2001 00:00:00 GMT"})
-    )
-    assert (stale.status, await stale.read()) == (200, whole)
 
 
 async def test_an_export_of_a_link_that_is_gone_fails_with_an_error(

@@ -1,5 +1,6 @@
 """Export jobs end to end: 50,000 visits through the ``exports`` group, with progress,
 an exact CSV, and a real worker process killed midway that resumes from its checkpoint.
+The CSV is read where it lives, in the database (``export_chunks``).
 
 The visits are committed straight into the history in big transactions (as the
 API's visit writer would, only faster) and published by the in-process relay.
@@ -9,18 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from sluice.config import Config
 from sluice.errors import HandlerError
-from sluice.events import LinkVisited, decode
-from sluice.exports import jobs
-from sluice.exports.files import exports_dir
+from sluice.events import LinkVisited, decode, utcnow
+from sluice.exports import jobs, visits
 from sluice.exports.jobs import Job
+from sluice.exports.retention import purge_finished
 from sluice.exports.runner import ExportDeps, run_export
 from sluice.groups import GROUPS
 from sluice.processes import runtime_settings
@@ -101,9 +102,22 @@ async def expected_rows(store: Store, upto: int) -> list[tuple[datetime, str, st
     return rows
 
 
-def csv_rows(path: Path) -> list[tuple[datetime, str, str, str, str]]:
-    with path.open(newline="", encoding="utf-8") as file:
-        header, *rows = list(csv.reader(file))
+async def stored_csv(store: Store, job_id: str) -> bytes:
+    """The job's CSV as stored: its chunks, which must follow each other without a gap."""
+    chunks = await store.fetchall(
+        "SELECT first_byte, data FROM export_chunks WHERE job_id = ? ORDER BY first_byte",
+        (job_id,),
+    )
+    csv_bytes = b""
+    for first, data in chunks:
+        assert first == len(csv_bytes), "a gap or an overlap between chunks"
+        csv_bytes += bytes(data)
+    return csv_bytes
+
+
+async def csv_rows(store: Store, job_id: str) -> list[tuple[datetime, str, str, str, str]]:
+    text = (await stored_csv(store, job_id)).decode()
+    header, *rows = list(csv.reader(io.StringIO(text, newline="")))
     assert header == ["visited_at", "visitor", "referrer_host", "browser", "is_bot"]
     assert all(row[0].endswith("Z") for row in rows)
     return [
@@ -158,8 +172,9 @@ async def test_a_50k_visit_export_reaches_100_with_rising_progress_and_exactly_t
     assert finished.rows == VISITS
     expected = await expected_rows(store, job.snapshot_seq)
     assert len(expected) == VISITS
-    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
-    assert not (exports_dir(resources.config) / f"{job.id}.csv.part").exists()
+    assert await csv_rows(store, job.id) == expected
+    assert len(await stored_csv(store, job.id)) == finished.cursor_bytes
+    assert not (resources.config.data_dir / "exports").exists()
 
 
 @pytest.mark.slow
@@ -182,11 +197,20 @@ async def test_a_worker_killed_midway_resumes_from_its_checkpoint_without_duplic
     at_kill = await sampler.read()
     assert at_kill.status == "running", "the export finished before the kill: nothing tested"
     assert 0 < at_kill.cursor_seq < at_kill.snapshot_seq
-    part = exports_dir(resources.config) / f"{job.id}.csv.part"
-    assert part.stat().st_size >= at_kill.cursor_bytes
-    # What a kill in the middle of a batch leaves: bytes past the checkpoint.
-    with part.open("ab") as file:
-        file.write(b"2026-03-01T00:00:00Z,torn-row")
+    # The checkpoint counts exactly the bytes stored: they commit together.
+    [(checkpointed, stored)] = await store.fetchall(
+        "SELECT cursor_bytes, (SELECT COALESCE(SUM(length(data)), 0) FROM export_chunks"
+        " WHERE job_id = jobs.id) FROM jobs WHERE id = ?",
+        (job.id,),
+    )
+    assert checkpointed == stored > 0
+    # Bytes past the checkpoint (a bug, a hand-made repair): the next attempt drops them.
+    async with store.transaction() as tx:
+        [(end,)] = await tx.fetchall("SELECT cursor_bytes FROM jobs WHERE id = ?", (job.id,))
+        await tx.execute(
+            "INSERT INTO export_chunks (job_id, first_byte, data) VALUES (?, ?, ?)",
+            (job.id, end, b"2026-03-01T00:00:00Z,torn-row"),
+        )
 
     spawn("worker", "exports", "--consumer", "c1", SLUICE_EXPORT_BATCH="500")
     await wait_for(sampler.succeeded, timeout=60, interval=0.002)
@@ -197,7 +221,7 @@ async def test_a_worker_killed_midway_resumes_from_its_checkpoint_without_duplic
     # The second attempt started at the checkpoint the first one left, not at 0.
     assert (finished.attempt, finished.resumed_from) == (2, at_kill.cursor_seq)
     expected = await expected_rows(store, job.snapshot_seq)
-    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
+    assert await csv_rows(store, job.id) == expected
     assert finished.rows == len(expected) == VISITS
 
 
@@ -214,7 +238,58 @@ async def test_two_deliveries_of_one_job_at_once_write_each_visit_once(
     assert finished is not None and finished.status == "succeeded"
     assert finished.attempt == 1
     expected = await expected_rows(store, job.snapshot_seq)
-    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
+    assert await csv_rows(store, job.id) == expected
+
+
+async def test_a_stale_attempt_stores_no_bytes_and_no_checkpoint(resources: Resources) -> None:
+    store = resources.store
+    job = await small_export(store)
+    header = visits.header()
+    stale = await jobs.begin_attempt(store, job.id, header)
+    current = await jobs.begin_attempt(store, job.id, header)  # it lost its lock to this one
+    assert stale is not None and current is not None
+    assert (stale.attempt, current.attempt, current.cursor_bytes) == (1, 2, len(header))
+
+    lines = b"2026-03-01T00:00:00Z,stale,,Other,false\r\n"
+
+    async def window(attempt: Job, at: int) -> bool:
+        return await jobs.checkpoint(
+            store, attempt, cursor_seq=10, rows=1, progress=5, at=at, data=lines
+        )
+
+    assert not await window(stale, len(header))
+    # Nor the current attempt, at any offset but the end of what is stored.
+    assert not await window(current, 0)
+    after = await jobs.get_job(store, job.id)
+    assert after is not None and (after.cursor_seq, after.cursor_bytes) == (0, len(header))
+    assert await stored_csv(store, job.id) == header
+    assert await window(current, len(header))
+    assert await stored_csv(store, job.id) == header + lines
+
+
+async def test_a_failed_job_purged_then_redriven_starts_over_and_serves_its_result(
+    resources: Resources,
+) -> None:
+    store = resources.store
+    job = await small_export(store)
+    started = await jobs.begin_attempt(store, job.id, visits.header())
+    assert started is not None
+    found = await visits.scan(store, CODE, 0, job.snapshot_seq // 2)
+    assert await jobs.checkpoint(
+        store, started, cursor_seq=job.snapshot_seq // 2, rows=len(found), progress=50,
+        at=started.cursor_bytes, data=visits.csv_rows(found),
+    )  # fmt: skip
+    assert await jobs.give_up(store, job.id, "given up after 5 deliveries")
+    # Retention removes what the failed job left, and marks it purged.
+    assert await purge_finished(store, utcnow() + timedelta(seconds=1), 0) == 1
+    assert await stored_csv(store, job.id) == b""
+
+    await run_export(job.id, ExportDeps.from_resources(resources))  # the redriven delivery
+    finished = await jobs.get_job(store, job.id)
+    assert finished is not None
+    assert (finished.status, finished.resumed_from, finished.purged_at) == ("succeeded", 0, None)
+    assert finished.progress == 100
+    assert await csv_rows(store, job.id) == await expected_rows(store, job.snapshot_seq)
 
 
 async def give_up_on(
@@ -266,7 +341,7 @@ async def test_a_job_whose_entry_is_dead_lettered_is_failed_and_a_redrive_finish
     assert finished is not None
     assert (finished.error, finished.dead_lettered, finished.progress) == (None, False, 100)
     expected = await expected_rows(store, job.snapshot_seq)
-    assert csv_rows(exports_dir(resources.config) / f"{job.id}.csv") == expected
+    assert await csv_rows(store, job.id) == expected
 
 
 async def test_a_redrive_after_a_newer_export_of_the_link_leaves_the_old_job_failed(

@@ -29,6 +29,25 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_run = tasks_sub.add_parser("run", help="run a task now, under its lock, and wait")
     tasks_run.add_argument("name")
     sub.add_parser("migrate", help="apply database migrations and exit")
+    copy = sub.add_parser(
+        "copy-store",
+        help="copy the whole store into an empty database (stop the deployment first)",
+        description="Copy the whole store (event history, state, positions) of"
+        " SLUICE_DATABASE_URL into an empty database, then check the counts. Stop the"
+        " deployment first: a store still written to is copied as it was when the copy"
+        " began, and later writes stay behind. A target that is not empty is refused and"
+        " left untouched.",
+    )
+    copy.add_argument(
+        "--to",
+        required=True,
+        metavar="URL",
+        help="the empty target: postgresql://user:password@host:port/db or sqlite:///PATH",
+    )
+    copy.add_argument(
+        "--batch", type=_positive, default=10_000, help="rows per read and write, at most"
+    )
+    copy.add_argument("--no-progress", action="store_true")
     replay = sub.add_parser("replay", help="rebuild a projection from the event history")
     replay.add_argument("projection")
     replay.add_argument("--no-progress", action="store_true")
@@ -43,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         one = dlq_sub.add_parser(action, help="GROUP may be left out when only one group holds ID")
         one.add_argument("target", nargs="+", metavar="[GROUP] ID")
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

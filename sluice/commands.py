@@ -13,9 +13,11 @@ from pathlib import Path
 import msgspec
 
 from sluice.config import Config
+from sluice.database_url import redacted
 from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.groups import GROUPS, PROJECTIONS
+from sluice.http.admin_token import record_generated
 from sluice.processes import (
     run_all,
     run_api,
@@ -29,6 +31,7 @@ from sluice.redis_server import RedisServer
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.store import open_store
+from sluice.store.copy import CopyError, copy_store
 from sluice.streams.dead_letters import groups_holding, is_entry_id, list_dead_letters
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import status
@@ -49,8 +52,9 @@ def with_redis(config: Config) -> Config:
     raise ConfigError("SLUICE_REDIS_URL is not set and no `sluice up` is running in this data dir")
 
 
-def _ensure_admin_token(config: Config) -> Config:
-    """Generate the admin token into the data dir once; print it only then."""
+async def _ensure_admin_token(config: Config) -> Config:
+    """Generate the admin token into the data dir once (print it only then), and record
+    its hash in the database, where APIs on other hosts find it."""
     if config.admin_token:
         return config
     path = config.data_dir / ADMIN_TOKEN_FILE
@@ -59,12 +63,17 @@ def _ensure_admin_token(config: Config) -> Config:
         print(f"admin token (shown once, kept in {path}, mode 0600): {token}", flush=True)
     else:
         print(f"admin token: kept in {path}", flush=True)
+    store = await open_store(config)
+    try:
+        await record_generated(store, token)
+    finally:
+        await store.close()
     return msgspec.structs.replace(config, admin_token=token)
 
 
 async def up(config: Config) -> int:
     stop = stop_on_signals()
-    config = _ensure_admin_token(config)
+    config = await _ensure_admin_token(config)
     server: RedisServer | None = None
     if not config.redis_url:
         server = RedisServer(config.data_dir / "redis")
@@ -91,6 +100,8 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
     command = args.command
     if command == "up":
         return await up(config)
+    if command == "copy-store":
+        return await copy_store_command(config, args)
     if command == "migrate":
         store = await open_store(config)
         await store.close()
@@ -101,6 +112,26 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
         await _SERVICES[command](config, args)
         return 0
     return await _TOOLS[command](config, args)
+
+
+async def copy_store_command(config: Config, args: argparse.Namespace) -> int:
+    try:
+        result = await copy_store(
+            config.database_url, args.to, batch=args.batch, progress=not args.no_progress
+        )
+    except CopyError as exc:
+        print(f"copy-store: {exc}", file=sys.stderr)
+        return 1
+    for name in result.skipped:
+        print(f"skipped {name}: left over from an interrupted `sluice replay`")
+    for name, rows in sorted(result.tables.items()):
+        print(f"  {name:<32} {rows:>12,}")
+    rate = result.rows / result.seconds if result.seconds else 0.0
+    print(
+        f"copied {len(result.tables)} tables, {result.rows:,} rows in {result.seconds:.1f} s"
+        f" ({rate:,.0f} rows/s) to {redacted(args.to)}; counts checked"
+    )
+    return 0
 
 
 async def _api(config: Config, args: argparse.Namespace) -> None:

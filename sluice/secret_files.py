@@ -7,8 +7,6 @@ import os
 import secrets
 from pathlib import Path
 
-from sluice.config import Config
-
 ADMIN_TOKEN_FILE = "admin.token"
 
 
@@ -45,8 +43,3 @@ def load_or_create_secret(path: Path, nbytes: int = 32) -> tuple[str, bool]:
     value = read_secret(path)
     assert value is not None
     return value, created
-
-
-def admin_token(config: Config) -> str | None:
-    """``SLUICE_ADMIN_TOKEN``, else the one ``sluice up`` generated into the data dir."""
-    return config.admin_token or read_secret(config.data_dir / ADMIN_TOKEN_FILE)

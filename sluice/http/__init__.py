@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -22,6 +21,7 @@ from sluice.http import (
     tasks,
     users,
 )
+from sluice.http.admin_token import AdminToken
 from sluice.http.keys import (
     ADMIN_TOKEN,
     CONFIG,
@@ -37,7 +37,6 @@ from sluice.http.middlewares import request_context
 from sluice.http.openapi import openapi_view
 from sluice.http.visitors import load_visitor_key
 from sluice.resources import redis_client
-from sluice.secret_files import admin_token
 from sluice.store import open_store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
@@ -48,8 +47,8 @@ MAX_BODY = 64 * 1024
 
 
 async def _secrets(app: web.Application) -> AsyncIterator[None]:
-    app[VISITOR_KEY] = await asyncio.to_thread(load_visitor_key, app[CONFIG])
-    app[ADMIN_TOKEN] = await asyncio.to_thread(admin_token, app[CONFIG])
+    app[VISITOR_KEY] = await load_visitor_key(app[CONFIG], app[STORE])
+    app[ADMIN_TOKEN] = AdminToken(app[CONFIG].admin_token, app[STORE])
     yield
 
 
@@ -123,7 +122,7 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY, middlewares=[request_context])
     app[CONFIG] = config
     app[KEYS] = Keys(config.stream_prefix)
-    app.cleanup_ctx.extend([_secrets, _store, _redis, _notifier])
+    app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier])
     app.cleanup_ctx.append(links.code_pool)
     app.cleanup_ctx.append(tasks.task_runner)
     app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])

@@ -7,8 +7,6 @@ a valid user token where the admin is required.
 
 from __future__ import annotations
 
-import hmac
-
 from aiohttp import web
 
 from sluice.config import printable_ascii
@@ -50,17 +48,12 @@ async def require_user(request: web.Request) -> User:
     return user
 
 
-def is_admin_token(request: web.Request, token: str) -> bool:
-    admin = request.app[ADMIN_TOKEN]
-    return admin is not None and hmac.compare_digest(token.encode(), admin.encode())
-
-
 async def require_admin(request: web.Request) -> None:
     """Pass with the admin token; 403 for a user's token, 401 for anything else."""
     token = bearer_token(request)
     if token is None:
         raise Unauthorized("the admin token is required")
-    if is_admin_token(request, token):
+    if await request.app[ADMIN_TOKEN].matches(token):
         return
     if await user_for_token(request.app[STORE], token, utcnow()) is not None:
         raise Forbidden("this route needs the admin token; a user token is not enough")

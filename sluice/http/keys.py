@@ -6,6 +6,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from sluice.config import Config
+from sluice.http.admin_token import AdminToken
 from sluice.http.login_limit import LoginLimiter
 from sluice.links.cache import ChangeHints, LinkCache, LinkFollower
 from sluice.links.visits import VisitRecorder
@@ -22,8 +23,8 @@ REDIS = web.AppKey("redis", aioredis.Redis)
 NOTIFIER = web.AppKey("notifier", CommitNotifier)
 VISITOR_KEY = web.AppKey("visitor_key", bytes)
 LOGIN_LIMITER = web.AppKey("login_limiter", LoginLimiter)
-# None when no admin token is configured: admin routes then refuse everyone.
-ADMIN_TOKEN: web.AppKey[str | None] = web.AppKey("admin_token")
+# While no admin token is configured or generated, admin routes refuse everyone.
+ADMIN_TOKEN = web.AppKey("admin_token", AdminToken)
 # The redirect path: links cached in process, the stream follower, the change hints
 # this process sends after its commits, the visit writer.
 LINK_CACHE = web.AppKey("link_cache", LinkCache)

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import secrets
 
 from sluice.config import Config
-from sluice.secret_files import load_or_create_secret
+from sluice.secret_files import read_secret
+from sluice.store import Store
+from sluice.store.secrets import shared_secret
 
+# Where release 1 kept the key: a deployment that has one keeps using it.
 KEY_FILE = "visitor.key"
+SECRET = "visitor-key"
 
 
-def load_visitor_key(config: Config) -> bytes:
-    """The configured key, else the one kept in ``<data_dir>/visitor.key`` (created once, 0600).
+async def load_visitor_key(config: Config, store: Store) -> bytes:
+    """``SLUICE_VISITOR_KEY``, else the key stored in the database (made once).
 
-    Every replica on one data dir must hash a visitor the same way.
+    Every replica, on every host, must hash a visitor the same way, or unique
+    visitors would be counted once per host. A key left in the data dir by an
+    earlier release becomes the stored one, so counts go on across the upgrade.
     """
     if config.visitor_key:
         return config.visitor_key.encode()
-    key, _ = load_or_create_secret(config.data_dir / KEY_FILE)
+    earlier = await asyncio.to_thread(read_secret, config.data_dir / KEY_FILE)
+    key = await shared_secret(store, SECRET, earlier or secrets.token_urlsafe(32))
     return key.encode()
 
 

@@ -18,7 +18,7 @@ import structlog
 from sluice.config import Config
 from sluice.errors import HandlerError
 from sluice.events import UserRegistered
-from sluice.http import create_app, users
+from sluice.http import admin_token, create_app, users
 from sluice.http.login_limit import MAX_FAILURES
 from sluice.mail.sending import Outgoing, compose
 from sluice.mail.templates import Content
@@ -242,6 +242,21 @@ async def test_without_an_admin_token_configured_admin_routes_refuse_everyone(
     client: Client,
 ) -> None:
     await problem(await client.get("/v1/admin/streams", headers=bearer("anything")), 401)
+
+
+async def test_a_token_sluice_up_generated_on_another_host_is_accepted(
+    client: Client, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No SLUICE_ADMIN_TOKEN here: the hash ``sluice up`` recorded in the database (on
+    any host, after this API started) opens the admin routes; only the hash is stored."""
+    monkeypatch.setattr(admin_token, "RECHECK", 0.0)
+    await problem(await client.get("/v1/admin/streams", headers=bearer("generated-token")), 401)
+    await admin_token.record_generated(store, "generated-token")
+    ok = await client.get("/v1/admin/streams", headers=bearer("generated-token"))
+    assert ok.status == 200
+    await problem(await client.get("/v1/admin/streams", headers=bearer("other-token")), 401)
+    rows = await store.fetchall("SELECT value FROM secrets")
+    assert "generated-token" not in str(rows)
 
 
 async def test_a_logged_in_viewer_counts_once_whatever_the_body_says(

@@ -1,9 +1,21 @@
-"""Fixtures shared by every suite: a private Redis per test, a config factory."""
+"""Fixtures shared by every suite: a private Redis per test, the store, a config factory.
+
+Every test that uses the store (through ``make_config``/``config``, or
+``database_url``) runs once per backend, named in its id: ``[sqlite]`` and
+``[postgres]``. PostgreSQL is one private server for the session (started on
+first use, on a free port, from the binaries ``sluice.postgres_server``
+finds), with a fresh database per test copied from a migrated template.
+``SLUICE_TEST_STORES=sqlite`` (or ``postgres``) narrows a run to one backend;
+``@pytest.mark.stores("sqlite")`` pins a test that is about one backend.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +25,12 @@ import redis.asyncio as aioredis
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from sluice.config import Config, load_config
+from sluice.postgres_server import PostgresServer
 from sluice.redis_server import RedisServer
+from sluice.store.postgres import PostgresStore
+
+STORES = ("sqlite", "postgres")
+TEMPLATE = "sluice_template"
 
 _hypothesis_home: Path | None = None
 
@@ -24,6 +41,26 @@ def pytest_configure(config: pytest.Config) -> None:
     global _hypothesis_home
     _hypothesis_home = Path(tempfile.mkdtemp(prefix="sluice-hypothesis-"))
     set_hypothesis_home_dir(_hypothesis_home)
+
+
+def _stores_wanted() -> tuple[str, ...]:
+    wanted = os.environ.get("SLUICE_TEST_STORES")
+    if not wanted:
+        return STORES
+    chosen = tuple(s.strip() for s in wanted.split(",") if s.strip())
+    unknown = set(chosen) - set(STORES)
+    if unknown:
+        raise pytest.UsageError(f"SLUICE_TEST_STORES: unknown store(s) {sorted(unknown)}")
+    return chosen
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One run per backend for every test that reaches the store."""
+    if "store_kind" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("stores")
+    kinds = [k for k in (marker.args if marker else STORES) if k in _stores_wanted()]
+    metafunc.parametrize("store_kind", kinds)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -42,13 +79,74 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL server, with a migrated template database."""
+    # Under /tmp, not pytest's 0700 base dir: the server may run as another user (root).
+    server = PostgresServer(Path(tempfile.mkdtemp(prefix="sluice-test-pg-")))
+    server.start()
+    try:
+        url = server.create_database(TEMPLATE, template="template0")
+        asyncio.run(_migrate(url))
+        yield server
+    finally:
+        server.remove()
+
+
+async def _migrate(url: str) -> None:
+    store = await PostgresStore.open(url, pool_size=1)
+    await store.close()
+
+
+# Databases of finished tests, dropped when the next one is made: a test's own
+# fixtures may still use its database after ``database_url`` is torn down (pytest
+# closes the aiohttp client, and with it the app and its visit writer, later).
+_finished: list[str] = []
+
+
+def new_database(server: PostgresServer, template: str = TEMPLATE) -> tuple[str, str]:
+    """A fresh database on ``server``: (name, URL)."""
+    while _finished:
+        server.psql(f'DROP DATABASE IF EXISTS "{_finished.pop()}" WITH (FORCE)')
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    return name, server.create_database(name, template=template)
+
+
 @pytest.fixture
-def make_config(tmp_path: Path, redis_server: RedisServer) -> Callable[..., Config]:
-    """Config for this test's data dir and Redis; keyword arguments override fields."""
+def database_url(store_kind: str, request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """This test's database: None for SQLite (the file in the data dir), else a fresh
+    PostgreSQL database, dropped afterwards."""
+    if store_kind == "sqlite":
+        yield None
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name, url = new_database(server)
+    yield url
+    _finished.append(name)
+
+
+@pytest.fixture
+def empty_database_url(store_kind: str, request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """Like ``database_url``, but a PostgreSQL database without any schema yet."""
+    if store_kind == "sqlite":
+        yield None
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name, url = new_database(server, template="template0")
+    yield url
+    _finished.append(name)
+
+
+@pytest.fixture
+def make_config(
+    tmp_path: Path, redis_server: RedisServer, database_url: str | None
+) -> Callable[..., Config]:
+    """Config for this test's data dir, database and Redis; keyword arguments override fields."""
 
     def make(**overrides: Any) -> Config:
         values: dict[str, Any] = {
             "data_dir": tmp_path / "data",
+            "database_url": database_url or "",
             "redis_url": redis_server.url,
             "log_format": "json",
             "log_level": "warning",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import structlog
 from aiohttp import web
 
@@ -74,6 +75,7 @@ async def test_a_raised_redirect_passes_through_with_its_trace_id(
     assert [e["status"] for e in logs if e["event"] == "request"] == [302]
 
 
+@pytest.mark.stores("sqlite")  # SQLite's file lock; PostgreSQL outages: test_postgres_outage.py
 async def test_a_locked_database_is_a_503_problem_and_nothing_is_written(
     client: Client, store: Store, config: Config
 ) -> None:

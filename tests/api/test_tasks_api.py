@@ -180,6 +180,7 @@ async def test_the_leaderboard_snapshot_serves_yesterdays_top_articles(admin: Cl
         assert body["errors"][0]["field"] == "date"
 
 
+@pytest.mark.stores("sqlite")  # SQLite's file lock; PostgreSQL outages: test_postgres_outage.py
 async def test_a_manual_run_while_the_database_is_locked_is_a_503_and_leaves_it_usable(
     admin: Client, admin_config: Config
 ) -> None:

@@ -86,7 +86,7 @@ async def settle(resources: Resources, timeout: float = 90.0) -> float:
 
 
 async def _json_rows(resources: Resources, event_type: str, *fields: str) -> list[tuple[Any, ...]]:
-    columns = ", ".join(f"json_extract(CAST(payload AS TEXT), '$.{f}')" for f in fields)
+    columns = ", ".join(resources.store.dialect.payload_field(f) for f in fields)
     rows = await resources.store.fetchall(
         f"SELECT {columns} FROM events WHERE type = ? ORDER BY seq", (event_type,)
     )

@@ -7,6 +7,9 @@ pending list), and two ``sluice scheduler`` replicas running the test's
 ``.eml`` files under ``<data dir>/mail``. Each child's log lines go to
 ``<tmp dir>/logs/<name>.log``, kept by pytest for the last runs.
 
+On PostgreSQL every process also gets a data dir of its own, as if each ran
+on a host of its own: they share only the database and Redis (SPEC §9).
+
 ``CHAOS_SEED`` replays a run's fault plan (the seed is printed);
 ``CHAOS_OUTAGE_SECONDS`` sets the length of the Redis outage (default 30).
 """
@@ -63,6 +66,8 @@ class Cluster:
 
     def __init__(self, config: Config, logs: Path) -> None:
         self.env = child_env(config, **CHAOS_ENV)
+        self.data_dir = config.data_dir
+        self.separate_hosts = config.postgres
         self.logs = logs
         self.ports = {name: free_port() for name in APIS}
         self.children: dict[str, Child] = {}
@@ -79,9 +84,13 @@ class Cluster:
         env = dict(self.env)
         if name in self.ports:
             env["SLUICE_PORT"] = str(self.ports[name])
+        env["SLUICE_DATA_DIR"] = str(self.data_dir_of(name))
         child = Child(_args(name), env).start(log=self.logs / f"{name}.log")
         self.children[name] = child
         return child
+
+    def data_dir_of(self, name: str) -> Path:
+        return self.data_dir / "hosts" / name if self.separate_hosts else self.data_dir
 
     def start_all(self) -> None:
         for name in self.names:

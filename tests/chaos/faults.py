@@ -199,10 +199,9 @@ async def _registering(api: Api, timeout: float = 5.0) -> None:
 
 
 async def committed_visits(resources: Resources, referrer_host: str) -> int:
+    host = resources.store.dialect.payload_field("referrer_host")
     row = await resources.store.fetchone(
-        "SELECT COUNT(*) FROM events WHERE type = 'LinkVisited'"
-        " AND json_extract(CAST(payload AS TEXT), '$.referrer_host') = ?",
-        (referrer_host,),
+        f"SELECT COUNT(*) FROM events WHERE type = 'LinkVisited' AND {host} = ?", (referrer_host,)
     )
     return int(row[0]) if row else 0
 

@@ -87,7 +87,7 @@ async def _check_everything(
     """Every check of tests/chaos/checks.py; the counts they found exact."""
     assert not ledger.unexpected, ledger.unexpected[:20]
     logs = [cluster.logs / f"{name}.log" for name in SCHEDULERS]
-    mail_dir = resources.config.data_dir / "mail"
+    mail_dir = cluster.data_dir_of("worker-mail") / "mail"
     await checks.check_setup_events(resources, setup)
     return {
         "events": await checks.check_published(resources),

@@ -196,6 +196,8 @@ def child_env(config: Config, **extra: str) -> dict[str, str]:
         SLUICE_WORKER_BLOCK_MS=str(config.worker_block_ms),
         SLUICE_RELAY_POLL_MS=str(config.relay_poll_ms),
     )
+    if config.postgres:
+        env["SLUICE_DATABASE_URL"] = config.database_url
     env.update(extra)
     return env
 
@@ -223,9 +225,15 @@ async def replicas(spawn: Callable[..., Child]) -> AsyncIterator[list[str]]:
     for port in ports:
         spawn("api", SLUICE_PORT=str(port))
     urls = [f"http://127.0.0.1:{port}" for port in ports]
+    await wait_answering(urls)
+    yield urls
+
+
+async def wait_answering(urls: list[str], timeout: float = 30.0) -> None:
+    """Until every API process at ``urls`` answers ``/healthz`` with 200."""
     async with aiohttp.ClientSession() as http:
 
-        async def both_up() -> bool:
+        async def all_up() -> bool:
             try:
                 for url in urls:
                     async with http.get(f"{url}/healthz") as response:
@@ -235,5 +243,4 @@ async def replicas(spawn: Callable[..., Child]) -> AsyncIterator[list[str]]:
                 return False
             return True
 
-        await wait_for(both_up)
-    yield urls
+        await wait_for(all_up, timeout=timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+import asyncpg
 import pytest
 
 from sluice.resources import Resources
@@ -37,7 +38,8 @@ async def test_a_failed_commit_leaves_the_store_usable(resources: Resources) -> 
             "CREATE TABLE child (parent_id INTEGER REFERENCES parent (id)"
             " DEFERRABLE INITIALLY DEFERRED)"
         )
-    with pytest.raises(sqlite3.IntegrityError):
+    integrity = (sqlite3.IntegrityError, asyncpg.exceptions.IntegrityConstraintViolationError)
+    with pytest.raises(integrity):
         async with resources.store.transaction() as tx:
             await tx.execute("INSERT INTO child VALUES (42)")  # fails only at COMMIT
     await post_views(resources, "after", 1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.groups import PROJECTIONS
 from sluice.resources import Resources
+from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS
 from tests.integration.conftest import Child, child_env, wait_for
 
@@ -38,14 +38,20 @@ async def status(config: Config) -> dict[str, Any]:
     return report
 
 
-async def test_migrate_creates_the_schema_and_says_so(config: Config) -> None:
+async def test_migrate_creates_the_schema_and_says_so(
+    make_config: Callable[..., Config], empty_database_url: str | None
+) -> None:
+    config = make_config(database_url=empty_database_url or "")
     done = await sluice(config, "migrate")
     assert (done.returncode, done.stdout.strip()) == (0, "database is up to date")
     again = await sluice(config, "migrate")  # nothing left to apply: still fine
     assert again.returncode == 0, again.stderr
-    with sqlite3.connect(config.sqlite_path) as db:
-        versions = [row[0] for row in db.execute("SELECT version FROM schema_migrations")]
-    assert versions == [version for version, _, _ in MIGRATIONS]
+    store = await open_store(config)
+    try:
+        rows = await store.fetchall("SELECT version FROM schema_migrations ORDER BY version")
+    finally:
+        await store.close()
+    assert [row[0] for row in rows] == sorted(version for version, _, _ in MIGRATIONS)
 
 
 async def test_status_shows_the_relay_backlog_and_then_the_stream(

@@ -1,13 +1,22 @@
-"""Several components opening one fresh database at once (as `sluice up` does)."""
+"""Several processes opening one fresh database at once (as `sluice up`, or many hosts, do)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from sluice.config import Config
+from sluice.store import open_store
+from sluice.store.migrations import MIGRATIONS
 from sluice.store.sqlite import SqliteStore
+from tests.integration.conftest import child_env
 
 
+@pytest.mark.stores("sqlite")
 async def test_concurrent_opens_of_a_fresh_database_all_succeed(tmp_path: Path) -> None:
     for attempt in range(5):
         path = tmp_path / f"db{attempt}" / "sluice.db"
@@ -21,3 +30,30 @@ async def test_concurrent_opens_of_a_fresh_database_all_succeed(tmp_path: Path) 
         finally:
             for store in stores:
                 await store.close()
+
+
+async def test_processes_starting_together_apply_each_migration_once(
+    make_config: Callable[..., Config], empty_database_url: str | None
+) -> None:
+    """Six ``sluice migrate`` processes on one empty database: all succeed, one history."""
+    config = make_config(database_url=empty_database_url or "")
+    pipe = asyncio.subprocess.PIPE
+    command = (sys.executable, "-m", "sluice", "migrate")
+    processes = [
+        await asyncio.create_subprocess_exec(
+            *command, env=child_env(config), stdout=pipe, stderr=pipe
+        )
+        for _ in range(6)
+    ]
+    results = await asyncio.wait_for(
+        asyncio.gather(*(p.communicate() for p in processes)), timeout=60
+    )
+    assert [p.returncode for p in processes] == [0] * 6, [err for _, err in results]
+    store = await open_store(config)
+    try:
+        rows = await store.fetchall(
+            "SELECT version, COUNT(*) FROM schema_migrations GROUP BY version"
+        )
+    finally:
+        await store.close()
+    assert sorted(rows) == [(version, 1) for version, _, _ in sorted(MIGRATIONS)]

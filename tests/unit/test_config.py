@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,3 +80,11 @@ def test_bad_values_are_refused_with_the_variable_named(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config({"SLUICE_DATA_DIR": str(tmp_path), name: value})
+
+
+def test_reading_the_config_loads_no_metrics() -> None:
+    """prometheus-client picks in-memory or multiprocess mode when it is imported, so
+    ``sluice.__main__`` reads the config and points it at the data dir first: the
+    config must not import it (through the store, say), or every process counts alone."""
+    code = "import sys, sluice.config; sys.exit('prometheus_client' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -621,8 +621,24 @@ _PATHS: Doc = {
 
 _UNAVAILABLE = _problem(
     "the database or Redis is unavailable and the route has no fallback (the database"
-    " locked past its busy timeout, an I/O error, a full disk; Redis not answering)"
+    " down or restarting, locked past its busy timeout, an I/O error, a full disk; Redis"
+    " not answering)"
 )
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "seconds to wait before trying again",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
+
+def _unavailable(path: str, documented: Doc | None) -> Doc:
+    """The 503 of an operation: its own words if it has some, and (readiness aside, which
+    reports rather than refuses) ``Retry-After``."""
+    answer = dict(documented or _UNAVAILABLE)
+    if path != "/readyz":
+        answer["headers"] = {**answer.get("headers", {}), **_RETRY_AFTER}
+    return answer
 
 
 def _with_unavailable(paths: Doc) -> Doc:
@@ -630,8 +646,8 @@ def _with_unavailable(paths: Doc) -> Doc:
     operations that say more about it keep their own description."""
     return {
         path: {
-            method: {**op, "responses": {**op["responses"], "503": op["responses"].get(
-                "503", _UNAVAILABLE)}}
+            method: {**op, "responses": {**op["responses"], "503": _unavailable(
+                path, op["responses"].get("503"))}}
             for method, op in operations.items()
         }
         for path, operations in paths.items()

@@ -94,6 +94,7 @@ async def test_a_locked_database_is_a_503_problem_and_nothing_is_written(
             response = await client.post(path, json=body, headers=bearer())
             answer = await problem(response, 503)
             assert answer["detail"] == "the database is unavailable; try again later", path
+            assert response.headers["Retry-After"] == "5"
     assert [(e["dependency"], e["log_level"]) for e in logs if "dependency" in e] == [
         ("the database", "error")
     ] * 3

@@ -89,7 +89,9 @@ async def rebuild(
     tables, indexes = _split_ddl(projection.ddl.format(s=suffix))
     async with store.transaction() as tx:
         await tx.execute_script(tables)
-    bar = tqdm(total=await _count(resources, projection), unit="ev", disable=not progress)
+    await store.refresh_statistics("events")
+    total = await _count(resources, projection) if progress else None
+    bar = tqdm(total=total, unit="ev", disable=not progress)
     try:
         position, applied = await _bulk(resources, projection, suffix, chunk, min(tail, chunk), bar)
         if indexes:

@@ -107,10 +107,16 @@ class Store(Protocol):
 
     async def position(self, name: str) -> int: ...
 
-    async def set_position(self, name: str, seq: int) -> None: ...
+    async def set_position(self, name: str, seq: int, *, durable: bool = True) -> None:
+        """Store a position. ``durable=False``: the commit does not wait for the disk (a
+        power cut may lose it), for positions whose loss only repeats work (the relay's)."""
 
     def add_commit_listener(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` after each commit that appended events in this process."""
+
+    async def refresh_statistics(self, *tables: str) -> None:
+        """Bring the planner's statistics of ``tables`` up to date where they are stale
+        (before a long scan, after a bulk load), so it picks the indexes."""
 
     async def ping(self) -> None: ...
 

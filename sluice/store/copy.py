@@ -80,6 +80,8 @@ class CopyStore(Protocol):
 
     async def migrate(self) -> list[int]: ...
 
+    async def refresh_statistics(self, *tables: str) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -177,6 +179,8 @@ async def _copy(
                 copied[table.name] = await _copy_table(snapshot, tx, table, batch, bar)
         await tx.reset_identities()
         await _verify(snapshot, tx, counts, copied)
+    # A bulk load leaves no planner statistics: the first replay or export would scan.
+    await target.refresh_statistics(*(t.name for t in tables))
     return CopyResult(copied, skipped, time.monotonic() - started)
 
 

@@ -13,6 +13,8 @@ import sqlite3
 
 import asyncpg
 
+from sluice.errors import SluiceError
+
 # SQLite result codes that mean the database cannot serve now (locked past the busy
 # timeout, I/O, disk full, a file it cannot open, read-only or damaged), not that the
 # statement is wrong: https://www.sqlite.org/rescode.html
@@ -39,30 +41,40 @@ _NETWORK = (ConnectionError, socket.gaierror)
 
 
 def database_unavailable(exc: BaseException) -> bool:
-    """True when ``exc`` (or an exception it was raised from) says the database is down."""
+    """True when ``exc`` (or an exception it was raised from) says the database is down.
+
+    A Redis error on the way stops the search: a refused connection under a Redis
+    ``ConnectionError`` is Redis being down, not the database.
+    """
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        if _from_redis(current):
+            return False
         if _down(current):
             return True
         current = current.__cause__ or current.__context__
     return False
 
 
+class DatabaseUnavailable(SluiceError):
+    """Raised by a backend itself when the database cannot serve now."""
+
+
 def _down(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
         return code is not None and code & 0xFF in _SQLITE_DOWN
-    if isinstance(exc, _POSTGRES_DOWN):
+    if isinstance(exc, (*_POSTGRES_DOWN, DatabaseUnavailable)):
         return True
     if isinstance(exc, asyncpg.exceptions.InterfaceError):
         return "connection" in str(exc) and "closed" in str(exc)
     if isinstance(exc, asyncpg.exceptions.InternalClientError):
         # A connection that died mid-statement (asyncpg#1069); the store closes it.
         return True
-    return isinstance(exc, _NETWORK) and not _from_redis(exc)
+    return isinstance(exc, _NETWORK)
 
 
 def _from_redis(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("redis")
+    return type(exc).__module__.startswith("redis.")

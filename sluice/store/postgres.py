@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import functools
 import re
 import time
@@ -41,7 +40,7 @@ from asyncpg.transaction import Transaction
 from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import Row, StoredEvent, field_name
-from sluice.store.errors import database_unavailable
+from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrations import apply_migrations
 
 log = structlog.get_logger(__name__)
@@ -51,15 +50,42 @@ HISTORY_LOCK = 0x736C75696365_01
 MIGRATIONS_LOCK = 0x736C75696365_02
 
 _EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
+# The history lock and the INSERT in one statement (one round trip under the lock):
+# every row comes out of the join with the materialised lock query, so no nextval()
+# for seq runs before the lock is held, whatever plan the join gets.
 _APPEND = (
-    "INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
-    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[],"
-    " $6::text[])"
+    "WITH history AS MATERIALIZED (SELECT pg_advisory_xact_lock($7))"
+    " INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
+    " SELECT e.* FROM history, unnest($1::text[], $2::text[], $3::text[], $4::bytea[],"
+    " $5::text[], $6::text[]) AS e"
+)
+_SET_POSITION = (
+    "INSERT INTO positions (name, seq) VALUES ($1, $2)"
+    " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq"
+)
+# The same, its (implicit) transaction committing without waiting for the WAL flush.
+_SET_POSITION_LAZILY = (
+    "WITH lazily AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))"
+    " INSERT INTO positions (name, seq) SELECT $1, $2 FROM lazily"
+    " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq"
+)
+_STALE_STATISTICS = (
+    "SELECT c.reltuples < 0 OR s.n_mod_since_analyze > 1000 + c.reltuples / 10"
+    " FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid"
+    " WHERE c.oid = to_regclass($1)"
 )
 # Seconds to wait for a new connection: a database that cannot be reached fails fast.
 CONNECT_TIMEOUT = 5.0
 # Seconds a process starting waits for its database to answer.
 START_WAIT = 30.0
+# Seconds to wait for a free pooled connection: a saturated pool is the database
+# not keeping up, answered like an outage (503, held work), never a hang.
+ACQUIRE_TIMEOUT = 30.0
+IDLE_IN_TRANSACTION_MS = 60_000
+
+
+class PoolExhausted(DatabaseUnavailable):
+    """No pooled connection came free within ``ACQUIRE_TIMEOUT``."""
 
 
 class PostgresDialect:
@@ -232,11 +258,14 @@ class PostgresTx:
             )  # fmt: skip
 
     async def flush_events(self) -> collections.Counter[str]:
-        """Insert the buffered events, last thing before COMMIT; their counts per type."""
+        """Insert the buffered events, last thing before COMMIT; their counts per type.
+
+        The rows are built first: the lock is held only for the one INSERT that takes
+        it and for the COMMIT after it.
+        """
         types: collections.Counter[str] = collections.Counter()
         if not self._events:
             return types
-        await self.lock_history()
         now = utcnow().isoformat()
         columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
         for e in self._events:
@@ -246,7 +275,8 @@ class PostgresTx:
                 columns, (e.event_id, kind, e.aggregate, encode(e), e.trace_id, now), strict=True
             ):
                 column.append(value)
-        await self._conn.execute(_APPEND, *columns)
+        await self._conn.execute(_APPEND, *columns, HISTORY_LOCK)
+        self._history_locked = True
         return types
 
 
@@ -284,6 +314,10 @@ class PostgresStore:
             url,
             min_size=1,
             max_size=pool_size,
+            # A session left idle inside a transaction (a client that hung or lost
+            # track of it) gives its locks back after this, instead of holding every
+            # writer behind it; sluice's own transactions never idle that long.
+            server_settings={"idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS)},
             timeout=CONNECT_TIMEOUT,
             # A pooled connection idle for a minute is closed: after a database restart
             # the pool does not keep handing out connections that died with it.
@@ -317,8 +351,12 @@ class PostgresStore:
                 types = await tx.flush_events()
             except BaseException as exc:
                 _drop_if_broken(conn, exc)
-                with contextlib.suppress(Exception):  # the connection may be gone too
+                try:
                     await transaction.rollback()
+                except Exception:
+                    # Gone, or busy with the statement the caller abandoned: never let
+                    # it back into the pool with its transaction (and locks) open.
+                    conn.terminate()
                 raise
             try:
                 await transaction.commit()
@@ -333,12 +371,21 @@ class PostgresStore:
             for callback in self._listeners:
                 callback()
 
+    async def _acquire(self) -> PoolConnectionProxy:
+        try:
+            return await self._pool.acquire(timeout=ACQUIRE_TIMEOUT)
+        except TimeoutError:
+            raise PoolExhausted(
+                f"no database connection came free in {ACQUIRE_TIMEOUT:.0f} s"
+                " (SLUICE_DATABASE_POOL is too small, or the database is not keeping up)"
+            ) from None
+
     async def _begin(self) -> tuple[PoolConnectionProxy, Transaction]:
         """A pooled connection in a new transaction. A connection that died with a
         database restart fails its BEGIN, before anything ran: it is dropped and the
         BEGIN tried once on another, so a restart costs only the work in flight."""
         for attempt in (1, 2):
-            conn = await self._pool.acquire()
+            conn = await self._acquire()
             transaction = conn.transaction()
             try:
                 await transaction.start()
@@ -356,7 +403,7 @@ class PostgresStore:
         more on another when the first connection had died with a restart: a read (or
         an upsert of a position) can run twice harmlessly."""
         for attempt in (1, 2):
-            conn = await self._pool.acquire()
+            conn = await self._acquire()
             try:
                 return await getattr(conn, method)(sql, *args)
             except BaseException as exc:
@@ -372,7 +419,7 @@ class PostgresStore:
         """A read-only REPEATABLE READ transaction: every read in it sees one snapshot,
         whatever commits meanwhile."""
         async with (
-            self._pool.acquire() as conn,
+            self._pool.acquire(timeout=ACQUIRE_TIMEOUT) as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             yield PostgresTx(conn)
@@ -409,13 +456,17 @@ class PostgresStore:
         seq = await self._read("fetchval", "SELECT seq FROM positions WHERE name = $1", name)
         return 0 if seq is None else int(seq)
 
-    async def set_position(self, name: str, seq: int) -> None:
-        await self._read(
-            "execute",
-            "INSERT INTO positions (name, seq) VALUES ($1, $2)"
-            " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
-            name, seq,
-        )  # fmt: skip
+    async def set_position(self, name: str, seq: int, *, durable: bool = True) -> None:
+        await self._read("execute", _SET_POSITION if durable else _SET_POSITION_LAZILY, name, seq)
+
+    async def refresh_statistics(self, *tables: str) -> None:
+        """ANALYZE each table that was never analysed or changed by more than a tenth
+        since (autovacuum gets there too, but later: right after a bulk load the
+        planner would sort the whole history instead of walking its index)."""
+        for table in tables:
+            stale = await self._read("fetchval", _STALE_STATISTICS, table)
+            if stale:
+                await self._read("execute", f'ANALYZE "{table}"')
 
     def add_commit_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)

@@ -277,13 +277,23 @@ class SqliteStore:
         row = await self.fetchone("SELECT seq FROM positions WHERE name = ?", (name,))
         return int(row[0]) if row else 0
 
-    async def set_position(self, name: str, seq: int) -> None:
-        async with self.transaction() as tx:
-            await tx.execute(
-                "INSERT INTO positions (name, seq) VALUES (?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",
-                (name, seq),
-            )
+    async def set_position(self, name: str, seq: int, *, durable: bool = True) -> None:
+        sql = (
+            "INSERT INTO positions (name, seq) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq"
+        )
+        if durable:
+            async with self.transaction() as tx:
+                await tx.execute(sql, (name, seq))
+            return
+        # One statement in autocommit, with no fsync of its own (WAL mode: a crash of the
+        # process loses nothing, a power cut may lose this commit), then FULL again.
+        async with self._lock:
+            await _pragma(self._writer, "PRAGMA synchronous=NORMAL")
+            try:
+                await self._writer.execute(sql, (name, seq))
+            finally:
+                await _pragma(self._writer, "PRAGMA synchronous=FULL")
 
     async def _roll_back_and_release(self) -> None:
         try:
@@ -291,6 +301,9 @@ class SqliteStore:
                 await self._writer.execute("ROLLBACK")
         finally:
             self._lock.release()
+
+    async def refresh_statistics(self, *tables: str) -> None:
+        """Nothing: sluice's scans on SQLite go by primary key whatever the statistics."""
 
     def add_commit_listener(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)

@@ -216,7 +216,9 @@ class Consumer:
         """The handler's outcomes; entries that failed because the database is down are
         run again, with backoff, until it answers (see the module docstring)."""
         outcomes: dict[tuple[str, str], BaseException] = {}
-        backoff = 0.1
+        # From a twentieth of SLUICE_RETRY_BASE_MS up to 2.5 times it (0.1 s to 5 s).
+        base = self.settings.retry_base_ms / 1000
+        backoff, ceiling = base / 20, base * 2.5
         while True:
             failed = await self._handle_once(deliveries)
             held = {key for key, error in failed.items() if database_unavailable(error)}
@@ -230,7 +232,7 @@ class Consumer:
             await wait_or_stop(self._stop, backoff)
             if self._stop.is_set():
                 raise HeldBack(f"{len(held)} entries left pending: the database is down")
-            backoff = min(backoff * 2, 5.0)
+            backoff = min(backoff * 2, ceiling)
             deliveries = [d for d in deliveries if d.message.key in held]
 
     async def _handle_once(self, deliveries: Sequence[Delivery]) -> Outcomes:
@@ -367,6 +369,8 @@ class Consumer:
                 return
             try:
                 await job()
+            except HeldBack:
+                return
             except REDIS_DOWN:
                 continue
             except redis.exceptions.ResponseError as exc:

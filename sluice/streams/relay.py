@@ -2,7 +2,9 @@
 
 At-least-once: the position is stored in the database after Redis accepted a
 batch, so a crash between the two republishes that batch (consumers dedupe by
-event id) and never skips one.
+event id) and never skips one. For the same reason the position is written
+without waiting for the disk (a power cut may take the last few back: those
+batches go out again), and the next batch is read while it is written.
 
 A Redis that crashed may come back without its last writes (AOF ``everysec``).
 The relay therefore publishes each batch with one Lua script that first checks
@@ -84,6 +86,15 @@ def _pack(keys: Keys, events: Sequence[StoredEvent]) -> tuple[list[str], bytes]:
     return list(streams), _msgpack.encode(rows)
 
 
+def _discard(read: asyncio.Future[Any]) -> None:
+    """Cancel a read no one will wait for, or take its outcome if it has one."""
+    if read.done():
+        if not read.cancelled():
+            read.exception()
+    else:
+        read.cancel()
+
+
 class ServerChanged(Exception):
     """Redis is not the server the relay reconciled with; nothing was written."""
 
@@ -113,6 +124,8 @@ class Relay:
         # The stored position as this relay last read or wrote it; only the leader writes
         # it, so it is read from the database once per leadership, not once per batch.
         self._position: int | None = None
+        # The read of the batch after a position, started while that position is saved.
+        self._ahead: tuple[int, asyncio.Future[list[StoredEvent]]] | None = None
         self._publish = redis.register_script(_PUBLISH)
 
     async def publish(self, events: Sequence[StoredEvent]) -> None:
@@ -131,8 +144,11 @@ class Relay:
     async def run_once(self) -> int:
         """Publish one batch after the stored position; returns how many were sent."""
         if self._position is None:
+            self._drop_ahead()
             self._position = await self.store.position(POSITION)
-        events = await self.store.events_after(self._position, self.batch)
+        events = await self._read_ahead(self._position)
+        if not events:
+            events = await self.store.events_after(self._position, self.batch)
         if not events:
             return 0
         try:
@@ -141,11 +157,35 @@ class Relay:
             log.warning("relay: redis restarted, checking what it kept")
             await self.sync_server()
             return await self.run_once()
-        await self.store.set_position(POSITION, events[-1].seq)
-        self._position = events[-1].seq
+        last = events[-1].seq
+        # The next batch is read while this position is written; if the write fails,
+        # the read is dropped with the position (the next run reads it again).
+        self._ahead = (last, asyncio.ensure_future(self.store.events_after(last, self.batch)))
+        await self.store.set_position(POSITION, last, durable=False)
+        self._position = last
         self.published += len(events)
         RELAY_PUBLISHED.inc(len(events))
         return len(events)
+
+    async def _read_ahead(self, position: int) -> list[StoredEvent]:
+        """The batch read ahead after ``position``, if there is one; an empty one is not
+        trusted (a commit may have come since), the caller reads again."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return []
+        after, read = ahead
+        if after != position:
+            _discard(read)
+            return []
+        try:
+            return await read
+        except Exception:
+            return []  # read again, the caller's way, and fail there if it must
+
+    def _drop_ahead(self) -> None:
+        if self._ahead is not None:
+            _discard(self._ahead[1])
+            self._ahead = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Relay until ``stop`` is set; one leader at a time across replicas."""
@@ -161,6 +201,7 @@ class Relay:
                     await wait_or_stop(stop, backoff)
                     backoff = min(backoff * 2, 5.0)
         finally:
+            self._drop_ahead()
             await cancel_and_wait(listener)
             with contextlib.suppress(*_REDIS_DOWN, redis.exceptions.RedisError):
                 await self.lock.release()
@@ -194,6 +235,7 @@ class Relay:
                 # position is read again, the database may have been restored.
                 log.warning("relay: database unavailable", error=str(exc), retry_in=backoff)
                 self._position = None
+                self._drop_ahead()
                 await wait_or_stop(stop, backoff)
                 backoff = min(backoff * 2, self.lock.ttl_ms / 5000)
                 continue

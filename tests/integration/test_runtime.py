@@ -183,3 +183,38 @@ async def test_redrive_sends_a_dead_letter_back_and_drop_removes_it(
 
     await wait_for(redriven)
     assert await resources.redis.xlen(dead_key) == 0
+
+
+async def test_a_database_outage_spends_no_deliveries_and_dead_letters_nothing(
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    """The handler's database refuses connections for many more calls than
+    SLUICE_MAX_DELIVERIES (5): the worker keeps the batch and retries it, nothing is
+    retried through the retry stream or dead-lettered, and every view counts once."""
+    inner = GROUPS["article-views"](resources).handler
+    outage = {"calls_left": 12}
+
+    async def database_down_for_a_while(
+        deliveries: Sequence[Delivery],
+    ) -> Mapping[tuple[str, str], BaseException]:
+        if outage["calls_left"] > 0:
+            outage["calls_left"] -= 1
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)")
+        return await inner(deliveries)
+
+    start_relay()
+    await post_views(resources, "held", 25)
+    worker = start_worker(spec=GroupSpec("article-views", ("articles",), database_down_for_a_while))
+
+    async def counted() -> bool:
+        return await views(resources, "held") == 25
+
+    await wait_for(counted)
+    assert outage["calls_left"] == 0
+    assert (worker.counters.retried, worker.counters.dead) == (0, 0)
+    assert await resources.redis.xlen(resources.keys.dead("article-views")) == 0
+    await wait_for(
+        lambda: _no_pending(resources.redis, resources.keys.stream("articles"), "article-views")
+    )

@@ -8,6 +8,7 @@ profiles, before and after) is written by hand and left alone.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -35,12 +36,19 @@ def machine() -> str:
 
 def command() -> str:
     """The command line that ran this script, as a user would type it."""
-    return " ".join([".venv/bin/python", *sys.argv])
+    script = Path(sys.argv[0]).resolve()
+    with contextlib.suppress(ValueError):  # run from bench/ or elsewhere: say it from the root
+        script = script.relative_to(README.parent.parent)
+    return " ".join([".venv/bin/python", str(script), *sys.argv[1:]])
 
 
-def record(name: str, title: str, body: str, *, keep: int = 4) -> None:
-    """Put ``body`` first in the generated block ``name``; add the section if it is new."""
-    stamp = f"{datetime.date.today().isoformat()}, {machine()}, `{command()}`:\n\n"
+def record(name: str, title: str, body: str, *, keep: int = 4, extra: str = "") -> None:
+    """Put ``body`` first in the generated block ``name``; add the section if it is new.
+
+    ``extra`` is added to the machine line (the PostgreSQL server, for instance).
+    """
+    where = f"{machine()}, {extra}" if extra else machine()
+    stamp = f"{datetime.date.today().isoformat()}, {where}, `{command()}`:\n\n"
     entry = stamp + body.strip() + "\n"
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     text = README.read_text() if README.exists() else "# Benchmarks\n"

@@ -33,8 +33,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)
 	$(BIN)/sluice up
 
+# One worker process per core, at most four (each starts its own PostgreSQL); `-n 0`
+# in PYTEST_ARGS runs everything in this process.
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n auto --maxprocesses 4 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check sluice tests

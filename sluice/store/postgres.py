@@ -42,6 +42,7 @@ from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import Row, StoredEvent, field_name
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrations import apply_migrations
+from sluice.store.postgres_catalog import PostgresCatalog
 
 log = structlog.get_logger(__name__)
 
@@ -133,36 +134,6 @@ def translate_ddl(script: str) -> str:
     return re.sub(r"\bBLOB\b", "BYTEA", script)
 
 
-# For copy-store: the tables of the schema in use, their columns (generated ones left
-# out: they cannot be written) and each column's place in the primary key (0: none).
-_TABLE_COLUMNS = """
-SELECT c.relname, a.attname, COALESCE(array_position(pk.conkey, a.attnum), 0)
-FROM pg_class AS c
-JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-LEFT JOIN pg_constraint AS pk ON pk.conrelid = c.oid AND pk.contype = 'p'
-WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
-  AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attgenerated = ''
-ORDER BY c.relname, a.attnum
-"""
-_TABLE_REFERENCES = """
-SELECT DISTINCT c.relname, p.relname
-FROM pg_constraint AS fk
-JOIN pg_class AS c ON c.oid = fk.conrelid
-JOIN pg_class AS p ON p.oid = fk.confrelid
-WHERE fk.contype = 'f'
-  AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
-"""
-# Identity and serial columns, quoted for SQL, and the column's plain name.
-_IDENTITY_COLUMNS = """
-SELECT quote_ident(c.relname), quote_ident(a.attname), a.attname
-FROM pg_class AS c
-JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
-  AND c.relkind IN ('r', 'p')
-  AND pg_get_serial_sequence(quote_ident(c.relname), a.attname) IS NOT NULL
-"""
-
-
 def _stale(exc: BaseException) -> bool:
     """A pooled connection that had already died (a database restart), before it ran."""
     if isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError | _CORRUPTED):
@@ -188,7 +159,7 @@ def _rowcount(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-class PostgresTx:
+class PostgresTx(PostgresCatalog):
     def __init__(self, conn: asyncpg.Connection | PoolConnectionProxy) -> None:
         self._conn = conn
         self._events: list[Event] = []
@@ -227,35 +198,6 @@ class PostgresTx:
 
     async def lock_migrations(self) -> None:
         await self._conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATIONS_LOCK)
-
-    # For ``sluice copy-store`` (sluice.store.copy): the schema as it is, and bulk writes.
-
-    # What pages through a table that has no primary key.
-    row_address = "ctid"
-
-    async def table_columns(self) -> list[tuple[str, str, int]]:
-        """Every column of every table: (table, column, place in the primary key or 0)."""
-        rows = await self._conn.fetch(_TABLE_COLUMNS)
-        return [(str(table), str(column), int(pk)) for table, column, pk in rows]
-
-    async def table_references(self) -> list[tuple[str, str]]:
-        """(table, table it references) for every foreign key."""
-        rows = await self._conn.fetch(_TABLE_REFERENCES)
-        return [(str(table), str(parent)) for table, parent in rows]
-
-    async def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
-        """Insert ``rows`` (values for ``columns``, in that order) into ``table``, by COPY."""
-        await self._conn.copy_records_to_table(table, records=rows, columns=list(columns))
-
-    async def reset_identities(self) -> None:
-        """Move every identity (and serial) sequence past the largest value its column
-        holds: rows written with their own numbers (``events.seq``) leave it behind."""
-        for table, column, name in await self._conn.fetch(_IDENTITY_COLUMNS):
-            await self._conn.execute(
-                f"SELECT setval(pg_get_serial_sequence($1, $2), COALESCE(MAX({column}), 0) + 1,"
-                f" false) FROM {table}",
-                table, name,
-            )  # fmt: skip
 
     async def flush_events(self) -> collections.Counter[str]:
         """Insert the buffered events, last thing before COMMIT; their counts per type.

@@ -78,6 +78,7 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
             batch=config.relay_batch,
             poll_ms=config.relay_poll_ms,
             retention_s=config.stream_retention,
+            groups={name: group(resources).aggregates for name, group in GROUPS.items()},
         )
         resources.store.add_commit_listener(relay.wake.set)
         log.info("relay started")

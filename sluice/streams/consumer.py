@@ -31,6 +31,7 @@ import structlog
 from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, RETRIES
 from sluice.store.errors import database_unavailable
 from sluice.streams.failures import Failures, backoff_ms
+from sluice.streams.group_setup import ensure_group
 from sluice.streams.keys import Keys
 from sluice.streams.messages import (
     Delivery,
@@ -79,11 +80,7 @@ class Consumer:
 
     async def ensure_groups(self) -> None:
         for stream in self.streams:
-            try:
-                await self.redis.xgroup_create(stream, self.group, id="0", mkstream=True)
-            except redis.exceptions.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+            await ensure_group(self.redis, stream, self.group)
 
     # The loops.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -32,6 +32,7 @@ from sluice.events import AGGREGATES, utcnow
 from sluice.metrics import RELAY_PUBLISHED
 from sluice.store import Store, StoredEvent
 from sluice.store.errors import database_unavailable
+from sluice.streams.group_setup import ensure_groups
 from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
@@ -110,6 +111,7 @@ class Relay:
         poll_ms: int = 1000,
         retention_s: int = 86_400,
         wake: asyncio.Event | None = None,
+        groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.store = store
         self.redis = redis
@@ -118,6 +120,9 @@ class Relay:
         self.poll = poll_ms / 1000
         self.retention_s = retention_s
         self.wake = wake or asyncio.Event()
+        # Every registered group (name: the aggregates it reads), made on its streams before
+        # the first publish to a server: see sluice.streams.group_setup.
+        self.groups = dict(groups or {})
         self.lock = RedisLock(redis, keys.relay_lock(), ttl_ms=10_000)
         self.published = 0
         self._run_id: str | None = None
@@ -246,9 +251,11 @@ class Relay:
                         await first_of(self.wake, stop)
 
     async def sync_server(self) -> None:
-        """Reconcile with the Redis that answers now and remember its run_id."""
+        """Reconcile with the Redis that answers now, make sure every registered group
+        exists there (a new server has none), and remember its run_id."""
         info = await self.redis.info("server")
         run_id = str(info.get("run_id", ""))
+        await ensure_groups(self.redis, self.keys, self.groups)
         await self.reconcile()
         self._run_id = run_id
 

@@ -98,7 +98,7 @@ def start_relay(resources: Resources, running: Running) -> Callable[..., Relay]:
             resources.store, resources.redis, resources.keys,
             batch=options.get("batch", config.relay_batch),
             poll_ms=options.get("poll_ms", config.relay_poll_ms),
-            retention_s=config.stream_retention,
+            retention_s=config.stream_retention, groups=options.get("groups"),
         )  # fmt: skip
         resources.store.add_commit_listener(relay.wake.set)
         running.start(relay.run(running.stop))

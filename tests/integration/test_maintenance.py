@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.groups import GROUPS
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.maintenance import reap_consumers, status, trim_streams
@@ -36,6 +37,30 @@ async def test_trim_keeps_entries_a_group_has_not_acked(
     remaining = [eid for eid, _ in await redis.xrange(stream)]
     assert remaining[0] == slow_ids[2]
     assert len(remaining) == 8
+
+
+async def test_a_group_whose_worker_never_ran_keeps_every_event_through_a_trim(
+    resources: Resources, start_relay: Callable[..., Relay], start_worker: Callable[..., Consumer]
+) -> None:
+    """The relay makes every registered group on its streams before it publishes, so a
+    trim before a group's first worker starts (a group added by an upgrade, a worker not
+    deployed yet) removes nothing that group has not read: the worker then counts all."""
+    registered = {name: group(resources).aggregates for name, group in GROUPS.items()}
+    relay = start_relay(groups=registered)
+    await post_views(resources, "late", 30)
+
+    async def published() -> bool:
+        return relay.published == 30
+
+    await wait_for(published)
+    stream = resources.keys.stream("articles")
+    assert await trim_streams(resources.redis, resources.keys, retention_s=0) == {stream: 0}
+    start_worker()
+
+    async def counted() -> bool:
+        return await views(resources, "late") == 30
+
+    await wait_for(counted)
 
 
 async def test_trim_respects_retention_and_keeps_the_newest_entry(

@@ -14,11 +14,13 @@ COPY sluice ./sluice
 RUN pip install . \
     && rm -rf /app/build
 
-# A named volume mounted on /data starts with the image's ownership of /data,
-# so the non-root user can write the SQLite file, mail and exports there.
+# A named volume mounted on /data starts with the image's ownership and mode of
+# /data, so the non-root user can write the SQLite file, mail and exports there,
+# and nobody else can read them (sluice would narrow it to 0700 at start anyway).
 RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home sluice \
     && mkdir -p /data \
-    && chown sluice:sluice /data
+    && chown sluice:sluice /data \
+    && chmod 0700 /data
 
 USER sluice
 WORKDIR /data

@@ -7,10 +7,13 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+import structlog
+
 from sluice.config import load_config
 from sluice.errors import SluiceError
 from sluice.logs import configure_logging
 from sluice.metrics_env import prepare
+from sluice.secret_files import make_private
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config()
         configure_logging(config)
+        if make_private(config.data_dir):
+            structlog.get_logger(__name__).warning(
+                "data dir was open to other users; narrowed to 0700", path=str(config.data_dir)
+            )
         # Before anything that defines a metric is imported (see sluice.metrics_env).
         prepare(config, fresh=args.command == "up")
         from sluice import commands

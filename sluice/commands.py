@@ -8,7 +8,6 @@ import dataclasses
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import msgspec
 
@@ -27,7 +26,7 @@ from sluice.processes import (
     stop_on_signals,
 )
 from sluice.projections.replay import rebuild
-from sluice.redis_server import RedisServer
+from sluice.redis_server import RedisServer, announced_url
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.store import open_store
@@ -38,17 +37,14 @@ from sluice.streams.maintenance import status
 from sluice.streams.waiting import first_of
 
 
-def _embedded_url_file(config: Config) -> Path:
-    return config.data_dir / "redis" / "url"
-
-
 def with_redis(config: Config) -> Config:
-    """Use SLUICE_REDIS_URL, else the embedded Redis a running ``sluice up`` announced."""
+    """Use SLUICE_REDIS_URL, else the embedded Redis a running ``sluice up`` announced
+    (with the password kept beside its URL)."""
     if config.redis_url:
         return config
-    announced = _embedded_url_file(config)
-    if announced.exists():
-        return msgspec.structs.replace(config, redis_url=announced.read_text().strip())
+    announced = announced_url(config.data_dir)
+    if announced is not None:
+        return msgspec.structs.replace(config, redis_url=announced)
     raise ConfigError("SLUICE_REDIS_URL is not set and no `sluice up` is running in this data dir")
 
 
@@ -76,21 +72,23 @@ async def up(config: Config) -> int:
     config = await _ensure_admin_token(config)
     server: RedisServer | None = None
     if not config.redis_url:
-        server = RedisServer(config.data_dir / "redis")
+        server = RedisServer.in_data_dir(config.data_dir)
         server.start()
         config = msgspec.structs.replace(config, redis_url=server.url)
-        _embedded_url_file(config).write_text(server.url)
     try:
+        if server is not None:
+            server.announce()
         listening = asyncio.Event()
         everything = asyncio.create_task(run_all(config, stop, listening))
         await first_of(listening, stop)
         if listening.is_set():
-            print(f"sluice is up: {config.base_url}  (redis: {config.redis_url})", flush=True)
+            redis = redacted(config.redis_url or "")
+            print(f"sluice is up: {config.base_url}  (redis: {redis})", flush=True)
             print("press Ctrl-C to stop", flush=True)
         await everything
     finally:
         if server is not None:
-            _embedded_url_file(config).unlink(missing_ok=True)
+            server.withdraw()
             server.stop()
     print("sluice stopped", flush=True)
     return 0

@@ -29,7 +29,7 @@ def prepare(config: Config, *, fresh: bool = False) -> None:
     if os.environ.get(ENV):
         return
     directory = metrics_dir(config)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     if fresh:
         for stale in directory.glob("*.db"):
             stale.unlink(missing_ok=True)

@@ -2,6 +2,12 @@
 
 ``sluice up`` uses it when no ``SLUICE_REDIS_URL`` is set; the test suite
 uses it to start its own servers on free loopback ports.
+
+Every server requires a password: anyone on the host can reach a loopback port,
+and whoever can write to sluice's Redis can forge stream entries (a
+``ReminderDue`` mailing an address of their choosing) or clear the login
+limiter. The password reaches redis-server on its standard input, never on its
+command line, which every local user can read (``ps``).
 """
 
 from __future__ import annotations
@@ -10,17 +16,26 @@ import contextlib
 import ctypes
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from sluice.errors import SluiceError
+from sluice.secret_files import load_or_create_secret, read_secret, write_private
+
+# Under ``<data dir>/redis``: the password (kept across runs) and the URL of the
+# running server without it, which ``sluice up`` announces for other commands.
+PASSWORD_FILE = "password"
+URL_FILE = "url"
 
 
 class RedisServerError(SluiceError):
@@ -64,6 +79,28 @@ def die_with_parent() -> Callable[[], None] | None:
     return set_death_signal
 
 
+def _start_child() -> Callable[[], None]:
+    """What the child runs before exec: files it creates (AOF, log) are the owner's
+    only, whatever the parent's umask, and it dies with its parent."""
+    death_signal = die_with_parent()
+
+    def setup() -> None:
+        os.umask(0o077)
+        if death_signal is not None:
+            death_signal()
+
+    return setup
+
+
+_PLAIN = frozenset((string.ascii_letters + string.digits + "-_").encode())
+
+
+def _config_value(text: str) -> str:
+    """``text`` as one quoted redis.conf argument (hex escapes for all but [A-Za-z0-9_-])."""
+    escaped = "".join(chr(b) if b in _PLAIN else f"\\x{b:02x}" for b in text.encode())
+    return f'"{escaped}"'
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -72,21 +109,48 @@ def free_port() -> int:
 
 @dataclass
 class RedisServer:
-    """One redis-server child process. ``start`` again after ``stop`` reuses port and data."""
+    """One redis-server child process, with a password (random unless given).
+    ``start`` again after ``stop`` reuses port, password and data."""
 
     data_dir: Path
     port: int = field(default_factory=free_port)
     appendonly: bool = True
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path) -> RedisServer:
+        """The embedded Redis of ``sluice up``: under ``<data dir>/redis``, with the
+        password kept there (mode 0600) so that other commands can use it."""
+        directory = data_dir / "redis"
+        password, _ = load_or_create_secret(directory / PASSWORD_FILE)
+        return cls(directory, password=password)
+
+    @property
+    def address(self) -> str:
+        """The URL without the password: what ``announce`` writes down."""
+        return f"redis://127.0.0.1:{self.port}/0"
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        """The URL a client connects with, password included."""
+        return with_password(self.address, self.password)
+
+    def announce(self) -> None:
+        """Tell other commands on this data dir where the server is (see ``announced_url``)."""
+        write_private(self.data_dir / URL_FILE, self.address + "\n")
+
+    def withdraw(self) -> None:
+        (self.data_dir / URL_FILE).unlink(missing_ok=True)
 
     def start(self, timeout: float = 10.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # noeviction: nothing caps memory, and if an operator adds a cap, writes are
+        # refused rather than stream entries dropped (README, "Bounded Redis").
+        config = f"requirepass {_config_value(self.password)}\nmaxmemory-policy noeviction\n"
         args = [
             find_redis_server(),
+            "-",  # the rest of the configuration, and the password, on standard input
             "--bind", "127.0.0.1",
             "--port", str(self.port),
             "--dir", str(self.data_dir),
@@ -99,11 +163,15 @@ class RedisServer:
         ]  # fmt: skip
         self.process = subprocess.Popen(
             args,
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=die_with_parent(),
+            preexec_fn=_start_child(),
         )
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError), self.process.stdin:
+            self.process.stdin.write(config.encode())
         self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
@@ -125,17 +193,19 @@ class RedisServer:
         """The process id of the Redis answering on the port, if one does. Not ours when
         another process took the port first (``free_port`` can only pick a port that
         was free): ours then fails to bind and exits, and nothing else is touched."""
+        auth = _command(b"AUTH", self.password.encode()) + _command(b"INFO", b"server")
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"INFO server\r\n")
-                reply = b""
-                while b"\r\n" not in reply and (chunk := sock.recv(65536)):
-                    reply += chunk
-                header, _, reply = reply.partition(b"\r\n")
-                if not header.startswith(b"$"):  # an error: a Redis, but not ours
+            with (
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock,
+                sock.makefile("rb") as replies,
+            ):
+                sock.sendall(auth)
+                if replies.readline() != b"+OK\r\n":  # refused: a Redis, but not ours
                     return None
-                while len(reply) < int(header[1:]) and (chunk := sock.recv(65536)):
-                    reply += chunk
+                header = replies.readline()
+                if not header.startswith(b"$"):
+                    return None
+                reply = replies.read(int(header[1:]))
         except (OSError, ValueError):
             return None
         match = re.search(rb"^process_id:(\d+)\r$", reply, re.MULTILINE)
@@ -167,3 +237,27 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _command(*parts: bytes) -> bytes:
+    """One command in the Redis protocol (RESP), safe for any bytes in its arguments."""
+    encoded = b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
+    return b"*%d\r\n" % len(parts) + encoded
+
+
+def with_password(url: str, password: str) -> str:
+    """``redis://host:port/db`` with ``password`` for the default user."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://:{quote(password, safe='')}@{rest}"
+
+
+def announced_url(data_dir: Path) -> str | None:
+    """The URL, password included, of the embedded Redis that a running ``sluice up``
+    announced in ``data_dir``; None when none is running."""
+    directory = data_dir / "redis"
+    try:
+        address = (directory / URL_FILE).read_text().strip()
+    except FileNotFoundError:
+        return None
+    password = read_secret(directory / PASSWORD_FILE)
+    return address if password is None else with_password(address, password)

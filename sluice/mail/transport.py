@@ -112,11 +112,12 @@ class EmlTransport:
     def _write(path: Path, data: bytes) -> bool:
         if path.exists():
             return False
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A reader never sees half a mail: write aside, flush to disk, rename in place.
+        # Owner only (a mail holds an address and the links sent to it).
         temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         try:
-            with temporary.open("wb") as f:
+            with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())

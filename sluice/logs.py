@@ -87,6 +87,41 @@ def render_json(logger: WrappedLogger, method_name: str, event_dict: EventDict) 
     return json.dumps(event_dict, default=_fallback)
 
 
+# What a terminal takes as commands rather than text: C0 controls (ESC starts its escape
+# sequences: a request path with %1b[2J cleared the operator's screen), DEL, and C1
+# (0x9b is CSI on its own). Written as the escapes Python's repr uses; JSON lines
+# escape them already.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+}
+# A traceback keeps its lines (sluice writes those); anything else stays on one line.
+_CONTROLS_BUT_NEWLINE = {c: escape for c, escape in _CONTROLS.items() if c != ord("\n")}
+_MULTILINE = ("exception", "stack")
+
+
+def escape_controls(event_dict: EventDict) -> EventDict:
+    """``event_dict`` with the control characters of its keys and string values escaped
+    (the console shows other values by their ``repr``, which escapes them itself)."""
+    escaped: EventDict = {}
+    for key, value in event_dict.items():
+        if isinstance(value, str):
+            value = value.translate(_CONTROLS_BUT_NEWLINE if key in _MULTILINE else _CONTROLS)
+        escaped[key.translate(_CONTROLS) if isinstance(key, str) else key] = value
+    return escaped
+
+
+def console_renderer() -> Processor:
+    """structlog's ``ConsoleRenderer``, fed only printable text."""
+    render = structlog.dev.ConsoleRenderer()
+
+    def render_console(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> Any:
+        return render(logger, method_name, escape_controls(event_dict))
+
+    return render_console
+
+
 class LineWriter:
     """Writes log lines to ``stream``: batched per event-loop iteration, in order."""
 
@@ -248,9 +283,7 @@ request_line: Callable[[int, float], None] | None = None
 
 def configure_logging(config: Config) -> None:
     level = logging.getLevelNamesMapping().get(config.log_level.upper(), logging.INFO)
-    renderer: Processor = (
-        structlog.dev.ConsoleRenderer() if config.log_format == "console" else render_json
-    )
+    renderer: Processor = console_renderer() if config.log_format == "console" else render_json
     writer = LineWriter(sys.stderr)
     atexit.register(writer.flush)  # what the last loop iteration collected
     logger = WriterLogger(writer)

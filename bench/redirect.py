@@ -85,7 +85,7 @@ def run_wrk(url: str, args: argparse.Namespace) -> WrkResult:
     command = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s",
                "--latency", url]  # fmt: skip
     text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", text, re.MULTILINE))
+    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", text, re.MULTILINE))  # "1.89s "
     non_3xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     return WrkResult(
         requests=int(re.search(r"(\d+) requests in", text)[1]),  # type: ignore[index]

@@ -60,6 +60,9 @@ SOAK_SETTINGS = {
     "SLUICE_TRIM_STREAMS_CRON": "*/30 * * * * *",
     "SLUICE_STREAM_RETENTION": "60",
     "SLUICE_VIEW_DEDUPE_SECONDS": "60",
+    # The soak registers and logs in from one address for hours: no per-address cap.
+    "SLUICE_REGISTRATIONS_PER_CLIENT": "1000000",
+    "SLUICE_LOGINS_PER_CLIENT": "1000000",
 }
 RSS_TARGET_MB = 150.0
 KEYS_NOTE = (

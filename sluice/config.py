@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from collections.abc import Mapping
@@ -27,6 +28,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     smtp_url: str | None = None
     mail_from: str = "sluice@localhost"
     mail_rate: float = 50.0
+    # Mails to one user in any hour / any 24 hours, shared by every replica (0: no limit).
+    mail_user_hourly: int = 20
+    mail_user_daily: int = 100
     timezone: str = "UTC"
     view_dedupe_seconds: int = 600
     reminder_min_interval: int = 60
@@ -67,11 +71,28 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     purge_exports_cron: str = "0 */15 * * * *"
     purge_exports_timezone: str = "UTC"
     # Exports: finished results are removed this many seconds after the job finished;
-    # a job scans the event history in windows of this many sequence numbers.
+    # a job scans the event history in windows of this many sequence numbers; a user has
+    # at most this many queued or running at once (SPEC 15; 429 beyond).
     export_retention: int = 86_400
     export_batch: int = 10_000
+    exports_per_user: int = 3
     # More tasks: comma-separated "module:callable", each callable(config) -> iterable of Task.
     extra_tasks: str = ""
+    # Abuse limits (SPEC 15). Per API process: request head and body deadlines, idle
+    # keep-alive, open connections, password hashes at once.
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
+    keepalive_timeout_seconds: float = 75.0
+    max_connections: int = 1_000
+    password_hash_concurrency: int = 8
+    # Per client address, shared by every replica: comma-separated CIDRs whose forwarded
+    # headers are believed, and how many logins, registrations and failed admin
+    # authentications one address gets per window.
+    trusted_proxies: str = ""
+    client_limit_window_seconds: int = 900
+    logins_per_client: int = 100
+    registrations_per_client: int = 20
+    admin_failures_per_client: int = 10
 
     @property
     def sqlite_path(self) -> Path:
@@ -87,13 +108,18 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _INT_FIELDS = {
+    "mail_user_hourly", "mail_user_daily",
     "port", "view_dedupe_seconds", "reminder_min_interval", "code_pool_target",
     "claim_idle_ms", "retry_base_ms", "max_deliveries", "stream_retention",
     "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
     "token_ttl_seconds", "visit_flush_ms", "visit_batch", "task_lock_ttl_ms",
-    "export_retention", "export_batch", "database_pool", "visit_buffer",
+    "export_retention", "export_batch", "exports_per_user", "database_pool", "visit_buffer",
+    "max_connections", "password_hash_concurrency", "client_limit_window_seconds",
+    "logins_per_client", "registrations_per_client", "admin_failures_per_client",
 }  # fmt: skip
-_FLOAT_FIELDS = {"mail_rate"}
+_FLOAT_FIELDS = {
+    "mail_rate", "header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
+}  # fmt: skip
 
 
 def _convert(name: str, raw: str) -> object:
@@ -149,19 +175,58 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
     positive = (
         "max_deliveries", "relay_batch", "worker_batch", "worker_concurrency", "visit_batch",
-        "export_batch", "database_pool", "visit_buffer",
+        "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
+        "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
+        "registrations_per_client", "admin_failures_per_client",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
+    for name in ("mail_user_hourly", "mail_user_daily"):
+        if getattr(config, name) < 0:
+            raise ConfigError(f"SLUICE_{name.upper()} must be 0 (no limit) or more")
     if config.log_format not in ("json", "console"):
         raise ConfigError("SLUICE_LOG_FORMAT must be json or console")
-    token = config.admin_token
-    if token is not None and not (printable_ascii(token) and token == token.strip()):
+    _validate_admin_token(config.admin_token)
+    for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds"):
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")
+    trusted_networks(config.trusted_proxies)
+    if config.log_level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"SLUICE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    urls.check(config.database_url)
+
+
+ADMIN_TOKEN_MIN = 32
+
+
+def _validate_admin_token(token: str | None) -> None:
+    if token is None:
+        return
+    if not (printable_ascii(token) and token == token.strip()):
         raise ConfigError(
             "SLUICE_ADMIN_TOKEN must be printable ASCII without surrounding spaces"
             " (it travels in a header)"
         )
-    if config.log_level.lower() not in LOG_LEVELS:
-        raise ConfigError(f"SLUICE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    urls.check(config.database_url)
+    if len(token) < ADMIN_TOKEN_MIN:
+        # Guessable; `sluice up` generates 43 characters (256 bits) when none is set.
+        raise ConfigError(
+            f"SLUICE_ADMIN_TOKEN must be at least {ADMIN_TOKEN_MIN} characters, got {len(token)};"
+            " unset it to have `sluice up` generate one, or use `openssl rand -base64 32`"
+        )
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def trusted_networks(text: str) -> tuple[Network, ...]:
+    """``SLUICE_TRUSTED_PROXIES``: comma-separated addresses or CIDRs (``10.0.0.0/8``)."""
+    networks: list[Network] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"SLUICE_TRUSTED_PROXIES: {part!r} is not an IP address or CIDR"
+            ) from None
+    return tuple(networks)

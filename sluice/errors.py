@@ -70,6 +70,13 @@ class Gone(ProblemError):
     title = "Gone"
 
 
+class RequestTimeout(ProblemError):
+    """408: the request body did not arrive in time; the connection is closed with it."""
+
+    status = 408
+    title = "Request Timeout"
+
+
 class UnsupportedMediaType(ProblemError):
     status = 415
     title = "Unsupported Media Type"
@@ -105,6 +112,17 @@ class DependencyDown(ProblemError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail, headers={"Retry-After": str(self.RETRY_AFTER)})
+
+
+class Overloaded(ProblemError):
+    """503: this process has as much of some costly work in hand as it takes (password
+    hashes); another replica, or this one a moment later, can take it."""
+
+    status = 503
+    title = "Service Unavailable"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail, headers={"Retry-After": str(max(1, retry_after))})
 
 
 @dataclass

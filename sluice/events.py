@@ -56,6 +56,23 @@ class UserRegistered(Event, frozen=True, kw_only=True, tag=True):
     name: str | None = None
 
 
+class UserVerified(Event, frozen=True, kw_only=True, tag=True):
+    """The user followed the verification link sent to ``email``."""
+
+    aggregate: ClassVar[str] = "users"
+    user_id: str
+    email: str
+
+
+class VerificationRequested(Event, frozen=True, kw_only=True, tag=True):
+    """The user asked for a new verification link (the first came with the welcome mail)."""
+
+    aggregate: ClassVar[str] = "users"
+    user_id: str
+    email: str
+    name: str | None = None
+
+
 class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
     aggregate: ClassVar[str] = "links"
     code: str
@@ -106,6 +123,18 @@ class ReminderDeleted(Event, frozen=True, kw_only=True, tag=True):
     owner_id: str
 
 
+class ReminderUpdated(Event, frozen=True, kw_only=True, tag=True):
+    """The reminder's whole new state (paused by a one-click unsubscribe, for one)."""
+
+    aggregate: ClassVar[str] = "reminders"
+    reminder_id: str
+    owner_id: str
+    cron: str
+    timezone: str
+    text: str
+    paused: bool = False
+
+
 class ReminderDue(Event, frozen=True, kw_only=True, tag=True):
     aggregate: ClassVar[str] = "reminders"
     reminder_id: str
@@ -137,12 +166,15 @@ class TaskRunFinished(Event, frozen=True, kw_only=True, tag=True):
 
 AnyEvent = (
     UserRegistered
+    | UserVerified
+    | VerificationRequested
     | LinkCreated
     | LinkUpdated
     | LinkVisited
     | ArticleViewed
     | ReminderCreated
     | ReminderDeleted
+    | ReminderUpdated
     | ReminderDue
     | ExportRequested
     | TaskRunFinished

@@ -69,6 +69,11 @@ LOCK_RELEASES_GONE = Counter(
     "sluice_task_lock_releases_gone", "Releases that found the run's lock already gone", ["task"]
 )
 MAILS = Counter("sluice_mails", "Mails by outcome (sent, skipped, failed)", ["outcome"])
+MAILS_WITHHELD = Counter(
+    "sluice_mails_withheld",
+    "Mails not sent on purpose, by reason (unverified, paused, over_budget)",
+    ["reason"],
+)
 VISITS_RECORDED = Counter("sluice_visits_recorded", "Link visits committed by the redirect path")
 VISITS_DROPPED = Counter(
     "sluice_visits_dropped", "Visits dropped: the buffer was full while the database was down"

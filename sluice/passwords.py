@@ -2,15 +2,25 @@
 
 Hashes are stored as ``scrypt$n$r$p$salt$hash`` (base64), so the cost can be
 raised later and old hashes still verify. Hashing takes tens of milliseconds
-and 16 MiB by design: callers run it in a thread, never on the event loop.
+and 16 MiB by design: callers run it in a thread, never on the event loop, through a
+``PasswordHasher``, which bounds how many run at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from sluice.errors import Overloaded
+
+T = TypeVar("T")
 
 N, R, P = 2**14, 8, 1
 _MAXMEM = 64 * 1024 * 1024
@@ -43,3 +53,50 @@ def verify_password(password: str, stored: str) -> bool:
 
 # Verified against when the email is unknown, so both failures cost the same time.
 DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+
+
+class PasswordHasher:
+    """Hashes and checks passwords in threads of its own, at most ``limit`` at once.
+
+    One more is refused at once (``Overloaded``: 503, ``Retry-After: 1``) rather than
+    queued: every hash costs the same CPU, so a queue of them (logins for random
+    emails, thirty a second) only makes each login behind it wait longer, a real one
+    six seconds. A slot is taken until its thread finishes, also when the request that
+    asked for it is gone, so no more than ``limit`` hashes ever run at once.
+    """
+
+    RETRY_AFTER = 1  # seconds: a hash takes tens of milliseconds
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.busy = 0
+        self._threads = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="password")
+
+    async def hash(self, password: str) -> str:
+        return await self._run(hash_password, password)
+
+    async def verify(self, password: str, stored: str) -> bool:
+        return await self._run(verify_password, password, stored)
+
+    async def _run(self, work: Callable[..., T], *args: str) -> T:
+        if self.busy >= self.limit:
+            raise Overloaded(
+                "this server is checking as many passwords as it can; try again in a moment",
+                self.RETRY_AFTER,
+            )
+        loop = asyncio.get_running_loop()
+        self.busy += 1
+        future = self._threads.submit(work, *args)
+        future.add_done_callback(lambda _: _call_soon(loop, self._release))
+        return await asyncio.wrap_future(future)
+
+    def _release(self) -> None:
+        self.busy -= 1
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to count
+        loop.call_soon_threadsafe(callback)

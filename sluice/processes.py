@@ -103,11 +103,14 @@ async def run_api(
     config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
 ) -> None:
     from sluice.http import create_app
+    from sluice.http.connections import GuardedSite
 
     runner = web.AppRunner(create_app(config), access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
+        # Head and keep-alive deadlines and the connection cap (SPEC 15), which
+        # web.TCPSite has no say in.
+        site = GuardedSite(runner, config)
         await site.start()
         log.info("api listening", url=f"http://{config.host}:{config.port}")
         if listening is not None:

@@ -39,6 +39,15 @@ class NoSuchLink(Exception):
     """The link does not exist, or belongs to someone else (the same answer for both)."""
 
 
+class TooManyExports(Exception):
+    """The user has as many exports queued or running as one user may."""
+
+    def __init__(self, active: int, limit: int) -> None:
+        super().__init__(f"{active} exports queued or running, at most {limit}")
+        self.active = active
+        self.limit = limit
+
+
 class Job(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     kind: str
@@ -93,13 +102,17 @@ async def get_job(store: Store, job_id: str) -> Job | None:
     return None if row is None else job_from_row(row)
 
 
-async def request_export(store: Store, owner_id: str, code: str, trace_id: str) -> tuple[Job, bool]:
+async def request_export(
+    store: Store, owner_id: str, code: str, trace_id: str, *, per_user: int | None = None
+) -> tuple[Job, bool]:
     """The job exporting ``code``'s visits, and whether it is new.
 
     While an export of the link is queued or running, that job is returned and
     nothing is written: each export scans the whole history, so repeated clicks
     must not queue more scans. Otherwise a new job, with the history's head as
-    its snapshot, and ``ExportRequested`` commit together. Raises ``NoSuchLink``.
+    its snapshot, and ``ExportRequested`` commit together. Raises ``NoSuchLink``,
+    and ``TooManyExports`` (nothing written) when the owner has ``per_user``
+    exports queued or running already (None: no limit).
     """
     async with store.transaction() as tx:
         # Locked: two requests for one link find the active job one after the other.
@@ -115,6 +128,8 @@ async def request_export(store: Store, owner_id: str, code: str, trace_id: str) 
         )
         if active is not None:
             return job_from_row(active), False
+        if per_user is not None:
+            await _check_room(tx, owner_id, per_user)
         # Held until commit: no event commits between this read and our append, so the
         # snapshot is exactly the history the user could see.
         await tx.lock_history()
@@ -135,6 +150,20 @@ async def request_export(store: Store, owner_id: str, code: str, trace_id: str) 
             ExportRequested(job_id=job.id, owner_id=owner_id, code=code, trace_id=trace_id)
         )
     return job, True
+
+
+async def _check_room(tx: Tx, owner_id: str, per_user: int) -> None:
+    # One owner's new exports are decided one at a time (SQLite's writers are anyway), so
+    # two requests at once cannot both take the last place.
+    await tx.serialize(f"exports-of:{owner_id}")
+    row = await tx.fetchone(
+        "SELECT COUNT(*) FROM jobs WHERE kind = ? AND owner_id = ?"
+        " AND status IN ('queued', 'running')",
+        (EXPORT, owner_id),
+    )
+    active = int(row[0]) if row else 0
+    if active >= per_user:
+        raise TooManyExports(active, per_user)
 
 
 async def begin_attempt(store: Store, job_id: str, header: bytes) -> Job | None:

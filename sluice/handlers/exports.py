@@ -6,11 +6,19 @@ A job whose entry goes to the dead letters because its workers died on every
 delivery is marked failed; redriving the entry resumes it. Dead letters with
 a handler outcome need nothing: the runner marks the job failed itself after
 its last attempt, and "being run by another worker" means a live runner has it.
+
+Users take turns: the exports of a batch start (as the group's concurrency
+lets them) in rounds, each owner's first, then each owner's second, and so on,
+so one user's queue never stands in front of another user's first export. With
+at most ``SLUICE_EXPORTS_PER_USER`` exports per user queued or running, a
+user's export waits behind at most that many of any other user's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
+from itertools import zip_longest
 
 import structlog
 
@@ -19,7 +27,7 @@ from sluice.exports import jobs
 from sluice.exports.runner import ExportDeps, run_export
 from sluice.resources import Resources
 from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.messages import Message, NoOutcome, PoisonMessage
+from sluice.streams.messages import Delivery, Message, NoOutcome, PoisonMessage
 from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
@@ -32,6 +40,18 @@ async def on_export_requested(event: ExportRequested, deps: ExportDeps) -> None:
 
 
 HANDLERS: Mapping[type[Event], EventHandler] = {ExportRequested: on_export_requested}
+
+
+def in_turns(deliveries: Sequence[Delivery]) -> list[Delivery]:
+    """The batch in rounds by owner (each keeps its own order): everyone's first, then
+    everyone's second, ...; owners in the order their first export came."""
+    queues: dict[str, list[Delivery]] = {}
+    for delivery in deliveries:
+        event = delivery.event
+        owner = event.owner_id if isinstance(event, ExportRequested) else ""
+        queues.setdefault(owner, []).append(delivery)
+    rounds = zip_longest(*queues.values())
+    return [delivery for turn in rounds for delivery in turn if delivery is not None]
 
 
 def group(resources: Resources, deps: ExportDeps | None = None) -> GroupSpec:
@@ -50,6 +70,15 @@ def group(resources: Resources, deps: ExportDeps | None = None) -> GroupSpec:
             if await jobs.give_up(deps.store, event.job_id, reason):
                 log.error("export failed: its entry is in the dead letters", job_id=event.job_id)
 
-    return event_group(
+    spec = event_group(
         NAME, aggregates, HANDLERS, deps, resources.config.worker_concurrency, on_dead_letter
     )
+    run_batch = spec.handler
+
+    async def taking_turns(
+        deliveries: Sequence[Delivery],
+    ) -> Mapping[tuple[str, str], BaseException]:
+        # event_group starts them in this order, each waiting for a free place.
+        return await run_batch(in_turns(deliveries))
+
+    return dataclasses.replace(spec, handler=taking_turns)

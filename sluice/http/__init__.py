@@ -19,24 +19,32 @@ from sluice.http import (
     redirects,
     reminders,
     tasks,
+    unsubscribe,
     users,
+    verification,
 )
 from sluice.http.admin_token import AdminToken
+from sluice.http.client_limit import ClientLimits
 from sluice.http.keys import (
     ADMIN_TOKEN,
+    CLIENT_LIMITS,
     CONFIG,
     KEYS,
     LOGIN_LIMITER,
+    MAIL_LINK_KEY,
     NOTIFIER,
     REDIS,
     STORE,
+    UPCOMING,
     VISITOR_KEY,
 )
 from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import request_context
 from sluice.http.openapi import openapi_view
 from sluice.http.visitors import load_visitor_key
+from sluice.mail.links import LinkKey
 from sluice.resources import redis_client
+from sluice.scheduler.upcoming import NextRuns
 from sluice.store import open_store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
@@ -48,6 +56,7 @@ MAX_BODY = 64 * 1024
 
 async def _secrets(app: web.Application) -> AsyncIterator[None]:
     app[VISITOR_KEY] = await load_visitor_key(app[CONFIG], app[STORE])
+    app[MAIL_LINK_KEY] = LinkKey(app[STORE])
     app[ADMIN_TOKEN] = AdminToken(app[CONFIG].admin_token, app[STORE])
     yield
 
@@ -63,6 +72,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
 async def _redis(app: web.Application) -> AsyncIterator[None]:
     app[REDIS] = redis_client(app[CONFIG], retry=False)
     app[LOGIN_LIMITER] = LoginLimiter(app[REDIS], app[KEYS])
+    app[CLIENT_LIMITS] = ClientLimits(app[REDIS], app[KEYS], app[CONFIG])
     try:
         yield
     finally:
@@ -95,6 +105,11 @@ def _add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/v1/tokens", users.create_token)
     router.add_delete("/v1/tokens/current", users.delete_current_token)
     router.add_get("/v1/me", users.me)
+    router.add_post("/v1/me/verification", verification.request_link)
+    router.add_get("/v1/verify", verification.verify_page)
+    router.add_post("/v1/users/verify", verification.verify)
+    router.add_get("/v1/unsubscribe", unsubscribe.unsubscribe_page)
+    router.add_post("/v1/unsubscribe", unsubscribe.unsubscribe)
     router.add_post("/v1/links", links.create_link)
     router.add_get("/v1/links", links.list_links)
     router.add_get("/v1/links/{code}", links.read_link)
@@ -122,8 +137,10 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY, middlewares=[request_context])
     app[CONFIG] = config
     app[KEYS] = Keys(config.stream_prefix)
+    app[UPCOMING] = NextRuns()
     app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier])
     app.cleanup_ctx.append(links.code_pool)
+    app.cleanup_ctx.append(users.password_hashing)
     app.cleanup_ctx.append(tasks.task_runner)
     app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])
     app.cleanup_ctx.append(metrics.publish_counters)

@@ -62,7 +62,12 @@ def _article_id(request: web.Request) -> str:
 async def viewer_identity(request: web.Request, body: ViewBody) -> str:
     """Who this view counts for: the authenticated user, else the body's ``viewer``,
     else an anonymous visitor (keyed hash of IP and User-Agent). A ``viewer`` out of
-    bounds is refused even when a token decides (the same body is valid or not alike)."""
+    bounds is refused even when a token decides (the same body is valid or not alike).
+
+    Each in a namespace of its own, so a body cannot name another kind: ``user:<id>``
+    (only from a token), ``viewer:<as sent>``, and 64 hex digits for a visitor.
+    Without the prefix, an anonymous ``{"viewer": "user:<id>"}`` took a logged-in
+    user's dedupe slot (SPEC 15)."""
     if body.viewer is not None and not 1 <= len(body.viewer) <= VIEWER_MAX_LENGTH:
         message = f"must be 1 to {VIEWER_MAX_LENGTH} characters"
         raise Unprocessable("invalid viewer", [FieldError("viewer", message)])
@@ -70,7 +75,7 @@ async def viewer_identity(request: web.Request, body: ViewBody) -> str:
     if user is not None:
         return f"user:{user.id}"
     if body.viewer is not None:
-        return body.viewer
+        return f"viewer:{body.viewer}"
     user_agent = request.headers.get("User-Agent", "")
     return visitor_hash(request.app[VISITOR_KEY], request.remote or "", user_agent)
 

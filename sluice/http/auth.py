@@ -12,7 +12,8 @@ from aiohttp import web
 from sluice.config import printable_ascii
 from sluice.errors import Forbidden, Unauthorized
 from sluice.events import utcnow
-from sluice.http.keys import ADMIN_TOKEN, STORE
+from sluice.http.client_limit import ADMIN
+from sluice.http.keys import ADMIN_TOKEN, CLIENT_LIMITS, STORE
 from sluice.store.users import User, user_for_token
 
 
@@ -49,12 +50,20 @@ async def require_user(request: web.Request) -> User:
 
 
 async def require_admin(request: web.Request) -> None:
-    """Pass with the admin token; 403 for a user's token, 401 for anything else."""
+    """Pass with the admin token; 403 for a user's token, 401 for anything else.
+
+    A token that is neither counts as a failed admin authentication of the client's
+    address; an address out of them gets 429 for any token, the right one too, or
+    guessing would go on between the refusals.
+    """
     token = bearer_token(request)
     if token is None:
         raise Unauthorized("the admin token is required")
+    limits = request.app[CLIENT_LIMITS]
+    await limits.check(ADMIN, request)
     if await request.app[ADMIN_TOKEN].matches(token):
         return
     if await user_for_token(request.app[STORE], token, utcnow()) is not None:
         raise Forbidden("this route needs the admin token; a user token is not enough")
+    await limits.add(ADMIN, request)
     raise Unauthorized("the token is unknown or expired")

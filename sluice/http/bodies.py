@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
 
-from sluice.errors import BadRequest, FieldError, Unprocessable, UnsupportedMediaType
+from sluice.errors import (
+    BadRequest,
+    FieldError,
+    RequestTimeout,
+    Unprocessable,
+    UnsupportedMediaType,
+)
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -41,14 +49,34 @@ def _check_size(request: web.BaseRequest) -> None:
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
 
 
-async def buffer_body(request: web.BaseRequest) -> None:
+async def buffer_body(request: web.BaseRequest, seconds: float) -> None:
     """Read the whole body now: over ``client_max_size`` it is a 413 on every route, also
-    on those that never read their body (``read_json`` later gets the same bytes)."""
+    on those that never read their body (``read_json`` later gets the same bytes).
+
+    The whole body must arrive within ``seconds`` (``SLUICE_BODY_TIMEOUT_SECONDS``):
+    a body that stalls, or trickles in a byte at a time, would hold the connection for
+    as long as its sender likes. 408 beyond it, and the connection closes with the
+    answer (see ``close_with``)."""
     _check_size(request)
     try:
-        await request.read()
+        async with asyncio.timeout(seconds):
+            await request.read()
     except web.RequestPayloadError as exc:  # not in its Content-Encoding, a broken chunk
         raise BadRequest(f"the request body cannot be read: {exc}") from None
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the request body did not arrive within {seconds:g} seconds"
+        ) from None
+
+
+async def close_with(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """Send ``response`` now and close the connection after it: aiohttp would otherwise
+    keep reading what is left of the body (its lingering close, 10 s more)."""
+    response.force_close()
+    with contextlib.suppress(ConnectionError):
+        await response.prepare(request)
+        await response.write_eof()
+    request.protocol.force_close()
 
 
 def _field_error(exc: msgspec.ValidationError) -> FieldError:
@@ -77,6 +105,8 @@ async def read_json(request: web.Request, struct: type[T], *, optional: bool = F
         raise BadRequest("the request body has the wrong shape", [_field_error(exc)]) from None
     except msgspec.DecodeError:
         raise BadRequest("malformed JSON") from None
+    except RecursionError:  # msgspec's depth limit, also inside a field it would ignore
+        raise BadRequest("the JSON is nested too deeply") from None
 
 
 def parse_limit(raw: str, maximum: int) -> int | None:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import structlog
 from aiohttp import hdrs, web
 
-from sluice.errors import Conflict, Gone, NotFound
+from sluice.errors import Conflict, Gone, NotFound, TooManyRequests
 from sluice.exports import chunks, jobs
 from sluice.exports.jobs import Job
 from sluice.http.auth import require_user
@@ -21,6 +21,9 @@ from sluice.http.keys import CONFIG, STORE, TRACE_ID
 from sluice.http.schemas import ExportStarted, JobOut
 
 log = structlog.get_logger(__name__)
+
+# When to ask again once a user's exports fill their places: most finish within seconds.
+EXPORTS_RETRY_AFTER = 5
 
 
 def _job_url(request: web.Request, job_id: str) -> str:
@@ -41,13 +44,23 @@ def _out(request: web.Request, job: Job) -> JobOut:
 
 
 async def request_export(request: web.Request) -> web.Response:
-    """202 with the job; while an export of the link is queued or running, that same job."""
+    """202 with the job; while an export of the link is queued or running, that same job;
+    429 while the caller has ``SLUICE_EXPORTS_PER_USER`` others queued or running."""
     user = await require_user(request)
     code = request.match_info["code"]
+    per_user = request.app[CONFIG].exports_per_user
     try:
-        job, _ = await jobs.request_export(request.app[STORE], user.id, code, request[TRACE_ID])
+        job, _ = await jobs.request_export(
+            request.app[STORE], user.id, code, request[TRACE_ID], per_user=per_user
+        )
     except jobs.NoSuchLink:
         raise NotFound(f"you have no link {code!r}") from None
+    except jobs.TooManyExports as exc:
+        raise TooManyRequests(
+            f"you have {exc.active} exports queued or running, the most allowed at once is"
+            f" {exc.limit}; ask again when one has finished",
+            EXPORTS_RETRY_AFTER,
+        ) from None
     status_url = _job_url(request, job.id)
     return json_response(
         ExportStarted(job_id=job.id, status_url=status_url), 202, headers={"Location": status_url}

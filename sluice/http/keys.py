@@ -7,11 +7,15 @@ from aiohttp import web
 
 from sluice.config import Config
 from sluice.http.admin_token import AdminToken
+from sluice.http.client_limit import ClientLimits
 from sluice.http.login_limit import LoginLimiter
 from sluice.links.cache import ChangeHints, LinkCache, LinkFollower
 from sluice.links.visits import VisitRecorder
+from sluice.mail.links import LinkKey
+from sluice.passwords import PasswordHasher
 from sluice.scheduler.runner import Runner
 from sluice.scheduler.tasks import Task
+from sluice.scheduler.upcoming import NextRuns
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
@@ -22,7 +26,13 @@ STORE: web.AppKey[Store] = web.AppKey("store")
 REDIS = web.AppKey("redis", aioredis.Redis)
 NOTIFIER = web.AppKey("notifier", CommitNotifier)
 VISITOR_KEY = web.AppKey("visitor_key", bytes)
+# The key of the signed links in mails (verification, one-click unsubscribe).
+MAIL_LINK_KEY = web.AppKey("mail_link_key", LinkKey)
 LOGIN_LIMITER = web.AppKey("login_limiter", LoginLimiter)
+# Per client address: logins, registrations, failed admin authentications (SPEC 15).
+CLIENT_LIMITS = web.AppKey("client_limits", ClientLimits)
+# Password hashes of this process, bounded (SPEC 15).
+PASSWORDS = web.AppKey("passwords", PasswordHasher)
 # While no admin token is configured or generated, admin routes refuse everyone.
 ADMIN_TOKEN = web.AppKey("admin_token", AdminToken)
 # The redirect path: links cached in process, the stream follower, the change hints
@@ -35,5 +45,7 @@ VISITS = web.AppKey("visits", VisitRecorder)
 # Scheduled tasks by name, and the runner of manual runs (admin routes).
 TASKS: web.AppKey[dict[str, Task]] = web.AppKey("tasks")
 TASK_RUNNER = web.AppKey("task_runner", Runner)
+# Reminders' next runs: cached windows, and the one worker thread for cron work.
+UPCOMING = web.AppKey("upcoming", NextRuns)
 
 TRACE_ID = web.RequestKey("trace_id", str)

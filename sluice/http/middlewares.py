@@ -19,10 +19,10 @@ from aiohttp.typedefs import Handler
 from multidict import istr
 
 from sluice import logs
-from sluice.errors import DependencyDown, ProblemError
-from sluice.http.bodies import buffer_body
+from sluice.errors import DependencyDown, ProblemError, RequestTimeout
+from sluice.http.bodies import buffer_body, close_with
 from sluice.http.degrade import unavailable
-from sluice.http.keys import TRACE_ID
+from sluice.http.keys import CONFIG, TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
 from sluice.logs import REQUEST
 from sluice.metrics import REQUEST_TALLY
@@ -62,6 +62,19 @@ def incoming_trace_id(headers: Mapping[str, str]) -> str | None:
     return None
 
 
+async def _with_body(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's answer once the body is read, or the 408 for a body that did not
+    arrive in time, sent at once with the connection closed after it."""
+    try:
+        await buffer_body(request, request.app[CONFIG].body_timeout_seconds)
+    except RequestTimeout as exc:
+        response = problem_response(exc.status, exc.detail, title=exc.title)
+        response.headers[_TRACE_ID_HEADER] = request[TRACE_ID]
+        await close_with(request, response)
+        return response
+    return await handler(request)
+
+
 @web.middleware
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Trace id and log context for the request, problem+json for every failure, and one
@@ -74,8 +87,9 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
     try:
         try:
             if request.body_exists:
-                await buffer_body(request)
-            response = await handler(request)
+                response = await _with_body(request, handler)
+            else:
+                response = await handler(request)
         except ProblemError as exc:
             response = problem_response(
                 exc.status, exc.detail, title=exc.title, errors=exc.errors, headers=exc.headers

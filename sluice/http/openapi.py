@@ -33,6 +33,9 @@ from sluice.http.schemas import (
     TopArticles,
     TopSnapshot,
     UserOut,
+    VerificationSent,
+    VerifiedOut,
+    VerifyBody,
     ViewBody,
     ViewCounted,
 )
@@ -52,6 +55,7 @@ _STRUCTS = (
     TopSnapshot, TaskInfo, RunStarted, RunRecord,
     DeadLetter, Redriven,
     ExportStarted, JobOut,
+    VerifyBody, VerifiedOut, VerificationSent,
 )  # fmt: skip
 _REF = "#/components/schemas/{name}"
 
@@ -66,6 +70,20 @@ def _ok(schema: str, description: str) -> Doc:
 
 def _problem(description: str) -> Doc:
     return {"description": description, "content": {PROBLEM_JSON: {"schema": _ref("Problem")}}}
+
+
+def _too_many(description: str) -> Doc:
+    """A 429, which always says when to try again."""
+    retry_after = {"description": "seconds to wait before trying again",
+                   "schema": {"type": "integer", "minimum": 1}}  # fmt: skip
+    return {**_problem(description), "headers": {"Retry-After": retry_after}}
+
+
+# Password hashing is bounded per process (SLUICE_PASSWORD_HASH_CONCURRENCY).
+_HASHING_UNAVAILABLE = _problem(
+    "the database or Redis is unavailable, or this process is hashing as many passwords as"
+    " it may at once (try again after Retry-After, or on another replica)"
+)
 
 
 _ARTICLE_ID = {
@@ -137,6 +155,105 @@ _DEAD_ERRORS = {
 
 def _body(schema: str) -> Doc:
     return {"required": True, "content": {JSON: {"schema": _ref(schema)}}}
+
+
+_FORM = "application/x-www-form-urlencoded"
+_HTML_PAGE = {"text/html": {"schema": {"type": "string"}}}
+
+
+def _page(description: str) -> Doc:
+    return {"description": description, "content": _HTML_PAGE}
+
+
+def _token(description: str) -> Doc:
+    return {"name": "token", "in": "query", "required": False, "description": description,
+            "schema": {"type": "string"}}  # fmt: skip
+
+
+_BAD_VERIFY_LINK = _problem("no token, or a token sluice did not sign for this user's address")
+_EXPIRED_LINK = _problem("the link is older than 7 days and the address is not verified yet; "
+                         "ask for a new one with POST /v1/me/verification")  # fmt: skip
+_BAD_UNSUBSCRIBE_LINK = _problem("no token, or a token sluice did not sign")
+_NO_REMINDER = _problem("the link names a reminder that does not exist")
+_MAIL_LINK_PATHS: Doc = {
+    "/v1/verify": {"get": {
+        "operationId": "verifyPage",
+        "summary": "The page of the welcome mail's link: a button that verifies the address",
+        "description": (
+            "Changes nothing (mail scanners follow links): the page's form POSTs the token to "
+            "/v1/users/verify. For an address verified already, a page that says so."
+        ),
+        "parameters": [_token("the token of the mailed link")],
+        "responses": {"200": _page("the page"), "410": _EXPIRED_LINK, "422": _BAD_VERIFY_LINK},
+    }},
+    "/v1/users/verify": {"post": {
+        "operationId": "verifyAddress",
+        "summary": "Verify the address a link was mailed to; using a link twice is harmless",
+        "description": (
+            "JSON `{token}` answers JSON; the form of GET /v1/verify answers a page. A link is "
+            "valid 7 days; once the address is verified, any genuine link answers 200 with "
+            "the first `verified_at`."
+        ),
+        "requestBody": {"required": True, "content": {
+            JSON: {"schema": _ref("VerifyBody")},
+            _FORM: {"schema": {"type": "object", "properties": {"token": {"type": "string"}}}},
+        }},
+        "responses": {
+            "200": {"description": "the address is verified", "content": {
+                JSON: {"schema": _ref("VerifiedOut")}, **_HTML_PAGE}},
+            "400": _problem("malformed JSON, a field of the wrong type or an unknown field; a "
+                            "form that is not URL-encoded UTF-8"),
+            "410": _EXPIRED_LINK,
+            "413": _problem("the body is larger than 64 KiB"),
+            "415": _problem("the body is neither JSON nor a form"),
+            "422": _BAD_VERIFY_LINK,
+        },
+    }},
+    "/v1/me/verification": {"post": {
+        "operationId": "requestVerificationLink",
+        "summary": "Mail a new verification link to the caller's address",
+        "description": (
+            "At most three per account, one an hour (the welcome mail counting as the first), "
+            "to the address the user has when it is sent; the mail counts against the user's "
+            "mail budget."
+        ),
+        "security": _USER,
+        "responses": {
+            "202": _ok("VerificationSent", "the mail is on its way"),
+            "401": _UNAUTHORIZED,
+            "409": _problem("the address is verified already, or the account had its three "
+                            "new links"),
+            "429": _too_many("a link went out less than an hour ago"),
+        },
+    }},
+    "/v1/unsubscribe": {
+        "get": {
+            "operationId": "unsubscribePage",
+            "summary": "The page of a reminder mail's unsubscribe link: a button that pauses it",
+            "description": "Changes nothing (mail scanners follow links); the button POSTs.",
+            "parameters": [_token("the token of the mail's List-Unsubscribe URL")],
+            "responses": {"200": _page("the page (also for a reminder paused or deleted)"),
+                          "404": _NO_REMINDER, "422": _BAD_UNSUBSCRIBE_LINK},
+        },
+        "post": {
+            "operationId": "unsubscribe",
+            "summary": "One-click unsubscribe (RFC 8058): pause the reminder, no sign-in",
+            "description": (
+                "The URL of a reminder mail's `List-Unsubscribe` header, POSTed with "
+                "`List-Unsubscribe=One-Click` by a mail provider or the page's button. Once "
+                "answered, the reminder fires no more on any scheduler replica; a paused or "
+                "deleted reminder answers the same."
+            ),
+            "parameters": [_token("the token of the mail's List-Unsubscribe URL")],
+            "requestBody": {"required": False, "content": {_FORM: {"schema": {
+                "type": "object",
+                "properties": {"List-Unsubscribe": {"const": "One-Click"}},
+            }}}},
+            "responses": {"200": _page("the reminder is paused"), "404": _NO_REMINDER,
+                          "422": _BAD_UNSUBSCRIBE_LINK},
+        },
+    },
+}  # fmt: skip
 
 
 _CODE_IN_PATH = {
@@ -249,6 +366,11 @@ _PATHS: Doc = {
             **_BAD_BODY,
             "409": _problem("the email is taken (compared case-insensitively)"),
             "422": _problem("missing or invalid email, password not 8 to 128 characters"),
+            "429": _too_many(
+                "this client address's registrations are used up"
+                " (SLUICE_REGISTRATIONS_PER_CLIENT per window)"
+            ),
+            "503": _HASHING_UNAVAILABLE,
         },
     }},
     "/v1/tokens": {"post": {
@@ -260,7 +382,11 @@ _PATHS: Doc = {
             **_BAD_BODY,
             "401": _problem("unknown email or wrong password (the same answer for both)"),
             "422": _problem("email or password missing"),
-            "429": _problem("5 failed logins for this email within 15 minutes; see Retry-After"),
+            "429": _too_many(
+                "5 failed logins for this email within 15 minutes, or this client address's"
+                " logins used up (SLUICE_LOGINS_PER_CLIENT per window)"
+            ),
+            "503": _HASHING_UNAVAILABLE,
         },
     }},
     "/v1/tokens/current": {"delete": {
@@ -272,10 +398,16 @@ _PATHS: Doc = {
     }},
     "/v1/me": {"get": {
         "operationId": "me",
-        "summary": "The authenticated user",
+        "summary": "The authenticated user, and whether the address is verified",
+        "description": (
+            "`verified` is true once a link from the welcome mail (or a new one) was followed; "
+            "until then sluice mails the address nothing but verification links, so reminders "
+            "do not mail."
+        ),
         "security": _USER,
         "responses": {"200": _ok("UserOut", "the user"), "401": _UNAUTHORIZED},
     }},
+    **_MAIL_LINK_PATHS,
     "/v1/admin/streams": {"get": {
         "operationId": "adminStreams",
         "summary": "Streams, groups, pending, lag, dead letters, relay backlog",
@@ -429,8 +561,10 @@ _PATHS: Doc = {
             "Answers at once; the `exports` workers build the CSV in the background from the "
             "event history, covering the visits committed before the request. While an export "
             "of the link is queued or running, the same job is answered again (no second "
-            "scan). Poll `status_url`; the CSV has the columns visited_at, visitor, "
-            "referrer_host, browser, is_bot."
+            "scan). A user has at most SLUICE_EXPORTS_PER_USER (default 3) exports queued or "
+            "running at once; beyond that the answer is 429 and nothing is queued. Poll "
+            "`status_url`; the CSV has the columns visited_at, visitor, referrer_host, "
+            "browser, is_bot."
         ),
         "security": _USER,
         "parameters": [_CODE],
@@ -439,6 +573,8 @@ _PATHS: Doc = {
                     "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}}},
             "401": _UNAUTHORIZED,
             "404": _NO_LINK,
+            "429": _too_many("SLUICE_EXPORTS_PER_USER exports of yours are queued or running; "
+                             "ask again once one has finished"),
         },
     }},
     "/v1/jobs/{job_id}": {"get": {
@@ -510,7 +646,9 @@ _PATHS: Doc = {
                 "`timezone`: an IANA zone the cron is read in. Occurrences must be at least "
                 "SLUICE_REMINDER_MIN_INTERVAL seconds apart (default 60). `text`: 1 to "
                 f"{REMINDER_TEXT_MAX} characters, not blank. At most 100 active reminders per "
-                "user. `next_runs` are the next three occurrences, in UTC."
+                "user. `next_runs` are the next three occurrences, in UTC. Occurrences are "
+                "mailed only once the address is verified, and within the user's mail budget "
+                "(SLUICE_MAIL_USER_HOURLY, SLUICE_MAIL_USER_DAILY)."
             ),
             "security": _USER,
             "requestBody": _body("ReminderBody"),
@@ -526,6 +664,10 @@ _PATHS: Doc = {
         "get": {
             "operationId": "listReminders",
             "summary": "The caller's reminders that are not deleted, newest first",
+            "description": (
+                "`status` is `paused` for a reminder paused by its mails' one-click "
+                "unsubscribe: it does not fire, and its `next_runs` is empty."
+            ),
             "security": _USER,
             "responses": {"200": _ok("ReminderList", "each with its next three occurrences"),
                           "401": _UNAUTHORIZED},
@@ -654,6 +796,34 @@ def _with_unavailable(paths: Doc) -> Doc:
     }  # fmt: skip
 
 
+_ADMIN_LIMITED = _too_many(
+    "this client address failed admin authentication too often"
+    " (SLUICE_ADMIN_FAILURES_PER_CLIENT per window); refused whatever the token until"
+    " Retry-After"
+)
+_BODY_TOO_SLOW = _problem(
+    "the body did not arrive within SLUICE_BODY_TIMEOUT_SECONDS; the connection closes"
+    " after this answer"
+)
+
+
+def _limited(op: Doc) -> Doc:
+    """An operation with the answers of the abuse limits (SPEC 15): 429 behind the admin
+    token (failed admin authentications are limited per client address), 408 wherever
+    a body is taken (the middleware reads it first, under SLUICE_BODY_TIMEOUT_SECONDS)."""
+    extra = {"429": _ADMIN_LIMITED} if op.get("security") == _ADMIN else {}
+    if "requestBody" in op or "413" in op["responses"]:
+        extra["408"] = _BODY_TOO_SLOW
+    return {**op, "responses": {**op["responses"], **extra}} if extra else op
+
+
+def _with_limits(paths: Doc) -> Doc:
+    return {
+        path: {method: _limited(op) for method, op in operations.items()}
+        for path, operations in paths.items()
+    }
+
+
 def build_document(base_url: str) -> Doc:
     """The document for a service reachable at ``base_url``."""
     _, schemas = msgspec.json.schema_components(_STRUCTS, ref_template=_REF)
@@ -665,7 +835,7 @@ def build_document(base_url: str) -> Doc:
             "description": "Event-sourced short links, view counts and scheduled work.",
         },
         "servers": [{"url": base_url}],
-        "paths": _with_unavailable(_PATHS),
+        "paths": _with_unavailable(_with_limits(_PATHS)),
         "components": {
             "schemas": schemas,
             "securitySchemes": {

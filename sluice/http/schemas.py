@@ -89,6 +89,29 @@ class UserOut(msgspec.Struct, kw_only=True):
     email: str
     name: str | None
     created_at: datetime
+    # Only a verified address gets mail other than the welcome mail (reminders).
+    verified: bool = False
+    verified_at: datetime | None = None
+
+
+class VerifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The token of a verification link (the `token` query parameter of the mailed URL)."""
+
+    token: str | None = None
+
+
+class VerifiedOut(msgspec.Struct, kw_only=True):
+    """The address is verified; `verified_at` is when it first was (a link used twice)."""
+
+    user_id: str
+    email: str
+    verified_at: datetime
+
+
+class VerificationSent(msgspec.Struct, kw_only=True):
+    """A new verification link is on its way to `email`."""
+
+    email: str
 
 
 class TokenBody(msgspec.Struct, kw_only=True):
@@ -204,6 +227,8 @@ class ReminderOut(msgspec.Struct, kw_only=True):
     text: str
     next_runs: list[datetime]  # the next three occurrences, in UTC
     created_at: datetime
+    # paused: by the one-click unsubscribe of its mails; a paused reminder does not fire.
+    status: Literal["active", "paused"] = "active"
 
 
 class ReminderList(msgspec.Struct, kw_only=True):

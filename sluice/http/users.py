@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from aiohttp import web
@@ -13,9 +14,10 @@ from sluice.errors import Conflict, FieldError, Unauthorized, Unprocessable
 from sluice.events import UserRegistered, utcnow, uuid7
 from sluice.http.auth import bearer_token, require_user
 from sluice.http.bodies import json_response, read_json
-from sluice.http.keys import CONFIG, LOGIN_LIMITER, STORE, TRACE_ID
+from sluice.http.client_limit import LOGIN, REGISTER
+from sluice.http.keys import CLIENT_LIMITS, CONFIG, LOGIN_LIMITER, PASSWORDS, STORE, TRACE_ID
 from sluice.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
-from sluice.passwords import DUMMY_HASH, hash_password, verify_password
+from sluice.passwords import DUMMY_HASH, PasswordHasher
 from sluice.store.users import (
     EmailTaken,
     User,
@@ -40,7 +42,10 @@ NAME_MAX = 200
 
 
 def _out(user: User) -> UserOut:
-    return UserOut(id=user.id, email=user.email, name=user.name, created_at=user.created_at)
+    return UserOut(
+        id=user.id, email=user.email, name=user.name, created_at=user.created_at,
+        verified=user.verified_at is not None, verified_at=user.verified_at,
+    )  # fmt: skip
 
 
 def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
@@ -63,10 +68,20 @@ def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
     return email, password, name
 
 
+async def password_hashing(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx: this process's password hasher, bounded by SLUICE_PASSWORD_HASH_CONCURRENCY."""
+    app[PASSWORDS] = PasswordHasher(app[CONFIG].password_hash_concurrency)
+    try:
+        yield
+    finally:
+        app[PASSWORDS].close()
+
+
 async def register(request: web.Request) -> web.Response:
     """Create a user; the welcome mail follows through the ``mail`` group, never awaited here."""
     email, password, name = _registration(await read_json(request, RegisterBody))
-    password_hash = await asyncio.to_thread(hash_password, password)
+    await request.app[CLIENT_LIMITS].take(REGISTER, request)
+    password_hash = await request.app[PASSWORDS].hash(password)
     user = User(id=uuid7(), email=email, name=name, created_at=utcnow())
     event = UserRegistered(user_id=user.id, email=email, name=name, trace_id=request[TRACE_ID])
     try:
@@ -86,13 +101,15 @@ async def create_token(request: web.Request) -> web.Response:
             FieldError(f, "is required") for f in ("email", "password") if not getattr(body, f)
         ]
         raise Unprocessable("email and password are required", missing)
+    # Per address first: it spares the per-email sets (and a hash) a client's flood.
+    await request.app[CLIENT_LIMITS].take(LOGIN, request)
     limiter = request.app[LOGIN_LIMITER]
     attempt = await limiter.attempt(body.email)  # counted as in progress from now
     try:
         found = await credentials(request.app[STORE], body.email)
         stored_hash = found[1] if found else DUMMY_HASH
         password = body.password[: PASSWORD_MAX * 4]
-        valid = await asyncio.to_thread(verify_password, password, stored_hash)
+        valid = await request.app[PASSWORDS].verify(password, stored_hash)
     except BaseException:  # no answer on the password (503, the client gone): not a failure
         await asyncio.shield(limiter.abandon(body.email, attempt))
         raise

@@ -7,11 +7,14 @@ the welcome mail today, reminders next. The order matters:
    permanent error before anything is reserved;
 2. skip at once when the key is already ``sent`` (a redelivery costs no
    rate-limit slot);
-3. wait for a slot of the global rate limit *before* reserving, so a lease
+3. count the mail against its user's budget (``sluice.mail.budget``); a mail
+   over it is not sent, but logged and counted, and the handler returns (the
+   entry is acked: retrying would only deliver it later, and as unwanted);
+4. wait for a slot of the global rate limit *before* reserving, so a lease
    is never spent queueing;
-4. reserve the key (``sluice.mail.idempotency``), and when another worker
+5. reserve the key (``sluice.mail.idempotency``), and when another worker
    holds it, wait for that worker's outcome within its lease;
-5. send within ``SEND_DEADLINE`` (shorter than the lease), then record
+6. send within ``SEND_DEADLINE`` (shorter than the lease), then record
    ``sent`` at once; on a failure release the key and re-raise, and the
    runtime retries (4xx, connection errors) or dead-letters (5xx).
 """
@@ -25,16 +28,18 @@ from datetime import UTC, datetime
 from email.errors import HeaderParseError
 from email.headerregistry import Address
 from email.message import EmailMessage
+from email.policy import Policy
 from email.utils import formatdate, parseaddr
 
 import structlog
 
 from sluice.errors import HandlerError
+from sluice.mail.budget import Spent, UserBudget
 from sluice.mail.idempotency import Outcome, Reservation, SendLog
 from sluice.mail.ratelimit import RateLimiter
 from sluice.mail.templates import Content, one_line
 from sluice.mail.transport import Transport
-from sluice.metrics import MAILS
+from sluice.metrics import MAILS, MAILS_WITHHELD
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +51,11 @@ _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 def welcome_key(user_id: str) -> str:
     return f"welcome_{user_id}"
+
+
+def verification_key(event_id: str) -> str:
+    """One key per new verification link asked for (the event that asked)."""
+    return f"verify_{event_id}"
 
 
 def reminder_key(reminder_id: str, scheduled_for: datetime) -> str:
@@ -61,10 +71,34 @@ class Outgoing:
     recipient: str
     content: Content
     recipient_name: str | None = None
+    user_id: str | None = None  # whose mail budget it counts against
+    headers: tuple[tuple[str, str], ...] = ()  # more headers (List-Unsubscribe...)
 
     def __post_init__(self) -> None:
         if not _KEY.fullmatch(self.key):
             raise HandlerError(f"invalid mail key {self.key!r}", permanent=True)
+
+
+class Verbatim(str):
+    """A header value written as given, on one line (RFC 5322 allows 998 characters).
+
+    The email package folds a long header at 78 characters, and a URL it cannot break
+    becomes RFC 2047 encoded words, which ``List-Unsubscribe`` (RFC 2369: a list of
+    URLs in angle brackets) must not contain. Printable ASCII only, so nothing can be
+    smuggled into the header block.
+    """
+
+    name: str
+
+    def __new__(cls, name: str, value: str) -> Verbatim:
+        if not (value.isascii() and value.isprintable()) or len(name) + len(value) > 990:
+            raise ValueError(f"{name}: not one line of printable ASCII")
+        header = super().__new__(cls, value)
+        header.name = name
+        return header
+
+    def fold(self, *, policy: Policy) -> str:
+        return f"{self.name}: {self}{policy.linesep}"
 
 
 def message_id(key: str, sender: str) -> str:
@@ -84,6 +118,8 @@ def compose(outgoing: Outgoing, sender: str) -> EmailMessage:
         message["Date"] = formatdate(usegmt=True)
         message["Message-ID"] = message_id(outgoing.key, sender)
         message["Auto-Submitted"] = "auto-generated"  # RFC 3834: no auto-replies, please
+        for name, value in outgoing.headers:
+            message[name] = Verbatim(name, value)
         message.set_content(outgoing.content.text)
     except (ValueError, IndexError, HeaderParseError) as exc:
         raise HandlerError(f"cannot compose mail {outgoing.key}: {exc}", permanent=True) from exc
@@ -100,6 +136,7 @@ class Mailer:
     limiter: RateLimiter
     transport: Transport
     sender: str
+    budget: UserBudget | None = None
 
     async def send_once(self, outgoing: Outgoing) -> bool:
         """Deliver ``outgoing`` unless its key was sent before; True when sent now."""
@@ -107,6 +144,8 @@ class Mailer:
         if await self.sends.is_sent(outgoing.key):
             log.info("mail already sent, skipped", key=outgoing.key)
             MAILS.labels("skipped").inc()
+            return False
+        if not await self._within_budget(outgoing):
             return False
         await self.limiter.acquire()
         reservation = await self._reserve(outgoing)
@@ -134,6 +173,19 @@ class Mailer:
         )  # fmt: skip
         await self.sends.mark_sent(reservation)
         return fresh
+
+    async def _within_budget(self, outgoing: Outgoing) -> bool:
+        if self.budget is None or outgoing.user_id is None:
+            return True
+        spent = await self.budget.spend(outgoing.user_id, outgoing.key)
+        if spent is Spent.GRANTED:
+            return True
+        MAILS_WITHHELD.labels("over_budget").inc()
+        log.warning(
+            "mail over the user's budget, not sent", key=outgoing.key, user_id=outgoing.user_id,
+            window=spent.name.lower(), hourly=self.budget.hourly, daily=self.budget.daily,
+        )  # fmt: skip
+        return False
 
     async def _reserve(self, outgoing: Outgoing) -> Reservation:
         """Reserve the key; while another worker holds it, wait for its outcome.

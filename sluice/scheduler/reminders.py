@@ -1,8 +1,9 @@
 """Users' reminders fired once per occurrence, by any number of scheduler replicas.
 
-Each replica runs a ``ReminderRunner``. It loads the active reminders from the
-database, follows ``ReminderCreated``/``ReminderDeleted`` on the reminders
-stream with a plain ``XREAD`` (the stream's end is pinned before the load, so
+Each replica runs a ``ReminderRunner``. It loads the active reminders (neither
+deleted nor paused) from the database, follows ``ReminderCreated``,
+``ReminderDeleted`` and ``ReminderUpdated`` (a pause) on the reminders stream
+with a plain ``XREAD`` (the stream's end is pinned before the load, so
 no change falls between), and reloads everything every ``reload_seconds`` to
 heal whatever an outage hid. It keeps the next occurrence of every reminder
 in a heap and sleeps until the first one, waking early on a change.
@@ -12,13 +13,13 @@ Firing an occurrence (reminder, slot = its UTC instant):
 1. claim ``<prefix>:reminder:<id>:slot:<slot>`` in Redis (``SET NX PX``, ten
    minutes; a claim already ours counts as ours). Taken by another replica: skip.
    Redis down: go on without the claim, the database decides alone;
-2. in one transaction: the reminder must not be deleted, the
+2. in one transaction: the reminder must be neither deleted nor paused, the
    ``reminder_occurrences`` row is inserted (a conflict: it fired already,
    nothing more), ``ReminderDue`` is appended with the owner's address.
 
 The row is the exactly-once guarantee; the claim only spares the database the
-losing attempts. A deletion and a firing are ordered by the database, so once
-a deletion commits nothing of that reminder fires anywhere.
+losing attempts. A deletion (or a pause) and a firing are ordered by the database,
+so once a deletion or a pause commits nothing of that reminder fires anywhere.
 
 After a restart or an outage, occurrences missed within the last
 ``catch_up_seconds`` (and after the reminder was created and last fired) fire
@@ -39,7 +40,7 @@ from typing import Any
 import redis.exceptions
 import structlog
 
-from sluice.events import ReminderCreated, ReminderDeleted, decode, utcnow
+from sluice.events import ReminderCreated, ReminderDeleted, ReminderUpdated, decode, utcnow
 from sluice.resources import Resources
 from sluice.scheduler.reminder_agenda import Agenda, Plan
 from sluice.store import reminders as stored
@@ -55,7 +56,7 @@ BATCH = 200  # occurrences fired per transaction
 XREAD_BLOCK_MS = 1000
 MAX_SLEEP = 30.0  # sleep in slices, so a wall-clock jump is noticed
 FIRST_BACKOFF, MAX_BACKOFF = 0.1, 5.0
-_FOLLOWED = {b"ReminderCreated", b"ReminderDeleted"}
+_FOLLOWED = {b"ReminderCreated", b"ReminderDeleted", b"ReminderUpdated"}
 _REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
 
 # One claim per key; a key already holding our holder is ours (a retry after a failed commit).
@@ -222,6 +223,9 @@ class ReminderRunner:
             )  # fmt: skip
         elif outcome is Fired.ALREADY:
             self.counters.already_fired += 1
+        elif outcome is Fired.PAUSED:
+            log.info("reminder paused, not fired", reminder_id=reminder_id, slot=slot.isoformat())
+            self.agenda.drop(reminder_id)
         else:
             log.info("reminder deleted, not fired", reminder_id=reminder_id, slot=slot.isoformat())
             self.agenda.drop(reminder_id)
@@ -292,4 +296,10 @@ class ReminderRunner:
             self.agenda.add(reminder, None, self.clock())
         elif isinstance(event, ReminderDeleted):
             self.agenda.drop(event.reminder_id)
+        elif isinstance(event, ReminderUpdated):
+            # Out of the plan at once; unless paused, a load that begins after this brings
+            # it back in its new state (from the database, with its last fired slot).
+            self.agenda.drop(event.reminder_id)
+            if not event.paused:
+                self._reload_wanted = True
         self._changed.set()

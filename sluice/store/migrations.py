@@ -275,6 +275,38 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         UPDATE jobs SET purged_at = finished_at WHERE status = 'succeeded' AND purged_at IS NULL;
         """,
     ),
+    (
+        12,
+        "verified mail addresses, paused reminders",
+        # verified_at: when the user followed the link of a verification mail (NULL: not yet;
+        # users from before this release start unverified too); verification_requested_at,
+        # verification_requests: the last new link asked for (POST /v1/me/verification, one
+        # an hour) and how many were; paused_at: a reminder paused by its mails' one-click
+        # unsubscribe does not fire.
+        """
+        ALTER TABLE users ADD COLUMN verified_at TEXT;
+        ALTER TABLE users ADD COLUMN verification_requested_at TEXT;
+        ALTER TABLE users ADD COLUMN verification_requests INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE reminders ADD COLUMN paused_at TEXT;
+        """,
+    ),
+    (
+        13,
+        "reminders' next runs, computed once",
+        # A run of consecutive occurrences after computed_after (runs: db_time instants,
+        # space-separated) for the cron and zone named; complete: none follows the last.
+        # Listing reminders reads these instead of walking rare crons per request.
+        """
+        CREATE TABLE reminder_next_runs (
+            reminder_id TEXT PRIMARY KEY REFERENCES reminders (id),
+            cron TEXT NOT NULL,
+            timezone TEXT NOT NULL,
+            computed_after TEXT NOT NULL,
+            runs TEXT NOT NULL,
+            complete INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 

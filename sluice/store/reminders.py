@@ -2,7 +2,8 @@
 
 A reminder is never removed: deleting it sets ``deleted_at``, so an occurrence
 being fired can check, in its own transaction, that the reminder still
-stands. ``reminder_occurrences`` has one row per (reminder, slot) that fired;
+stands; pausing it (its mails' one-click unsubscribe) sets ``paused_at``,
+checked the same way. ``reminder_occurrences`` has one row per (reminder, slot) that fired;
 its primary key is what makes an occurrence fire once, whichever process gets
 there first.
 """
@@ -28,27 +29,30 @@ class Reminder(msgspec.Struct, frozen=True, kw_only=True):
     timezone: str
     text: str
     created_at: datetime
+    # Set by the one-click unsubscribe of its mails: a paused reminder does not fire.
+    paused_at: datetime | None = None
 
 
-_COLUMNS = "id, owner_id, cron, timezone, text, created_at"
+_COLUMNS = "id, owner_id, cron, timezone, text, created_at, paused_at"
 
 
 def _reminder(row: Row) -> Reminder:
     return Reminder(
         id=str(row[0]), owner_id=str(row[1]), cron=str(row[2]), timezone=str(row[3]),
-        text=str(row[4]), created_at=from_db_time(row[5]),
+        text=str(row[4]), created_at=from_db_time(row[5]), paused_at=optional_db_time(row[6]),
     )  # fmt: skip
 
 
 async def insert_reminder(tx: Tx, reminder: Reminder) -> None:
+    paused_at = None if reminder.paused_at is None else db_time(reminder.paused_at)
     await tx.execute(
-        f"INSERT INTO reminders ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO reminders ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (reminder.id, reminder.owner_id, reminder.cron, reminder.timezone, reminder.text,
-         db_time(reminder.created_at)),
+         db_time(reminder.created_at), paused_at),
     )  # fmt: skip
 
 
-async def count_active(tx: Tx, owner_id: str) -> int:
+async def count_active(tx: Tx | Store, owner_id: str) -> int:
     row = await tx.fetchone(
         "SELECT COUNT(*) FROM reminders WHERE owner_id = ? AND deleted_at IS NULL", (owner_id,)
     )
@@ -83,19 +87,21 @@ class Planned:
 
 
 async def all_active(store: Store) -> list[Planned]:
-    """Every reminder not deleted, with the latest slot it fired (any process)."""
+    """Every reminder neither deleted nor paused, with the latest slot it fired (any process)."""
     columns = ", ".join(f"r.{c}" for c in _COLUMNS.split(", "))
     rows = await store.fetchall(
         f"SELECT {columns}, (SELECT MAX(o.scheduled_for) FROM reminder_occurrences o"
-        " WHERE o.reminder_id = r.id) FROM reminders r WHERE r.deleted_at IS NULL"
+        " WHERE o.reminder_id = r.id) FROM reminders r"
+        " WHERE r.deleted_at IS NULL AND r.paused_at IS NULL"
     )
-    return [Planned(_reminder(row), optional_db_time(row[6])) for row in rows]
+    return [Planned(_reminder(row), optional_db_time(row[7])) for row in rows]
 
 
 class Fired(enum.Enum):
     FIRED = "fired"  # recorded now, ReminderDue appended
     ALREADY = "already"  # this slot fired before (another process, or an earlier try)
     GONE = "gone"  # the reminder is deleted (or never existed): fire nothing, ever
+    PAUSED = "paused"  # the reminder is paused: fire nothing while it is
 
 
 async def fire(
@@ -107,16 +113,18 @@ async def fire(
     locks the reminder's row until it commits (SQLite: ``BEGIN IMMEDIATE``
     orders it with every delete; PostgreSQL: ``FOR SHARE``, which a delete
     waits for, or which waits for a delete and then reads it), so once a
-    deletion has committed no occurrence of that reminder fires anywhere.
+    deletion (or a pause) has committed no occurrence of that reminder fires anywhere.
     """
     row = await tx.fetchone(
-        "SELECT r.owner_id, r.text, r.timezone, r.deleted_at, u.email, u.name"
+        "SELECT r.owner_id, r.text, r.timezone, r.deleted_at, u.email, u.name, r.paused_at"
         " FROM reminders r LEFT JOIN users u ON u.id = r.owner_id WHERE r.id = ?"
         + tx.dialect.row_lock("share", "r"),
         (reminder_id,),
     )
     if row is None or row[3] is not None:
         return Fired.GONE
+    if row[6] is not None:
+        return Fired.PAUSED
     event = ReminderDue(
         reminder_id=reminder_id, owner_id=str(row[0]), scheduled_for=slot, text=str(row[1]),
         timezone=str(row[2]), email="" if row[4] is None else str(row[4]),
@@ -149,3 +157,62 @@ async def occurrences(store: Store, reminder_id: str) -> list[datetime]:
         (reminder_id,),
     )
     return [from_db_time(row[0]) for row in rows]
+
+
+class Paused(enum.Enum):
+    NOW = "now"  # paused by this call
+    ALREADY = "already"  # paused before: nothing changed
+    DELETED = "deleted"  # deleted: it fires nothing anyway
+    UNKNOWN = "unknown"
+
+
+async def pause(tx: Tx, reminder_id: str, now: datetime) -> tuple[Paused, Reminder | None]:
+    """Pause a reminder (whoever asks: the caller checked the right to); its new state."""
+    changed = await tx.execute(
+        "UPDATE reminders SET paused_at = ? WHERE id = ? AND deleted_at IS NULL"
+        " AND paused_at IS NULL",
+        (db_time(now), reminder_id),
+    )
+    row = await tx.fetchone(
+        f"SELECT {_COLUMNS}, deleted_at FROM reminders WHERE id = ?", (reminder_id,)
+    )
+    if row is None:
+        return Paused.UNKNOWN, None
+    if row[7] is not None:
+        return Paused.DELETED, _reminder(row)
+    return (Paused.NOW if changed else Paused.ALREADY), _reminder(row)
+
+
+async def find(store: Store, reminder_id: str) -> tuple[Reminder, bool] | None:
+    """A reminder by id whoever owns it, and whether it is deleted; None when unknown."""
+    row = await store.fetchone(
+        f"SELECT {_COLUMNS}, deleted_at FROM reminders WHERE id = ?", (reminder_id,)
+    )
+    return None if row is None else (_reminder(row), row[7] is not None)
+
+
+@dataclass(frozen=True)
+class MailTarget:
+    """Where an occurrence's mail goes, read when it is sent."""
+
+    owner_id: str
+    email: str
+    name: str | None
+    verified: bool
+    paused: bool
+
+
+async def mail_target(store: Store, reminder_id: str) -> MailTarget | None:
+    """The owner's address as stored now, whether it is verified, and whether the reminder
+    is paused; None when the reminder or its owner does not exist."""
+    row = await store.fetchone(
+        "SELECT u.id, u.email, u.name, u.verified_at, r.paused_at"
+        " FROM reminders r JOIN users u ON u.id = r.owner_id WHERE r.id = ?",
+        (reminder_id,),
+    )
+    if row is None:
+        return None
+    return MailTarget(
+        owner_id=str(row[0]), email=str(row[1]), name=None if row[2] is None else str(row[2]),
+        verified=row[3] is not None, paused=row[4] is not None,
+    )  # fmt: skip

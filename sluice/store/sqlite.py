@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -153,7 +154,11 @@ class SqliteStore:
     @classmethod
     async def open(cls, path: Path, *, migrate: bool = True) -> SqliteStore:
         """Open (creating the file if needed) and, unless ``migrate`` is false, migrate."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # A new file is the owner's only, whatever the umask: SQLite creates the -wal and
+        # -shm files with the mode of the database file, so they follow.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         writer = await _connect(path)
         reader = await _connect(path)
         store = cls(writer, reader)

@@ -15,6 +15,9 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
     email: str
     name: str | None
     created_at: datetime
+    # When the user followed a verification link; until then only the welcome mail (and
+    # verification mails) may go to the address.
+    verified_at: datetime | None = None
 
 
 class EmailTaken(Exception):
@@ -44,7 +47,7 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-_USER_COLUMNS = "id, email, name, created_at"
+_USER_COLUMNS = "id, email, name, created_at, verified_at"
 
 
 def _user(row: tuple[object, ...]) -> User:
@@ -53,6 +56,7 @@ def _user(row: tuple[object, ...]) -> User:
         email=str(row[1]),
         name=None if row[2] is None else str(row[2]),
         created_at=datetime.fromisoformat(str(row[3])),
+        verified_at=optional_db_time(row[4]),
     )
 
 

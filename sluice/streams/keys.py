@@ -46,12 +46,20 @@ class Keys:
         """A sorted set of the login attempts in progress (token, start time)."""
         return f"{self.prefix}:login:attempts:{email_digest}"
 
+    def client_limit(self, kind: str, address_digest: str) -> str:
+        """One client address's bucket of logins, registrations or admin failures."""
+        return f"{self.prefix}:client:{kind}:{address_digest}"
+
     def top(self, period: str, start: str) -> str:
         return f"{self.prefix}:top:{period}:{start}"
 
     def mail_rate(self) -> str:
         """The next free send slot of the mail rate limit, shared by every mail worker."""
         return f"{self.prefix}:mail:rate"
+
+    def mail_budget(self, user_id: str) -> str:
+        """The keys of the mails sent to one user in the last day (the per-user budget)."""
+        return f"{self.prefix}:mail:budget:{user_id}"
 
     def task_lock(self, task: str) -> str:
         """Held by the one run of ``task`` in progress, cron or manual, on any replica."""

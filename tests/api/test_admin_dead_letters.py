@@ -24,13 +24,13 @@ from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user
 
-ADMIN = {"Authorization": "Bearer dlq-admin"}
+ADMIN = {"Authorization": "Bearer dlq-admin-token-0123456789abcdef"}
 KEYS = Keys("sluice")
 
 
 @pytest.fixture
 def admin_config(make_config: Callable[..., Config]) -> Config:
-    return make_config(admin_token="dlq-admin")
+    return make_config(admin_token="dlq-admin-token-0123456789abcdef")
 
 
 @pytest.fixture

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 
+from sluice.events import utcnow, uuid7
 from sluice.http import MAX_BODY
 from sluice.store import Store
+from sluice.store.users import User, insert_token, insert_user
 from tests.api.conftest import Client, problem
 
 VIEWS = "/v1/articles/a1/views"
@@ -169,3 +173,39 @@ async def test_wrong_method_is_405_problem_with_allow(client: Client) -> None:
 async def test_bad_top_query_is_422(client: Client, query: str, fields: list[str]) -> None:
     body = await problem(await client.get(f"/v1/articles/top?{query}"), 422)
     assert [e["field"] for e in body["errors"]] == fields
+
+
+def nested(depth: int) -> bytes:
+    """A body whose field (ignored on a login) holds arrays ``depth`` deep."""
+    return b'{"email": "a@example.org", "password": "long enough", "x": ' + (
+        b"[" * depth + b"]" * depth + b"}"
+    )
+
+
+async def test_a_login_with_an_ignored_field_nested_deep_is_400_not_500(client: Client) -> None:
+    """The finding: msgspec's RecursionError escaped read_json as a 500 (guarantee 7)."""
+    body = await problem(await client.post("/v1/tokens", data=nested(1000), headers=JSON), 400)
+    assert body["detail"] == "the JSON is nested too deeply"
+
+
+async def test_deep_nesting_is_400_on_every_json_route(client: Client, store: Store) -> None:
+    # A user without events (nothing_written), so routes behind a token read their body too.
+    now = utcnow()
+    user = User(id=uuid7(), email="deep@example.org", name=None, created_at=now)
+    async with store.transaction() as tx:
+        await insert_user(tx, user, "not-a-hash")
+    await insert_token(store, "deep-token", user.id, now, now + timedelta(hours=1))
+    headers = {**JSON, "Authorization": "Bearer deep-token"}
+    document = await (await client.get("/openapi.json")).json()
+    routes = [
+        (method, path)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if "application/json" in operation.get("requestBody", {}).get("content", {})
+    ]
+    assert len(routes) >= 6
+    for method, path in routes:
+        url = re.sub(r"\{[^}]+\}", "x", path)
+        for depth in (1000, 20_000):
+            response = await client.request(method, url, data=nested(depth), headers=headers)
+            await problem(response, 400)

@@ -180,6 +180,8 @@ async def test_url_edge_cases_that_are_accepted(client: Client, ada: dict[str, s
     assert (await create(client, ada, url="http://127.0.0.1:9090/"))["url"]
     assert (await create(client, ada, url="http://localhost:9090/"))["url"]
     assert (await create(client, ada, url="https://localhost.example/"))["url"]
+    # Names that resolve to loopback are not looked up (README, "Short links").
+    assert (await create(client, ada, url="http://localtest.me:8080/"))["url"]
     for address in ("https://10.0.0.1/", "https://[2001:db8::1]/", "https://0x0a.1/"):
         assert (await create(client, ada, url=address))["url"] == address  # kept as written
     # The zero-width joiners that Persian, Indic scripts and emoji need are not hidden

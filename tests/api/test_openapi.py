@@ -75,3 +75,20 @@ async def test_every_operation_documents_its_503_and_its_own_description_stays(
     assert views["description"] == "the database is unavailable; nothing was counted"
     users = document["paths"]["/v1/users"]["post"]["responses"]["503"]
     assert "database or Redis is unavailable" in users["description"]
+
+
+async def test_the_abuse_limits_answers_are_documented(client: Client) -> None:
+    """SPEC 15: 429 on logins, registrations and every admin route (per client address),
+    503 when password hashing is at its bound, 408 where a body is read."""
+    document = await fetch_document(client)
+    operations = {(method, path): op for path, item in document["paths"].items()
+                  for method, op in item.items()}  # fmt: skip
+    admin = [op for op in operations.values() if op.get("security") == [{"admin": []}]]
+    assert len(admin) >= 8
+    for op in [*admin, operations[("post", "/v1/tokens")], operations[("post", "/v1/users")]]:
+        assert "Retry-After" in op["responses"]["429"]["headers"]
+    for key in (("post", "/v1/tokens"), ("post", "/v1/users")):
+        assert "passwords" in operations[key]["responses"]["503"]["description"]
+    for op in operations.values():
+        if "requestBody" in op:
+            assert "408" in op["responses"], op["operationId"]

@@ -65,7 +65,10 @@ async def test_a_reminder_answers_its_next_three_runs_in_its_zone(
                                  headers=ada)  # fmt: skip
     assert response.status == 201, await response.text()
     reminder = await response.json()
-    assert set(reminder) == {"id", "cron", "timezone", "text", "next_runs", "created_at"}
+    assert set(reminder) == {
+        "id", "cron", "timezone", "text", "next_runs", "created_at", "status",
+    }  # fmt: skip
+    assert reminder["status"] == "active"
     assert (reminder["cron"], reminder["timezone"], reminder["text"]) == (
         "0 30 8 * * mon-fri", "Europe/Berlin", "stand-up",
     )  # fmt: skip

@@ -23,7 +23,7 @@ from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.integration.conftest import wait_for
 from tests.sqlite_helpers import assert_writable, write_locked
 
-ADMIN = {"Authorization": "Bearer task-admin"}
+ADMIN = {"Authorization": "Bearer task-admin-token-0123456789abcdef"}
 RELEASE = asyncio.Event()
 
 
@@ -44,7 +44,10 @@ def tasks(config: Config) -> list[Task]:
 
 @pytest.fixture
 def admin_config(make_config: Callable[..., Config]) -> Config:
-    return make_config(admin_token="task-admin", extra_tasks="tests.api.test_tasks_api:tasks")
+    return make_config(
+        admin_token="task-admin-token-0123456789abcdef",
+        extra_tasks="tests.api.test_tasks_api:tasks",
+    )
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 
 PASSWORD = "correct horse battery"
+ADMIN_TOKEN = "s3cret-admin-token-0123456789abcdef"
 
 
 async def register(client: Client, email: str = "Ada@Example.org", **extra: Any) -> Any:
@@ -227,13 +228,13 @@ async def test_tokens_expire(
 async def test_admin_routes_need_the_admin_token_not_a_user_token(
     aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
 ) -> None:
-    client = await aiohttp_client(create_app(make_config(admin_token="s3cret-admin")))
+    client = await aiohttp_client(create_app(make_config(admin_token=ADMIN_TOKEN)))
     await register(client)
     user_token = (await (await login(client)).json())["token"]
     await problem(await client.get("/v1/admin/streams"), 401)
     await problem(await client.get("/v1/admin/streams", headers=bearer("guess")), 401)
     await problem(await client.get("/v1/admin/streams", headers=bearer(user_token)), 403)
-    ok = await client.get("/v1/admin/streams", headers=bearer("s3cret-admin"))
+    ok = await client.get("/v1/admin/streams", headers=bearer(ADMIN_TOKEN))
     assert ok.status == 200
     assert set(await ok.json()) == {"relay_backlog", "delayed", "streams"}
 

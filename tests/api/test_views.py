@@ -35,9 +35,9 @@ async def test_a_viewer_counts_once_per_window(client: Client, store: Store) -> 
     assert await post_view(client, "a2", json={"viewer": "alice"}) is True
     events = [event for event, _ in await stored_events(store)]
     assert [(e.article_id, e.viewer) for e in events if isinstance(e, ArticleViewed)] == [
-        ("a1", "alice"),
-        ("a1", "bob"),
-        ("a2", "alice"),
+        ("a1", "viewer:alice"),
+        ("a1", "viewer:bob"),
+        ("a2", "viewer:alice"),
     ]
 
 
@@ -98,7 +98,7 @@ async def test_dedupe_key_expires_with_the_configured_window(
     config = make_config(view_dedupe_seconds=42)
     client = await aiohttp_client(create_app(config))
     assert await post_view(client, "a1", json={"viewer": "alice"}) is True
-    digest = hashlib.sha256(b"alice").hexdigest()[:32]
+    digest = hashlib.sha256(b"viewer:alice").hexdigest()[:32]
     ttl = await redis.ttl(Keys(config.stream_prefix).view_seen("a1", digest))
     assert 40 <= ttl <= 42
     # Once the window is over (the key gone), the viewer counts again.
@@ -124,5 +124,28 @@ async def test_a_failed_commit_is_503_and_releases_the_dedupe_key(
     response = await client.post("/v1/articles/a1/views", json={"viewer": "alice"})
     assert response.status == 503
     assert response.content_type == "application/problem+json"
-    digest = hashlib.sha256(b"alice").hexdigest()[:32]
+    digest = hashlib.sha256(b"viewer:alice").hexdigest()[:32]
     assert await redis.exists(Keys(config.stream_prefix).view_seen("a1", digest)) == 0
+
+
+async def test_a_body_viewer_never_takes_a_logged_in_users_slot(
+    client: Client, store: Store
+) -> None:
+    """The finding: an anonymous {"viewer": "user:<id>"} took the user's dedupe slot."""
+    credentials = {"email": "ada@example.org", "password": "correct horse battery"}
+    assert (await client.post("/v1/users", json=credentials)).status == 201
+    token = (await (await client.post("/v1/tokens", json=credentials)).json())["token"]
+    ada = {"Authorization": f"Bearer {token}"}
+    user_id = (await (await client.get("/v1/me", headers=ada)).json())["id"]
+
+    assert await post_view(client, "a1", json={"viewer": f"user:{user_id}"}) is True
+    assert await post_view(client, "a1", headers=ada) is True  # her own slot, still free
+    assert await post_view(client, "a1", headers=ada) is False
+    # And the other way round: her view does not use up a body viewer's slot either.
+    assert await post_view(client, "a2", headers=ada) is True
+    assert await post_view(client, "a2", json={"viewer": f"user:{user_id}"}) is True
+    views = [e for e, _ in await stored_events(store) if isinstance(e, ArticleViewed)]
+    assert sorted(e.viewer for e in views if e.article_id == "a1") == [
+        f"user:{user_id}",
+        f"viewer:user:{user_id}",
+    ]

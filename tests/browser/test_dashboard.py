@@ -32,7 +32,7 @@ from tests.integration.conftest import post_views, views, wait_for
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-ADMIN_TOKEN = "browser-admin-token"
+ADMIN_TOKEN = "browser-admin-token-0123456789abcdef"
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "admin.png"
 WAIT_MS = 15_000  # the page refreshes every 3 s
 RELEASE = asyncio.Event()

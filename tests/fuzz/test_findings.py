@@ -29,3 +29,23 @@ def test_a_bad_viewer_is_refused_with_a_token_too(served: Seed, viewer: str) -> 
                            headers={"Authorization": f"Bearer {served.user_token}"})  # fmt: skip
     assert answer.status_code == 422
     assert answer.json()["errors"][0]["field"] == "viewer"
+
+
+@pytest.mark.parametrize(
+    ("path", "operation"),
+    [("/v1/tokens", "/v1/tokens"), ("/v1/users", "/v1/users"),
+     ("/v1/articles/a1/views", "/v1/articles/{article_id}/views")],
+)  # fmt: skip
+def test_a_field_nested_a_thousand_deep_is_a_documented_400(
+    served: Seed, path: str, operation: str
+) -> None:
+    """Guarantee 7: msgspec's RecursionError on an ignored field answered 500."""
+    depth = 1000
+    body = b'{"email": "deep@example.org", "password": "fuzz-password-1", "x": '
+    body += b"[" * depth + b"]" * depth + b"}"
+    answer = requests.post(f"{served.base_url}{path}", data=body, timeout=30,
+                           headers={"Content-Type": "application/json"})  # fmt: skip
+    assert answer.status_code == 400
+    assert answer.headers["Content-Type"] == "application/problem+json"
+    document = requests.get(f"{served.base_url}/openapi.json", timeout=30).json()
+    assert "400" in document["paths"][operation]["post"]["responses"]

@@ -136,11 +136,13 @@ async def start_worker(
 
 
 class Child:
-    """A real ``sluice`` child process, for kill -9 tests."""
+    """A real ``sluice`` child process, for kill -9 tests (``module``: another
+    ``python -m`` entry point, such as a test's own worker script)."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], module: str = "sluice") -> None:
         self.args = args
         self.env = env
+        self.module = module
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, log: Path | None = None) -> Child:
@@ -148,7 +150,7 @@ class Child:
         with contextlib.ExitStack() as files:
             stderr = files.enter_context(log.open("ab")) if log else subprocess.DEVNULL
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "sluice", *self.args],
+                [sys.executable, "-m", self.module, *self.args],
                 env=self.env,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

@@ -141,8 +141,9 @@ def _group_state(info: Any, groups: Any) -> tuple[int, bool]:
     return 0, int(info["length"]) == 0
 
 
-async def drained(resources: Resources) -> bool:
-    """Everything committed was published, read and acked by the mail group; no retry waits.
+async def drained(resources: Resources, aggregates: tuple[str, ...] = ("users",)) -> bool:
+    """Everything committed was published, read and acked by the mail group on the streams
+    of ``aggregates``; no retry waits.
 
     Read in one MULTI: each move of an entry (acked and delayed, delayed to the retry
     stream) is one script, so a snapshot sees it in exactly one place. Read one after
@@ -152,7 +153,7 @@ async def drained(resources: Resources) -> bool:
     if await resources.store.position(POSITION) < await resources.store.max_seq():
         return False
     async with resources.redis.pipeline(transaction=True) as pipe:
-        for stream in (keys.stream("users"), keys.retry(GROUP)):
+        for stream in (*map(keys.stream, aggregates), keys.retry(GROUP)):
             pipe.xinfo_stream(stream)
             pipe.xinfo_groups(stream)
         pipe.zcard(keys.delayed(GROUP))

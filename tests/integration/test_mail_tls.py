@@ -84,7 +84,7 @@ def mailer(resources: Resources, url: str, cafile: Path) -> Mailer:
 def welcome(user_id: str) -> Outgoing:
     return Outgoing(
         key=f"welcome_{user_id}", recipient="ada@example.org", recipient_name="Ada",
-        content=templates.welcome("Ada", "http://sluice.test"),
+        content=templates.welcome("Ada", "http://sluice.test", "http://sluice.test/v1/verify?token=t"),
     )  # fmt: skip
 
 

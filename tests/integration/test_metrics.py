@@ -16,13 +16,13 @@ from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from tests.integration.conftest import Child, post_views, views, wait_for
 
-ADMIN = {"Authorization": "Bearer metrics-admin"}
+ADMIN = {"Authorization": "Bearer metrics-admin-token-0123456789abcdef"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 @pytest.fixture
 def config(make_config: Callable[..., Config]) -> Config:
-    return make_config(admin_token="metrics-admin")
+    return make_config(admin_token="metrics-admin-token-0123456789abcdef")
 
 
 async def scrape(client: Any) -> Samples:

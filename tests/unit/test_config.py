@@ -73,6 +73,14 @@ def test_environment_values_are_typed(tmp_path: Path) -> None:
         ("SLUICE_LOG_FORMAT", "xml", "json or console"),
         ("SLUICE_LOG_LEVEL", "verbose", "debug, info, warning, error, critical"),
         ("SLUICE_ADMIN_TOKEN", "s\u00e9same", "printable ASCII"),
+        ("SLUICE_ADMIN_TOKEN", "a", "at least 32 characters"),
+        ("SLUICE_ADMIN_TOKEN", "x" * 31, "at least 32 characters"),
+        ("SLUICE_HEADER_TIMEOUT_SECONDS", "0", "more than 0"),
+        ("SLUICE_BODY_TIMEOUT_SECONDS", "soon", "number"),
+        ("SLUICE_MAX_CONNECTIONS", "0", "at least 1"),
+        ("SLUICE_PASSWORD_HASH_CONCURRENCY", "0", "at least 1"),
+        ("SLUICE_ADMIN_FAILURES_PER_CLIENT", "0", "at least 1"),
+        ("SLUICE_TRUSTED_PROXIES", "10.0.0.0/8,proxy.internal", "not an IP address or CIDR"),
     ],
 )
 def test_bad_values_are_refused_with_the_variable_named(
@@ -88,3 +96,19 @@ def test_reading_the_config_loads_no_metrics() -> None:
     config must not import it (through the store, say), or every process counts alone."""
     code = "import sys, sluice.config; sys.exit('prometheus_client' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_abuse_limits_have_their_defaults_and_read_their_variables(tmp_path: Path) -> None:
+    config = load_config({"SLUICE_DATA_DIR": str(tmp_path)})
+    assert (config.header_timeout_seconds, config.body_timeout_seconds) == (10.0, 30.0)
+    assert (config.keepalive_timeout_seconds, config.max_connections) == (75.0, 1000)
+    assert (config.password_hash_concurrency, config.trusted_proxies) == (8, "")
+    assert (config.logins_per_client, config.registrations_per_client) == (100, 20)
+    assert (config.admin_failures_per_client, config.client_limit_window_seconds) == (10, 900)
+    tuned = load_config({
+        "SLUICE_DATA_DIR": str(tmp_path), "SLUICE_HEADER_TIMEOUT_SECONDS": "0.5",
+        "SLUICE_TRUSTED_PROXIES": "10.0.0.0/8, ::1", "SLUICE_ADMIN_TOKEN": "x" * 32,
+    })  # fmt: skip
+    assert tuned.header_timeout_seconds == 0.5
+    assert tuned.trusted_proxies == "10.0.0.0/8, ::1"
+    assert tuned.admin_token == "x" * 32

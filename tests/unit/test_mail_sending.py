@@ -62,7 +62,7 @@ def make_mailer(sends: SendLog, transport: Any) -> Mailer:
 def welcome(user_id: str = "u1") -> Outgoing:
     return Outgoing(
         key=f"welcome_{user_id}", recipient="ada@example.org",
-        content=templates.welcome("Ada", "http://x"),
+        content=templates.welcome("Ada", "http://x", "http://x/v1/verify?token=t"),
     )  # fmt: skip
 
 

@@ -1,0 +1,87 @@
+"""Small HTML pages for people who follow a link from a mail (verify, unsubscribe).
+
+A mail link is opened by a person in a browser, and also fetched by mail
+scanners and link previewers, which follow GET links but never submit forms:
+so a GET only shows a page, and the change is a POST from the page's form.
+Every value is escaped; the policy allows no script, no style from elsewhere,
+no framing, and forms only to this origin; the page is never cached and sends
+no Referer (its URL carries a token).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+from sluice.errors import BadRequest
+
+_STYLE = "body{font:16px/1.5 system-ui,sans-serif;max-width:36em;margin:3em auto;padding:0 1em}"
+_STYLE_HASH = base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
+_HEADERS = {
+    "Content-Security-Policy": (
+        f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "X-Robots-Tag": "noindex",
+}
+
+
+@dataclass(frozen=True)
+class Form:
+    """A POST form with hidden fields and one button; ``action`` None: this page's URL."""
+
+    button: str
+    action: str | None = None
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    def render(self) -> str:
+        action = "" if self.action is None else f' action="{html.escape(self.action)}"'
+        hidden = "".join(
+            f'<input type="hidden" name="{html.escape(name)}" value="{html.escape(value)}">'
+            for name, value in self.fields.items()
+        )
+        button = f"<button>{html.escape(self.button)}</button>"
+        return f'<form method="post"{action}>{hidden}{button}</form>'
+
+
+def page(title: str, *paragraphs: str, form: Form | None = None) -> web.Response:
+    """A 200 page: the title, the paragraphs (plain text, escaped), then the form."""
+    body = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+    document = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)} - sluice</title><style>{_STYLE}</style></head>"
+        f"<body><h1>{html.escape(title)}</h1>{body}{form.render() if form else ''}</body></html>"
+    )
+    return web.Response(
+        text=document, content_type="text/html", charset="utf-8", headers=dict(_HEADERS)
+    )
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def is_form(request: web.Request) -> bool:
+    """A body sent by an HTML form (or by a mail provider's RFC 8058 one-click POST)."""
+    return request.content_type == FORM
+
+
+async def read_form(request: web.Request) -> dict[str, str]:
+    """The fields of a URL-encoded form in UTF-8 (the last of a repeated name); 400 for one
+    that is not. Parsed here rather than by aiohttp, whose parser fails on an unknown
+    charset with an error that is not the client's."""
+    raw = await request.read()
+    try:
+        pairs = parse_qsl(raw.decode(), keep_blank_values=True, errors="strict", max_num_fields=20)
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest("the form body is not URL-encoded UTF-8 with at most 20 fields") from None
+    return dict(pairs)

@@ -1,0 +1,88 @@
+"""The one-click unsubscribe of a reminder's mails (RFC 8058): it pauses that reminder.
+
+Every reminder mail carries ``List-Unsubscribe: <…/v1/unsubscribe?token=…>`` and
+``List-Unsubscribe-Post: List-Unsubscribe=One-Click``. A mail provider's
+unsubscribe button POSTs ``List-Unsubscribe=One-Click`` to that URL, with no
+sign-in and no cookie: the signed token is the authority, and it names one
+reminder. A person who opens the link (and every mail scanner that follows it)
+gets a page whose button sends the same POST; the GET changes nothing.
+
+Pausing sets ``paused_at`` and appends ``ReminderUpdated`` (paused) in one
+transaction: every scheduler replica drops the reminder from its plan, and the
+firing transaction refuses a paused reminder, so once the POST has answered no
+occurrence fires anywhere. A second POST, or one for a deleted reminder,
+answers the same page: nothing more will be mailed either way.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from sluice.errors import FieldError, NotFound, Unprocessable
+from sluice.events import ReminderUpdated, utcnow
+from sluice.http.keys import MAIL_LINK_KEY, STORE, TRACE_ID
+from sluice.http.pages import Form, page
+from sluice.mail.links import BadLink, check_unsubscribe_token
+from sluice.mail.templates import one_line
+from sluice.store import reminders as stored
+
+_PAUSED = "This reminder is paused: it sends no more mail."
+_DELETED = "This reminder was deleted: it sends no more mail."
+
+
+async def _reminder_id(request: web.Request) -> str:
+    """The reminder the link names; 422 for a link sluice did not make."""
+    token = request.query.get("token")
+    if not token:
+        raise Unprocessable(
+            "invalid unsubscribe link", [FieldError("token", "required: the link's token")]
+        )
+    try:
+        return check_unsubscribe_token(await request.app[MAIL_LINK_KEY].get(), token)
+    except BadLink:
+        raise Unprocessable(
+            "invalid unsubscribe link",
+            [FieldError("token", "this is not an unsubscribe link sluice sent")],
+        ) from None
+
+
+def _quoted(text: str) -> str:
+    return f"“{one_line(text, limit=80)}”"
+
+
+async def unsubscribe_page(request: web.Request) -> web.Response:
+    """What the link does, and a button that does it."""
+    found = await stored.find(request.app[STORE], await _reminder_id(request))
+    if found is None:
+        raise NotFound("no such reminder")
+    reminder, deleted = found
+    if deleted:
+        return page("Reminder deleted", _DELETED)
+    if reminder.paused_at is not None:
+        return page("Reminder paused", _PAUSED, f"Reminder: {_quoted(reminder.text)}")
+    return page(
+        "Pause this reminder?",
+        f"Reminder: {_quoted(reminder.text)}",
+        "Pausing it stops its mails.",
+        form=Form("Pause this reminder", fields={"List-Unsubscribe": "One-Click"}),
+    )
+
+
+async def unsubscribe(request: web.Request) -> web.Response:
+    """Pause the reminder (RFC 8058 one-click POST, or the page's button)."""
+    reminder_id = await _reminder_id(request)
+    async with request.app[STORE].transaction() as tx:
+        outcome, reminder = await stored.pause(tx, reminder_id, utcnow())
+        if outcome is stored.Paused.NOW and reminder is not None:
+            await tx.append(
+                ReminderUpdated(
+                    reminder_id=reminder.id, owner_id=reminder.owner_id, cron=reminder.cron,
+                    timezone=reminder.timezone, text=reminder.text, paused=True,
+                    trace_id=request[TRACE_ID],
+                )
+            )  # fmt: skip
+    if reminder is None:
+        raise NotFound("no such reminder")
+    if outcome is stored.Paused.DELETED:
+        return page("Reminder deleted", _DELETED)
+    return page("Reminder paused", _PAUSED, f"Reminder: {_quoted(reminder.text)}")

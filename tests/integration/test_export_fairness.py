@@ -1,0 +1,71 @@
+"""One account's exports do not hold back everyone else's (issue 20, finding 8).
+
+80 exports requested by one user made another user's single export wait 20 s
+behind them, where it took 0.4 s alone. Now a user has at most
+``SLUICE_EXPORTS_PER_USER`` exports queued or running (the API's 429 is tested
+in ``tests/api/test_export_limits.py``), and the ``exports`` group lets users
+take turns: here a worker running one export at a time finds two users' full
+queues and a third user's single export in its backlog, requested last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from sluice.config import Config
+from sluice.events import LinkVisited
+from sluice.exports import jobs
+from sluice.resources import Resources
+from sluice.streams.relay import Relay
+from tests.integration.conftest import wait_for
+from tests.integration.test_exports import all_published
+from tests.link_helpers import OTHER, OWNER, add_link
+
+THIRD = "user-third"
+PER_USER = 3
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    # One export at a time: the order they run in is the order a user waits in.
+    return make_config(worker_concurrency=1, exports_per_user=PER_USER, export_batch=200)
+
+
+async def test_a_users_single_export_runs_before_other_users_queued_ones(
+    resources: Resources, start_relay: Callable[..., Relay], start_worker: Callable[..., object]
+) -> None:
+    store = resources.store
+    links = {OWNER: ["a1", "a2", "a3", "a4"], OTHER: ["c1", "c2", "c3"], THIRD: ["b1"]}
+    for owner, codes in links.items():
+        for code in codes:
+            await add_link(store, code, f"https://example.org/{code}", owner=owner)
+    async with store.transaction() as tx:  # some history for every export to scan
+        await tx.append(*(LinkVisited(code="a1", visitor=f"v{i}") for i in range(1_000)))
+    requested: dict[str, str] = {}  # job id -> link
+    for owner, codes in links.items():
+        for code in codes:
+            try:
+                job, created = await jobs.request_export(
+                    store, owner, code, f"trace-{code}", per_user=PER_USER
+                )
+            except jobs.TooManyExports:
+                assert code == "a4"  # the owner's fourth at once
+                continue
+            assert created
+            requested[job.id] = code
+    assert sorted(requested.values()) == ["a1", "a2", "a3", "b1", "c1", "c2", "c3"]
+    start_relay()
+    await all_published(store)
+    start_worker("exports")
+
+    async def all_succeeded() -> bool:
+        rows = await store.fetchall("SELECT status FROM jobs")
+        return len(rows) == len(requested) and all(row[0] == "succeeded" for row in rows)
+
+    await wait_for(all_succeeded, timeout=60)
+    rows = await store.fetchall("SELECT id FROM jobs ORDER BY finished_at, id")
+    order = [requested[row[0]] for row in rows]
+    # First come first served would have run b1 last, after all six of the others.
+    assert order == ["a1", "c1", "b1", "a2", "c2", "a3", "c3"]

@@ -9,6 +9,13 @@ consumers are reclaimed with ``XAUTOCLAIM``; a long batch keeps its entries
 by resetting their idle time. Failures go to retries with backoff and, after
 ``max_deliveries``, to the group's dead letters.
 
+A crash leaves no outcome, only Redis's delivery counter, and re-reading an
+entry (``XREADGROUP`` of the pending history, ``XAUTOCLAIM``) charges it a
+delivery. So entries recovered after a crash, from our own pending list or
+from another consumer, are read and handled one at a time: a worker killed by
+one entry charges that entry alone, which reaches the dead letters after
+``max_deliveries`` while the rest of its batch is handled on the first restart.
+
 A failure that says the database is down is not the entry's fault: the
 consumer keeps such entries in hand (still claimed) and runs them again with
 backoff until the database answers, so an outage neither spends their
@@ -74,6 +81,7 @@ class Consumer:
         self.counters = Counters()
         self._cursors = dict.fromkeys(self.streams, "0-0")
         self._drained = False
+        self._pending_after = dict.fromkeys(self.streams, "0")
         self._stop = asyncio.Event()
 
     # Groups.
@@ -117,40 +125,66 @@ class Consumer:
                 return
             except REDIS_DOWN as exc:
                 log.warning("consumer: redis unavailable", group=self.group, error=str(exc))
-                self._drained = False  # entries in hand may be ours to finish after reconnect
+                self._drain_again()  # entries in hand may be ours to finish after reconnect
                 await wait_or_stop(stop, backoff)
                 backoff = min(backoff * 2, 5.0)
 
     async def step(self) -> int:
-        """Read and handle one batch: own pending entries first, then new ones."""
-        if not self._drained:
-            batch = await self._read("0", block=None)
-            if not batch:
+        """Handle one batch: our own pending entries first, each alone, then new ones."""
+        if self._drained:
+            batch = await self._read_new()
+        else:
+            pending = await self._read_pending()
+            if pending is None:
                 self._drained = True
                 return 0
-        else:
-            batch = await self._read(">", block=self.settings.block_ms)
+            batch = pending
         if batch:
             await self.process(batch)
         return len(batch)
 
-    async def _read(self, start: str, block: int | None) -> list[Message]:
+    def _drain_again(self) -> None:
+        self._drained = False
+        self._pending_after = dict.fromkeys(self.streams, "0")
+
+    async def _read_new(self) -> list[Message]:
         reply: Any = await self.redis.xreadgroup(
             self.group,
             self.name,
-            dict.fromkeys(self.streams, start),
+            dict.fromkeys(self.streams, ">"),
             count=self.settings.batch,
-            block=block,
+            block=self.settings.block_ms,
         )
         messages: list[Message] = []
         for stream_raw, entries in reply or []:
             stream = stream_raw.decode()
             live = await self._live_entries(stream, entries)
-            history = start != ">"
-            counts = await self._delivery_counts(stream, live) if history else {}
-            for entry_id, fields in live:
-                messages.append(self._message(stream, entry_id, fields, counts.get(entry_id, 1)))
+            messages += [self._message(stream, eid, fields, 1) for eid, fields in live]
         return messages
+
+    async def _read_pending(self) -> list[Message] | None:
+        """The next entry of our own pending list, alone; None once the list is drained.
+
+        A previous process under our name died (or lost Redis) holding these entries,
+        perhaps killed by one of them. Reading pending history charges every entry it
+        returns a delivery, and ``COUNT`` is per stream: so one stream, one entry at a
+        time. Past entries are skipped by id, so an entry left pending cannot stall us.
+        """
+        for stream in self.streams:
+            reply: Any = await self.redis.xreadgroup(
+                self.group, self.name, {stream: self._pending_after[stream]}, count=1
+            )
+            entries = [entry for _, stream_entries in reply or [] for entry in stream_entries]
+            if entries:
+                self._pending_after[stream] = entries[-1][0].decode()
+                return await self._redelivered(stream, entries)
+        return None
+
+    async def _redelivered(self, stream: str, entries: Sequence[RawEntry]) -> list[Message]:
+        """Entries delivered before, counted with Redis's delivery counter."""
+        live = await self._live_entries(stream, entries)
+        counts = await self._delivery_counts(stream, live)
+        return [self._message(stream, eid, fields, counts.get(eid, 1)) for eid, fields in live]
 
     async def _live_entries(
         self, stream: str, entries: Sequence[RawEntry]
@@ -324,32 +358,54 @@ class Consumer:
     # Reclaiming from dead consumers.
 
     async def reclaim(self) -> int:
-        """XAUTOCLAIM entries idle past ``claim_idle_ms`` from any consumer and handle them."""
+        """Claim entries idle past ``claim_idle_ms`` from any consumer, and handle them.
+
+        Their consumer died or hung holding them, perhaps because of one of them, so
+        each is claimed (charged a delivery) and handled alone. Nothing is claimed
+        before our own pending list is drained: its entries are handled alone too, and
+        not claimed a second time while they wait their turn.
+        """
+        if not self._drained:
+            return 0
         total = 0
         for stream in self.streams:
-            reply = await self.redis.xautoclaim(
-                stream,
-                self.group,
-                self.name,
-                self.settings.claim_idle_ms,
-                start_id=self._cursors[stream],
-                count=self.settings.batch,
-            )
-            cursor, entries = reply[0], reply[1]
-            deleted = reply[2] if len(reply) > 2 else []
-            self._cursors[stream] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
-            if deleted:
-                log.warning("consumer: claimed entries were deleted", stream=stream, n=len(deleted))
-            live = await self._live_entries(stream, entries)
-            if not live:
-                continue
-            counts = await self._delivery_counts(stream, live)
-            batch = [self._message(stream, eid, f, counts.get(eid, 1)) for eid, f in live]
-            self.counters.claimed += len(batch)
-            log.info("consumer: reclaimed entries", group=self.group, stream=stream, n=len(batch))
-            await self.process(batch)
-            total += len(batch)
+            total += await self._reclaim_stream(stream)
         return total
+
+    async def _reclaim_stream(self, stream: str) -> int:
+        """Up to ``batch`` entries, one per ``XAUTOCLAIM``, which scans at most ten;
+        the cursor carries the scan over to the next round."""
+        claimed = 0
+        for _ in range(self.settings.batch):
+            batch, scanned_all = await self._claim_one(stream)
+            for message in batch:  # logged first: if it kills us, the log names it
+                log.info("consumer: reclaimed entry", group=self.group, stream=stream,
+                         entry_id=message.entry_id, deliveries=message.deliveries)  # fmt: skip
+            if batch:
+                self.counters.claimed += len(batch)
+                claimed += len(batch)
+                await self.process(batch)
+            if scanned_all:
+                break
+        return claimed
+
+    async def _claim_one(self, stream: str) -> tuple[list[Message], bool]:
+        """The entry claimed (if any), and whether the scan got back to the start."""
+        reply = await self.redis.xautoclaim(
+            stream,
+            self.group,
+            self.name,
+            self.settings.claim_idle_ms,
+            start_id=self._cursors[stream],
+            count=1,
+        )
+        cursor, entries = reply[0], reply[1]
+        deleted = reply[2] if len(reply) > 2 else []
+        self._cursors[stream] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
+        if deleted:
+            log.warning("consumer: claimed entries were deleted", stream=stream, n=len(deleted))
+        batch = await self._redelivered(stream, entries) if entries else []
+        return batch, self._cursors[stream] == "0-0"
 
     def _claim_interval(self) -> float:
         return min(max(self.settings.claim_idle_ms / 2000, 0.2), 30.0)

@@ -1,0 +1,63 @@
+"""A worker process whose handler kills it (SIGKILL) whenever a batch holds a poison event.
+
+``python -m tests.integration.crashing_worker CONSUMER POISON_ARTICLE``, with a
+test's ``SLUICE_*`` settings in the environment: the real ``article-views``
+group under the real consumer runtime, built as ``sluice worker`` builds it
+(``sluice.processes.run_worker``), except that a batch holding a view of
+``POISON_ARTICLE`` first records the delivery (``pid deliveries`` pushed to
+``DELIVERIES_KEY``) and then kills its own process, as a segfault or the OOM
+killer would: no ack, no cleanup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+
+from sluice.config import load_config
+from sluice.logs import configure_logging
+
+DELIVERIES_KEY = "test:poison:deliveries"
+
+
+async def work(consumer_name: str, poison: str) -> None:
+    from sluice.events import ArticleViewed
+    from sluice.groups import GROUPS
+    from sluice.processes import runtime_settings, stop_on_signals
+    from sluice.resources import open_resources, redis_client
+    from sluice.streams.consumer import Consumer
+    from sluice.streams.messages import Delivery
+    from sluice.streams.spec import GroupSpec
+
+    config = load_config()
+    configure_logging(config)
+    stop = stop_on_signals()
+    reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
+    try:
+        async with open_resources(config) as resources:
+            real = GROUPS["article-views"](resources)
+
+            async def dies_on_poison(
+                deliveries: Sequence[Delivery],
+            ) -> Mapping[tuple[str, str], BaseException]:
+                for d in deliveries:
+                    if isinstance(d.event, ArticleViewed) and d.event.article_id == poison:
+                        entry = f"{os.getpid()} {d.message.deliveries}"
+                        await resources.redis.rpush(DELIVERIES_KEY, entry)
+                        os.kill(os.getpid(), signal.SIGKILL)
+                return await real.handler(deliveries)
+
+            spec = GroupSpec(real.name, real.aggregates, dies_on_poison, real.on_dead_letter)
+            consumer = Consumer(
+                spec, reader, resources.keys, consumer_name, runtime_settings(config)
+            )
+            await consumer.run(stop)
+    finally:
+        await reader.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(work(sys.argv[1], sys.argv[2]))

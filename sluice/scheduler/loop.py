@@ -7,11 +7,22 @@ lock and writes the run record, whose unique index on (task, scheduled_for) is
 the last word when Redis lost the claim in a restart. Clock skew between
 replicas only changes who wins, never how many run. An occurrence that finds a
 run of the task still in progress is skipped (logged and counted), not queued.
+
+"In progress" is as this replica's clock sees it, so a replica that finds the
+lock busy gives its claim back before it skips: under skew, a replica whose
+clock runs 0.8 s ahead reaches an occurrence 0.8 s of true time early and can
+find the run before it (begun on time elsewhere) still holding the lock,
+although by the true clock that run ends before this occurrence is due.
+Keeping the claim would lose the occurrence on every replica; given back, the
+next replica to reach the occurrence by its own clock tries again and runs it
+if the lock is free by then. A task that really overruns its period is still
+skipped: every replica finds its lock busy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
@@ -26,6 +37,7 @@ from sluice.metrics import TASK_SKIPPED
 from sluice.resources import Resources
 from sluice.scheduler.runner import AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task
+from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import cancel_and_wait, wait_or_stop
 
@@ -120,6 +132,8 @@ class Scheduler:
         """Claim the occurrence and, if this replica won it, run it. Never raises."""
         fields = {"task": task.name, "scheduled_for": slot.isoformat()}
         key = self.resources.keys.task_occurrence(task.name, slot_id(slot))
+        # Given back by compare-and-delete, should the task's lock be busy (see above).
+        claim = RedisLock(self.resources.redis, key, OCCURRENCE_CLAIM_MS, token=self.holder)
         try:
             claimed = await self.resources.redis.set(
                 key, self.holder, nx=True, px=OCCURRENCE_CLAIM_MS
@@ -134,6 +148,8 @@ class Scheduler:
         except Busy:
             TASK_SKIPPED.labels(task.name).inc()
             log.warning("occurrence skipped: the previous run is still in progress", **fields)
+            with contextlib.suppress(*REDIS_DOWN):  # kept, it only stops the others trying
+                await claim.release()  # a replica whose clock is behind may find it free
             return
         except AlreadyRan:
             log.info("occurrence already has a run record", **fields)

@@ -36,11 +36,13 @@ return 0
 
 
 class RedisLock:
-    def __init__(self, redis: aioredis.Redis, key: str, ttl_ms: int) -> None:
+    def __init__(
+        self, redis: aioredis.Redis, key: str, ttl_ms: int, token: str | None = None
+    ) -> None:
         self.redis = redis
         self.key = key
         self.ttl_ms = ttl_ms
-        self.token = secrets.token_hex(16)
+        self.token = token or secrets.token_hex(16)
         self._acquire = redis.register_script(_ACQUIRE)
         self._release = redis.register_script(_RELEASE)
         self._renew = redis.register_script(_RENEW)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from sluice.groups import GROUPS
 from sluice.processes import runtime_settings
 from sluice.redis_server import die_with_parent, free_port
 from sluice.resources import Resources, open_resources, redis_client
+from sluice.scheduler.reminders import ReminderRunner
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
@@ -246,3 +248,32 @@ async def wait_answering(urls: list[str], timeout: float = 30.0) -> None:
             return True
 
         await wait_for(all_up, timeout=timeout)
+
+
+@pytest.fixture
+async def start_runners(
+    config: Config, running: Running
+) -> AsyncIterator[Callable[..., Awaitable[list[ReminderRunner]]]]:
+    """Start runners, each on its own Resources; they stop before those close."""
+    async with AsyncExitStack() as stack:
+
+        async def start(count: int = 3, **options: Any) -> list[ReminderRunner]:
+            runners = []
+            for i in range(count):
+                resources = await stack.enter_async_context(open_resources(config))
+                runner = ReminderRunner(resources, holder=f"runner-{i}", **options)
+                running.start(runner.run(running.stop))
+                runners.append(runner)
+            for runner in runners:
+                await wait_for(loaded(runner))
+            return runners
+
+        yield start
+        await running.close()
+
+
+def loaded(runner: ReminderRunner) -> Callable[[], Awaitable[bool]]:
+    async def done() -> bool:
+        return runner.loaded.is_set()
+
+    return done

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -39,7 +39,7 @@ from sluice.store.reminders import Reminder, insert_reminder
 from sluice.store.users import User, db_time, insert_user
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import Running, wait_for
+from tests.integration.conftest import wait_for
 from tests.integration.mail_helpers import Received, dead_letters, drained, smtp_server
 
 Client = TestClient[Any, Any]
@@ -59,35 +59,6 @@ def config(make_config: Callable[..., Config]) -> Config:
 @pytest.fixture
 async def client(aiohttp_client: Callable[..., Awaitable[Client]], config: Config) -> Client:
     return await aiohttp_client(create_app(config))
-
-
-@pytest.fixture
-async def start_runners(
-    config: Config, running: Running
-) -> AsyncIterator[Callable[[int], Awaitable[list[ReminderRunner]]]]:
-    """Scheduler replicas that learn of changes from the stream (the reload is far away)."""
-    async with AsyncExitStack() as stack:
-
-        async def start(count: int) -> list[ReminderRunner]:
-            runners = []
-            for i in range(count):
-                resources = await stack.enter_async_context(open_resources(config))
-                runner = ReminderRunner(resources, holder=f"runner-{i}", reload_seconds=600)
-                running.start(runner.run(running.stop))
-                runners.append(runner)
-            for runner in runners:
-                await wait_for(_loaded(runner))
-            return runners
-
-        yield start
-        await running.close()
-
-
-def _loaded(runner: ReminderRunner) -> Callable[[], Awaitable[bool]]:
-    async def done() -> bool:
-        return runner.loaded.is_set()
-
-    return done
 
 
 def _fired(resources: Resources, reminder_id: str, count: int) -> Callable[[], Awaitable[bool]]:
@@ -128,14 +99,15 @@ async def test_an_unverified_address_gets_no_reminder_mail_and_one_click_pauses_
     make_config: Callable[..., Config],
     start_relay: Callable[..., Relay],
     start_worker: Callable[..., Consumer],
-    start_runners: Callable[[int], Awaitable[list[ReminderRunner]]],
+    start_runners: Callable[..., Awaitable[list[ReminderRunner]]],
 ) -> None:
     with smtp_server() as server:
         mail_config = make_config(smtp_url=server.url, reminder_min_interval=1)
         start_relay()
         start_worker(spec=mail.group(dataclasses.replace(resources, config=mail_config)),
                      config=mail_config)  # fmt: skip
-        runners = await start_runners(2)
+        # Learning of changes from the stream only (the reload is far away).
+        runners = await start_runners(2, reload_seconds=600)
         auth = await _victim(client)
         body = {"cron": "* * * * * *", "timezone": "UTC", "text": PHISHING}
         created = await client.post("/v1/reminders", json=body, headers=auth)
@@ -271,12 +243,13 @@ async def test_without_redis_a_pause_still_stops_every_replica(
     client: Client,
     resources: Resources,
     redis_server: RedisServer,
-    start_runners: Callable[[int], Awaitable[list[ReminderRunner]]],
+    start_runners: Callable[..., Awaitable[list[ReminderRunner]]],
 ) -> None:
     auth = await _victim(client)
     body = {"cron": "* * * * * *", "timezone": "UTC", "text": "tick"}
     reminder_id = (await (await client.post("/v1/reminders", json=body, headers=auth)).json())["id"]
-    runners = await start_runners(2)
+    # Learning of changes from the stream only (the reload is far away).
+    runners = await start_runners(2, reload_seconds=600)
     await asyncio.to_thread(redis_server.stop)
     await wait_for(_fired(resources, reminder_id, 2), timeout=5)
     # No stream to follow: only the firing transaction tells the replicas of the pause.

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any, cast
@@ -57,35 +56,6 @@ async def auth(client: Client) -> dict[str, str]:
     assert (await client.post("/v1/users", json=user)).status == 201
     response = await client.post("/v1/tokens", json=user)
     return {"Authorization": f"Bearer {(await response.json())['token']}"}
-
-
-@pytest.fixture
-async def start_runners(
-    config: Config, running: Running
-) -> AsyncIterator[Callable[..., Awaitable[list[ReminderRunner]]]]:
-    """Start runners, each on its own Resources; they stop before those close."""
-    async with AsyncExitStack() as stack:
-
-        async def start(count: int = 3, **options: Any) -> list[ReminderRunner]:
-            runners = []
-            for i in range(count):
-                resources = await stack.enter_async_context(open_resources(config))
-                runner = ReminderRunner(resources, holder=f"runner-{i}", **options)
-                running.start(runner.run(running.stop))
-                runners.append(runner)
-            for runner in runners:
-                await wait_for(loaded(runner))
-            return runners
-
-        yield start
-        await running.close()
-
-
-def loaded(runner: ReminderRunner) -> Callable[[], Awaitable[bool]]:
-    async def done() -> bool:
-        return runner.loaded.is_set()
-
-    return done
 
 
 async def verify_address(client: Client, auth: dict[str, str], resources: Resources) -> None:

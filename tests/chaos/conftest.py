@@ -47,6 +47,12 @@ CHAOS_ENV = {
     "SLUICE_TASK_LOCK_TTL_MS": "1500",
     "TEST_LONG_CRON": "0 0 0 1 1 *",  # the helper module's slow task, out of the way
     "SLUICE_CODE_POOL_TARGET": "0",  # codes made on the spot: no refill competing for CPU
+    # The traffic registers and logs in from one address without end: no per-address cap.
+    "SLUICE_REGISTRATIONS_PER_CLIENT": "1000000",
+    "SLUICE_LOGINS_PER_CLIENT": "1000000",
+    # Every occurrence is mailed (checks.check_reminders): no per-user mail budget.
+    "SLUICE_MAIL_USER_HOURLY": "0",
+    "SLUICE_MAIL_USER_DAILY": "0",
 }
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import signal
 import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import aiohttp
 
@@ -30,6 +33,11 @@ from tests.integration.conftest import wait_for
 from tests.integration.faults_helpers import pending_of
 
 PAUSE_S = (1.5, 4.0)  # traffic time before each fault
+# How long a worker kill waits for the worker to hold un-acked entries. Mostly less than
+# a second; but after a relay kill nothing is published until the restarted relay takes
+# the relay lock over, once the dead one's lock has expired (its TTL is 10 s), and after
+# a Redis fault the workers reconnect with a backoff of up to 5 s.
+MID_BATCH_WAIT_S = 30.0
 
 
 @dataclass
@@ -40,6 +48,7 @@ class Injected:
     repaired: float  # time.time() when restarted or back
     pid: int | None = None
     detail: str = ""  # what the kill interrupted
+    pending: int | None = None  # worker kills: entries it held un-acked when killed
 
 
 class Faults:
@@ -105,26 +114,54 @@ class Faults:
         return [f for f in self.injected if f.kind == "scheduler"]
 
     async def _kill_and_restart(self, kind: str, name: str) -> None:
+        pending: int | None = None
         if kind == "worker":
-            await self._mid_batch(name.removeprefix("worker-"))
-        started = time.time()
-        pid = self.cluster.kill(name)
-        detail = ""
-        if kind == "worker":
-            detail = f"{await self._pending_of(name.removeprefix('worker-'))} entries pending"
+            started, pid, pending = await self._kill_worker_mid_batch(name)
+            detail = f"{pending} entries pending"
+        else:
+            started = time.time()
+            pid, detail = self.cluster.kill(name), ""
         if name == "worker-mail":
             await self._expire_orphaned_mail_leases()
         self.cluster.start(name)
-        self.injected.append(Injected(kind, name, started, time.time(), pid, detail))
+        self.injected.append(Injected(kind, name, started, time.time(), pid, detail, pending))
 
-    async def _mid_batch(self, group: str, timeout: float = 5.0) -> None:
-        """Until the worker holds entries it has not acked yet (or ``timeout``)."""
+    async def _kill_worker_mid_batch(
+        self, name: str, timeout: float = MID_BATCH_WAIT_S
+    ) -> tuple[float, int, int]:
+        """SIGKILL the worker while it holds entries it has not acked yet: (when, pid,
+        entries pending at the kill).
 
-        async def holding() -> bool:
-            return await self._pending_of(group) > 0
-
-        with contextlib.suppress(AssertionError):  # wait_for's timeout: kill it anyway
-            await wait_for(holding, timeout=timeout, interval=0.002)
+        Polling the pending count and then killing would race the worker's ack (a
+        batch is done in milliseconds). So once it holds entries it is frozen with
+        SIGSTOP, the count read again while it cannot ack, and it is killed only if
+        it still holds some; else it goes on (SIGCONT) and the wait goes on. Past
+        ``timeout`` it is killed anyway (checks.check_mid_batch then fails: the
+        kill interrupted nothing). The count is read once more after the kill: a
+        dead worker acks nothing, so it is the count at the kill.
+        """
+        group = name.removeprefix("worker-")
+        pid = self.cluster.pid(name)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if await self._pending_of(group) == 0:
+                await asyncio.sleep(0.002)
+                continue
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                await _stopped(pid)
+                # An ack written just before the stop may still be on its way to Redis.
+                await asyncio.sleep(0.01)
+                holding = await self._pending_of(group) > 0
+            except BaseException:
+                os.kill(pid, signal.SIGCONT)  # never leave it frozen
+                raise
+            if holding:
+                break
+            os.kill(pid, signal.SIGCONT)
+        started = time.time()
+        assert self.cluster.kill(name) == pid
+        return started, pid, await self._pending_of(group)
 
     async def _pending_of(self, group: str) -> int:
         """Entries the killed worker had read and not acked: its restart must finish them."""
@@ -188,6 +225,16 @@ class Faults:
             await asyncio.sleep(self.outage_s)  # the outage itself: traffic goes on meanwhile
         self.redis_server.start()
         self.injected.append(Injected(kind, "redis", started, time.time()))
+
+
+async def _stopped(pid: int, timeout: float = 5.0) -> None:
+    """Until ``pid`` is stopped (state T in /proc): SIGSTOP takes effect asynchronously."""
+    stat = Path(f"/proc/{pid}/stat")
+
+    async def stopped() -> bool:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+    await wait_for(stopped, timeout=timeout, interval=0.001)
 
 
 async def _registering(api: Api, timeout: float = 5.0) -> None:

@@ -23,10 +23,13 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
 
+from sluice.events import utcnow
+from sluice.mail.links import verify_token
 from sluice.streams.waiting import wait_or_stop
 
 ARTICLES = tuple(f"chaos-article-{i}" for i in range(6))
@@ -101,15 +104,22 @@ async def _expect(response: aiohttp.ClientResponse, status: int) -> Any:
     return await response.json()
 
 
-async def prepare(http: aiohttp.ClientSession, api: Api, ledger: Ledger) -> Setup:
-    """Two owners with tokens, three links and two reminders, created before any fault."""
+async def prepare(http: aiohttp.ClientSession, api: Api, ledger: Ledger, link_key: bytes) -> Setup:
+    """Two owners with tokens and verified addresses, three links and two reminders, created
+    before any fault (``link_key``: the key of the links in mails, to verify with)."""
     links: dict[str, str] = {}
     reminders: list[Reminder] = []
     crons = [("*/3 * * * * *", "UTC"), ("*/4 * * * * *", "Europe/Berlin")]
     for name, (cron, zone) in zip(("alice", "bob"), crons, strict=True):
         body = {"email": f"{name}@chaos.test", "password": PASSWORD, "name": name.title()}
         async with http.post(f"{api.url}/v1/users", json=body) as response:
-            ledger.users[body["email"]] = (await _expect(response, 201))["id"]
+            user_id = str((await _expect(response, 201))["id"])
+        ledger.users[body["email"]] = user_id
+        # Reminders mail verified addresses only: follow the link of the welcome mail.
+        expires = utcnow() + timedelta(days=1)
+        token = verify_token(link_key, user_id, body["email"], expires)
+        async with http.post(f"{api.url}/v1/users/verify", json={"token": token}) as response:
+            await _expect(response, 200)
         async with http.post(f"{api.url}/v1/tokens", json=body) as response:
             auth = {"Authorization": f"Bearer {(await _expect(response, 201))['token']}"}
         for i in range(3 if name == "alice" else 0):

@@ -65,7 +65,8 @@ def serve(variant: str, port: int) -> None:
     from sluice.http import redirects
     from sluice.links.visits import VisitRecorder
     from sluice.logs import configure_logging
-    from sluice.processes import run_api, stop_on_signals
+    from sluice.processes import run_api
+    from sluice.stop_signals import stop_on_signals
 
     if variant in ("no-write", "no-visit"):
         VisitRecorder.record = lambda self, visit: None  # type: ignore[method-assign]

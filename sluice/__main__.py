@@ -14,6 +14,7 @@ from sluice.errors import SluiceError
 from sluice.logs import configure_logging
 from sluice.metrics_env import prepare
 from sluice.secret_files import make_private
+from sluice.stop_signals import catch_early
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,8 +75,14 @@ def _positive(text: str) -> int:
     return value
 
 
+# The commands that run until they are stopped (sluice.stop_signals).
+SERVICES = frozenset({"up", "api", "relay", "worker", "scheduler"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in SERVICES:
+        catch_early()
     try:
         config = load_config()
         configure_logging(config)

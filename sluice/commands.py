@@ -23,12 +23,12 @@ from sluice.processes import (
     run_relay,
     run_scheduler,
     run_worker,
-    stop_on_signals,
 )
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer, announced_url
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
+from sluice.stop_signals import stop_on_signals
 from sluice.store import open_store
 from sluice.store.copy import CopyError, copy_store
 from sluice.streams.dead_letters import groups_holding, is_entry_id, list_dead_letters

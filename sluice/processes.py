@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import socket
 from collections.abc import Sequence
 
@@ -19,15 +18,6 @@ from sluice.streams.relay import Relay
 from sluice.streams.spec import RuntimeSettings
 
 log = structlog.get_logger(__name__)
-
-
-def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT: graceful shutdown for every process kind."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    return stop
 
 
 def default_consumer_name() -> str:

@@ -26,8 +26,9 @@ DELIVERIES_KEY = "test:poison:deliveries"
 async def work(consumer_name: str, poison: str) -> None:
     from sluice.events import ArticleViewed
     from sluice.groups import GROUPS
-    from sluice.processes import runtime_settings, stop_on_signals
+    from sluice.processes import runtime_settings
     from sluice.resources import open_resources, redis_client
+    from sluice.stop_signals import stop_on_signals
     from sluice.streams.consumer import Consumer
     from sluice.streams.messages import Delivery
     from sluice.streams.spec import GroupSpec

@@ -29,6 +29,13 @@ class PostgresServerError(SluiceError):
     """No PostgreSQL binaries were found, or the server did not start."""
 
 
+class PortTaken(PostgresServerError):
+    """Another process listens on the port the server was to bind."""
+
+
+_PORT_ATTEMPTS = 5
+
+
 def find_bindir() -> Path:
     chosen = os.environ.get("SLUICE_POSTGRES_BIN")
     if chosen:
@@ -72,6 +79,8 @@ class PostgresServer:
     fsync: bool = False
     process: subprocess.Popen[bytes] | None = None
     user: str = "postgres"
+    started_once: bool = False
+    _log_start: int = 0
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{database}"
@@ -81,6 +90,21 @@ class PostgresServer:
         return self.data_dir / "pgdata"
 
     def start(self, timeout: float = 30.0) -> None:
+        """Start the server. On its first start, a port another process took between
+        ``free_port`` and the bind is given up for a new one (parallel test workers pick
+        ports at once); a restart keeps its port, which its clients know."""
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._launch(timeout)
+            except PortTaken:
+                if self.started_once or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                self.port = free_port()
+            else:
+                self.started_once = True
+                return
+
+    def _launch(self, timeout: float) -> None:
         bindir = find_bindir()
         account = _run_as()
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -100,6 +124,7 @@ class PostgresServer:
             "-c", "log_min_messages=warning",
         ]  # fmt: skip
         with (self.data_dir / "postgres.log").open("ab") as log:
+            self._log_start = log.tell()
             self.process = subprocess.Popen(
                 args,
                 stdout=log,
@@ -132,8 +157,12 @@ class PostgresServer:
         pid_file = self.pgdata / "postmaster.pid"
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                log = self.data_dir / "postgres.log"
-                raise PostgresServerError(f"postgres exited at start:\n{log.read_text()[-2000:]}")
+                with (self.data_dir / "postgres.log").open("rb") as log:
+                    log.seek(self._log_start)
+                    said = log.read().decode(errors="replace")
+                if "Address already in use" in said:
+                    raise PortTaken(f"port {self.port} is taken:\n{said[-2000:]}")
+                raise PostgresServerError(f"postgres exited at start:\n{said[-2000:]}")
             # Ours answers only once its postmaster.pid names our process and says "ready".
             with contextlib.suppress(OSError):
                 lines = pid_file.read_text().splitlines()

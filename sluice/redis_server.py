@@ -101,6 +101,13 @@ def _config_value(text: str) -> str:
     return f'"{escaped}"'
 
 
+_PORT_ATTEMPTS = 5
+
+
+class PortTaken(RedisServerError):
+    """Another process listens on the port the server was to bind."""
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -117,6 +124,7 @@ class RedisServer:
     appendonly: bool = True
     password: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     process: subprocess.Popen[bytes] | None = None
+    started_once: bool = False
 
     @classmethod
     def in_data_dir(cls, data_dir: Path) -> RedisServer:
@@ -144,6 +152,21 @@ class RedisServer:
         (self.data_dir / URL_FILE).unlink(missing_ok=True)
 
     def start(self, timeout: float = 10.0) -> None:
+        """Start the server. On its first start, a port another process took between
+        ``free_port`` and the bind is given up for a new one (parallel test workers pick
+        ports at once); a restart keeps its port, which its clients know."""
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._launch(timeout)
+            except PortTaken:
+                if self.started_once or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                self.port = free_port()
+            else:
+                self.started_once = True
+                return
+
+    def _launch(self, timeout: float) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # noeviction: nothing caps memory, and if an operator adds a cap, writes are
         # refused rather than stream entries dropped (README, "Bounded Redis").
@@ -182,6 +205,8 @@ class RedisServer:
             if process.poll() is not None:
                 log = self.data_dir / "redis.log"
                 tail = log.read_text()[-2000:] if log.exists() else ""
+                if f"{self.port}: bind: Address already in use" in tail:
+                    raise PortTaken(f"port {self.port} is taken:\n{tail}")
                 raise RedisServerError(f"redis-server exited at start:\n{tail}")
             if self._answering_pid() == process.pid:
                 return

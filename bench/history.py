@@ -1,0 +1,335 @@
+"""The event history at scale: bytes per visit in the events table and in archive segments.
+
+Run by hand: ``.venv/bin/python bench/history.py [--visits 1000000] [--segment 100000]
+[--links 3000] [--visitors 200000] [--visitor-skew 0.7] [--seed 1]``.
+
+Generates ``--visits`` realistic ``LinkVisited`` events, as the redirect view
+builds them: link codes of the code pool over ``--links`` links with a Zipf
+(s = 1.1) popularity; ``--visitors`` people, each one IP and one User-Agent
+(from a weighted pool of real ones, classified by ``sluice.links.visits.classify``
+into browser family and bot), hashed by the API's ``VisitorHasher``, who come
+back: visitor ranks weighted 1/rank**skew (0: every visitor as likely);
+~5% of visits from a few hundred crawler and previewer visitors; referrer
+hosts with a long tail, none for ~45%; arrivals a Poisson process at
+1,000/s, UUIDv7 event ids of the arrival millisecond, a random trace id each,
+and ``created_at`` of a group commit (VisitRecorder: 5 ms after the first
+visit it holds, plus the commit's latency), shared by the visits committed
+together.
+
+They are inserted into a fresh SQLite store (``open_store``, migrated: the real
+events table and its indexes, 5,000 per transaction), whose file after a WAL
+checkpoint gives the hot bytes per event; read back page by page with
+``Store.events_after`` (the project's reader) and with a bare ``sqlite3``
+cursor; then archived into segments of ``--segment`` events, which are decoded
+again and compared with the rows read, row for row. Prints one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import itertools
+import random
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sluice.config import load_config
+from sluice.events import LinkVisited, encode
+from sluice.events import decode as decode_event
+from sluice.history import decode, read_info
+from sluice.history import encode as encode_segment
+from sluice.history.segment import EventRow
+from sluice.http.visitors import VisitorHasher
+from sluice.links.pool import new_codes
+from sluice.links.visits import classify
+from sluice.logs import configure_logging
+from sluice.store import Store, open_store
+
+RATE = 1_000  # visits per second
+FLUSH = timedelta(milliseconds=5)  # VisitRecorder's interval
+PER_TX = 5_000
+PAGE = 10_000
+
+# (weight, User-Agent): a desktop and mobile mix, then crawlers and link previewers.
+_WIN, _MAC = "Windows NT 10.0; Win64; x64", "Macintosh; Intel Mac OS X 10_15_7"
+_IPHONE = "iPhone; CPU iPhone OS 17_5 like Mac OS X"
+_BLINK, _WEBKIT = (
+    "AppleWebKit/537.36 (KHTML, like Gecko)",
+    "AppleWebKit/605.1.15 (KHTML, like Gecko)",
+)
+_CHROME, _MOBILE = "Chrome/126.0.0.0 Safari/537.36", "Mobile/15E148"
+HUMAN_AGENTS = (
+    (30, f"Mozilla/5.0 ({_WIN}) {_BLINK} {_CHROME}"),
+    (8, f"Mozilla/5.0 ({_WIN}) {_BLINK} Chrome/125.0.0.0 Safari/537.36"),
+    (10, f"Mozilla/5.0 ({_MAC}) {_BLINK} {_CHROME}"),
+    (12, f"Mozilla/5.0 ({_IPHONE}) {_WEBKIT} Version/17.5 {_MOBILE} Safari/604.1"),
+    (4, f"Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) {_WEBKIT} Version/17.5 {_MOBILE}"),
+    (6, f"Mozilla/5.0 ({_MAC}) {_WEBKIT} Version/17.5 Safari/605.1.15"),
+    (14, f"Mozilla/5.0 (Linux; Android 10; K) {_BLINK} Chrome/126.0.0.0 Mobile Safari/537.36"),
+    (4, f"Mozilla/5.0 ({_WIN}; rv:127.0) Gecko/20100101 Firefox/127.0"),
+    (2, "Mozilla/5.0 (X11; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0"),
+    (5, f"Mozilla/5.0 ({_WIN}) {_BLINK} {_CHROME} Edg/126.0.0.0"),
+    (3, f"Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) {_BLINK} SamsungBrowser/25.0"
+        " Chrome/121.0.0.0 Mobile Safari/537.36"),
+    (2, f"Mozilla/5.0 ({_IPHONE}) {_WEBKIT} CriOS/126.0.6478.54 {_MOBILE} Safari/604.1"),
+    (1, f"Mozilla/5.0 ({_WIN}) {_BLINK} {_CHROME} OPR/111.0.0.0"),
+    (1, f"Mozilla/5.0 ({_IPHONE}) {_WEBKIT} {_MOBILE} Instagram 335.0.0.0"),
+    (1, ""),
+)  # fmt: skip
+BOT_AGENTS = (
+    (5, "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"),
+    (2, "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)"),
+    (3, "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)"),
+    (3, "Twitterbot/1.0"),
+    (2, "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"),
+    (1, "Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)"),
+    (1, "TelegramBot (like TwitterBot)"),
+    (1, "WhatsApp/2.23.20.0"),
+    (1, "curl/8.5.0"),
+    (1, "python-requests/2.32.3"),
+)
+REFERRERS = (
+    (45, None), (12, "www.google.com"), (6, "t.co"), (4, "l.facebook.com"),
+    (3, "news.ycombinator.com"), (3, "www.reddit.com"), (2, "www.linkedin.com"),
+    (2, "lnkd.in"), (2, "duckduckgo.com"), (1, "www.bing.com"), (1, "mail.google.com"),
+    (1, "outlook.live.com"), (1, "github.com"), (1, "l.instagram.com"),
+)  # fmt: skip
+TAIL_REFERRERS = 2_000  # blogs and forums, 15% of visits between them
+BOTS = 300
+BOT_SHARE = 0.05
+
+
+class Population:
+    """Links, visitors and referrers, drawn once; ``visit`` picks one visit's parts."""
+
+    def __init__(self, args: argparse.Namespace, rng: random.Random) -> None:
+        self.rng = rng
+        self.codes = new_codes(args.links, rng.randbytes)
+        self.code_weights = _zipf_cumulative(args.links, 1.1)
+        hasher = VisitorHasher(b"bench-visitor-key")
+        self.humans = self._visitors(hasher, args.visitors, HUMAN_AGENTS)
+        self.human_weights = _zipf_cumulative(args.visitors, args.visitor_skew)
+        self.bots = self._visitors(hasher, BOTS, BOT_AGENTS)
+        self.bot_weights = _zipf_cumulative(BOTS, 1.0)
+        tail = [f"{rng.choice(('blog', 'forum', 'www', 'news'))}.site{i}.example" for i in
+                range(TAIL_REFERRERS)]  # fmt: skip
+        self.referrers = [host for _, host in REFERRERS] + tail
+        weights = [w / 85 * 0.85 for w, _ in REFERRERS] + [0.15 / TAIL_REFERRERS] * TAIL_REFERRERS
+        self.referrer_weights = list(itertools.accumulate(weights))
+
+    def _visitors(
+        self, hasher: VisitorHasher, count: int, agents: tuple[tuple[int, str], ...]
+    ) -> list[tuple[str, str, bool]]:
+        """(visitor hash, browser, is_bot) of ``count`` people, each an IP and a User-Agent."""
+        uas = self.rng.choices([ua for _, ua in agents], [w for w, _ in agents], k=count)
+        ips = [f"{self.rng.randrange(1, 224)}.{self.rng.randrange(256)}.{self.rng.randrange(256)}"
+               f".{self.rng.randrange(1, 255)}" for _ in range(count)]  # fmt: skip
+        return [(hasher(ip, ua), *classify(ua)) for ip, ua in zip(ips, uas, strict=True)]
+
+    def visit(self) -> tuple[str, tuple[str, str, bool], str | None]:
+        rng = self.rng
+        code = self.codes[_pick(self.code_weights, rng)]
+        if rng.random() < BOT_SHARE:
+            visitor = self.bots[_pick(self.bot_weights, rng)]
+        else:
+            visitor = self.humans[_pick(self.human_weights, rng)]
+        return code, visitor, self.referrers[_pick(self.referrer_weights, rng)]
+
+
+def _zipf_cumulative(count: int, skew: float) -> list[float]:
+    return list(itertools.accumulate(1 / rank**skew for rank in range(1, count + 1)))
+
+
+def _pick(cumulative: list[float], rng: random.Random) -> int:
+    return bisect.bisect(cumulative, rng.random() * cumulative[-1])
+
+
+def uuid7_at(moment: datetime, rng: random.Random) -> str:
+    """``sluice.events.uuid7`` of a given moment, with the bench's own random bits."""
+    ms = int(moment.timestamp() * 1000)
+    rand = rng.getrandbits(74)
+    value = ms << 80 | 0x7 << 76 | (rand >> 62) << 64 | 0x2 << 62 | rand & (2**62 - 1)
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+Row = tuple[str, str, str, bytes, str, str]  # the events table's columns but seq
+
+
+def visits(count: int, population: Population, rng: random.Random) -> Iterator[Row]:
+    """(event_id, type, aggregate, payload, trace_id, created_at) of ``count`` visits."""
+    now = committed = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    batch: list[LinkVisited] = []
+    for _ in range(count):
+        now += timedelta(microseconds=int(rng.expovariate(RATE) * 1e6))
+        if batch and now - batch[0].occurred_at >= FLUSH:
+            committed = _committed(batch[0].occurred_at + FLUSH, committed, rng)
+            yield from _rows(batch, committed)
+            batch = []
+        code, (visitor, browser, is_bot), referrer = population.visit()
+        batch.append(LinkVisited(
+            code=code, visitor=visitor, referrer_host=referrer, browser=browser, is_bot=is_bot,
+            occurred_at=now, trace_id=f"{rng.getrandbits(128) or 1:032x}",
+            event_id=uuid7_at(now, rng),
+        ))  # fmt: skip
+    if batch:
+        yield from _rows(batch, _committed(batch[0].occurred_at + FLUSH, committed, rng))
+
+
+def _committed(flushed: datetime, previous: datetime, rng: random.Random) -> datetime:
+    """When a batch flushed at ``flushed`` commits: after ~0.8 ms, never before the
+    previous commit (one writer)."""
+    latency = timedelta(microseconds=int(rng.expovariate(1 / 800)))
+    return max(flushed + latency, previous + timedelta(microseconds=1))
+
+
+def _rows(batch: list[LinkVisited], committed: datetime) -> Iterator[Row]:
+    created_at = committed.isoformat()  # as the store writes it
+    for e in batch:
+        yield (e.event_id, "LinkVisited", e.aggregate, encode(e), e.trace_id, created_at)
+
+
+async def fill(store: Store, rows: Iterator[Row]) -> None:
+    sql = ("INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
+           " VALUES (?, ?, ?, ?, ?, ?)")  # fmt: skip
+    while chunk := list(itertools.islice(rows, PER_TX)):
+        async with store.transaction() as tx:
+            await tx.executemany(sql, chunk)
+
+
+async def read_all(store: Store) -> tuple[list[EventRow], float]:
+    """Every row, through the store's own reader, and the seconds it took."""
+    rows: list[EventRow] = []
+    started = time.perf_counter()
+    while page := await store.events_after(rows[-1][0] if rows else 0, PAGE):
+        rows += [(e.seq, e.event_id, e.type, e.aggregate, e.payload, e.trace_id, e.created_at)
+                 for e in page]  # fmt: skip
+    return rows, time.perf_counter() - started
+
+
+def read_sqlite(path: Path) -> tuple[int, float]:
+    """Rows read by a bare sqlite3 cursor, page by page, and the seconds it took."""
+    db = sqlite3.connect(path)
+    count, last = 0, 0
+    started = time.perf_counter()
+    while page := db.execute(
+        "SELECT seq, event_id, type, aggregate, payload, trace_id, created_at FROM events"
+        " WHERE seq > ? ORDER BY seq LIMIT ?", (last, PAGE)
+    ).fetchall():  # fmt: skip
+        count += len(page)
+        last = page[-1][0]
+    seconds = time.perf_counter() - started
+    db.close()
+    return count, seconds
+
+
+def hot_bytes(path: Path) -> tuple[int, int | None]:
+    """The database file after a WAL checkpoint, and the events table and its index
+    alone where SQLite has the dbstat table."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    try:
+        (events,) = db.execute(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name IN ('events', 'sqlite_autoindex_events_1')"
+        ).fetchone()
+    except sqlite3.OperationalError:
+        events = None
+    db.close()
+    return path.stat().st_size, events
+
+
+def archive(rows: list[EventRow], size: int) -> tuple[list[bytes], float, float]:
+    """Segments of ``size`` rows, the seconds to encode and to decode them all; every
+    decoded segment is compared with its rows."""
+    chunks = [rows[i : i + size] for i in range(0, len(rows), size)]
+    started = time.perf_counter()
+    segments = [encode_segment(chunk) for chunk in chunks]
+    encoded = time.perf_counter() - started
+    decoded = 0.0
+    for chunk, segment in zip(chunks, segments, strict=True):
+        started = time.perf_counter()
+        back = decode(segment)
+        decoded += time.perf_counter() - started
+        if back != chunk:
+            raise SystemExit("a segment did not decode to its rows")
+    return segments, encoded, decoded
+
+
+def table(figures: list[tuple[str, str]]) -> str:
+    return "\n".join(["| figure | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in figures)])
+
+
+def visitors_per_segment(rows: list[EventRow], size: int) -> list[int]:
+    """Distinct visitors in each segment: their hashes are most of an archived visit."""
+    visitors = [decode_event(r[4]).visitor for r in rows]  # type: ignore[union-attr]
+    return [len(set(visitors[i : i + size])) for i in range(0, len(rows), size)]
+
+
+async def hot_rows(args: argparse.Namespace, tmp: Path) -> tuple[list[EventRow], float, Path]:
+    """The generated visits in a fresh store, read back: the rows, the seconds the store's
+    reader took, and the database file."""
+    rng = random.Random(args.seed)
+    started = time.perf_counter()
+    population = Population(args, rng)
+    config = load_config({}, data_dir=tmp / "data", log_level="warning")
+    configure_logging(config)
+    store = await open_store(config)
+    try:
+        await fill(store, visits(args.visits, population, rng))
+        print(f"{args.visits:,} visits generated and inserted in"
+              f" {time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
+        rows, seconds = await read_all(store)
+    finally:
+        await store.close()
+    return rows, seconds, config.sqlite_path
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]:
+    rows, store_read, path = asyncio.run(hot_rows(args, tmp))
+    raw_count, raw_read = read_sqlite(path)
+    file_size, events_size = hot_bytes(path)
+    segments, encoded, decoded = archive(rows, args.segment)
+    n, sizes = len(rows), [len(s) for s in segments]
+    distinct = visitors_per_segment(rows, args.segment)
+    bots = sum(b'"is_bot":true' in r[4] for r in rows)
+    dbstat = "n/a" if events_size is None else f"{events_size / n:,.0f} bytes"
+    return [
+        ("visits", f"{n:,}, {bots / n:.1%} from bots"),
+        ("distinct visitors per segment", f"{min(distinct):,} to {max(distinct):,}"),
+        ("hot: SQLite file after checkpoint, per event", f"{file_size / n:,.0f} bytes"),
+        ("hot: events table + its index (dbstat), per event", dbstat),
+        ("hot: payload alone, per event", f"{sum(len(r[4]) for r in rows) / n:,.0f} bytes"),
+        (f"archived: {len(segments)} segment(s) of {args.segment:,}, per event",
+         f"**{sum(sizes) / n:.1f} bytes**"),
+        ("archived: smallest / largest segment",
+         f"{min(sizes) / 1e6:.2f} MB / {max(sizes) / 1e6:.2f} MB"),
+        ("payloads kept as bytes (not split)",
+         f"{sum(read_info(s).raw_payloads for s in segments):,}"),
+        ("read: Store.events_after, pages of 10,000", f"{n / store_read:,.0f} events/s"),
+        ("read: bare sqlite3 cursor, pages of 10,000", f"{raw_count / raw_read:,.0f} events/s"),
+        ("encode segments", f"{n / encoded:,.0f} events/s"),
+        ("decode segments (to rows)", f"**{n / decoded:,.0f} events/s**"),
+    ]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--visits", type=int, default=1_000_000)
+    parser.add_argument("--segment", type=int, default=100_000)
+    parser.add_argument("--links", type=int, default=3_000)
+    parser.add_argument("--visitors", type=int, default=200_000)
+    parser.add_argument("--visitor-skew", type=float, default=0.7)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = measure(args, Path(tmp))
+    print(table(figures))
+
+
+if __name__ == "__main__":
+    main()

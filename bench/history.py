@@ -1,7 +1,8 @@
 """The event history at scale: bytes per visit in the events table and in archive segments.
 
 Run by hand: ``.venv/bin/python bench/history.py [--visits 1000000] [--segment 100000]
-[--links 3000] [--visitors 200000] [--visitor-skew 0.7] [--seed 1]``.
+[--links 3000] [--visitors 200000] [--visitor-skew 0.7] [--seed 1]
+[--store sqlite|postgres|sqlite,postgres] [--hot-days 7]``.
 
 Generates ``--visits`` realistic ``LinkVisited`` events, as the redirect view
 builds them: link codes of the code pool over ``--links`` links with a Zipf
@@ -21,7 +22,11 @@ events table and its indexes, 5,000 per transaction), whose file after a WAL
 checkpoint gives the hot bytes per event; read back page by page with
 ``Store.events_after`` (the project's reader) and with a bare ``sqlite3``
 cursor; then archived into segments of ``--segment`` events, which are decoded
-again and compared with the rows read, row for row. Prints one table.
+again and compared with the rows read, row for row. On PostgreSQL (a private
+server, ``bench/stores.py``) the hot size is ``pg_total_relation_size('events')``:
+the table, its TOAST and its indexes. Prints one table per
+store, then the capacity each figure means: disk per day and per year at 1k, 10k
+and 100k redirects per second, the hot table bounded by ``--hot-days``.
 """
 
 from __future__ import annotations
@@ -35,8 +40,11 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from stores import Stores, parse_stores
 
 from sluice.config import load_config
 from sluice.events import LinkVisited, encode
@@ -270,13 +278,15 @@ def visitors_per_segment(rows: list[EventRow], size: int) -> list[int]:
     return [len(set(visitors[i : i + size])) for i in range(0, len(rows), size)]
 
 
-async def hot_rows(args: argparse.Namespace, tmp: Path) -> tuple[list[EventRow], float, Path]:
+async def hot_rows(
+    args: argparse.Namespace, env: dict[str, str]
+) -> tuple[list[EventRow], float, Path | None, int | None]:
     """The generated visits in a fresh store, read back: the rows, the seconds the store's
-    reader took, and the database file."""
+    reader took, the SQLite file, and PostgreSQL's size of the events table (else None)."""
     rng = random.Random(args.seed)
     started = time.perf_counter()
     population = Population(args, rng)
-    config = load_config({}, data_dir=tmp / "data", log_level="warning")
+    config = load_config(env, log_level="warning")
     configure_logging(config)
     store = await open_store(config)
     try:
@@ -284,25 +294,53 @@ async def hot_rows(args: argparse.Namespace, tmp: Path) -> tuple[list[EventRow],
         print(f"{args.visits:,} visits generated and inserted in"
               f" {time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
         rows, seconds = await read_all(store)
+        postgres_size = await _postgres_size(store) if config.postgres else None
     finally:
         await store.close()
-    return rows, seconds, config.sqlite_path
+    path = None if config.postgres else config.sqlite_path
+    return rows, seconds, path, postgres_size
 
 
-def measure(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]:
-    rows, store_read, path = asyncio.run(hot_rows(args, tmp))
-    raw_count, raw_read = read_sqlite(path)
-    file_size, events_size = hot_bytes(path)
+async def _postgres_size(store: Store) -> int:
+    """The events table with its TOAST and indexes (only inserted into: no dead rows)."""
+    row = await store.fetchone("SELECT pg_total_relation_size('events')")
+    assert row is not None
+    return int(row[0])
+
+
+@dataclass
+class Measured:
+    figures: list[tuple[str, str]]
+    hot: float  # bytes per event in the events table
+    archived: float  # bytes per event in segments
+
+
+def measure(args: argparse.Namespace, env: dict[str, str], kind: str) -> Measured:
+    rows, store_read, path, postgres_size = asyncio.run(hot_rows(args, env))
     segments, encoded, decoded = archive(rows, args.segment)
     n, sizes = len(rows), [len(s) for s in segments]
     distinct = visitors_per_segment(rows, args.segment)
     bots = sum(b'"is_bot":true' in r[4] for r in rows)
-    dbstat = "n/a" if events_size is None else f"{events_size / n:,.0f} bytes"
-    return [
+    if kind == "postgres":
+        assert postgres_size is not None
+        hot = postgres_size / n
+        hot_figures = [("hot: events table, TOAST and indexes, per event", f"{hot:,.0f} bytes")]
+        raw = None
+    else:
+        assert path is not None
+        file_size, events_size = hot_bytes(path)
+        hot = file_size / n
+        dbstat = "n/a" if events_size is None else f"{events_size / n:,.0f} bytes"
+        hot_figures = [
+            ("hot: SQLite file after checkpoint, per event", f"{hot:,.0f} bytes"),
+            ("hot: events table + its index (dbstat), per event", dbstat),
+        ]
+        raw = read_sqlite(path)
+    archived = sum(sizes) / n
+    figures = [
         ("visits", f"{n:,}, {bots / n:.1%} from bots"),
         ("distinct visitors per segment", f"{min(distinct):,} to {max(distinct):,}"),
-        ("hot: SQLite file after checkpoint, per event", f"{file_size / n:,.0f} bytes"),
-        ("hot: events table + its index (dbstat), per event", dbstat),
+        *hot_figures,
         ("hot: payload alone, per event", f"{sum(len(r[4]) for r in rows) / n:,.0f} bytes"),
         (f"archived: {len(segments)} segment(s) of {args.segment:,}, per event",
          f"**{sum(sizes) / n:.1f} bytes**"),
@@ -311,10 +349,41 @@ def measure(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]:
         ("payloads kept as bytes (not split)",
          f"{sum(read_info(s).raw_payloads for s in segments):,}"),
         ("read: Store.events_after, pages of 10,000", f"{n / store_read:,.0f} events/s"),
-        ("read: bare sqlite3 cursor, pages of 10,000", f"{raw_count / raw_read:,.0f} events/s"),
+        *([("read: bare sqlite3 cursor, pages of 10,000", f"{raw[0] / raw[1]:,.0f} events/s")]
+          if raw else []),
         ("encode segments", f"{n / encoded:,.0f} events/s"),
         ("decode segments (to rows)", f"**{n / decoded:,.0f} events/s**"),
     ]  # fmt: skip
+    return Measured(figures, hot, archived)
+
+
+RATES = (1_000, 10_000, 100_000)  # redirects (visit events) per second
+DAY = 86_400
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def capacity(measured: dict[str, Measured], hot_days: int) -> str:
+    """Disk at each rate: the hot window (bounded), and segments per day and per year."""
+    lines = [
+        f"| store | redirects/s | events a day | hot table ({hot_days} days, bounded) |"
+        " archived per day | archived per year | all kept in the table, per year |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, m in measured.items():
+        for rate in RATES:
+            events = rate * DAY
+            lines.append(
+                f"| {kind} | {rate:,} | {events / 1e6:,.1f} M | {_size(m.hot * events * hot_days)}"
+                f" | {_size(m.archived * events)} | {_size(m.archived * events * 365)}"
+                f" | {_size(m.hot * events * 365)} |"
+            )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -325,10 +394,20 @@ def main() -> None:
     parser.add_argument("--visitors", type=int, default=200_000)
     parser.add_argument("--visitor-skew", type=float, default=0.7)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--store", type=parse_stores, default=["sqlite"])
+    parser.add_argument("--hot-days", type=int, default=7)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        figures = measure(args, Path(tmp))
-    print(table(figures))
+    measured: dict[str, Measured] = {}
+    with Stores(args.store) as stores, tempfile.TemporaryDirectory() as tmp:
+        for kind in args.store:
+            env = stores.env(kind, Path(tmp) / kind)
+            measured[kind] = measure(args, env, kind)
+            stores.drop(env)
+            print(f"\n{kind}:\n{table(measured[kind].figures)}", flush=True)
+        label = stores.label()
+    if label:
+        print(f"\n{label}")
+    print(f"\ncapacity:\n{capacity(measured, args.hot_days)}")
 
 
 if __name__ == "__main__":

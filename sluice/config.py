@@ -70,6 +70,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     purge_expired_timezone: str = "UTC"
     purge_exports_cron: str = "0 */15 * * * *"
     purge_exports_timezone: str = "UTC"
+    archive_history_cron: str = "0 17 * * * *"
+    archive_history_timezone: str = "UTC"
+    # Events younger than this many days stay in the events table; older ones the relay
+    # has published are moved into archive segments by the archive-history task.
+    history_hot_days: int = 7
     # Exports: finished results are removed this many seconds after the job finished;
     # a job scans the event history in windows of this many sequence numbers; a user has
     # at most this many queued or running at once (SPEC 15; 429 beyond).
@@ -114,8 +119,9 @@ _INT_FIELDS = {
     "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
     "token_ttl_seconds", "visit_flush_ms", "visit_batch", "task_lock_ttl_ms",
     "export_retention", "export_batch", "exports_per_user", "database_pool", "visit_buffer",
-    "max_connections", "password_hash_concurrency", "client_limit_window_seconds",
-    "logins_per_client", "registrations_per_client", "admin_failures_per_client",
+    "history_hot_days", "max_connections", "password_hash_concurrency",
+    "client_limit_window_seconds", "logins_per_client", "registrations_per_client",
+    "admin_failures_per_client",
 }  # fmt: skip
 _FLOAT_FIELDS = {
     "mail_rate", "header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
@@ -177,11 +183,12 @@ def _validate(config: Config) -> None:
         "max_deliveries", "relay_batch", "worker_batch", "worker_concurrency", "visit_batch",
         "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
-        "registrations_per_client", "admin_failures_per_client",
+        "registrations_per_client", "admin_failures_per_client", "history_hot_days",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
+    _validate_history(config)
     for name in ("mail_user_hourly", "mail_user_daily"):
         if getattr(config, name) < 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be 0 (no limit) or more")
@@ -198,6 +205,15 @@ def _validate(config: Config) -> None:
 
 
 ADMIN_TOKEN_MIN = 32
+
+
+def _validate_history(config: Config) -> None:
+    # The relay's reconcile reads the events a stream may still hold from the table only.
+    if config.history_hot_days * 86_400 < config.stream_retention:
+        raise ConfigError(
+            "SLUICE_HISTORY_HOT_DAYS must cover SLUICE_STREAM_RETENTION: events a stream"
+            " may still hold stay in the events table"
+        )
 
 
 def _validate_admin_token(token: str | None) -> None:

@@ -24,6 +24,7 @@ import structlog
 
 from sluice.events import ExportRequested, utcnow, uuid7
 from sluice.exports import chunks
+from sluice.history.catalog import HEAD_SQL
 from sluice.store.base import Row, Store, Tx
 from sluice.store.users import db_time, from_db_time, optional_db_time
 
@@ -133,7 +134,7 @@ async def request_export(
         # Held until commit: no event commits between this read and our append, so the
         # snapshot is exactly the history the user could see.
         await tx.lock_history()
-        head = await tx.fetchone("SELECT COALESCE(MAX(seq), 0) FROM events")
+        head = await tx.fetchone(HEAD_SQL)  # archived events count too
         now = utcnow()
         job = Job(
             id=uuid7(), kind=EXPORT, owner_id=owner_id, code=code, status="queued", progress=0,

@@ -175,7 +175,7 @@ async def _export(job: Job, deps: ExportDeps, lost: asyncio.Event) -> None:
     started = time.monotonic()
     cursor, size, rows = job.cursor_seq, job.cursor_bytes, job.rows
     while cursor < job.snapshot_seq:
-        upto = min(cursor + deps.batch, job.snapshot_seq)
+        upto = await visits.window_end(deps.store, cursor, deps.batch, job.snapshot_seq)
         found = await visits.scan(deps.store, job.code, cursor, upto)
         data = visits.csv_rows(found)
         _check(lost, job)

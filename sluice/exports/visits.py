@@ -19,8 +19,12 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from sluice.history import catalog
+from sluice.history.catalog import SegmentRef
+from sluice.history.reader import read_history
 from sluice.store.base import Store
 
+VISIT_TYPES = ("LinkVisited",)
 HEADER = ("visited_at", "visitor", "referrer_host", "browser", "is_bot")
 
 _SCAN = (
@@ -44,11 +48,48 @@ class Visit(msgspec.Struct, frozen=True):
 _decoder = msgspec.json.Decoder(Visit)
 
 
+class _Coded(msgspec.Struct):
+    code: str
+
+
+_code_decoder = msgspec.json.Decoder(_Coded)
+
+
 async def scan(store: Store, code: str, after: int, upto: int) -> list[Visit]:
-    """Visits of ``code`` with ``after < seq <= upto``, in history order."""
-    sql = _SCAN.format(code=store.dialect.payload_field("code"))
-    rows = await store.fetchall(sql, (after, upto, code))
-    return [_decoder.decode(row[0]) for row in rows]
+    """Visits of ``code`` with ``after < seq <= upto``, in history order, archived or hot.
+
+    Where no segment holds visits of the window, the database filters the hot table;
+    else the window is read through the history reader and filtered here. The segments
+    are listed again after the table's read: one archived meanwhile sends the window
+    to the reader, so a visit is never missed.
+    """
+    if not await _archived(store, after, upto):
+        sql = _SCAN.format(code=store.dialect.payload_field("code"))
+        rows = await store.fetchall(sql, (after, upto, code))
+        if not await _archived(store, after, upto):
+            return [_decoder.decode(row[0]) for row in rows]
+    found: list[Visit] = []
+    async for chunk in read_history(store, VISIT_TYPES, after, upto=upto):
+        found.extend(
+            _decoder.decode(payload)
+            for _, payload in chunk
+            if _code_decoder.decode(payload).code == code
+        )
+    return found
+
+
+async def _archived(store: Store, after: int, upto: int) -> list[SegmentRef]:
+    return [s for s in await catalog.segments(store, after=after, types=VISIT_TYPES)
+            if s.first_seq <= upto]  # fmt: skip
+
+
+async def window_end(store: Store, after: int, batch: int, snapshot: int) -> int:
+    """Where an export's window from ``after`` ends: ``batch`` seq numbers on, or the end
+    of the segment it reaches into, so each segment is decoded once per export."""
+    upto = min(after + batch, snapshot)
+    for segment in await _archived(store, after, upto):
+        upto = min(max(upto, segment.last_seq), snapshot)
+    return upto
 
 
 def utc_time(text: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +25,12 @@ import structlog
 from tqdm import tqdm
 
 from sluice.events import AnyEvent, decode
+from sluice.history import catalog
+from sluice.history.reader import read_history
 from sluice.projections.base import Projection
 from sluice.resources import Resources
 from sluice.store import Tx
-from sluice.store.base import Row
+from sluice.store.base import HEAD, Row
 
 log = structlog.get_logger(__name__)
 
@@ -51,7 +53,7 @@ async def _count(resources: Resources, projection: Projection) -> int:
     row = await resources.store.fetchone(
         f"SELECT COUNT(*) FROM events WHERE type IN ({', '.join('?' * len(types))})", types
     )
-    return int(row[0]) if row else 0
+    return (int(row[0]) if row else 0) + await catalog.count(resources.store, types)
 
 
 def _select(projection: Projection) -> str:
@@ -120,23 +122,30 @@ async def rebuild(
 async def _bulk(
     resources: Resources, projection: Projection, suffix: str, chunk: int, tail: int, bar: tqdm[Any]
 ) -> tuple[int, int]:
-    """Apply reads of ``chunk`` events until one returns fewer than ``tail``; each read
-    of the next chunk (the reader connection) overlaps the apply of the last one."""
+    """Apply reads of ``chunk`` events (archived, then hot) until a read of the table
+    returns fewer than ``tail``; each read of the next chunk (the reader connection)
+    overlaps the apply of the last one."""
     store, config = resources.store, resources.config
     position, applied = 0, 0
-    pending = asyncio.ensure_future(_read(store.fetchall, projection, position, chunk))
+    # Archived events first (and the hot rows among them), then the table on.
+    history = read_history(store, projection.event_types, chunk=chunk, short=tail)
+    pending = asyncio.ensure_future(_next(history))
     try:
-        while len(rows := await pending) >= tail:
-            position = rows[-1][0]
-            pending = asyncio.ensure_future(_read(store.fetchall, projection, position, chunk))
+        while (rows := await pending) is not None:
+            pending = asyncio.ensure_future(_next(history))
             async with store.transaction() as tx:
                 await projection.apply(tx, _decode_all(rows), suffix, config)
-            applied += len(rows)
+            position, applied = rows[-1][0], applied + len(rows)
             bar.update(len(rows))
     finally:
         pending.cancel()  # after a failure: the read in flight is not wanted
         await asyncio.gather(pending, return_exceptions=True)
+        await history.aclose()
     return position, applied
+
+
+async def _next(rows: AsyncIterator[list[tuple[int, bytes]]]) -> list[tuple[int, bytes]] | None:
+    return await anext(rows, None)
 
 
 def _split_ddl(ddl: str) -> tuple[str, str]:
@@ -158,7 +167,7 @@ async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
     read it (they finish in the old tables, and their events are in the
     rebuild), and later ones wait for this commit and then read the new value.
     """
-    row = await tx.fetchone("SELECT COALESCE(MAX(seq), 0) FROM events")
+    row = await tx.fetchone(HEAD)  # archived events count too
     head = int(row[0]) if row else 0
     await tx.execute(
         "INSERT INTO positions (name, seq) VALUES (?, ?)"

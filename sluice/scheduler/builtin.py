@@ -8,12 +8,14 @@ from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.exports.retention import purge_exports
+from sluice.history import archive
 from sluice.links.pool import refill
 from sluice.projections.article_views import top_from_store
 from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
 from sluice.store.users import db_time
 from sluice.streams.maintenance import all_streams, reap_consumers, trim_stream
+from sluice.streams.relay import POSITION
 
 SNAPSHOT_SIZE = 100
 # A consumer idle this long with nothing pending belongs to a worker that is gone:
@@ -128,6 +130,31 @@ async def purge_expired(ctx: TaskContext) -> None:
     ctx.log.info("expired records purged", tokens=tokens, reminder_occurrences=occurrences)
 
 
+async def archive_history(ctx: TaskContext) -> None:
+    """Move published events older than SLUICE_HISTORY_HOT_DAYS into archive segments.
+
+    Scheduled every hour at minute 17 (``0 17 * * * *``): hourly keeps each run's
+    work to about an hour of traffic crossing the hot window (and the table within an
+    hour of its bound), and minute 17 keeps it off the quarter-hour minutes where
+    purge-exports and trim-streams already run. Needs no cursor: each segment commits
+    with the delete of its events, so a run that dies midway leaves the rest in the
+    table for the next; a checkpoint after each segment records progress and stops
+    a run whose lock was lost.
+    """
+    store = ctx.resources.store
+    hot_days = ctx.resources.config.history_hot_days
+    bounds = await archive.limits(store, utcnow(), hot_days, await store.position(POSITION))
+
+    async def moved_one(segment: archive.Moved) -> None:
+        await ctx.checkpoint(f"{segment.aggregate}:{segment.last_seq}")
+
+    moved = await archive.archive(store, bounds, after_segment=moved_one)
+    ctx.log.info(
+        "history archived", segments=len(moved), events=sum(m.events for m in moved),
+        bytes=sum(m.bytes for m in moved), hot_days=hot_days, upto_seq=bounds.upto,
+    )  # fmt: skip
+
+
 BUILTIN: list[tuple[str, TaskFunction, str]] = [
     (
         "refill-code-pool",
@@ -158,6 +185,11 @@ BUILTIN: list[tuple[str, TaskFunction, str]] = [
         "purge-exports",
         purge_exports,
         "removes export results older than SLUICE_EXPORT_RETENTION (their jobs answer 410)",
+    ),
+    (
+        "archive-history",
+        archive_history,
+        "moves published events older than SLUICE_HISTORY_HOT_DAYS into archive segments",
     ),
 ]
 

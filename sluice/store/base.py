@@ -18,6 +18,13 @@ from sluice.events import Event
 
 Row = tuple[Any, ...]
 
+# The head of the history (``Store.max_seq``): the highest seq in the hot table or in
+# an archive segment (migration 14), whichever is higher.
+HEAD = (
+    "SELECT COALESCE(MAX(m), 0) FROM (SELECT MAX(seq) AS m FROM events"
+    " UNION ALL SELECT MAX(last_seq) AS m FROM history_segments) AS heads"
+)
+
 
 class StoredEvent(msgspec.Struct, frozen=True):
     """One row of the event history (the outbox)."""

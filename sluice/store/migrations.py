@@ -307,6 +307,30 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        14,
+        "history segments: archived events",
+        # One row per archive segment (sluice/history): the published events of one
+        # aggregate from first_seq to last_seq, moved out of events in the transaction
+        # that inserted the row. types: JSON {type: count}; bytes: the size of data.
+        # In the database, not in files, so every host reads them and copy-store copies them.
+        """
+        CREATE TABLE history_segments (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            aggregate TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            first_at TEXT NOT NULL,
+            last_at TEXT NOT NULL,
+            events INTEGER NOT NULL,
+            types TEXT NOT NULL,
+            bytes INTEGER NOT NULL,
+            data BLOB NOT NULL
+        );
+        CREATE UNIQUE INDEX history_segments_first_seq ON history_segments (first_seq);
+        CREATE INDEX history_segments_aggregate ON history_segments (aggregate, first_seq);
+        """,
+    ),
 ]
 
 

@@ -39,7 +39,7 @@ from asyncpg.transaction import Transaction
 
 from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
-from sluice.store.base import Row, StoredEvent, field_name
+from sluice.store.base import HEAD, Row, StoredEvent, field_name
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrations import apply_migrations
 from sluice.store.postgres_catalog import PostgresCatalog
@@ -392,7 +392,7 @@ class PostgresStore:
         return [StoredEvent(*row) for row in rows]
 
     async def max_seq(self) -> int:
-        return int(await self._read("fetchval", "SELECT COALESCE(MAX(seq), 0) FROM events"))
+        return int(await self._read("fetchval", HEAD))
 
     async def position(self, name: str) -> int:
         seq = await self._read("fetchval", "SELECT seq FROM positions WHERE name = $1", name)

@@ -17,7 +17,7 @@ import structlog
 
 from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
-from sluice.store.base import Row, StoredEvent, field_name
+from sluice.store.base import HEAD, Row, StoredEvent, field_name
 from sluice.store.migrations import apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
 
@@ -240,7 +240,7 @@ class SqliteStore:
         return [StoredEvent(*row) for row in rows]
 
     async def max_seq(self) -> int:
-        row = await self.fetchone("SELECT COALESCE(MAX(seq), 0) FROM events")
+        row = await self.fetchone(HEAD)
         return int(row[0]) if row else 0
 
     async def position(self, name: str) -> int:

@@ -19,7 +19,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from sluice.config import Config
-from sluice.events import ArticleViewed, LinkCreated, decode, utcnow
+from sluice.events import ArticleViewed, LinkCreated, LinkVisited, decode, utcnow
+from sluice.history.reader import read_history
 from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.postgres_server import PostgresServer
@@ -33,6 +34,7 @@ from sluice.store.sqlite import SqliteStore
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
 from tests.conftest import TEMPLATE, new_database
+from tests.integration.archive_helpers import make_old, run_archive
 from tests.integration.conftest import child_env, wait_for
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
 
@@ -352,3 +354,36 @@ async def test_a_source_still_written_is_copied_as_one_snapshot(
     seq = sorted(StoredEvent.__struct_fields__).index("seq")  # `everything` sorts columns
     assert copied["events"] == [row for row in source["events"] if row[seq] <= events]
     assert copied["positions"] == [("writer", events - 2000)]
+
+
+@pytest.mark.stores("sqlite")
+async def test_an_archived_deployment_moves_with_its_segments_and_the_same_history(
+    config: Config, resources: Resources, empty_database: Callable[..., str]
+) -> None:
+    store = resources.store
+    for start in range(0, 2_000, 500):
+        async with store.transaction() as tx:
+            await tx.append(
+                *(LinkVisited(code="c", visitor=f"x{i}") for i in range(start, start + 500))
+            )
+    head = await store.max_seq()
+    await make_old(store, head)
+    await store.set_position(POSITION, head)
+    assert len(await run_archive(store, segment_events=600)) == 4  # 600, 600, 600, 199
+    history = [row async for chunk in read_history(store, ("LinkVisited",)) for row in chunk]
+    assert len(history) == 2_000
+
+    target = empty_database()
+    done = await sluice(config, "copy-store", "--to", target, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    moved = await PostgresStore.open(target, pool_size=2)
+    try:
+        copied = [row async for chunk in read_history(moved, ("LinkVisited",)) for row in chunk]
+        assert copied == history
+        assert await moved.max_seq() == head
+        async with moved.transaction() as tx:  # numbers go on after the archived ones
+            await tx.append(LinkVisited(code="c", visitor="new"))
+        [event] = await moved.events_after(head, 10)
+        assert event.seq == head + 1
+    finally:
+        await moved.close()

@@ -1,0 +1,156 @@
+"""Moving old, published events from the hot ``events`` table into segments.
+
+An event is archived once it is (a) older than ``SLUICE_HISTORY_HOT_DAYS``, (b)
+published by the relay (``seq`` at or below its position) and (c) not the newest
+event of the table. Each segment holds one aggregate's events, consecutive in that
+aggregate, at most ``SEGMENT_EVENTS`` of them; it is encoded, decoded again and
+compared with the rows read, and then ONE transaction inserts it and deletes exactly
+those rows (by aggregate and seq range, the count checked). A process killed at
+any point therefore leaves each event either in the table or in a segment, never in
+both and never in neither.
+
+(c) keeps the head of the history in the table, so that ``copy-store`` (which
+moves PostgreSQL's identity past the largest ``events.seq`` it copied) never hands
+out a number a segment already holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import msgspec
+
+from sluice.events import AGGREGATES
+from sluice.history.segment import EventRow, decode, encode, read_info
+from sluice.store.base import Store
+
+# Events per segment, at most: about 5 MB of segment for 100,000 visits (49.8 bytes
+# each, bench/history.py), decoded in a third of a second; a reader holds one at a time.
+SEGMENT_EVENTS = 100_000
+# A segment is made only from this many events or more: each hourly run would otherwise
+# write a small, poorly compressed segment per aggregate. The table so keeps at most
+# this many archivable events per aggregate beyond the hot window.
+MIN_SEGMENT_EVENTS = 10_000
+
+_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
+
+
+class ArchiveError(Exception):
+    """The events to archive changed under the archive (another run?); nothing moved."""
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One segment written: its id, aggregate, seq range and size."""
+
+    segment_id: int
+    aggregate: str
+    first_seq: int
+    last_seq: int
+    events: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What may be archived: events created before ``before`` (db text, as
+    ``events.created_at``) with ``seq <= upto``."""
+
+    before: str
+    upto: int
+    segment_events: int = SEGMENT_EVENTS
+    min_events: int = MIN_SEGMENT_EVENTS
+
+
+async def limits(
+    store: Store, now: datetime, hot_days: int, published: int, **sizes: int
+) -> Limits:
+    """The limits of a run at ``now`` with the relay at ``published``."""
+    row = await store.fetchone("SELECT COALESCE(MIN(seq), 1), COALESCE(MAX(seq), 0) FROM events")
+    oldest, newest = (int(row[0]), int(row[1])) if row else (1, 0)
+    before = (now - timedelta(days=hot_days)).isoformat()
+    young = await _first_young(store, oldest, newest, before)
+    return Limits(before=before, upto=min(published, newest - 1, young - 1), **sizes)
+
+
+async def _first_young(store: Store, low: int, high: int, before: str) -> int:
+    """About the first seq created at or after ``before``, found by bisection on the key:
+    no index on ``created_at``, and the scans by aggregate stop there instead of walking
+    the hot window. Only a bound: each row's own time is checked before it moves."""
+    high += 1
+    while low < high:
+        middle = (low + high) // 2
+        row = await store.fetchone(
+            "SELECT seq, created_at FROM events WHERE seq >= ? ORDER BY seq LIMIT 1", (middle,)
+        )
+        if row is None or str(row[1]) >= before:
+            high = middle
+        else:
+            low = int(row[0]) + 1
+    return low
+
+
+async def archive(
+    store: Store,
+    limits: Limits,
+    *,
+    after_segment: Callable[[Moved], Awaitable[None]] | None = None,
+) -> list[Moved]:
+    """Archive every aggregate's archivable events; the segments written, in order.
+
+    ``after_segment`` runs after each segment's commit (a task's checkpoint: it may
+    raise to stop the run, which leaves every event exactly once).
+    """
+    moved: list[Moved] = []
+    for aggregate in sorted(AGGREGATES):
+        while (rows := await _next_rows(store, aggregate, limits)) is not None:
+            done = await _move(store, rows)
+            moved.append(done)
+            if after_segment is not None:
+                await after_segment(done)
+    return moved
+
+
+async def _next_rows(store: Store, aggregate: str, limits: Limits) -> list[EventRow] | None:
+    """The aggregate's oldest events, up to the first one that may not be archived; None
+    when they are fewer than a segment's minimum."""
+    found = await store.fetchall(
+        f"SELECT {_COLUMNS} FROM events WHERE aggregate = ? AND seq <= ? ORDER BY seq LIMIT ?",
+        (aggregate, limits.upto, limits.segment_events),
+    )
+    rows: list[EventRow] = []
+    for seq, event_id, type_, agg, payload, trace_id, created_at in found:
+        if str(created_at) >= limits.before:
+            break  # clocks may step back: stop at the first young one, never skip it
+        rows.append((int(seq), str(event_id), str(type_), str(agg), bytes(payload),
+                     str(trace_id), str(created_at)))  # fmt: skip
+    return rows if rows and len(rows) >= limits.min_events else None
+
+
+async def _move(store: Store, rows: Sequence[EventRow]) -> Moved:
+    data = encode(rows)
+    if decode(data) != list(rows):  # never delete what the segment would not give back
+        raise ArchiveError(f"segment of seq {rows[0][0]}-{rows[-1][0]} does not round-trip")
+    info = read_info(data)
+    aggregate = rows[0][3]
+    async with store.transaction() as tx:
+        inserted = await tx.fetchone(
+            "INSERT INTO history_segments (aggregate, first_seq, last_seq, first_at, last_at,"
+            " events, types, bytes, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (aggregate, info.first_seq, info.last_seq, info.first_created_at,
+             info.last_created_at, info.count, msgspec.json.encode(info.types).decode(),
+             len(data), data),
+        )  # fmt: skip
+        deleted = await tx.execute(
+            "DELETE FROM events WHERE aggregate = ? AND seq >= ? AND seq <= ?",
+            (aggregate, info.first_seq, info.last_seq),
+        )
+        if deleted != len(rows):  # raising rolls the insert back with the delete
+            raise ArchiveError(
+                f"{aggregate} seq {info.first_seq}-{info.last_seq}: {deleted} rows to delete,"
+                f" {len(rows)} encoded"
+            )
+    assert inserted is not None
+    return Moved(int(inserted[0]), aggregate, info.first_seq, info.last_seq, info.count, len(data))

@@ -1,0 +1,175 @@
+"""Readers see one history, archived or hot: a replay after archiving gives the live
+numbers, an export of visits spanning segments and the table lists each visit once, and
+a damaged segment stops both with ``CorruptSegment`` naming it."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from collections.abc import Callable
+
+import pytest
+
+from sluice.events import ArticleViewed, LinkVisited
+from sluice.exports import jobs, visits
+from sluice.exports.runner import ExportDeps, run_export
+from sluice.groups import PROJECTIONS
+from sluice.history import CorruptSegment, catalog
+from sluice.history.reader import read_history
+from sluice.projections.replay import rebuild
+from sluice.resources import Resources
+from sluice.store import Store
+from sluice.store.base import Row
+from sluice.streams.consumer import Consumer
+from sluice.streams.relay import POSITION, Relay
+from tests.integration.archive_helpers import make_old, run_archive
+from tests.integration.conftest import wait_for
+from tests.link_helpers import OWNER, add_link, add_user
+
+# Projection tables compared after a replay (processed-id tables and times left out).
+SNAPSHOT = (
+    "SELECT code, total, bots, unique_visitors FROM link_stats ORDER BY code",
+    "SELECT * FROM link_stats_days ORDER BY code, day",
+    "SELECT * FROM link_stats_referrers ORDER BY code, referrer",
+    "SELECT * FROM link_stats_browsers ORDER BY code, browser",
+    "SELECT * FROM link_visitors ORDER BY code, visitor",
+    "SELECT * FROM link_day_visitors ORDER BY code, day, visitor",
+    "SELECT article_id, views FROM article_views ORDER BY article_id",
+    "SELECT * FROM article_view_periods ORDER BY period, start, article_id",
+)
+BROWSERS = ("Chrome", "Firefox", "Googlebot")
+
+
+def visit(i: int, code: str | None = None) -> LinkVisited:
+    return LinkVisited(
+        code=code or f"c{i % 3}", visitor=f"x{i % 17}", browser=BROWSERS[i % 3],
+        referrer_host=(None, "t.co", "news.example.com")[i % 3], is_bot=i % 3 == 2,
+    )  # fmt: skip
+
+
+async def traffic(store: Store, rounds: range) -> None:
+    """Per round, 100 visits then 30 views, each in a transaction: aggregates interleave."""
+    for r in rounds:
+        async with store.transaction() as tx:
+            await tx.append(*(visit(i) for i in range(r * 100, r * 100 + 100)))
+        async with store.transaction() as tx:
+            await tx.append(
+                *(ArticleViewed(article_id=f"a{i % 4}", viewer=f"v{i}")
+                  for i in range(r * 30, r * 30 + 30))
+            )  # fmt: skip
+
+
+async def snapshot(store: Store) -> list[list[Row]]:
+    return [await store.fetchall(sql) for sql in SNAPSHOT]
+
+
+async def counted(store: Store, visits_: int, views: int) -> None:
+    async def caught_up() -> bool:
+        v = await store.fetchone("SELECT COALESCE(SUM(total), 0) FROM link_stats")
+        a = await store.fetchone("SELECT COALESCE(SUM(views), 0) FROM article_views")
+        return v is not None and a is not None and (int(v[0]), int(a[0])) == (visits_, views)
+
+    await wait_for(caught_up)
+
+
+async def test_replay_after_archiving_gives_the_live_numbers(
+    resources: Resources, start_relay: Callable[..., Relay], start_worker: Callable[..., Consumer]
+) -> None:
+    store = resources.store
+    start_relay()
+    start_worker("article-views")
+    start_worker("link-stats", name="w2")
+    await traffic(store, range(6))
+    await counted(store, 600, 180)
+    await make_old(store, await store.max_seq())
+    moved = await run_archive(store, segment_events=70)
+    assert {m.aggregate for m in moved} == {"visits", "articles"}
+    assert sum(m.events for m in moved) == 779  # all but the head
+    await traffic(store, range(6, 8))  # hot, after the archived ones
+    await counted(store, 800, 240)
+    live = await snapshot(store)
+
+    for name, events in (("link-stats", 800), ("article-views", 240)):
+        result = await rebuild(resources, PROJECTIONS[name], chunk=64, tail=16, progress=False)
+        assert result.events == events
+        assert result.watermark == await store.max_seq()
+    assert await snapshot(store) == live
+
+
+async def test_the_history_reader_gives_archived_and_hot_rows_once_in_seq_order(
+    resources: Resources,
+) -> None:
+    store = resources.store
+    await traffic(store, range(5))
+    everything = await store.events_after(0, 10_000)
+    await make_old(store, everything[-1].seq)
+    await store.set_position(POSITION, everything[-1].seq)
+    await run_archive(store, segment_events=45)
+    # Both aggregates' types at once: segments interleave with each other and the table.
+    types = ("LinkVisited", "ArticleViewed")
+    read = [row async for chunk in read_history(store, types, chunk=33) for row in chunk]
+    assert read == [(e.seq, e.payload) for e in everything]
+    middle = everything[300].seq
+    read = [row async for chunk in read_history(store, types, middle, upto=middle + 90)
+            for row in chunk]  # fmt: skip
+    assert read == [(e.seq, e.payload) for e in everything if middle < e.seq <= middle + 90]
+
+
+async def test_an_export_of_visits_spanning_segments_and_the_table_lists_each_once(
+    resources: Resources,
+) -> None:
+    store = resources.store
+    await add_link(store, "big", "https://example.org/big")
+    await add_user(store)
+    expected: list[str] = []
+    for r in range(8):
+        async with store.transaction() as tx:
+            batch = [visit(i, "big" if i % 4 else "other") for i in range(r * 100, r * 100 + 100)]
+            await tx.append(*batch)
+            expected += [v.visitor for v in batch if v.code == "big"]
+    head = await store.max_seq()
+    await make_old(store, head)
+    await store.set_position(POSITION, head - 250)  # the last 250 visits stay hot
+    moved = await run_archive(store, segment_events=120)
+    assert len(moved) > 3
+    job, _ = await jobs.request_export(store, OWNER, "big", "trace-export")
+    # Windows of 50 seq numbers: most start inside a segment, some cross into the table.
+    await run_export(job.id, dataclasses.replace(ExportDeps.from_resources(resources), batch=50))
+
+    finished = await jobs.get_job(store, job.id)
+    assert finished is not None and finished.status == "succeeded"
+    assert finished.rows == len(expected) == 600
+    chunks = await store.fetchall(
+        "SELECT data FROM export_chunks WHERE job_id = ? ORDER BY first_byte", (job.id,)
+    )
+    text = b"".join(bytes(c[0]) for c in chunks).decode()
+    _, *rows = csv.reader(io.StringIO(text, newline=""))
+    assert [row[1] for row in rows] == expected
+
+
+async def test_a_corrupt_segment_stops_replay_and_export_naming_it(resources: Resources) -> None:
+    store = resources.store
+    await traffic(store, range(3))
+    head = await store.max_seq()
+    await make_old(store, head)
+    await store.set_position(POSITION, head)
+    await run_archive(store, segment_events=1000)
+    damaged = next(s for s in await catalog.segments(store) if s.aggregate == "visits")
+    row = await store.fetchone("SELECT data FROM history_segments WHERE id = ?", (damaged.id,))
+    assert row is not None
+    data = bytearray(row[0])
+    data[len(data) // 2] ^= 0x01
+    async with store.transaction() as tx:
+        await tx.execute(
+            "UPDATE history_segments SET data = ? WHERE id = ?", (bytes(data), damaged.id)
+        )
+
+    with pytest.raises(CorruptSegment, match=f"history segment {damaged.id} "):
+        await rebuild(resources, PROJECTIONS["link-stats"], progress=False)
+    with pytest.raises(CorruptSegment, match=f"history segment {damaged.id} "):
+        await visits.scan(store, "c1", 0, head)
+    # The live tables are untouched and the other aggregate's replay still works.
+    assert await store.fetchone("SELECT COUNT(*) FROM link_stats") == (0,)
+    result = await rebuild(resources, PROJECTIONS["article-views"], progress=False)
+    assert result.events == 90

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import io
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -139,6 +140,38 @@ class SqliteTx(SqliteCatalog):
             await self._db.execute(statement)
 
 
+# A transaction holding the process's write lock this long is reported, with where its
+# task waits, and again every HELD_REPORT_EVERY_S while it goes on: every other write of
+# the process waits behind it (a mail worker once waited 47 s to record a sent mail).
+HELD_REPORT_AFTER_S = 5.0
+HELD_REPORT_EVERY_S = 10.0
+
+
+class _HeldReport:
+    """Logs a warning with the holder's stack while one transaction holds the lock long."""
+
+    def __init__(self, holder: asyncio.Task[Any] | None) -> None:
+        self._holder = holder
+        self._loop = asyncio.get_running_loop()
+        self._since = self._loop.time()
+        self._timer = self._loop.call_later(HELD_REPORT_AFTER_S, self._report)
+
+    def _report(self) -> None:
+        stack = io.StringIO()
+        if self._holder is not None:
+            self._holder.print_stack(limit=12, file=stack)
+        log.warning(
+            "sqlite write lock held long: every other write of this process waits",
+            seconds=round(self._loop.time() - self._since, 1),
+            holder=self._holder.get_name() if self._holder is not None else None,
+            stack=stack.getvalue(),
+        )
+        self._timer = self._loop.call_later(HELD_REPORT_EVERY_S, self._report)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 class SqliteStore:
     """Writes go through one connection under a lock; reads use a second one."""
 
@@ -177,6 +210,7 @@ class SqliteStore:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteTx]:
         await self._lock.acquire()
+        held = _HeldReport(asyncio.current_task())
         tx = SqliteTx(self._writer)
         try:
             # IMMEDIATE takes the write lock up front: no deadlock on upgrade.
@@ -189,12 +223,14 @@ class SqliteStore:
             # while SQLite waits for the lock (a request's deadline) stops waiting at
             # once, but the BEGIN still runs in aiosqlite's thread: the ROLLBACK queued
             # behind it gives the lock back, and this connection stays ours until then.
+            held.cancel()
             cleanup = asyncio.ensure_future(self._roll_back_and_release())
             self._cleanups.add(cleanup)
             cleanup.add_done_callback(self._cleanups.discard)
             if not isinstance(exc, asyncio.CancelledError):
                 await asyncio.shield(cleanup)
             raise
+        held.cancel()
         self._lock.release()
         if tx.appended:
             for kind, n in tx.types.items():

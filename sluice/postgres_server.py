@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.errors import SluiceError
-from sluice.redis_server import die_with_parent, free_port
+from sluice.redis_server import die_with_parent, free_port, start_on_a_free_port
 
 
 class PostgresServerError(SluiceError):
@@ -31,9 +31,6 @@ class PostgresServerError(SluiceError):
 
 class PortTaken(PostgresServerError):
     """Another process listens on the port the server was to bind."""
-
-
-_PORT_ATTEMPTS = 5
 
 
 def find_bindir() -> Path:
@@ -90,19 +87,9 @@ class PostgresServer:
         return self.data_dir / "pgdata"
 
     def start(self, timeout: float = 30.0) -> None:
-        """Start the server. On its first start, a port another process took between
-        ``free_port`` and the bind is given up for a new one (parallel test workers pick
-        ports at once); a restart keeps its port, which its clients know."""
-        for attempt in range(_PORT_ATTEMPTS):
-            try:
-                self._launch(timeout)
-            except PortTaken:
-                if self.started_once or attempt == _PORT_ATTEMPTS - 1:
-                    raise
-                self.port = free_port()
-            else:
-                self.started_once = True
-                return
+        """Start the server, on another free port if its own was taken at a first start
+        (``start_on_a_free_port``)."""
+        start_on_a_free_port(self, lambda: self._launch(timeout), PortTaken)
 
     def _launch(self, timeout: float) -> None:
         bindir = find_bindir()

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 from sluice.errors import SluiceError
@@ -114,6 +115,30 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class OnAPort(Protocol):
+    port: int
+    started_once: bool
+
+
+def start_on_a_free_port(
+    server: OnAPort, launch: Callable[[], None], taken: type[Exception]
+) -> None:
+    """``launch`` the server; on its first start, a port another process took between
+    ``free_port`` and the bind (``taken`` raised) is given up for a new one, a few times
+    (parallel test workers pick ports at once). A restart keeps its port, which its
+    clients know, and raises ``taken``."""
+    for attempt in range(_PORT_ATTEMPTS):
+        try:
+            launch()
+        except taken:
+            if server.started_once or attempt == _PORT_ATTEMPTS - 1:
+                raise
+            server.port = free_port()
+        else:
+            server.started_once = True
+            return
+
+
 @dataclass
 class RedisServer:
     """One redis-server child process, with a password (random unless given).
@@ -152,19 +177,9 @@ class RedisServer:
         (self.data_dir / URL_FILE).unlink(missing_ok=True)
 
     def start(self, timeout: float = 10.0) -> None:
-        """Start the server. On its first start, a port another process took between
-        ``free_port`` and the bind is given up for a new one (parallel test workers pick
-        ports at once); a restart keeps its port, which its clients know."""
-        for attempt in range(_PORT_ATTEMPTS):
-            try:
-                self._launch(timeout)
-            except PortTaken:
-                if self.started_once or attempt == _PORT_ATTEMPTS - 1:
-                    raise
-                self.port = free_port()
-            else:
-                self.started_once = True
-                return
+        """Start the server, on another free port if its own was taken at a first start
+        (``start_on_a_free_port``)."""
+        start_on_a_free_port(self, lambda: self._launch(timeout), PortTaken)
 
     def _launch(self, timeout: float) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

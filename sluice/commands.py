@@ -16,6 +16,7 @@ from sluice.database_url import redacted
 from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.groups import GROUPS, PROJECTIONS
+from sluice.history.size import measure as history_size
 from sluice.http.admin_token import record_generated
 from sluice.processes import (
     run_all,
@@ -172,10 +173,17 @@ async def replay(config: Config, name: str, *, progress: bool) -> int:
 async def show_status(config: Config, *, as_json: bool) -> int:
     async with open_resources(config) as resources:
         report = await status(resources.redis, resources.keys, resources.store)
+        history = await history_size(resources.store)
     if as_json:
-        print(json.dumps(dataclasses.asdict(report), indent=2))
+        shown = dataclasses.asdict(report) | {"history": msgspec.to_builtins(history)}
+        print(json.dumps(shown, indent=2))
         return 0
     print(f"relay backlog: {report.relay_backlog}   delayed retries: {report.delayed}")
+    print(
+        f"history: {history.hot_events} hot events (oldest {history.hot_oldest_at or '-'}),"
+        f" {history.archived_events} archived in {history.segments} segments"
+        f" ({history.archived_bytes} bytes), oldest event {history.oldest_event_at or '-'}"
+    )
     for stream in report.streams:
         print(f"{stream.stream}  length={stream.length}")
         for g in stream.groups:

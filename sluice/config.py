@@ -75,6 +75,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Events younger than this many days stay in the events table; older ones the relay
     # has published are moved into archive segments by the archive-history task.
     history_hot_days: int = 7
+    # Events per archive segment, at most; a segment is made only from a tenth of this
+    # or more (each hourly run would otherwise write small, poorly compressed ones).
+    history_segment_events: int = 100_000
     # Exports: finished results are removed this many seconds after the job finished;
     # a job scans the event history in windows of this many sequence numbers; a user has
     # at most this many queued or running at once (SPEC 15; 429 beyond).
@@ -119,7 +122,7 @@ _INT_FIELDS = {
     "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
     "token_ttl_seconds", "visit_flush_ms", "visit_batch", "task_lock_ttl_ms",
     "export_retention", "export_batch", "exports_per_user", "database_pool", "visit_buffer",
-    "history_hot_days", "max_connections", "password_hash_concurrency",
+    "history_hot_days", "history_segment_events", "max_connections", "password_hash_concurrency",
     "client_limit_window_seconds", "logins_per_client", "registrations_per_client",
     "admin_failures_per_client",
 }  # fmt: skip
@@ -184,6 +187,7 @@ def _validate(config: Config) -> None:
         "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",
+        "history_segment_events",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:

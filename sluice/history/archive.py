@@ -1,13 +1,15 @@
 """Moving old, published events from the hot ``events`` table into segments.
 
 An event is archived once it is (a) older than ``SLUICE_HISTORY_HOT_DAYS``, (b)
-published by the relay (``seq`` at or below its position) and (c) not the newest
-event of the table. Each segment holds one aggregate's events, consecutive in that
-aggregate, at most ``SEGMENT_EVENTS`` of them; it is encoded, decoded again and
-compared with the rows read, and then ONE transaction inserts it and deletes exactly
-those rows (by aggregate and seq range, the count checked). A process killed at
-any point therefore leaves each event either in the table or in a segment, never in
-both and never in neither.
+published by the relay (``seq`` at or below its position), (c) not the newest
+event of the table and (d) acked by every group on its stream (a projection or
+handler that stalled keeps its unfinished events hot, whatever their age). Each
+segment holds one aggregate's events, consecutive in that aggregate, at most
+``SLUICE_HISTORY_SEGMENT_EVENTS`` of them; it is encoded, decoded again and compared
+with the rows read, and then ONE transaction inserts it and deletes exactly those rows
+(by aggregate and seq range, the count checked). A process killed at any point
+therefore leaves each event either in the table or in a segment, never in both and
+never in neither.
 
 (c) keeps the head of the history in the table, so that ``copy-store`` (which
 moves PostgreSQL's identity past the largest ``events.seq`` it copied) never hands
@@ -16,8 +18,8 @@ out a number a segment already holds.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import msgspec
@@ -56,23 +58,32 @@ class Moved:
 @dataclass(frozen=True)
 class Limits:
     """What may be archived: events created before ``before`` (db text, as
-    ``events.created_at``) with ``seq <= upto``."""
+    ``events.created_at``) with ``seq <= upto`` and, for an aggregate in ``passed``,
+    ``seq <= passed[aggregate]``."""
 
     before: str
     upto: int
+    passed: Mapping[str, int] = field(default_factory=dict)
     segment_events: int = SEGMENT_EVENTS
     min_events: int = MIN_SEGMENT_EVENTS
 
 
 async def limits(
-    store: Store, now: datetime, hot_days: int, published: int, **sizes: int
+    store: Store,
+    now: datetime,
+    hot_days: int,
+    published: int,
+    passed: Mapping[str, int] | None = None,
+    **sizes: int,
 ) -> Limits:
-    """The limits of a run at ``now`` with the relay at ``published``."""
+    """The limits of a run at ``now`` with the relay at ``published`` and the groups at
+    ``passed`` (``streams.maintenance.passed_by_every_group``)."""
     row = await store.fetchone("SELECT COALESCE(MIN(seq), 1), COALESCE(MAX(seq), 0) FROM events")
     oldest, newest = (int(row[0]), int(row[1])) if row else (1, 0)
     before = (now - timedelta(days=hot_days)).isoformat()
     young = await _first_young(store, oldest, newest, before)
-    return Limits(before=before, upto=min(published, newest - 1, young - 1), **sizes)
+    upto = min(published, newest - 1, young - 1)
+    return Limits(before=before, upto=upto, passed=dict(passed or {}), **sizes)
 
 
 async def _first_young(store: Store, low: int, high: int, before: str) -> int:
@@ -116,9 +127,10 @@ async def archive(
 async def _next_rows(store: Store, aggregate: str, limits: Limits) -> list[EventRow] | None:
     """The aggregate's oldest events, up to the first one that may not be archived; None
     when they are fewer than a segment's minimum."""
+    upto = min(limits.upto, limits.passed.get(aggregate, limits.upto))
     found = await store.fetchall(
         f"SELECT {_COLUMNS} FROM events WHERE aggregate = ? AND seq <= ? ORDER BY seq LIMIT ?",
-        (aggregate, limits.upto, limits.segment_events),
+        (aggregate, upto, limits.segment_events),
     )
     rows: list[EventRow] = []
     for seq, event_id, type_, agg, payload, trace_id, created_at in found:

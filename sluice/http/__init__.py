@@ -115,6 +115,7 @@ def _add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/v1/links/{code}", links.read_link)
     router.add_patch("/v1/links/{code}", links.patch_link)
     router.add_get("/v1/admin/streams", admin.streams)
+    router.add_get("/v1/admin/archive", admin.archive)
     router.add_get("/v1/admin/dead-letters", admin.dead_letters)
     router.add_post("/v1/admin/dead-letters/{id}/redrive", admin.redrive)
     router.add_delete("/v1/admin/dead-letters/{id}", admin.drop)

@@ -1,4 +1,5 @@
-"""Admin routes: the operator's view of the streams and dead letters (admin token required).
+"""Admin routes: the operator's view of the streams, dead letters and the history's size
+(admin token required).
 
 Dead letters are listed newest first. A dead letter's id is unique within its
 group only (each group has its own dead-letter stream), so redrive and drop
@@ -18,6 +19,7 @@ from aiohttp import web
 
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.groups import GROUPS
+from sluice.history.size import measure
 from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS
@@ -54,6 +56,13 @@ async def streams(request: web.Request) -> web.Response:
     async with _redis_answers("stream status is unavailable"):
         report = await status(request.app[REDIS], request.app[KEYS], request.app[STORE])
     return json_response(report)
+
+
+async def archive(request: web.Request) -> web.Response:
+    """The event history's size: the hot table and the archive segments (the database only,
+    so it answers while Redis is down)."""
+    await require_admin(request)
+    return json_response(await measure(request.app[STORE]))
 
 
 def _groups(request: web.Request) -> list[str]:

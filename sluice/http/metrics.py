@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
+from sluice.history.size import HistorySize, measure
 from sluice.http.auth import require_admin
 from sluice.http.degrade import REDIS_ERRORS
 from sluice.http.keys import KEYS, LINK_CACHE, REDIS, STORE, VISITS
@@ -28,6 +30,7 @@ from sluice.metrics import (
     gauge,
     render,
 )
+from sluice.store.errors import database_unavailable
 from sluice.streams.maintenance import Status, status
 from sluice.streams.waiting import wait_or_stop
 
@@ -64,6 +67,39 @@ def _families(report: Status | None) -> list[Metric]:
                 seen_groups.add(group.group)
                 dead.add_metric([group.group], group.dead_letters)
     return [redis_up, backlog, delayed, length, lag, pending, consumers, dead]
+
+
+def _history_families(size: HistorySize | None) -> list[Metric]:
+    if size is None:
+        return []
+    figures = [
+        ("sluice_history_hot_events", "Events in the hot events table (from its seq span)",
+         size.hot_events),
+        ("sluice_history_segments", "Archive segments", size.segments),
+        ("sluice_history_archived_events", "Events in archive segments", size.archived_events),
+        ("sluice_history_archived_bytes", "Bytes of archive segments", size.archived_bytes),
+    ]  # fmt: skip
+    families: list[Metric] = []
+    for name, documentation, value in figures:
+        family = gauge(name, documentation)
+        family.add_metric([], value)
+        families.append(family)
+    if size.oldest_event_at is not None:
+        oldest = gauge("sluice_history_oldest_event_timestamp_seconds", "The oldest event's time")
+        oldest.add_metric([], datetime.fromisoformat(size.oldest_event_at).timestamp())
+        families.append(oldest)
+    return families
+
+
+async def _history(request: web.Request) -> HistorySize | None:
+    try:
+        async with asyncio.timeout(SCRAPE_TIMEOUT):
+            return await measure(request.app[STORE])
+    except Exception as exc:
+        if not (isinstance(exc, TimeoutError) or database_unavailable(exc)):
+            raise
+        log.warning("metrics: the database did not answer", error=repr(exc))
+        return None
 
 
 class _Published:
@@ -111,5 +147,6 @@ async def metrics(request: web.Request) -> web.Response:
             report = await status(request.app[REDIS], request.app[KEYS], request.app[STORE])
     except REDIS_ERRORS as exc:
         log.warning("metrics: redis did not answer", error=repr(exc))
-    body = await asyncio.to_thread(render, _families(report))
+    families = _families(report) + _history_families(await _history(request))
+    body = await asyncio.to_thread(render, families)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

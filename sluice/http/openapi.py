@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from sluice.history.size import HistorySize
 from sluice.http.admin import DEAD_LETTERS_DEFAULT, DEAD_LETTERS_MAX, Redriven
 from sluice.http.bodies import JSON, PROBLEM_JSON, json_response
 from sluice.http.keys import CONFIG
@@ -53,7 +54,7 @@ _STRUCTS = (
     LinkStatsOut,
     ReminderBody, ReminderOut, ReminderList,
     TopSnapshot, TaskInfo, RunStarted, RunRecord,
-    DeadLetter, Redriven,
+    DeadLetter, Redriven, HistorySize,
     ExportStarted, JobOut,
     VerifyBody, VerifiedOut, VerificationSent,
 )  # fmt: skip
@@ -417,6 +418,26 @@ _PATHS: Doc = {
             "401": _UNAUTHORIZED,
             "403": _FORBIDDEN,
             "503": _problem("Redis does not answer"),
+        },
+    }},
+    "/v1/admin/archive": {"get": {
+        "operationId": "adminArchive",
+        "summary": "The event history's size: hot events, archive segments, bytes, oldest event",
+        "description": (
+            "Read from the database alone (answers while Redis is down), from indexes and "
+            "the segment index, never a scan. `hot_events` is the events table's seq span "
+            "less the archived events inside it: exact on SQLite; on PostgreSQL a rolled-back "
+            "append leaves a gap in the sequence that counts as an event. `archived_bytes` is "
+            "the compressed size of the segments; `oldest_event_at` the older of the oldest "
+            "segment's first event and the table's first event; `head_seq` the highest seq "
+            "of the whole history."
+        ),
+        "security": _ADMIN,
+        "responses": {
+            "200": _ok("HistorySize", "the history's size now"),
+            "401": _UNAUTHORIZED,
+            "403": _FORBIDDEN,
+            "503": _problem("the database does not answer"),
         },
     }},
     "/v1/admin/dead-letters": {"get": {

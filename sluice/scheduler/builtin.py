@@ -14,7 +14,12 @@ from sluice.projections.article_views import top_from_store
 from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
 from sluice.store.users import db_time
-from sluice.streams.maintenance import all_streams, reap_consumers, trim_stream
+from sluice.streams.maintenance import (
+    all_streams,
+    passed_by_every_group,
+    reap_consumers,
+    trim_stream,
+)
 from sluice.streams.relay import POSITION
 
 SNAPSHOT_SIZE = 100
@@ -142,8 +147,14 @@ async def archive_history(ctx: TaskContext) -> None:
     a run whose lock was lost.
     """
     store = ctx.resources.store
-    hot_days = ctx.resources.config.history_hot_days
-    bounds = await archive.limits(store, utcnow(), hot_days, await store.position(POSITION))
+    config = ctx.resources.config
+    hot_days = config.history_hot_days
+    bounds = await archive.limits(
+        store, utcnow(), hot_days, await store.position(POSITION),
+        await passed_by_every_group(ctx.resources.redis, ctx.resources.keys),
+        segment_events=config.history_segment_events,
+        min_events=max(1, config.history_segment_events // 10),
+    )  # fmt: skip
 
     async def moved_one(segment: archive.Moved) -> None:
         await ctx.checkpoint(f"{segment.aggregate}:{segment.last_seq}")

@@ -8,6 +8,7 @@ relay reads it to find out what a restarted Redis still holds).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
@@ -54,13 +55,43 @@ async def trim_threshold(redis: aioredis.Redis, stream: str, retention_s: int) -
         return None
     cutoff_ms = int((utcnow().timestamp() - retention_s) * 1000)
     floor = min(_id_key(f"{cutoff_ms}-0"), _id_key(_s(newest[0][0])))
-    for group in await redis.xinfo_groups(stream):
-        name = _s(group["name"])
-        summary = await redis.xpending(stream, name)
-        if summary["pending"]:
-            floor = min(floor, _id_key(_s(summary["min"])))
-        floor = min(floor, _id_key(_next_id(_s(group["last-delivered-id"]))))
+    passed = await _groups_floor(redis, stream)
+    if passed is not None:
+        floor = min(floor, passed)
     return f"{floor[0]}-{floor[1]}"
+
+
+async def _groups_floor(redis: aioredis.Redis, stream: str) -> tuple[int, int] | None:
+    """The lowest id some group has not acked (pending, or not delivered yet)."""
+    floor: tuple[int, int] | None = None
+    for group in await redis.xinfo_groups(stream):
+        summary = await redis.xpending(stream, _s(group["name"]))
+        lowest = _id_key(_next_id(_s(group["last-delivered-id"])))
+        if summary["pending"]:
+            lowest = min(lowest, _id_key(_s(summary["min"])))
+        floor = lowest if floor is None else min(floor, lowest)
+    return floor
+
+
+async def passed_by_every_group(redis: aioredis.Redis, keys: Keys) -> dict[str, int]:
+    """Per aggregate, the highest seq below which every group on its stream has acked
+    every entry; aggregates whose stream holds nothing unacked are left out.
+
+    A group's failed entries wait in retry streams with their whole event, so they
+    count as passed here."""
+    passed: dict[str, int] = {}
+    for aggregate in sorted(AGGREGATES):
+        stream = keys.stream(aggregate)
+        try:
+            floor = await _groups_floor(redis, stream)
+        except ResponseError:
+            continue  # no such stream: nothing was published for it
+        if floor is None:
+            continue
+        first: Any = await redis.xrange(stream, min=f"{floor[0]}-{floor[1]}", count=1)
+        if first:
+            passed[aggregate] = int(first[0][1][b"seq"]) - 1
+    return passed
 
 
 async def trim_stream(redis: aioredis.Redis, stream: str, retention_s: int) -> int | None:

@@ -122,6 +122,11 @@ async def test_a_dead_letter_is_redriven_with_a_click(
     groups = page.locator("#groups tbody tr", has_text="sluice:articles")
     await expect(groups).to_contain_text("article-views")
     await expect(page.locator("#dead-total")).to_have_text("1")
+    # The history: the 13 views, all still in the hot table.
+    await expect(page.locator("#hot-events")).to_have_text("13")
+    await expect(page.locator("#segments")).to_have_text("0")
+    await expect(page.locator("#archived-bytes")).to_have_text("0 B")
+    await expect(page.locator("#oldest-event")).to_contain_text(" UTC")
 
     shot = tmp_path / "admin.png"
     await page.screenshot(path=shot, full_page=True)

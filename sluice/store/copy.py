@@ -34,11 +34,14 @@ from sluice.store.migrations import MIGRATIONS, apply_migrations
 from sluice.store.sqlite import SqliteStore
 
 # Rows per read and per write, at most; fewer when rows are large (export chunks reach
-# 256 KiB each), so that a batch holds about BATCH_BYTES. The first read of a table
-# takes PROBE rows, to see how large they are.
+# 256 KiB each, history segments 5 MB), so that a batch holds about BATCH_BYTES. The
+# first read of a table takes one row, and each next read at most GROWTH times the
+# last, sized by the last SAMPLE rows read: a table of large rows is never read 100 at
+# a time to find out how large they are.
 BATCH = 10_000
 BATCH_BYTES = 16 << 20
-PROBE = 100
+GROWTH = 10
+SAMPLE = 100
 # Seconds to wait for a PostgreSQL that does not answer: a copy is run by hand, and a
 # wrong address should fail in seconds, not after the half minute a deployment waits.
 OPEN_WAIT = 5.0
@@ -314,7 +317,7 @@ async def _batches(snapshot: CopyTx, table: Table, size: int) -> AsyncGenerator[
     after = table.select(after=True)
     key_at = [table.selected.index(k) for k in table.key]
     width = len(table.columns)
-    limit = min(size, PROBE)
+    limit = 1
     pending: asyncio.Future[list[Row]] | None = asyncio.ensure_future(
         snapshot.fetchall(table.select(after=False), (limit,))
     )
@@ -322,7 +325,7 @@ async def _batches(snapshot: CopyTx, table: Table, size: int) -> AsyncGenerator[
         while pending is not None:
             rows, pending = await pending, None
             if len(rows) == limit:
-                limit = _fitting(rows, size)
+                limit = min(_fitting(rows, size), limit * GROWTH)
                 params = (*(rows[-1][i] for i in key_at), limit)
                 pending = asyncio.ensure_future(snapshot.fetchall(after, params))
             if rows:
@@ -334,8 +337,8 @@ async def _batches(snapshot: CopyTx, table: Table, size: int) -> AsyncGenerator[
 
 
 def _fitting(rows: list[Row], most: int) -> int:
-    """How many rows like the first of ``rows`` make about ``BATCH_BYTES``; ``most`` at most."""
-    sample = rows[:PROBE]
+    """How many rows like the last of ``rows`` make about ``BATCH_BYTES``; ``most`` at most."""
+    sample = rows[-SAMPLE:]
     size = sum(len(v) if isinstance(v, str | bytes) else 8 for row in sample for v in row)
     return max(1, min(most, BATCH_BYTES * len(sample) // max(size, 1)))
 

@@ -27,6 +27,20 @@ server, ``bench/stores.py``) the hot size is ``pg_total_relation_size('events')`
 the table, its TOAST and its indexes. Prints one table per
 store, then the capacity each figure means: disk per day and per year at 1k, 10k
 and 100k redirects per second, the hot table bounded by ``--hot-days``.
+
+Then, on the same store and the same events, the history's two costs in time, each
+in a child process of its own (spawned: its peak RSS, ``VmHWM``, is its own):
+
+- replay: ``sluice.projections.replay.rebuild`` of ``link-stats`` (what ``sluice
+  replay link-stats`` runs; a private Redis for the resources, never the machine's),
+  timed alone, first over the history all hot, then over the same history with all
+  but its newest 5% archived; the two rebuilt projections must agree;
+- archive: the real archive run between the two (``sluice.history.archive.limits``
+  and ``archive``, segments of ``--segment`` as ``SLUICE_HISTORY_SEGMENT_EVENTS``,
+  the relay's position at the head, no group holding events back), its clock set
+  so that the oldest 95% are past the hot window (the visits were generated on
+  2026-03-02: ``now`` is the ``created_at`` of the first visit to keep hot, plus
+  ``--hot-days``), events/s moved from the table into ``history_segments``.
 """
 
 from __future__ import annotations
@@ -35,33 +49,47 @@ import argparse
 import asyncio
 import bisect
 import itertools
+import multiprocessing
 import random
+import resource
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from stores import Stores, parse_stores
 
 from sluice.config import load_config
 from sluice.events import LinkVisited, encode
 from sluice.events import decode as decode_event
+from sluice.groups import PROJECTIONS
 from sluice.history import decode, read_info
 from sluice.history import encode as encode_segment
+from sluice.history.archive import Moved, limits
+from sluice.history.archive import archive as archive_events
 from sluice.history.segment import EventRow
 from sluice.http.visitors import VisitorHasher
 from sluice.links.pool import new_codes
 from sluice.links.visits import classify
 from sluice.logs import configure_logging
+from sluice.projections.replay import rebuild
+from sluice.redis_server import RedisServer
+from sluice.resources import open_resources
 from sluice.store import Store, open_store
+from sluice.streams.relay import POSITION
 
 RATE = 1_000  # visits per second
 FLUSH = timedelta(milliseconds=5)  # VisitRecorder's interval
 PER_TX = 5_000
 PAGE = 10_000
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # the first visit's arrival
+REPLAYED = "link-stats"
+REPLAY_TARGETS = {"sqlite": 300_000, "postgres": 100_000}  # SPEC §8, events/s
 
 # (weight, User-Agent): a desktop and mobile mix, then crawlers and link previewers.
 _WIN, _MAC = "Windows NT 10.0; Win64; x64", "Macintosh; Intel Mac OS X 10_15_7"
@@ -126,7 +154,7 @@ class Population:
         self.bot_weights = _zipf_cumulative(BOTS, 1.0)
         tail = [f"{rng.choice(('blog', 'forum', 'www', 'news'))}.site{i}.example" for i in
                 range(TAIL_REFERRERS)]  # fmt: skip
-        self.referrers = [host for _, host in REFERRERS] + tail
+        self.referrers: list[str | None] = [*(host for _, host in REFERRERS), *tail]
         weights = [w / 85 * 0.85 for w, _ in REFERRERS] + [0.15 / TAIL_REFERRERS] * TAIL_REFERRERS
         self.referrer_weights = list(itertools.accumulate(weights))
 
@@ -171,7 +199,7 @@ Row = tuple[str, str, str, bytes, str, str]  # the events table's columns but se
 
 def visits(count: int, population: Population, rng: random.Random) -> Iterator[Row]:
     """(event_id, type, aggregate, payload, trace_id, created_at) of ``count`` visits."""
-    now = committed = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    now = committed = START
     batch: list[LinkVisited] = []
     for _ in range(count):
         now += timedelta(microseconds=int(rng.expovariate(RATE) * 1e6))
@@ -308,11 +336,200 @@ async def _postgres_size(store: Store) -> int:
     return int(row[0])
 
 
+R = TypeVar("R")
+HOT_SHARE = 0.05  # the newest events left in the table for the replay of an archived history
+# The projection's tables after a rebuild, summed: both rebuilds must give the same.
+DIGEST = (
+    "SELECT COUNT(*), SUM(total), SUM(bots), SUM(unique_visitors) FROM link_stats",
+    "SELECT COUNT(*), SUM(visits), SUM(unique_visitors) FROM link_stats_days",
+    "SELECT COUNT(*), SUM(visits) FROM link_stats_referrers",
+    "SELECT COUNT(*), SUM(visits) FROM link_stats_browsers",
+    "SELECT COUNT(*) FROM link_visitors",
+    "SELECT COUNT(*) FROM link_day_visitors",
+)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One rebuild, in a child process of its own."""
+
+    seconds: float  # the rebuild alone (``rebuild``), not the process's start
+    events: int
+    peak_kib: int  # the child's peak RSS
+    digest: tuple[int, ...]
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds
+
+
+@dataclass(frozen=True)
+class Archived:
+    """One archive run (``limits`` and ``archive``), in a child process of its own."""
+
+    seconds: float
+    events: int
+    segments: int
+    slowest: float  # the longest step: one segment read, encoded, checked and committed
+    peak_kib: int
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds
+
+
+def _peak_kib() -> int:
+    """This process's peak RSS in KiB. Linux's ``VmHWM``, the high-water mark of the
+    process's own memory since its exec: a spawned child's ``ru_maxrss`` starts from
+    its parent's peak (the fork copies it, and the exec keeps it)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1])
+
+
+def replay_child(env: dict[str, str]) -> Replayed:
+    return asyncio.run(_replay(env))
+
+
+async def _replay(env: dict[str, str]) -> Replayed:
+    config = load_config(env, log_level="warning")
+    configure_logging(config)
+    projection = PROJECTIONS[REPLAYED]
+    async with open_resources(config) as resources:
+        store = resources.store
+        # A rebuild drops the tables it replaces: empty ones each time, as on a fresh store.
+        async with store.transaction() as tx:
+            for name in projection.tables:
+                await tx.execute(f"DELETE FROM {name}")
+        started = time.perf_counter()
+        result = await rebuild(resources, projection, progress=False)
+        seconds = time.perf_counter() - started
+        digest: list[int] = []
+        for sql in DIGEST:
+            row = await store.fetchone(sql)
+            assert row is not None
+            digest += [int(value or 0) for value in row]
+    return Replayed(seconds, result.events, _peak_kib(), tuple(digest))
+
+
+def archive_child(env: dict[str, str], segment: int, hot_days: int) -> Archived:
+    return asyncio.run(_archive(env, segment, hot_days))
+
+
+async def _archive(env: dict[str, str], segment: int, hot_days: int) -> Archived:
+    """Archive all but the newest ``HOT_SHARE`` of the events, as the archive-history
+    task does, at the moment the first event to keep turns ``hot_days`` old."""
+    config = load_config(env, log_level="warning")
+    configure_logging(config)
+    store = await open_store(config)
+    try:
+        row = await store.fetchone("SELECT MIN(seq), MAX(seq) FROM events")
+        assert row is not None
+        oldest, newest = int(row[0]), int(row[1])
+        first_hot = newest - round((newest - oldest + 1) * HOT_SHARE) + 1
+        row = await store.fetchone("SELECT created_at FROM events WHERE seq = ?", (first_hot,))
+        assert row is not None
+        now = datetime.fromisoformat(str(row[0])) + timedelta(days=hot_days)
+        await store.set_position(POSITION, newest)  # the relay has published everything
+        steps: list[float] = []
+        started = time.perf_counter()
+
+        async def moved_one(_: Moved) -> None:
+            steps.append(time.perf_counter())
+
+        bounds = await limits(
+            store, now, hot_days, newest, passed=None, segment_events=segment,
+            min_events=max(1, segment // 10),
+        )  # fmt: skip
+        moved = await archive_events(store, bounds, after_segment=moved_one)
+        seconds = time.perf_counter() - started
+    finally:
+        await store.close()
+    slowest = max((b - a for a, b in itertools.pairwise([started, *steps])), default=0.0)
+    return Archived(seconds, sum(m.events for m in moved), len(moved), slowest, _peak_kib())
+
+
+def in_child(function: Callable[..., R], *args: object) -> R:
+    """``function(*args)`` in a fresh (spawned) process: its memory is its own."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args).result()
+
+
+@dataclass(frozen=True)
+class Timed:
+    hot: Replayed  # the replay over the history all hot
+    archive: Archived
+    archived: Replayed  # the replay over the history 95% archived
+
+
+def replay_and_archive(args: argparse.Namespace, env: dict[str, str], kind: str) -> Timed:
+    """Replay all hot, archive all but the newest 5%, replay again."""
+    hot = in_child(replay_child, env)
+    print(f"{kind}: {REPLAYED} replayed from the table at {hot.rate:,.0f} events/s", flush=True)
+    moved = in_child(archive_child, env, args.segment, args.hot_days)
+    print(f"{kind}: {moved.events:,} events archived at {moved.rate:,.0f} events/s", flush=True)
+    archived = in_child(replay_child, env)
+    print(f"{kind}: {REPLAYED} replayed, {moved.events:,} archived, at {archived.rate:,.0f}"
+          " events/s", flush=True)  # fmt: skip
+    if archived.digest != hot.digest or archived.events != hot.events:
+        raise SystemExit(f"the rebuilds differ: {hot} (hot) vs {archived} (archived)")
+    return Timed(hot, moved, archived)
+
+
+def _mib(kib: int) -> str:
+    return f"{kib / 1024:,.0f} MiB"
+
+
+def _met(rate: float, kind: str) -> str:
+    target = REPLAY_TARGETS[kind]
+    return f"{rate / target:.2f} of {target:,} ({'met' if rate >= target else 'missed'})"
+
+
+def timed_figures(t: Timed, n: int, kind: str) -> list[tuple[str, str]]:
+    share = t.archive.events / n
+    return [
+        (f"replay `{REPLAYED}`, all {n:,} hot (rebuild alone, child process)",
+         f"**{t.hot.rate:,.0f} events/s** ({t.hot.seconds:.1f} s)"),
+        ("archive run: limits + archive, into `history_segments`",
+         f"**{t.archive.rate:,.0f} events/s**: {t.archive.events:,} events in"
+         f" {t.archive.seconds:.1f} s, {t.archive.segments} segments"),
+        ("archive run: longest step (one segment read, encoded, checked, committed)",
+         f"{t.archive.slowest:.2f} s"),
+        (f"replay `{REPLAYED}`, {share:.1%} archived",
+         f"**{t.archived.rate:,.0f} events/s** ({t.archived.seconds:.1f} s)"),
+        ("replay: archived / hot", f"**{t.archived.rate / t.hot.rate:.2f}**"),
+        ("replay: of the SPEC §8 target, hot / archived",
+         f"{_met(t.hot.rate, kind)} / {_met(t.archived.rate, kind)}"),
+        ("peak RSS: replay hot / archive run / replay archived",
+         f"{_mib(t.hot.peak_kib)} / {_mib(t.archive.peak_kib)} / {_mib(t.archived.peak_kib)}"),
+    ]  # fmt: skip
+
+
+def replay_table(timed: dict[str, Timed]) -> str:
+    lines = [
+        f"| store | replay `{REPLAYED}`, all hot | replay, 95% archived | archived / hot"
+        " | SPEC §8 target | peak RSS, hot / archived | archive run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, t in timed.items():
+        lines.append(
+            f"| {kind} | {t.hot.rate:,.0f} events/s | {t.archived.rate:,.0f} events/s"
+            f" | {t.archived.rate / t.hot.rate:.2f} | >= {REPLAY_TARGETS[kind]:,}"
+            f" | {_mib(t.hot.peak_kib)} / {_mib(t.archived.peak_kib)}"
+            f" | {t.archive.rate:,.0f} events/s |"
+        )
+    return "\n".join(lines)
+
+
 @dataclass
 class Measured:
     figures: list[tuple[str, str]]
     hot: float  # bytes per event in the events table
     archived: float  # bytes per event in segments
+    timed: Timed
 
 
 def measure(args: argparse.Namespace, env: dict[str, str], kind: str) -> Measured:
@@ -354,7 +571,9 @@ def measure(args: argparse.Namespace, env: dict[str, str], kind: str) -> Measure
         ("encode segments", f"{n / encoded:,.0f} events/s"),
         ("decode segments (to rows)", f"**{n / decoded:,.0f} events/s**"),
     ]  # fmt: skip
-    return Measured(figures, hot, archived)
+    del rows, segments  # the children below have the machine's memory to themselves
+    timed = replay_and_archive(args, env, kind)
+    return Measured([*figures, *timed_figures(timed, n, kind)], hot, archived, timed)
 
 
 RATES = (1_000, 10_000, 100_000)  # redirects (visit events) per second
@@ -398,15 +617,22 @@ def main() -> None:
     parser.add_argument("--hot-days", type=int, default=7)
     args = parser.parse_args()
     measured: dict[str, Measured] = {}
-    with Stores(args.store) as stores, tempfile.TemporaryDirectory() as tmp:
+    with (
+        Stores(args.store) as stores,
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp) / "redis") as redis,  # only for the replay's resources
+    ):
         for kind in args.store:
-            env = stores.env(kind, Path(tmp) / kind)
-            measured[kind] = measure(args, env, kind)
-            stores.drop(env)
+            env = {**stores.env(kind, Path(tmp) / kind), "SLUICE_REDIS_URL": redis.url}
+            try:
+                measured[kind] = measure(args, env, kind)
+            finally:
+                stores.drop(env)
             print(f"\n{kind}:\n{table(measured[kind].figures)}", flush=True)
         label = stores.label()
     if label:
         print(f"\n{label}")
+    print(f"\nreplay and archive:\n{replay_table({k: m.timed for k, m in measured.items()})}")
     print(f"\ncapacity:\n{capacity(measured, args.hot_days)}")
 
 

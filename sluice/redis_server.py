@@ -148,6 +148,8 @@ class RedisServer:
     port: int = field(default_factory=free_port)
     appendonly: bool = True
     password: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+    # More redis.conf lines (a cluster node's settings), given on standard input.
+    extra_config: str = ""
     process: subprocess.Popen[bytes] | None = None
     started_once: bool = False
 
@@ -186,6 +188,7 @@ class RedisServer:
         # noeviction: nothing caps memory, and if an operator adds a cap, writes are
         # refused rather than stream entries dropped (README, "Bounded Redis").
         config = f"requirepass {_config_value(self.password)}\nmaxmemory-policy noeviction\n"
+        config += self.extra_config
         args = [
             find_redis_server(),
             "-",  # the rest of the configuration, and the password, on standard input

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -232,7 +233,15 @@ async def test_cli_redrive_and_drop_find_the_group_when_it_is_left_out(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     first = await kill(redis, "mail", "ev-d1")
+    # Ids are per stream: two dead letters made in one millisecond share one (that
+    # ambiguous case answers 409, tested above). Make the next in a later millisecond.
+    while True:
+        seconds, micros = await redis.time()
+        if seconds * 1000 + micros // 1000 > int(first.split("-")[0]):
+            break
+        await asyncio.sleep(0.001)
     second = await kill(redis, "article-views", "ev-d2")
+    assert second != first
     redrive = argparse.Namespace(action="redrive", target=[first])
     assert await dlq(admin_config, redrive) == 0
     drop = argparse.Namespace(action="drop", target=["article-views", second])

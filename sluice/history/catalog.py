@@ -8,13 +8,17 @@ segment (seqs, types, counts) was read from the segment's own header when it was
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import msgspec
 
 from sluice.history.errors import CorruptSegment, UnsupportedSegmentVersion
 from sluice.history.segment import EventRow, decode
 from sluice.store.base import HEAD, Store
+
+T = TypeVar("T")
 
 _types_decoder = msgspec.json.Decoder(dict[str, int])
 
@@ -53,11 +57,25 @@ async def segments(store: Store, *, after: int = 0, types: Sequence[str] = ()) -
 
 async def load(store: Store, segment: SegmentRef) -> list[EventRow]:
     """The segment's rows, every checksum passed; ``CorruptSegment`` names the segment."""
+    return await load_selected(store, segment, list)
+
+
+async def load_selected(
+    store: Store, segment: SegmentRef, select: Callable[[list[EventRow]], list[T]]
+) -> list[T]:
+    """``select`` of the segment's rows, checked as by ``load``. Decoding and ``select``
+    run in a thread: a reader's next segment decodes while its caller applies the last."""
     row = await store.fetchone("SELECT data FROM history_segments WHERE id = ?", (segment.id,))
     if row is None:
         raise CorruptSegment(f"history segment {segment.id} is listed but has no data")
+    return await asyncio.to_thread(_decoded, segment, bytes(row[0]), select)
+
+
+def _decoded(
+    segment: SegmentRef, data: bytes, select: Callable[[list[EventRow]], list[T]]
+) -> list[T]:
     try:
-        rows = decode(bytes(row[0]))
+        rows = decode(data)
     except CorruptSegment as exc:
         where = f"{segment.aggregate}, seq {segment.first_seq}-{segment.last_seq}"
         raise CorruptSegment(f"history segment {segment.id} ({where}): {exc}") from exc
@@ -66,7 +84,7 @@ async def load(store: Store, segment: SegmentRef) -> list[EventRow]:
         raise
     if (rows[0][0], rows[-1][0]) != (segment.first_seq, segment.last_seq):
         raise CorruptSegment(f"history segment {segment.id}: its rows do not match its index row")
-    return rows
+    return select(rows)
 
 
 async def count(store: Store, types: Sequence[str]) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 from sluice.history import catalog
 from sluice.history.catalog import SegmentRef
+from sluice.history.segment import EventRow
 from sluice.store.base import Row, Store
 
 # Rows per chunk handed to the caller, and per read of the hot table.
@@ -106,14 +107,14 @@ async def _window(
     is the last one."""
     position, end, upto = window
     if end is not None:
-        archived: list[list[tuple[int, bytes]]] = []
-        for segment in group:
-            loaded = await catalog.load(store, segment)
-            archived.append(
-                [(r[0], r[4]) for r in loaded if position < r[0] <= end and r[2] in types]
-            )
-        hot = await _hot_between(store, types, position, end, chunk)
-        return list(heapq.merge(*archived, hot)), end, end == upto
+
+        def select(rows: list[EventRow]) -> list[tuple[int, bytes]]:
+            return [(r[0], r[4]) for r in rows if position < r[0] <= end and r[2] in types]
+
+        parts = [await catalog.load_selected(store, s, select) for s in group]
+        parts = [p for p in (*parts, await _hot_between(store, types, position, end, chunk)) if p]
+        merged = parts[0] if len(parts) == 1 else list(heapq.merge(*parts))
+        return merged, end, end == upto
     bounded = upto is not None
     params = (position, upto, *types, chunk) if bounded else (position, *types, chunk)
     found: list[Any] = await store.fetchall(_hot_sql(types, bounded=bounded), params)

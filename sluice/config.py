@@ -17,6 +17,10 @@ from sluice.errors import ConfigError
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
     redis_url: str | None = None
+    # host:port[,host:port...]: seed nodes of a Redis Cluster, used instead of redis_url.
+    redis_cluster_nodes: str = ""
+    # Streams per aggregate type; 0: the default of the mode (1 on one Redis, 16 on a cluster).
+    stream_partitions: int = 0
     data_dir: Path = Path("./var")
     database_url: str = ""
     # Connections each process may hold (PostgreSQL).
@@ -111,11 +115,33 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         return urls.is_postgres(self.database_url)
 
     @property
+    def cluster(self) -> bool:
+        return bool(self.redis_cluster_nodes)
+
+    @property
+    def partitions(self) -> int:
+        """``SLUICE_STREAM_PARTITIONS``, or the mode's default."""
+        if self.stream_partitions:
+            return self.stream_partitions
+        return CLUSTER_PARTITIONS if self.cluster else 1
+
+    @property
+    def cluster_seeds(self) -> list[tuple[str, int]]:
+        return cluster_nodes(self.redis_cluster_nodes)
+
+    @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
 
+# Partitions on a cluster unless SLUICE_STREAM_PARTITIONS says otherwise: enough to
+# spread over up to 16 primaries, few enough that a worker's blocking reads (a
+# connection per group and partition) stay in the dozens.
+CLUSTER_PARTITIONS = 16
+MAX_PARTITIONS = 1024
+
 _INT_FIELDS = {
+    "stream_partitions",
     "mail_user_hourly", "mail_user_daily",
     "port", "view_dedupe_seconds", "reminder_min_interval", "code_pool_target",
     "claim_idle_ms", "retry_base_ms", "max_deliveries", "stream_retention",
@@ -193,6 +219,7 @@ def _validate(config: Config) -> None:
         if getattr(config, name) < 1:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
     _validate_history(config)
+    _validate_redis(config)
     for name in ("mail_user_hourly", "mail_user_daily"):
         if getattr(config, name) < 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be 0 (no limit) or more")
@@ -209,6 +236,14 @@ def _validate(config: Config) -> None:
 
 
 ADMIN_TOKEN_MIN = 32
+
+
+def _validate_redis(config: Config) -> None:
+    if not 0 <= config.stream_partitions <= MAX_PARTITIONS:
+        raise ConfigError(
+            f"SLUICE_STREAM_PARTITIONS must be from 1 to {MAX_PARTITIONS} (0: the default)"
+        )
+    cluster_nodes(config.redis_cluster_nodes)
 
 
 def _validate_history(config: Config) -> None:
@@ -250,3 +285,14 @@ def trusted_networks(text: str) -> tuple[Network, ...]:
                 f"SLUICE_TRUSTED_PROXIES: {part!r} is not an IP address or CIDR"
             ) from None
     return tuple(networks)
+
+
+def cluster_nodes(text: str) -> list[tuple[str, int]]:
+    """``SLUICE_REDIS_CLUSTER_NODES``: comma-separated ``host:port`` seed nodes."""
+    nodes: list[tuple[str, int]] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"SLUICE_REDIS_CLUSTER_NODES: {part!r} is not host:port")
+        nodes.append((host.strip("[]"), int(port)))
+    return nodes

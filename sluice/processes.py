@@ -46,11 +46,12 @@ async def run_worker(
     reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
     try:
         async with open_resources(config) as resources:
+            settings, keys = runtime_settings(config), resources.keys
+            # A consumer per group and partition: each partition's reads touch one slot.
             consumers = [
-                Consumer(
-                    GROUPS[g](resources), reader, resources.keys, name, runtime_settings(config)
-                )
+                Consumer(GROUPS[g](resources), reader, keys, name, settings, partition)
                 for g in groups
+                for partition in keys.numbers
             ]
             log.info("worker started", groups=list(groups), consumer=name)
             await asyncio.gather(*(c.run(stop) for c in consumers))

@@ -48,12 +48,17 @@ def redis_client(
     )
 
 
+def keys_for(config: Config) -> Keys:
+    """The keys of ``config``'s deployment: its prefix, partitions and, on a cluster, tags."""
+    return Keys(config.stream_prefix, config.partitions, tagged=config.cluster)
+
+
 @asynccontextmanager
 async def open_resources(config: Config) -> AsyncIterator[Resources]:
     store = await open_store(config)
     redis = redis_client(config)
     try:
-        yield Resources(config, store, redis, Keys(config.stream_prefix))
+        yield Resources(config, store, redis, keys_for(config))
     finally:
         await redis.aclose()
         await store.close()

@@ -43,10 +43,9 @@ from sluice.http.middlewares import request_context
 from sluice.http.openapi import openapi_view
 from sluice.http.visitors import load_visitor_key
 from sluice.mail.links import LinkKey
-from sluice.resources import redis_client
+from sluice.resources import keys_for, redis_client
 from sluice.scheduler.upcoming import NextRuns
 from sluice.store import open_store
-from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
 
 __all__ = ["MAX_BODY", "create_app"]
@@ -137,7 +136,7 @@ def create_app(config: Config) -> web.Application:
     """The API application; its resources open on startup and close on cleanup."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[request_context])
     app[CONFIG] = config
-    app[KEYS] = Keys(config.stream_prefix)
+    app[KEYS] = keys_for(config)
     app[UPCOMING] = NextRuns()
     app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier])
     app.cleanup_ctx.append(links.code_pool)

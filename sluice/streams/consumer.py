@@ -1,6 +1,7 @@
 """The consumer-group runtime. It knows streams and outcomes, nothing of domains.
 
-One ``Consumer`` runs one handler group under a stable consumer name:
+One ``Consumer`` runs one handler group in one stream partition (a worker runs one
+per partition, all under the same stable consumer name):
 it creates the groups (``MKSTREAM``, ``BUSYGROUP`` ignored, ``NOGROUP``
 recovered), drains its own pending entries first, then reads new ones in
 batches with ``BLOCK`` on a connection of its own. Entries are acked only
@@ -69,15 +70,19 @@ class Consumer:
         keys: Keys,
         name: str,
         settings: RuntimeSettings,
+        partition: int = 0,
     ) -> None:
         self.spec = spec
+        self.partition = partition
         self.group = spec.name
         self.redis = redis
         self.keys = keys
         self.name = name
         self.settings = settings
-        self.streams = [keys.stream(a) for a in spec.aggregates] + [keys.retry(spec.name)]
-        self.failures = Failures(redis, keys, spec.name)
+        # One partition's streams, all in one slot: one XREADGROUP reads them together.
+        self.streams = [keys.stream(a, partition) for a in spec.aggregates]
+        self.streams.append(keys.retry(spec.name, partition))
+        self.failures = Failures(redis, keys, spec.name, partition)
         self.counters = Counters()
         self._cursors = dict.fromkeys(self.streams, "0-0")
         self._drained = False

@@ -71,10 +71,15 @@ def backoff_ms(base_ms: int, deliveries: int, cap_ms: int = 10 * 60_000) -> int:
 
 
 class Failures:
-    def __init__(self, redis: aioredis.Redis, keys: Keys, group: str) -> None:
+    def __init__(self, redis: aioredis.Redis, keys: Keys, group: str, partition: int = 0) -> None:
+        """The failures of ``group`` in one partition: every key below is in its slot."""
         self.redis = redis
         self.keys = keys
         self.group = group
+        self.partition = partition
+        self.delayed_key = keys.delayed(group, partition)
+        self.dead_key = keys.dead(group, partition)
+        self.retry_key = keys.retry(group, partition)
         self._retry = redis.register_script(_RETRY)
         self._dead = redis.register_script(_DEAD)
         self._move = redis.register_script(_MOVE_DUE)
@@ -96,7 +101,7 @@ class Failures:
         flat += ["retry_of", entry_id]
         due = int(utcnow().timestamp() * 1000) + delay_ms
         acked = await self._retry(
-            keys=[stream, self.keys.delayed(self.group)],
+            keys=[stream, self.delayed_key],
             args=[self.group, entry_id, due, json.dumps(flat)],
         )
         return bool(acked)
@@ -114,24 +119,18 @@ class Failures:
             source_id=entry_id,
         )
         flat = [x for pair in carried.items() for x in pair]
-        result = await self._dead(
-            keys=[stream, self.keys.dead(self.group)], args=[self.group, entry_id, *flat]
-        )
+        result = await self._dead(keys=[stream, self.dead_key], args=[self.group, entry_id, *flat])
         return result.decode() if isinstance(result, bytes) else None
 
     async def move_due(self, limit: int = 500) -> int:
         now = int(utcnow().timestamp() * 1000)
-        moved = await self._move(
-            keys=[self.keys.delayed(self.group), self.keys.retry(self.group)], args=[now, limit]
-        )
+        moved = await self._move(keys=[self.delayed_key, self.retry_key], args=[now, limit])
         return int(moved)
 
     async def redrive(self, dead_id: str) -> str | None:
         """Send a dead letter back to its group (fresh delivery count); None if unknown."""
-        result = await self._redrive(
-            keys=[self.keys.dead(self.group), self.keys.retry(self.group)], args=[dead_id]
-        )
+        result = await self._redrive(keys=[self.dead_key, self.retry_key], args=[dead_id])
         return result.decode() if isinstance(result, bytes) else None
 
     async def drop(self, dead_id: str) -> bool:
-        return bool(await self.redis.xdel(self.keys.dead(self.group), dead_id))
+        return bool(await self.redis.xdel(self.dead_key, dead_id))

@@ -24,7 +24,9 @@ async def ensure_group(client: aioredis.Redis, stream: str, group: str) -> None:
 async def ensure_groups(
     client: aioredis.Redis, keys: Keys, registered: Mapping[str, Iterable[str]]
 ) -> None:
-    """Every registered group (name: the aggregates it reads) on each of its streams."""
+    """Every registered group (name: the aggregates it reads) on each of its streams, in
+    every partition."""
     for group, aggregates in registered.items():
         for aggregate in aggregates:
-            await ensure_group(client, keys.stream(aggregate), group)
+            for partition in keys.numbers:
+                await ensure_group(client, keys.stream(aggregate, partition), group)

@@ -1,28 +1,54 @@
-"""Every Redis key sluice uses, under one configurable prefix."""
+"""Every Redis key sluice uses, under one configurable prefix.
+
+The stream keys are per partition (``sluice.streams.partitions``). With one partition
+on a single Redis they are the names of release 1 (``sluice:articles``); otherwise each
+partition's keys carry its hash tag (``sluice:{3.0}:articles``), so that one script or
+one ``XREADGROUP`` over a partition's streams touches one cluster slot.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sluice.streams.partitions import tag
+
 
 @dataclass(frozen=True)
 class Keys:
     prefix: str = "sluice"
+    partitions: int = 1
+    # Hash-tagged even with one partition (a Redis Cluster needs the tag for that).
+    tagged: bool = False
 
-    def stream(self, aggregate: str) -> str:
-        """The stream of one aggregate type, e.g. ``sluice:articles``."""
-        return f"{self.prefix}:{aggregate}"
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise ValueError("at least one partition")
 
-    def retry(self, group: str) -> str:
-        """Retries of one group; only that group reads it."""
-        return f"{self.prefix}:retry:{group}"
+    @property
+    def numbers(self) -> range:
+        """Every partition's number."""
+        return range(self.partitions)
 
-    def dead(self, group: str) -> str:
-        return f"{self.prefix}:dead:{group}"
+    def space(self, partition: int = 0) -> str:
+        """The prefix of one partition's stream keys."""
+        if self.partitions == 1 and not self.tagged:
+            return self.prefix
+        return f"{self.prefix}:{{{tag(partition, self.partitions)}}}"
 
-    def delayed(self, group: str) -> str:
+    def stream(self, aggregate: str, partition: int = 0) -> str:
+        """The stream of one aggregate type in one partition, e.g. ``sluice:articles``."""
+        return f"{self.space(partition)}:{aggregate}"
+
+    def retry(self, group: str, partition: int = 0) -> str:
+        """Retries of one group in one partition; only that group reads it."""
+        return f"{self.space(partition)}:retry:{group}"
+
+    def dead(self, group: str, partition: int = 0) -> str:
+        return f"{self.space(partition)}:dead:{group}"
+
+    def delayed(self, group: str, partition: int = 0) -> str:
         """Sorted set of retries waiting for their backoff, scored by due time (ms)."""
-        return f"{self.prefix}:delayed:{group}"
+        return f"{self.space(partition)}:delayed:{group}"
 
     def relay_lock(self) -> str:
         return f"{self.prefix}:relay:lock"
@@ -75,6 +101,3 @@ class Keys:
     def export_lock(self, job_id: str) -> str:
         """Held by the one runner of an export job."""
         return f"{self.prefix}:export:{job_id}:lock"
-
-    def is_stream_key(self, key: str) -> bool:
-        return key.startswith(f"{self.prefix}:") and key.count(":") == 1

@@ -6,13 +6,16 @@ event id) and never skips one. For the same reason the position is written
 without waiting for the disk (a power cut may take the last few back: those
 batches go out again), and the next batch is read while it is written.
 
-A Redis that crashed may come back without its last writes (AOF ``everysec``).
-The relay therefore publishes each batch with one Lua script that first checks
-the server's ``run_id`` against the one the relay last reconciled with; on a
-new server the script writes nothing, and the relay compares what each stream
-holds with the database and rewinds to the first event missing. Checking in
-the same script as the XADDs leaves no gap in which a batch could land on a
-new server before the comparison and hide the loss.
+A Redis that crashed may come back without its last writes (AOF ``everysec``), and a
+cluster replica promoted in a failover may lack the last writes of its primary. The
+relay therefore publishes each partition's share of a batch with one Lua script, which
+first checks the ``run_id`` of the server holding that partition against the one the
+relay last reconciled with; on a new server the script writes nothing, and the relay
+compares what each stream holds with the database and rewinds to the first event
+missing. Checking in the same script as the XADDs leaves no gap in which a batch could
+land on a new server before the comparison and hide the loss. While idle, the relay
+asks every partition's server for its ``run_id`` once a poll interval, so a partition
+that gets no new events still has a lost tail published again.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from sluice.streams.group_setup import ensure_groups
 from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.partitions import payload_partition
 from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
 
 log = structlog.get_logger(__name__)
@@ -60,6 +64,10 @@ for _, e in ipairs(events) do
 end
 return #events
 """
+# KEYS[1]: any key of the partition (it routes the script to the partition's server).
+_RUN_ID = """
+return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+"""
 _msgpack = msgspec.msgpack.Encoder()
 
 
@@ -77,14 +85,20 @@ def _msgpack_str(data: bytes) -> msgspec.Raw:
     return msgspec.Raw(head + data)
 
 
-def _pack(keys: Keys, events: Sequence[StoredEvent]) -> tuple[list[str], bytes]:
-    streams: dict[str, int] = {}
-    rows = []
+def _pack(keys: Keys, events: Sequence[StoredEvent]) -> dict[int, tuple[list[str], bytes]]:
+    """Per partition: the streams its events go to, and the events packed for the script."""
+    parts: dict[int, tuple[dict[str, int], list[tuple[Any, ...]]]] = {}
     for e in events:
-        key = keys.stream(e.aggregate)
+        partition = payload_partition(e.aggregate, e.payload, keys.partitions)
+        streams, rows = parts.setdefault(partition, ({}, []))
+        key = keys.stream(e.aggregate, partition)
         index = streams.setdefault(key, len(streams) + 1)  # Lua counts from 1
         rows.append((index, e.event_id, str(e.seq), e.type, e.trace_id, _msgpack_str(e.payload)))
-    return list(streams), _msgpack.encode(rows)
+    return {p: (list(streams), _msgpack.encode(rows)) for p, (streams, rows) in parts.items()}
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _discard(read: asyncio.Future[Any]) -> None:
@@ -125,26 +139,49 @@ class Relay:
         self.groups = dict(groups or {})
         self.lock = RedisLock(redis, keys.relay_lock(), ttl_ms=10_000)
         self.published = 0
-        self._run_id: str | None = None
+        # Per partition, the run_id of the server holding it when the relay reconciled.
+        self._run_ids: dict[int, str] = {}
         # The stored position as this relay last read or wrote it; only the leader writes
         # it, so it is read from the database once per leadership, not once per batch.
         self._position: int | None = None
         # The read of the batch after a position, started while that position is saved.
         self._ahead: tuple[int, asyncio.Future[list[StoredEvent]]] | None = None
         self._publish = redis.register_script(_PUBLISH)
+        self._run_id_script = redis.register_script(_RUN_ID)
 
     async def publish(self, events: Sequence[StoredEvent]) -> None:
-        """XADD ``events`` in one script; raises ``ServerChanged`` on a new Redis."""
-        if self._run_id is None:
+        """XADD ``events``, one script per partition, at once; raises ``ServerChanged``
+        when a partition's server is new (that partition got nothing, the others may
+        have: the batch goes out again, and consumers dedupe by event id)."""
+        if not self._run_ids:
             await self.sync_server()
-        keys, packed = _pack(self.keys, events)
-        try:
-            await self._publish(keys=keys, args=[self._run_id or "", packed])
-        except redis.exceptions.ResponseError as exc:
-            if "STALE_SERVER" not in str(exc):
-                raise
-            self._run_id = None
-            raise ServerChanged(str(exc)) from None
+        parts = _pack(self.keys, events)
+        outcomes = await asyncio.gather(
+            *(
+                self._publish(keys=keys, args=[self._run_ids.get(p, ""), packed])
+                for p, (keys, packed) in parts.items()
+            ),
+            return_exceptions=True,
+        )
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        stale = [e for e in errors if "STALE_SERVER" in str(e)]
+        if stale:
+            self._run_ids = {}
+            raise ServerChanged(str(stale[0]))
+        if errors:
+            raise errors[0]
+
+    async def servers_changed(self) -> bool:
+        """Whether a partition's server is not the one the relay reconciled with."""
+        if not self._run_ids:
+            return True
+        return await self._current_run_ids() != self._run_ids
+
+    async def _current_run_ids(self) -> dict[int, str]:
+        ids = await asyncio.gather(
+            *(self._run_id_script(keys=[self.keys.space(p)]) for p in self.keys.numbers)
+        )
+        return {p: _text(i) for p, i in zip(self.keys.numbers, ids, strict=True)}
 
     async def run_once(self) -> int:
         """Publish one batch after the stored position; returns how many were sent."""
@@ -217,7 +254,7 @@ class Relay:
         if stop.is_set():
             return
         log.info("relay: leading")
-        self._run_id = None  # reconcile first: Redis may have changed while we stood by
+        self._run_ids = {}  # reconcile first: Redis may have changed while we stood by
         self._position = None  # and another leader may have moved the position
         renewed = asyncio.get_running_loop().time()
         backoff = 0.1
@@ -249,34 +286,56 @@ class Relay:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll):
                         await first_of(self.wake, stop)
+                if not self.wake.is_set() and await self.servers_changed():
+                    log.warning("relay: a redis server changed, checking what it kept")
+                    await self.sync_server()
 
     async def sync_server(self) -> None:
-        """Reconcile with the Redis that answers now, make sure every registered group
-        exists there (a new server has none), and remember its run_id."""
-        info = await self.redis.info("server")
-        run_id = str(info.get("run_id", ""))
+        """Reconcile with the Redis servers that answer now, make sure every registered
+        group exists there (a new server has none), and remember their run_ids."""
+        run_ids = await self._current_run_ids()
         await ensure_groups(self.redis, self.keys, self.groups)
         await self.reconcile()
-        self._run_id = run_id
+        self._run_ids = run_ids
 
     async def reconcile(self) -> None:
-        """Rewind to the first event that an aggregate's stream should hold but doesn't."""
+        """Rewind to the first event that a stream should hold but doesn't."""
         position = await self.store.position(POSITION)
         rewind = position
         for aggregate in sorted(AGGREGATES):
-            expected = await self._last_seq_in_db(aggregate, position)
-            if expected == 0:
-                continue
-            present = await self._last_seq_in_stream(aggregate)
-            if present >= expected:
-                continue
-            if present == 0:
-                present = await self._retention_floor(aggregate)
-            rewind = min(rewind, present)
+            rewind = min(rewind, await self._first_missing(aggregate, position))
         self._position = None
         if rewind < position:
             log.warning("relay: redis lost entries, republishing", since=rewind, position=position)
             await self.store.set_position(POSITION, rewind)
+
+    async def _first_missing(self, aggregate: str, position: int) -> int:
+        """The seq just before the first event of ``aggregate`` up to ``position`` that its
+        partition's stream lacks (``position`` when none is missing)."""
+        present = [await self._last_seq_in_stream(aggregate, p) for p in self.keys.numbers]
+        if 0 in present:
+            floor = await self._retention_floor(aggregate)
+            present = [p or floor for p in present]
+        if self.keys.partitions == 1:
+            expected = await self._last_seq_in_db(aggregate, position)
+            return present[0] if present[0] < expected else position
+        # Which partition an event went to is in its payload: read the events above the
+        # lowest stream's last seq, up to the first one its stream lacks.
+        after = min(present)
+        while after < position:
+            rows = await self.store.fetchall(
+                "SELECT seq, payload FROM events WHERE aggregate = ? AND seq > ? AND seq <= ?"
+                " ORDER BY seq LIMIT 5000",
+                (aggregate, after, position),
+            )
+            for seq, payload in rows:
+                partition = payload_partition(aggregate, bytes(payload), self.keys.partitions)
+                if int(seq) > present[partition]:
+                    return int(seq) - 1
+            if len(rows) < 5000:
+                break
+            after = int(rows[-1][0])
+        return position
 
     async def _last_seq_in_db(self, aggregate: str, position: int) -> int:
         row = await self.store.fetchone(
@@ -285,8 +344,9 @@ class Relay:
         )
         return int(row[0]) if row else 0
 
-    async def _last_seq_in_stream(self, aggregate: str) -> int:
-        entries: Any = await self.redis.xrevrange(self.keys.stream(aggregate), count=1)
+    async def _last_seq_in_stream(self, aggregate: str, partition: int) -> int:
+        stream = self.keys.stream(aggregate, partition)
+        entries: Any = await self.redis.xrevrange(stream, count=1)
         if not entries:
             return 0
         return int(entries[0][1].get(b"seq", 0))

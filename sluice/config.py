@@ -19,6 +19,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     redis_url: str | None = None
     # host:port[,host:port...]: seed nodes of a Redis Cluster, used instead of redis_url.
     redis_cluster_nodes: str = ""
+    # The cluster nodes' password (AUTH); SLUICE_REDIS_URL carries its own.
+    redis_password: str | None = None
     # Streams per aggregate type; 0: the default of the mode (1 on one Redis, 16 on a cluster).
     stream_partitions: int = 0
     data_dir: Path = Path("./var")

@@ -154,6 +154,15 @@ class RedisCluster:
                     found.append(node)
         return found
 
+    def flush(self) -> None:
+        """Every key of every primary deleted (a test's fresh start)."""
+        for node in self.primary_nodes():
+            client = self._client(node)
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()

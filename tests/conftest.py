@@ -7,6 +7,13 @@ first use, on a free port, from the binaries ``sluice.postgres_server``
 finds), with a fresh database per test copied from a migrated template.
 ``SLUICE_TEST_STORES=sqlite`` (or ``postgres``) narrows a run to one backend;
 ``@pytest.mark.stores("sqlite")`` pins a test that is about one backend.
+
+Redis has topologies in the same way, but a test runs on one Redis with one partition
+(``single``) unless it is marked ``@pytest.mark.topologies(...)``: ``partitioned`` is
+the same private Redis with ``PARTITIONS`` stream partitions, ``cluster`` a private
+Redis Cluster (3 primaries, 3 replicas; one per test session and xdist worker, every
+primary flushed before each test) with the cluster's default partitions.
+``SLUICE_TEST_TOPOLOGIES=single,partitioned`` narrows a run.
 """
 
 from __future__ import annotations
@@ -30,11 +37,15 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from sluice.config import Config, load_config
 from sluice.postgres_server import PostgresServer
+from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer
+from sluice.resources import redis_client
 from sluice.store.postgres import PostgresStore
 
 T = TypeVar("T")
 STORES = ("sqlite", "postgres")
+TOPOLOGIES = ("single", "partitioned", "cluster")
+PARTITIONS = 4
 TEMPLATE = "sluice_template"
 
 _hypothesis_home: Path | None = None
@@ -59,13 +70,34 @@ def _stores_wanted() -> tuple[str, ...]:
     return chosen
 
 
+def _topologies_wanted() -> tuple[str, ...]:
+    wanted = os.environ.get("SLUICE_TEST_TOPOLOGIES")
+    if not wanted:
+        return TOPOLOGIES
+    chosen = tuple(s.strip() for s in wanted.split(",") if s.strip())
+    unknown = set(chosen) - set(TOPOLOGIES)
+    if unknown:
+        raise pytest.UsageError(f"SLUICE_TEST_TOPOLOGIES: unknown topologies {sorted(unknown)}")
+    return chosen
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """One run per backend for every test that reaches the store."""
-    if "store_kind" not in metafunc.fixturenames:
-        return
-    marker = metafunc.definition.get_closest_marker("stores")
-    kinds = [k for k in (marker.args if marker else STORES) if k in _stores_wanted()]
-    metafunc.parametrize("store_kind", kinds)
+    """One run per backend for every test that reaches the store; one per topology for
+    a test marked with ``topologies``."""
+    if "store_kind" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("stores")
+        kinds = [k for k in (marker.args if marker else STORES) if k in _stores_wanted()]
+        metafunc.parametrize("store_kind", kinds)
+    topologies = metafunc.definition.get_closest_marker("topologies")
+    if topologies is not None and "topology" in metafunc.fixturenames:
+        wanted = [t for t in topologies.args if t in _topologies_wanted()]
+        metafunc.parametrize("topology", wanted)
+
+
+@pytest.fixture
+def topology() -> str:
+    """The Redis of a test not marked with ``topologies``: one server, one partition."""
+    return "single"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -199,11 +231,40 @@ def empty_database_url(store_kind: str, request: pytest.FixtureRequest) -> Itera
     databases.finished(name)
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_server() -> Iterator[RedisCluster]:
+    """The session's Redis Cluster, started on first use."""
+    cluster = RedisCluster(Path(tempfile.mkdtemp(prefix="sluice-test-cluster-")))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.data_dir, ignore_errors=True)
+
+
+def _topology_config(topology: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The settings of ``topology``; a cluster's primaries flushed for this test."""
+    if topology == "partitioned":
+        return {"stream_partitions": PARTITIONS}
+    if topology == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster_server")
+        cluster.wait_ready()
+        cluster.flush()
+        return {"redis_cluster_nodes": cluster.seeds, "redis_password": cluster.password}
+    return {}
+
+
 @pytest.fixture
 def make_config(
-    tmp_path: Path, redis_server: RedisServer, database_url: str | None
+    tmp_path: Path,
+    redis_server: RedisServer,
+    database_url: str | None,
+    topology: str,
+    request: pytest.FixtureRequest,
 ) -> Callable[..., Config]:
     """Config for this test's data dir, database and Redis; keyword arguments override fields."""
+    redis_settings = _topology_config(topology, request)
 
     def make(**overrides: Any) -> Config:
         values: dict[str, Any] = {
@@ -218,6 +279,7 @@ def make_config(
             "claim_idle_ms": 1000,
             "worker_block_ms": 200,
             "relay_poll_ms": 200,
+            **redis_settings,
         }
         values.update(overrides)
         return load_config({}, **values)
@@ -231,8 +293,15 @@ def config(make_config: Callable[..., Config]) -> Config:
 
 
 @pytest.fixture
-async def redis(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_server.url)
+async def redis(
+    redis_server: RedisServer, topology: str, request: pytest.FixtureRequest
+) -> AsyncIterator[aioredis.Redis]:
+    """A client of this test's Redis (of its cluster, on the ``cluster`` topology)."""
+    if topology == "cluster":
+        config: Config = request.getfixturevalue("config")
+        client = redis_client(config)
+    else:
+        client = aioredis.Redis.from_url(redis_server.url)
     try:
         yield client
     finally:

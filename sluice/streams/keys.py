@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sluice.streams.partitions import tag
+from sluice.streams.partitions import partition_of, tag
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,10 @@ class Keys:
     def numbers(self) -> range:
         """Every partition's number."""
         return range(self.partitions)
+
+    def partition_of(self, aggregate_id: str) -> int:
+        """The partition of an aggregate (a link's code, an article's id...)."""
+        return partition_of(aggregate_id, self.partitions)
 
     def space(self, partition: int = 0) -> str:
         """The prefix of one partition's stream keys."""
@@ -65,12 +69,15 @@ class Keys:
         return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
 
     def login_failures(self, email_digest: str) -> str:
-        # A sorted set of failure times (before: a counter under :login:fail:).
-        return f"{self.prefix}:login:failures:{email_digest}"
+        # A sorted set of failure times (before: a counter under :login:fail:). Tagged by
+        # the digest, as ``login_attempts``: the limiter's script takes both, so they
+        # share a cluster slot. (The tag renamed the keys: an upgrade forgets the
+        # failures and attempts of the last fifteen minutes, once.)
+        return f"{self.prefix}:login:failures:{{{email_digest}}}"
 
     def login_attempts(self, email_digest: str) -> str:
         """A sorted set of the login attempts in progress (token, start time)."""
-        return f"{self.prefix}:login:attempts:{email_digest}"
+        return f"{self.prefix}:login:attempts:{{{email_digest}}}"
 
     def client_limit(self, kind: str, address_digest: str) -> str:
         """One client address's bucket of logins, registrations or admin failures."""

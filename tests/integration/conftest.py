@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -26,7 +26,7 @@ from sluice.resources import Resources, open_resources, redis_client
 from sluice.scheduler.reminders import ReminderRunner
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from sluice.streams.spec import GroupSpec
+from sluice.streams.spec import Counters, GroupSpec
 
 
 async def wait_for(
@@ -109,6 +109,25 @@ def start_relay(resources: Resources, running: Running) -> Callable[..., Relay]:
     return start
 
 
+class Partitioned:
+    """A group's consumers, one per partition, seen as one: counters summed, the rest
+    (its name, settings, spec) the first one's."""
+
+    def __init__(self, consumers: list[Consumer]) -> None:
+        self.consumers = consumers
+
+    @property
+    def counters(self) -> Counters:
+        total = Counters()
+        for consumer in self.consumers:
+            for name in ("handled", "retried", "dead", "claimed"):
+                setattr(total, name, getattr(total, name) + getattr(consumer.counters, name))
+        return total
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.consumers[0], name)
+
+
 @pytest.fixture
 async def start_worker(
     resources: Resources, running: Running
@@ -124,11 +143,14 @@ async def start_worker(
         cfg = config or resources.config
         reader = redis_client(cfg, socket_timeout=cfg.worker_block_ms / 1000 + 5)
         clients.append(reader)
-        consumer = Consumer(
-            spec or GROUPS[group](resources), reader, resources.keys, name, runtime_settings(cfg)
-        )
-        running.start(consumer.run(running.stop))
-        return consumer
+        spec = spec or GROUPS[group](resources)
+        consumers = [
+            Consumer(spec, reader, resources.keys, name, runtime_settings(cfg), partition)
+            for partition in resources.keys.numbers
+        ]
+        for consumer in consumers:
+            running.start(consumer.run(running.stop))
+        return consumers[0] if len(consumers) == 1 else cast(Consumer, Partitioned(consumers))
 
     yield start
     # The consumers must stop before their clients close, or they reconnect and leak.
@@ -202,6 +224,11 @@ def child_env(config: Config, **extra: str) -> dict[str, str]:
     )
     if config.postgres:
         env["SLUICE_DATABASE_URL"] = config.database_url
+    if config.stream_partitions:
+        env["SLUICE_STREAM_PARTITIONS"] = str(config.stream_partitions)
+    if config.cluster:
+        env["SLUICE_REDIS_CLUSTER_NODES"] = config.redis_cluster_nodes
+        env["SLUICE_REDIS_PASSWORD"] = config.redis_password or ""
     env.update(extra)
     return env
 

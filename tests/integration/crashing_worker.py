@@ -52,10 +52,12 @@ async def work(consumer_name: str, poison: str) -> None:
                 return await real.handler(deliveries)
 
             spec = GroupSpec(real.name, real.aggregates, dies_on_poison, real.on_dead_letter)
-            consumer = Consumer(
-                spec, reader, resources.keys, consumer_name, runtime_settings(config)
-            )
-            await consumer.run(stop)
+            settings = runtime_settings(config)
+            consumers = [
+                Consumer(spec, reader, resources.keys, consumer_name, settings, partition)
+                for partition in resources.keys.numbers
+            ]
+            await asyncio.gather(*(c.run(stop) for c in consumers))
     finally:
         await reader.aclose()
 

@@ -96,13 +96,22 @@ async def snapshot(
 ) -> Snapshot:
     keys = resources.keys
     committed = await committed_event_ids(resources)
-    published = await stream_event_ids(redis, keys.stream("articles"))
+    published = [
+        event_id
+        for partition in keys.numbers
+        for event_id in await stream_event_ids(redis, keys.stream("articles", partition))
+    ]
     pending = 0
     caught_up = True
-    for stream in (keys.stream("articles"), keys.retry(group)):
-        p, c = await _group_state(redis, stream, group)
-        pending += p
-        caught_up = caught_up and c
+    for partition in keys.numbers:
+        for stream in (keys.stream("articles", partition), keys.retry(group, partition)):
+            p, c = await _group_state(redis, stream, group)
+            pending += p
+            caught_up = caught_up and c
+    delayed = dead = 0
+    for partition in keys.numbers:
+        delayed += int(await redis.zcard(keys.delayed(group, partition)))
+        dead += int(await redis.xlen(keys.dead(group, partition)))
     return Snapshot(
         committed=len(committed),
         position=await resources.store.position(POSITION),
@@ -110,8 +119,8 @@ async def snapshot(
         entries=len(published),
         pending=pending,
         caught_up=caught_up,
-        delayed=int(await redis.zcard(keys.delayed(group))),
-        dead=int(await redis.xlen(keys.dead(group))),
+        delayed=delayed,
+        dead=dead,
         views=await views(resources, article_id),
     )
 

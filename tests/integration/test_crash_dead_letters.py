@@ -82,7 +82,7 @@ async def crash_until_dead_lettered(
         return await resources.store.position(POSITION) == await resources.store.max_seq()
 
     await wait_for(published)
-    dead_key = resources.keys.dead(GROUP)
+    dead_key = resources.keys.dead(GROUP, resources.keys.partition_of("poison"))
     deaths = 0
     for _ in range(MAX_DELIVERIES + 3):
         worker = Child([CONSUMER, "poison"], env, module="tests.integration.crashing_worker")
@@ -103,9 +103,11 @@ async def crash_until_dead_lettered(
 
 def others_handled(resources: Resources) -> Callable[[], Awaitable[bool]]:
     async def handled() -> bool:  # counted, and acked after their commit
-        stream = resources.keys.stream("articles")
+        keys = resources.keys
         counted = await views(resources, "fine") == FINE
-        return counted and await pending_of(resources.redis, stream, CONSUMER) == 0
+        streams = [keys.stream("articles", p) for p in keys.numbers]
+        left = [await pending_of(resources.redis, stream, CONSUMER) for stream in streams]
+        return counted and sum(left) == 0
 
     return handled
 
@@ -132,7 +134,9 @@ async def test_an_entry_killing_its_worker_on_every_delivery_is_dead_lettered(
     # Each death was one real delivery, counted as such by the runtime.
     assert [count for _, count in seen] == list(range(1, MAX_DELIVERIES + 1))
     assert len({pid for pid, _ in seen}) == MAX_DELIVERIES
-    [(_, letter)] = await resources.redis.xrange(resources.keys.dead(GROUP))
+    [(_, letter)] = await resources.redis.xrange(
+        resources.keys.dead(GROUP, resources.keys.partition_of("poison"))
+    )
     assert letter[b"event_id"].decode() == outcome.poison_event_id
     assert letter[b"group"] == GROUP.encode()
     assert b"without an outcome" in letter[b"error"]
@@ -151,7 +155,9 @@ async def test_entries_batched_with_a_worker_killing_entry_are_still_handled(
     # The default batch (100): the 21 entries are read, and die, together.
     outcome = await crash_until_dead_lettered(config, resources, workers, tmp_path / "crasher.log")
     assert outcome.deaths == MAX_DELIVERIES
-    letters = await resources.redis.xrange(resources.keys.dead(GROUP))
+    letters = await resources.redis.xrange(
+        resources.keys.dead(GROUP, resources.keys.partition_of("poison"))
+    )
     assert [f[b"event_id"].decode() for _, f in letters] == [outcome.poison_event_id], (
         f"{len(letters)} dead letters"
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pytest
+
 from sluice.errors import HandlerError
 from sluice.events import ArticleViewed
 from sluice.resources import Resources
@@ -12,6 +14,8 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.dispatch import event_group
 from sluice.streams.relay import Relay
 from tests.integration.conftest import post_views, wait_for
+
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
 
 
 async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(
@@ -55,6 +59,8 @@ async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(
     await wait_for(settled)
     assert state["peak"] == 3
     assert sorted(done) == sorted(f"viewer-{i}" for i in range(10) if i != 3)
-    [(_, dead)] = await resources.redis.xrange(resources.keys.dead("limited"))
+    [(_, dead)] = await resources.redis.xrange(
+        resources.keys.dead("limited", resources.keys.partition_of("p"))
+    )
     assert dead[b"deliveries"] == b"1"  # permanent: no retries
     assert b"mailbox full" in dead[b"error"]

@@ -30,7 +30,7 @@ from tests.integration.faults_helpers import (
     settle,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.topologies("single", "partitioned")]
 
 ARTICLE = "hot"
 
@@ -124,7 +124,7 @@ async def test_redis_losing_its_last_writes_gets_them_republished(
     deduplicated when republished); 200 views published while no worker ran
     (they must be republished, or nobody ever counts them).
     """
-    stream = resources.keys.stream("articles")
+    stream = resources.keys.stream("articles", resources.keys.partition_of(ARTICLE))
     start_relay()
     worker = spawn("worker", "article-views", "--consumer", "c1")
     await post_views(resources, ARTICLE, 200)
@@ -165,7 +165,7 @@ async def test_redis_restarting_between_the_relays_check_and_its_publish(
     socket at checkout (it does here with Redis 7.0; with 6.2 the first
     command fails instead, which the relay handles, so the drop is explicit).
     """
-    stream = resources.keys.stream("articles")
+    stream = resources.keys.stream("articles", resources.keys.partition_of(ARTICLE))
     relay = start_relay()
     await post_views(resources, ARTICLE, 200)
     await published_up_to(resources, 200)

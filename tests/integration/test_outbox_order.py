@@ -25,6 +25,8 @@ from sluice.store.postgres import PostgresTx
 from sluice.streams.keys import Keys
 from sluice.streams.relay import Relay
 
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+
 
 @pytest.fixture
 async def two_hosts(config: Config) -> AsyncIterator[tuple[Store, Store]]:
@@ -39,9 +41,15 @@ async def two_hosts(config: Config) -> AsyncIterator[tuple[Store, Store]]:
 
 
 async def published(redis: aioredis.Redis, keys: Keys, aggregate: str) -> list[tuple[int, str]]:
-    """(seq, event id) of every entry of an aggregate's stream, in stream order."""
-    entries: Any = await redis.xrange(keys.stream(aggregate))
-    return [(int(f[b"seq"]), f[b"event_id"].decode()) for _, f in entries]
+    """(seq, event id) of every entry of an aggregate's streams, each partition's in stream
+    order (checked to be seq order), merged."""
+    merged: list[tuple[int, str]] = []
+    for partition in keys.numbers:
+        entries: Any = await redis.xrange(keys.stream(aggregate, partition))
+        mine = [(int(f[b"seq"]), f[b"event_id"].decode()) for _, f in entries]
+        assert mine == sorted(mine), f"partition {partition} out of commit order"
+        merged += mine
+    return sorted(merged)
 
 
 def hold_after_numbering(

@@ -26,6 +26,8 @@ from sluice.streams.relay import POSITION
 from tests.integration.conftest import Child, wait_for
 from tests.integration.faults_helpers import commit_views_at_once
 
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+
 BATCH = 50
 BURST = 5000
 AGGREGATES = ("articles", "visits")
@@ -88,8 +90,13 @@ def leaders(relays: dict[Path, Child]) -> list[Path]:
 
 
 async def stream_seqs(resources: Resources, aggregate: str) -> list[int]:
-    entries: Any = await resources.redis.xrange(resources.keys.stream(aggregate))
-    return [int(fields[b"seq"]) for _, fields in entries]
+    """The seqs in the aggregate's streams, every partition's merged in seq order."""
+    seqs: list[int] = []
+    for partition in resources.keys.numbers:
+        stream = resources.keys.stream(aggregate, partition)
+        entries: Any = await resources.redis.xrange(stream)
+        seqs += [int(fields[b"seq"]) for _, fields in entries]
+    return sorted(seqs)
 
 
 async def committed_seqs(resources: Resources, aggregate: str) -> list[int]:

@@ -14,6 +14,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 
+import pytest
+
 from sluice.config import Config
 from sluice.events import ArticleViewed
 from sluice.resources import Resources
@@ -22,6 +24,8 @@ from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, wait_for
+
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
 
 BASE_MS = 300
 MAX_DELIVERIES = 5
@@ -57,7 +61,7 @@ async def test_retries_come_back_after_exponential_jittered_backoff(
     consumer = start_worker(spec=GroupSpec(GROUP, ("articles",), always_fails), config=config)
     await post_views(resources, "doomed", FAILING)
     await post_views(resources, "fine", 3)
-    dead_key = resources.keys.dead(GROUP)
+    dead_key = resources.keys.dead(GROUP, resources.keys.partition_of("doomed"))
 
     async def all_dead() -> bool:
         return await resources.redis.xlen(dead_key) == FAILING
@@ -87,5 +91,10 @@ async def test_retries_come_back_after_exponential_jittered_backoff(
     assert below_ceiling >= FAILING, report
     letters = await resources.redis.xrange(dead_key)
     assert sorted(f[b"deliveries"] for _, f in letters) == [str(MAX_DELIVERIES).encode()] * FAILING
-    assert await resources.redis.zcard(resources.keys.delayed(GROUP)) == 0
+    assert (
+        await resources.redis.zcard(
+            resources.keys.delayed(GROUP, resources.keys.partition_of("doomed"))
+        )
+        == 0
+    )
     assert consumer.counters.handled == 3  # the other entries went through meanwhile

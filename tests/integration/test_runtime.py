@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
@@ -16,6 +17,8 @@ from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views, wait_for
+
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
 
 
 async def pending(redis: aioredis.Redis, stream: str, group: str) -> int:
@@ -31,7 +34,7 @@ async def test_entries_of_a_consumer_that_never_acks_are_reclaimed(
     await post_views(resources, "a", 40)
     await wait_for(lambda: _published(relay, 40))
     # A consumer that reads everything and then dies without acking.
-    stream = resources.keys.stream("articles")
+    stream = resources.keys.stream("articles", resources.keys.partition_of("a"))
     await resources.redis.xgroup_create(stream, "article-views", id="0", mkstream=True)
     got = await resources.redis.xreadgroup("article-views", "ghost", {stream: ">"}, count=1000)
     assert len(got[0][1]) == 40
@@ -79,7 +82,11 @@ async def test_effect_committed_but_ack_lost_is_not_applied_twice(
 
     await wait_for(counted)
     await wait_for(
-        lambda: _no_pending(resources.redis, resources.keys.stream("articles"), "article-views")
+        lambda: _no_pending(
+            resources.redis,
+            resources.keys.stream("articles", resources.keys.partition_of("b")),
+            "article-views",
+        )
     )
     assert failed_once
     assert await views(resources, "b") == 30
@@ -92,13 +99,13 @@ async def test_poison_entries_reach_dead_letters_while_others_flow(
     start_worker: Callable[..., Consumer],
 ) -> None:
     config = make_config(max_deliveries=3, retry_base_ms=20)
-    stream = resources.keys.stream("articles")
+    stream = resources.keys.stream("articles", resources.keys.partition_of("c"))
     start_relay()
     consumer = start_worker(config=config)
     await post_views(resources, "c", 10)
     await resources.redis.xadd(stream, {"event_id": "bad-1", "seq": "0", "type": "X", "data": "{"})
     await post_views(resources, "c", 10, start=10)
-    dead_key = resources.keys.dead("article-views")
+    dead_key = resources.keys.dead("article-views", resources.keys.partition_of("c"))
 
     async def settled() -> bool:
         return await views(resources, "c") == 20 and await resources.redis.xlen(dead_key) == 1
@@ -111,7 +118,12 @@ async def test_poison_entries_reach_dead_letters_while_others_flow(
     assert fields[b"group"] == b"article-views"
     assert consumer.counters.retried == 2
     assert await pending(resources.redis, stream, "article-views") == 0
-    assert await resources.redis.zcard(resources.keys.delayed("article-views")) == 0
+    assert (
+        await resources.redis.zcard(
+            resources.keys.delayed("article-views", resources.keys.partition_of("c"))
+        )
+        == 0
+    )
 
 
 async def test_retries_go_to_the_failing_group_only(
@@ -143,7 +155,10 @@ async def test_retries_go_to_the_failing_group_only(
     await wait_for(flaky_done)
     assert len(seen["flaky"]) == 3  # first delivery and two retries
     assert len(seen["steady"]) == 1  # never sees the other group's retries
-    assert await resources.redis.xlen(resources.keys.retry("steady")) == 0
+    assert (
+        await resources.redis.xlen(resources.keys.retry("steady", resources.keys.partition_of("d")))
+        == 0
+    )
 
 
 async def test_redrive_sends_a_dead_letter_back_and_drop_removes_it(
@@ -164,7 +179,7 @@ async def test_redrive_sends_a_dead_letter_back_and_drop_removes_it(
     start_relay()
     start_worker(spec=GroupSpec("article-views", ("articles",), breaks_while_on), config=config)
     await post_views(resources, "e", 2)
-    dead_key = resources.keys.dead("article-views")
+    dead_key = resources.keys.dead("article-views", resources.keys.partition_of("e"))
 
     async def both_dead() -> bool:
         return await resources.redis.xlen(dead_key) == 2
@@ -173,7 +188,9 @@ async def test_redrive_sends_a_dead_letter_back_and_drop_removes_it(
     assert await views(resources, "e") == 0
     (first_id, _), (second_id, _) = await resources.redis.xrange(dead_key)
     broken["on"] = False
-    failures = Failures(resources.redis, resources.keys, "article-views")
+    failures = Failures(
+        resources.redis, resources.keys, "article-views", resources.keys.partition_of("e")
+    )
     assert await failures.redrive(first_id.decode()) is not None
     assert await failures.drop(second_id.decode())
     assert await failures.redrive("1-1") is None
@@ -214,7 +231,16 @@ async def test_a_database_outage_spends_no_deliveries_and_dead_letters_nothing(
     await wait_for(counted)
     assert outage["calls_left"] == 0
     assert (worker.counters.retried, worker.counters.dead) == (0, 0)
-    assert await resources.redis.xlen(resources.keys.dead("article-views")) == 0
+    assert (
+        await resources.redis.xlen(
+            resources.keys.dead("article-views", resources.keys.partition_of("held"))
+        )
+        == 0
+    )
     await wait_for(
-        lambda: _no_pending(resources.redis, resources.keys.stream("articles"), "article-views")
+        lambda: _no_pending(
+            resources.redis,
+            resources.keys.stream("articles", resources.keys.partition_of("held")),
+            "article-views",
+        )
     )

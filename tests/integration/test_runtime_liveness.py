@@ -19,6 +19,8 @@ from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views, wait_for
 
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+
 
 async def test_a_long_handler_keeps_its_entries_from_being_reclaimed(
     make_config: Callable[..., Config],
@@ -72,7 +74,7 @@ async def test_a_deleted_group_is_recreated_and_consumption_goes_on(
         return await views(resources, "ng") == 5
 
     await wait_for(five)
-    stream = resources.keys.stream("articles")
+    stream = resources.keys.stream("articles", resources.keys.partition_of("ng"))
     await resources.redis.xgroup_destroy(stream, "article-views")
     await post_views(resources, "ng", 5, start=5)
 

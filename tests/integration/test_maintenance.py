@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sluice.groups import GROUPS
 from sluice.resources import Resources
@@ -25,16 +26,17 @@ async def test_trim_keeps_entries_a_group_has_not_acked(
     await wait_for(published)
     await redis.xgroup_create(stream, "fast", id="0")
     await redis.xgroup_create(stream, "slow", id="0")
-    fast = await redis.xreadgroup("fast", "f", {stream: ">"}, count=100)
+    fast: Any = await redis.xreadgroup("fast", "f", {stream: ">"}, count=100)
     await redis.xack(stream, "fast", *[eid for eid, _ in fast[0][1]])
-    slow = await redis.xreadgroup("slow", "s", {stream: ">"}, count=4)
+    slow: Any = await redis.xreadgroup("slow", "s", {stream: ">"}, count=4)
     slow_ids = [eid for eid, _ in slow[0][1]]
     await redis.xack(stream, "slow", *slow_ids[:2])  # two acked, two pending, six unread
 
     removed = await trim_streams(redis, resources.keys, retention_s=0)
 
     assert removed[stream] == 2
-    remaining = [eid for eid, _ in await redis.xrange(stream)]
+    entries: Any = await redis.xrange(stream)
+    remaining = [eid for eid, _ in entries]
     assert remaining[0] == slow_ids[2]
     assert len(remaining) == 8
 
@@ -85,7 +87,7 @@ async def test_reap_removes_idle_consumers_with_nothing_pending(resources: Resou
     await redis.xadd(stream, {"event_id": "e1", "data": "{}"})
     await redis.xadd(stream, {"event_id": "e2", "data": "{}"})
     await redis.xgroup_create(stream, "g", id="0")
-    done = await redis.xreadgroup("g", "done", {stream: ">"}, count=1)
+    done: Any = await redis.xreadgroup("g", "done", {stream: ">"}, count=1)
     await redis.xack(stream, "g", done[0][1][0][0])
     await redis.xreadgroup("g", "busy", {stream: ">"}, count=1)  # keeps one pending
 

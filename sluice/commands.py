@@ -27,14 +27,14 @@ from sluice.processes import (
 )
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer, announced_url
-from sluice.resources import open_resources
+from sluice.resources import Resources, open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.stop_signals import stop_on_signals
 from sluice.store import open_store
 from sluice.store.copy import CopyError, copy_store
-from sluice.streams.dead_letters import groups_holding, is_entry_id, list_dead_letters
+from sluice.streams.dead_letters import held_by, list_dead_letters, parse_dead_id, places_holding
 from sluice.streams.failures import Failures
-from sluice.streams.maintenance import status
+from sluice.streams.maintenance import GroupStatus, group_totals, status
 from sluice.streams.waiting import first_of
 
 
@@ -174,8 +174,12 @@ async def show_status(config: Config, *, as_json: bool) -> int:
     async with open_resources(config) as resources:
         report = await status(resources.redis, resources.keys, resources.store)
         history = await history_size(resources.store)
+        partitioned = resources.keys.partitions > 1
     if as_json:
-        shown = dataclasses.asdict(report) | {"history": msgspec.to_builtins(history)}
+        shown = dataclasses.asdict(report) | {
+            "groups": [dataclasses.asdict(g) for g in group_totals(report)],
+            "history": msgspec.to_builtins(history),
+        }
         print(json.dumps(shown, indent=2))
         return 0
     print(f"relay backlog: {report.relay_backlog}   delayed retries: {report.delayed}")
@@ -185,51 +189,65 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         f" ({history.archived_bytes} bytes), oldest event {history.oldest_event_at or '-'}"
     )
     for stream in report.streams:
-        print(f"{stream.stream}  length={stream.length}")
+        where = f"  partition={stream.partition}" if partitioned else ""
+        where += f"  node={stream.node}" if stream.node else ""
+        print(f"{stream.stream}  length={stream.length}{where}")
         for g in stream.groups:
-            lag = "?" if g.lag is None else g.lag
-            print(
-                f"  {g.group:<16} consumers={g.consumers} pending={g.pending}"
-                f" lag={lag} dead_letters={g.dead_letters}"
-            )
+            print(f"  {g.group:<16} {_group_figures(g)}")
+    if partitioned:
+        print("groups, every partition together:")
+        for g in group_totals(report):
+            print(f"  {g.group:<16} {_group_figures(g)}")
     return 0
+
+
+def _group_figures(g: GroupStatus) -> str:
+    lag = "?" if g.lag is None else g.lag
+    return f"consumers={g.consumers} pending={g.pending} lag={lag} dead_letters={g.dead_letters}"
 
 
 async def dlq(config: Config, args: argparse.Namespace) -> int:
     async with open_resources(config) as resources:
-        if args.action == "list":
-            groups = [args.group] if args.group else sorted(GROUPS)
-            # Newest first, like GET /v1/admin/dead-letters.
-            for letter in await list_dead_letters(
-                resources.redis, resources.keys, groups, args.limit
-            ):
-                print(
-                    f"{letter.group}  {letter.id}  {letter.event_type}  {letter.event_id}"
-                    f"  deliveries={letter.deliveries}  {letter.error}"
-                )
-            return 0
-        if len(args.target) > 2:
-            print("expected [GROUP] ID", file=sys.stderr)
-            return 2
-        *named, dead_id = args.target
-        if not is_entry_id(dead_id):
-            print(f"{dead_id!r} is not a stream entry id", file=sys.stderr)
-            return 2
-        holders = named or await groups_holding(
-            resources.redis, resources.keys, sorted(GROUPS), dead_id
-        )
-        if not holders:
-            print(f"{args.action}: no such dead letter", file=sys.stderr)
-            return 1
-        if len(holders) > 1:
-            print(f"{args.action}: held by {', '.join(holders)}; name the group", file=sys.stderr)
-            return 1
-        failures = Failures(resources.redis, resources.keys, holders[0])
-        done = (
-            await failures.redrive(dead_id) is not None
-            if args.action == "redrive"
-            else await failures.drop(dead_id)
-        )
+        if args.action != "list":
+            return await _dlq_one(resources, args)
+        groups = [args.group] if args.group else sorted(GROUPS)
+        # Newest first, like GET /v1/admin/dead-letters.
+        for letter in await list_dead_letters(resources.redis, resources.keys, groups, args.limit):
+            print(
+                f"{letter.group}  {letter.id}  {letter.event_type}  {letter.event_id}"
+                f"  deliveries={letter.deliveries}  {letter.error}"
+            )
+        return 0
+
+
+async def _dlq_one(resources: Resources, args: argparse.Namespace) -> int:
+    """Redrive or drop the one dead letter ``[GROUP] ID`` names."""
+    if len(args.target) > 2:
+        print("expected [GROUP] ID", file=sys.stderr)
+        return 2
+    *named, dead_id = args.target
+    try:
+        dead = parse_dead_id(dead_id, resources.keys.partitions)
+    except ValueError as exc:
+        print(f"{args.action}: {exc}", file=sys.stderr)
+        return 2
+    places = await places_holding(resources.redis, resources.keys, named or sorted(GROUPS), dead)
+    if not places:
+        print(f"{args.action}: no such dead letter", file=sys.stderr)
+        return 1
+    if len(places) > 1:
+        several_groups = len({place.group for place in places}) > 1
+        choose = "name the group" if several_groups else "give the id with its partition"
+        held = held_by(resources.keys, places)
+        print(f"{args.action}: held by {held}; {choose}", file=sys.stderr)
+        return 1
+    [place] = places
+    failures = Failures(resources.redis, resources.keys, place.group, place.partition)
+    done = (
+        await failures.redrive(place.entry) is not None
+        if args.action == "redrive"
+        else await failures.drop(place.entry)
+    )
     print(f"{args.action}: {'done' if done else 'no such dead letter'}")
     return 0 if done else 1
 

@@ -31,7 +31,7 @@ from sluice.metrics import (
     render,
 )
 from sluice.store.errors import database_unavailable
-from sluice.streams.maintenance import Status, status
+from sluice.streams.maintenance import Status, group_totals, status
 from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)
@@ -50,23 +50,28 @@ def _families(report: Status | None) -> list[Metric]:
     delayed = gauge("sluice_delayed_retries", "Retries waiting for their backoff")
     delayed.add_metric([], report.delayed)
     length = gauge("sluice_stream_length", "Entries in the stream", ["stream"])
+    # Where each stream is, to join on by ``stream``: a label of its own family, so the
+    # series of the gauges above stay the ones scrapes before partitions knew.
+    where = gauge(
+        "sluice_stream_info", "The stream's partition and, on a cluster, its primary (1)",
+        ["stream", "partition", "node"],
+    )  # fmt: skip
     lag = gauge("sluice_group_lag", "Entries not yet delivered to the group", ["stream", "group"])
     pending = gauge("sluice_group_pending", "Entries delivered, not acked", ["stream", "group"])
     consumers = gauge("sluice_group_consumers", "Consumers in the group", ["stream", "group"])
     dead = gauge("sluice_dead_letters", "Entries in the group's dead letters", ["group"])
-    seen_groups: set[str] = set()
     for stream in report.streams:
         length.add_metric([stream.stream], stream.length)
+        where.add_metric([stream.stream, str(stream.partition), stream.node or ""], 1)
         for group in stream.groups:
             labels = [stream.stream, group.group]
             if group.lag is not None:
                 lag.add_metric(labels, group.lag)
             pending.add_metric(labels, group.pending)
             consumers.add_metric(labels, group.consumers)
-            if group.group not in seen_groups:
-                seen_groups.add(group.group)
-                dead.add_metric([group.group], group.dead_letters)
-    return [redis_up, backlog, delayed, length, lag, pending, consumers, dead]
+    for total in group_totals(report):
+        dead.add_metric([total.group], total.dead_letters)
+    return [redis_up, backlog, delayed, length, where, lag, pending, consumers, dead]
 
 
 def _history_families(size: HistorySize | None) -> list[Metric]:

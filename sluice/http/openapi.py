@@ -137,7 +137,10 @@ _RESULT_CONDITIONS = [
     )
 ]  # fmt: skip
 _DEAD_ID = {"name": "id", "in": "path", "required": True,
-            "description": "the dead letter's entry id (`ms-seq`), unique within its group",
+            "description": (
+                "the dead letter's id, as listed: its entry id (`ms-seq`) with one stream "
+                "partition, `p<partition>-ms-seq` with several (a bare `ms-seq` is then "
+                "looked up in every partition); unique within its group"),
             "schema": {"type": "string"}}  # fmt: skip
 _DEAD_GROUP = {
     "name": "group", "in": "query", "required": False,
@@ -147,8 +150,14 @@ _DEAD_GROUP = {
 _DEAD_ERRORS = {
     "401": _UNAUTHORIZED,
     "403": _FORBIDDEN,
-    "404": _problem("no dead letter with this id (in the group given)"),
-    "409": _problem("several groups hold a dead letter with this id; name one with ?group="),
+    "404": _problem(
+        "no dead letter with this id (in the group given), not a dead letter id at all, or "
+        "an id naming a partition that does not exist"
+    ),
+    "409": _problem(
+        "several groups (name one with ?group=), or several partitions of one (use the id "
+        "with its partition), hold a dead letter with this entry id"
+    ),
     "422": _problem("unknown group"),
     "503": _problem("Redis does not answer"),
 }
@@ -412,6 +421,13 @@ _PATHS: Doc = {
     "/v1/admin/streams": {"get": {
         "operationId": "adminStreams",
         "summary": "Streams, groups, pending, lag, dead letters, relay backlog",
+        "description": (
+            "One item per stream of every partition: `partition` is its number (0 with one "
+            "partition), `node` the Redis Cluster primary holding it (`host:port`; null on "
+            "one Redis). A group's `dead_letters` on a stream are its dead letters in that "
+            "stream's partition; its total is the sum over partitions. `delayed` counts the "
+            "retries waiting for their backoff in every partition."
+        ),
         "security": _ADMIN,
         "responses": {
             "200": _ok("Status", "the state of the streams"),
@@ -444,8 +460,10 @@ _PATHS: Doc = {
         "operationId": "listDeadLetters",
         "summary": "Dead letters of one group or of all, newest first",
         "description": (
-            "`stream` is the aggregate stream the event came from; `deliveries` how often "
-            "it was tried; `error` the last failure."
+            "Every partition's dead letters together. `id` is the entry id (`ms-seq`) with "
+            "one stream partition, `p<partition>-ms-seq` with several; `partition` the "
+            "partition; `stream` the aggregate stream the event came from; `deliveries` how "
+            "often it was tried; `error` the last failure."
         ),
         "security": _ADMIN,
         "parameters": [

@@ -2,21 +2,31 @@
 
 Trimming removes entries that every group on the stream has acked and that
 are older than the retention, and always keeps a stream's newest entry (the
-relay reads it to find out what a restarted Redis still holds).
+relay reads it to find out what a restarted Redis still holds). Each partition's
+streams are separate streams with their own groups: each is trimmed below what its
+own groups have not acked, and reported with its partition (and, on a Redis
+Cluster, the primary that holds it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisClusterException, ResponseError
 
 from sluice.events import AGGREGATES, utcnow
 from sluice.store import Store
 from sluice.streams.keys import Keys
+from sluice.streams.partitions import tag
 from sluice.streams.relay import POSITION
+
+# Keys a SCAN step looks at: the keyspace holds many more keys than streams (view
+# dedupe, claims, limits), and the default of 10 costs a round trip per 10 of them.
+SCAN_COUNT = 1000
 
 
 def _id_key(entry_id: str) -> tuple[int, int]:
@@ -41,11 +51,43 @@ async def group_names(redis: aioredis.Redis, stream: str) -> list[str]:
     return [_s(g["name"]) for g in groups]
 
 
+async def _partitioned(
+    redis: aioredis.Redis, keys: Keys, name_of: Callable[[str, int], str], kind: str
+) -> list[tuple[str, int]]:
+    """The keys of one kind (``name_of(group, partition)``: retry streams, delayed sets)
+    in every partition, with their partition, by one SCAN (not one per partition: each
+    walks the whole keyspace, of every primary on a cluster)."""
+    heads = {name_of("", p): p for p in keys.numbers}
+    pattern = name_of("*", 0)
+    if keys.partitions > 1 or keys.tagged:
+        # Only the hash tag tells partitions apart; keys of tags not in this
+        # deployment's partitions (another partition count) match, and are left out.
+        pattern = pattern.replace(f"{{{tag(0, keys.partitions)}}}", "{*}", 1)
+    found: list[tuple[str, int]] = []
+    async for raw in redis.scan_iter(match=pattern, count=SCAN_COUNT, _type=kind):
+        name = _s(raw)
+        found += [(name, p) for head, p in heads.items() if name.startswith(head)]
+    return sorted(set(found), key=lambda pair: (pair[1], pair[0]))  # SCAN may repeat a key
+
+
+async def partition_streams(redis: aioredis.Redis, keys: Keys) -> list[tuple[str, int]]:
+    """Aggregate streams and retry streams that exist, each with its partition: partition
+    by partition, its aggregate streams first."""
+    aggregates = [(keys.stream(a, p), p) for p in keys.numbers for a in sorted(AGGREGATES)]
+    pipe = redis.pipeline(transaction=False)
+    for name, _ in aggregates:
+        pipe.exists(name)
+    exist: list[Any] = await pipe.execute()
+    present = [pair for pair, there in zip(aggregates, exist, strict=True) if there]
+    retries = await _partitioned(redis, keys, keys.retry, "stream")
+    rank = {name: i for i, (name, _) in enumerate(present)}
+    # Sorted is stable: retries keep their name order behind the aggregate streams.
+    return sorted(present + retries, key=lambda pair: (pair[1], rank.get(pair[0], len(rank))))
+
+
 async def all_streams(redis: aioredis.Redis, keys: Keys) -> list[str]:
-    """Aggregate streams and retry streams that exist."""
-    names = [keys.stream(a) for a in sorted(AGGREGATES)]
-    names += sorted([_s(k) async for k in redis.scan_iter(match=keys.retry("*"), _type="stream")])
-    return [n for n in names if await redis.exists(n)]
+    """Aggregate streams and retry streams that exist, of every partition."""
+    return [name for name, _ in await partition_streams(redis, keys)]
 
 
 async def trim_threshold(redis: aioredis.Redis, stream: str, retention_s: int) -> str | None:
@@ -73,24 +115,35 @@ async def _groups_floor(redis: aioredis.Redis, stream: str) -> tuple[int, int] |
     return floor
 
 
+async def _passed(redis: aioredis.Redis, stream: str) -> int | None:
+    """The seq before the first entry of ``stream`` some group has not acked; None when
+    every group acked every entry (or there is no such stream)."""
+    try:
+        floor = await _groups_floor(redis, stream)
+    except ResponseError:
+        return None  # no such stream: nothing was published to it
+    if floor is None:
+        return None
+    first: Any = await redis.xrange(stream, min=f"{floor[0]}-{floor[1]}", count=1)
+    return int(first[0][1][b"seq"]) - 1 if first else None
+
+
 async def passed_by_every_group(redis: aioredis.Redis, keys: Keys) -> dict[str, int]:
-    """Per aggregate, the highest seq below which every group on its stream has acked
-    every entry; aggregates whose stream holds nothing unacked are left out.
+    """Per aggregate, the highest seq below which every group on its streams has acked
+    every entry; aggregates whose streams hold nothing unacked are left out.
+
+    An aggregate's events are spread over its partitions' streams (each event's seq
+    in one of them), so its passed seq is the lowest of the partitions that hold
+    unacked entries: one lagging partition holds the whole aggregate back.
 
     A group's failed entries wait in retry streams with their whole event, so they
     count as passed here."""
     passed: dict[str, int] = {}
     for aggregate in sorted(AGGREGATES):
-        stream = keys.stream(aggregate)
-        try:
-            floor = await _groups_floor(redis, stream)
-        except ResponseError:
-            continue  # no such stream: nothing was published for it
-        if floor is None:
-            continue
-        first: Any = await redis.xrange(stream, min=f"{floor[0]}-{floor[1]}", count=1)
-        if first:
-            passed[aggregate] = int(first[0][1][b"seq"]) - 1
+        for partition in keys.numbers:
+            seq = await _passed(redis, keys.stream(aggregate, partition))
+            if seq is not None:
+                passed[aggregate] = min(seq, passed.get(aggregate, seq))
     return passed
 
 
@@ -131,6 +184,7 @@ class GroupStatus:
     consumers: int
     pending: int
     lag: int | None
+    # The group's dead letters in the stream's partition (each partition has its own).
     dead_letters: int
 
 
@@ -138,6 +192,9 @@ class GroupStatus:
 class StreamStatus:
     stream: str
     length: int
+    partition: int = 0
+    # The primary holding the stream ("host:port") on a Redis Cluster; None on one Redis.
+    node: str | None = None
     groups: list[GroupStatus] = field(default_factory=list)
 
 
@@ -148,25 +205,76 @@ class Status:
     streams: list[StreamStatus]
 
 
+def node_of(redis: aioredis.Redis, key: str) -> str | None:
+    """The cluster primary that holds ``key`` (as ``host:port``), from the client's slot
+    map; None on one Redis, or when no node covers the slot (a cluster in trouble)."""
+    if not isinstance(redis, RedisCluster):
+        return None
+    try:
+        node = redis.get_node_from_key(key)
+    except RedisClusterException:
+        return None
+    return None if node is None else str(node.name)
+
+
+async def _counts(redis: aioredis.Redis, command: str, names: list[str]) -> list[int]:
+    """``command`` (XLEN, ZCARD) on each of ``names``, in one pipeline (one round trip per
+    node on a cluster)."""
+    pipe = redis.pipeline(transaction=False)
+    for name in names:
+        getattr(pipe, command)(name)
+    return [int(n) for n in await pipe.execute()]
+
+
+def _group_status(info: Mapping[str, Any]) -> GroupStatus:
+    lag = info.get("lag")  # Redis 7 reports lag; 6.2 does not
+    return GroupStatus(
+        group=_s(info["name"]),
+        consumers=int(info["consumers"]),
+        pending=int(info["pending"]),
+        lag=None if lag is None else int(lag),
+        dead_letters=0,
+    )
+
+
 async def status(redis: aioredis.Redis, keys: Keys, store: Store) -> Status:
+    """Every stream of every partition with its groups, and the delayed retries."""
     backlog = await store.max_seq() - await store.position(POSITION)
+    found = await partition_streams(redis, keys)
+    pipe = redis.pipeline(transaction=False)
+    for name, _ in found:
+        pipe.xlen(name)
+        pipe.xinfo_groups(name)
+    answers: list[Any] = await pipe.execute(raise_on_error=False)
     streams: list[StreamStatus] = []
-    delayed = 0
-    for stream in await all_streams(redis, keys):
-        entry = StreamStatus(stream, int(await redis.xlen(stream)))
-        for group in await redis.xinfo_groups(stream):
-            name = _s(group["name"])
-            lag = group.get("lag")
-            entry.groups.append(
-                GroupStatus(
-                    group=name,
-                    consumers=int(group["consumers"]),
-                    pending=int(group["pending"]),
-                    lag=None if lag is None else int(lag),
-                    dead_letters=int(await redis.xlen(keys.dead(name))),
-                )
-            )
-        streams.append(entry)
-    async for key in redis.scan_iter(match=keys.delayed("*")):
-        delayed += int(await redis.zcard(key))
-    return Status(relay_backlog=backlog, delayed=delayed, streams=streams)
+    for (name, partition), length, infos in zip(found, answers[::2], answers[1::2], strict=True):
+        if isinstance(length, Exception) or isinstance(infos, Exception):
+            continue  # deleted since it was listed
+        groups = [_group_status(info) for info in infos]
+        streams.append(StreamStatus(name, int(length), partition, node_of(redis, name), groups))
+    places = sorted({(g.group, s.partition) for s in streams for g in s.groups})
+    counts = await _counts(redis, "xlen", [keys.dead(group, p) for group, p in places])
+    dead = dict(zip(places, counts, strict=True))
+    for entry in streams:
+        for g in entry.groups:
+            g.dead_letters = dead[g.group, entry.partition]
+    delayed = [name for name, _ in await _partitioned(redis, keys, keys.delayed, "zset")]
+    return Status(backlog, sum(await _counts(redis, "zcard", delayed)), streams)
+
+
+def group_totals(report: Status) -> list[GroupStatus]:
+    """Each group over every stream and partition: pending and lag summed (lag unknown if
+    unknown anywhere), dead letters of each partition counted once, and consumers the
+    most on one stream (a worker has a consumer of the same name in every partition)."""
+    totals: dict[str, GroupStatus] = {}
+    dead: dict[tuple[str, int], int] = {}
+    for stream in report.streams:
+        for g in stream.groups:
+            total = totals.setdefault(g.group, GroupStatus(g.group, 0, 0, 0, 0))
+            total.consumers = max(total.consumers, g.consumers)
+            total.pending += g.pending
+            total.lag = None if total.lag is None or g.lag is None else total.lag + g.lag
+            dead[g.group, stream.partition] = g.dead_letters
+    for (group, _), count in dead.items():
+        totals[group].dead_letters += count
+    return [totals[name] for name in sorted(totals)]

@@ -46,8 +46,9 @@ async def kill(
     stream = KEYS.stream(aggregate)
     with contextlib.suppress(ResponseError):  # the group exists
         await redis.xgroup_create(stream, group, id="$", mkstream=True)
-    fields = {"event_id": event_id, "seq": "1", "type": "LinkVisited", "data": "{}"}
-    entry_id = (await redis.xadd(stream, fields)).decode()
+    fields: dict[Any, Any] = {"event_id": event_id, "seq": "1", "type": "LinkVisited", "data": "{}"}
+    added: Any = await redis.xadd(stream, fields)
+    entry_id = added.decode()
     # Everything new to the group is delivered; only this entry dies.
     await redis.xreadgroup(group, "c1", {stream: ">"}, count=1000)
     dead_id = await Failures(redis, KEYS, group).dead(stream, entry_id, fields, 5, error)
@@ -74,6 +75,7 @@ async def test_dead_letters_are_listed_newest_first_with_their_details(
     assert letters[1] == {
         "id": second,
         "group": "mail",
+        "partition": 0,
         "stream": "sluice:links",
         "event_id": "ev-2",
         "event_type": "LinkVisited",
@@ -97,7 +99,8 @@ async def test_redrive_sends_the_entry_back_to_its_group_once(
     assert response.status == 202, await response.text()
     body = await response.json()
     assert (body["id"], body["group"]) == (dead_id, "mail")
-    [(retry_id, fields)] = await redis.xrange(KEYS.retry("mail"))
+    retries: Any = await redis.xrange(KEYS.retry("mail"))
+    [(retry_id, fields)] = retries
     assert retry_id.decode() == body["retry_id"]
     assert fields[b"event_id"] == b"ev-r"
     assert [d["id"] for d in await listed(admin)] == [kept]
@@ -121,7 +124,7 @@ async def test_drop_deletes_the_entry(admin: Client, redis: aioredis.Redis) -> N
 async def test_an_id_held_by_two_groups_needs_the_group(
     admin: Client, redis: aioredis.Redis
 ) -> None:
-    fields = {"event_id": "ev-x", "type": "LinkVisited", "origin": "sluice:links"}
+    fields: dict[Any, Any] = {"event_id": "ev-x", "type": "LinkVisited", "origin": "sluice:links"}
     for group in ("mail", "link-stats"):
         await redis.xadd(KEYS.dead(group), {**fields, "group": group}, id="1000-1")
 

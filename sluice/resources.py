@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sluice.config import Config
@@ -27,15 +30,19 @@ class Resources:
 def redis_client(
     config: Config, *, socket_timeout: float = 5.0, retry: bool = True
 ) -> aioredis.Redis:
-    """A client for ``config.redis_url``.
+    """A client for ``config.redis_url``, or for the cluster of ``config.redis_cluster_nodes``.
 
     With ``retry``, a command that fails on a dead connection runs once more on
-    a fresh one (a pooled connection to a restarted Redis fails once). That is
-    safe for the relay and workers: a repeated XADD is a duplicate consumers
-    dedupe, and XACK and the retry/dead-letter scripts are idempotent. The API
-    does without: a repeated ``SET NX`` of the view dedupe would report a view
-    it had just counted as already seen.
+    a fresh one (a pooled connection to a restarted Redis fails once); on a
+    cluster, after reading the slot map again (to the new primary after a
+    failover). That is safe for the relay and workers: a repeated XADD is a
+    duplicate consumers dedupe, and XACK and the retry/dead-letter scripts are
+    idempotent. The API does without: a repeated ``SET NX`` of the view dedupe
+    would report a view it had just counted as already seen. (A cluster client
+    without retry still reads the slot map again before its next command.)
     """
+    if config.cluster:
+        return _cluster_client(config, socket_timeout, retry)
     if not config.redis_url:
         raise RuntimeError("SLUICE_REDIS_URL is not set and no embedded Redis was started")
     return aioredis.Redis.from_url(
@@ -46,6 +53,52 @@ def redis_client(
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1 if retry else 0),
         retry_on_error=[RedisConnectionError] if retry else [],
     )
+
+
+def _cluster_client(config: Config, socket_timeout: float, retry: bool) -> aioredis.Redis:
+    client = RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in config.cluster_seeds],
+        password=config.redis_password,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=2.0,
+        health_check_interval=15,
+        # The partitions of the live primaries go on while a dead one's replica takes over.
+        require_full_coverage=False,
+        # Counts the retries after a connection error, CLUSTERDOWN or an uncovered slot;
+        # each rereads the slot map. MOVED and ASK are followed whatever it says.
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1 if retry else 0),
+    )
+    # Not a subclass of Redis, but it takes every command sluice sends with the same
+    # signature; the few cluster-only calls go through the helpers below.
+    return cast(aioredis.Redis, client)
+
+
+def is_cluster(redis: aioredis.Redis) -> bool:
+    """Whether ``redis`` is a Redis Cluster client (from ``redis_client``)."""
+    client: object = redis  # typed as a Redis wherever it is passed
+    return isinstance(client, RedisCluster)
+
+
+def slot_groups(redis: aioredis.Redis, keys: Iterable[str]) -> list[list[str]]:
+    """``keys`` in groups that one command or script may touch together, in their order:
+    one group per hash slot on a cluster, all of them in one on a single Redis."""
+    if not is_cluster(redis):
+        group = list(keys)
+        return [group] if group else []
+    groups: dict[int, list[str]] = {}
+    for key in keys:
+        groups.setdefault(key_slot(key.encode()), []).append(key)
+    return list(groups.values())
+
+
+async def refresh_topology(redis: aioredis.Redis) -> None:
+    """On a cluster, read the slot map again. A command that fails on a dead node does
+    that by itself; a pub/sub connection does not: it would go on connecting to the
+    slot's owner as last known, dead since."""
+    client: object = redis
+    if isinstance(client, RedisCluster):
+        await client.initialize()  # the first time: the nodes, the slots, the command table
+        await client.nodes_manager.initialize()
 
 
 def keys_for(config: Config) -> Keys:

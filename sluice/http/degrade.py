@@ -12,13 +12,20 @@ import redis.exceptions
 from sluice.store.errors import database_unavailable
 
 REDIS_TIMEOUT = 0.5
-REDIS_ERRORS = (redis.exceptions.RedisError, OSError, TimeoutError)
+# RedisClusterException (SlotNotCoveredError, no node reachable) is not a RedisError.
+REDIS_ERRORS = (
+    redis.exceptions.RedisError,
+    redis.exceptions.RedisClusterException,
+    OSError,
+    TimeoutError,
+)
 
 
 def unavailable(exc: BaseException) -> str | None:
     """The dependency an unexpected exception says is down ("the database", "Redis"), or None."""
     if database_unavailable(exc):
         return "the database"
-    if isinstance(exc, redis.exceptions.RedisError):  # not any OSError: a file can fail too
+    # Not any OSError: a file can fail too.
+    if isinstance(exc, redis.exceptions.RedisError | redis.exceptions.RedisClusterException):
         return "Redis"
     return None

@@ -122,7 +122,8 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
     # Connections of their own: a blocking XREAD or a subscription must not hold one
     # the requests need.
     reader = redis_client(app[CONFIG], socket_timeout=FOLLOW_BLOCK_MS / 1000 + 5, retry=False)
-    follower = LinkFollower(reader, app[KEYS].stream("links"), cache, block_ms=FOLLOW_BLOCK_MS)
+    streams = [app[KEYS].stream("links", partition) for partition in app[KEYS].numbers]
+    follower = LinkFollower(reader, streams, cache, block_ms=FOLLOW_BLOCK_MS)
     app[LINK_FOLLOWER] = follower
     listener = ChangeListener(reader, channel, cache, origin)
     tasks = [

@@ -9,12 +9,13 @@ replica forget the link, so its next redirect reads the new state:
   every replica's ``ChangeListener`` forgets the code on receipt. This is the
   fast path: a round trip, however far the relay is behind (a backlog of
   visits ahead of the change in the outbox does not delay it);
-- every replica's ``LinkFollower`` reads the links stream (plain ``XREAD``, no
-  group) and forgets the code of each ``LinkCreated``/``LinkUpdated``: the
-  durable path, which also covers a hint lost while Redis was away.
+- every replica's ``LinkFollower`` reads the links stream of every partition
+  (plain ``XREAD``, no group) and forgets the code of each
+  ``LinkCreated``/``LinkUpdated``: the durable path, which also covers a hint
+  lost while Redis was away.
 
-When the follower or the listener (re)connects, changes may have been missed
-while it was away, so it clears the cache. Positive entries also expire after
+When one of the follower's readers or the listener (re)connects, changes may
+have been missed while it was away, so it clears the cache. Positive entries also expire after
 ``max_age`` as a safety net for a change feed that is up but silent; unknown
 codes are cached only briefly.
 
@@ -29,9 +30,10 @@ entry as it was): stale beats none.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -40,15 +42,24 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 import yarl
+from redis.typing import KeyT, StreamIdT
 
 from sluice.events import LinkCreated, LinkUpdated, decode
+from sluice.resources import refresh_topology, slot_groups
 from sluice.store.links import Link
 from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
-_REDIS_DOWN = (redis.exceptions.RedisError, OSError, TimeoutError)
+# RedisClusterException: a cluster client's own (no node reachable, a slot not served).
+_REDIS_DOWN = (
+    redis.exceptions.RedisError,
+    redis.exceptions.RedisClusterException,
+    OSError,
+    TimeoutError,
+)
 _FIRST_BACKOFF = 0.05
+_CODES_PER_HINT = 100
 
 
 class Target(msgspec.Struct, frozen=True):
@@ -201,53 +212,73 @@ def apply_entry(cache: LinkCache, fields: dict[bytes, bytes]) -> None:
 
 
 class LinkFollower:
-    """Follows the links stream with plain ``XREAD`` and applies each change to the cache."""
+    """Follows the links stream of every partition with plain ``XREAD`` and applies each
+    change to the cache.
+
+    One reader per group of streams that one ``XREAD`` may read (all of them on a single
+    Redis, each partition's on a cluster), each reconnecting on its own: a primary's
+    failover stops only the readers of its partitions.
+    """
 
     def __init__(
         self,
         redis: aioredis.Redis,
-        stream: str,
+        streams: Sequence[str],
         cache: LinkCache,
         *,
         block_ms: int = 5_000,
         max_backoff: float = 1.0,
     ) -> None:
+        if isinstance(streams, str):
+            raise TypeError("streams: a sequence of stream names, one per partition")
         self._redis = redis
-        self._stream = stream
+        self._groups = slot_groups(redis, streams)
         self._cache = cache
         self._block_ms = block_ms
         self._max_backoff = max_backoff
-        self.following = asyncio.Event()  # set while connected and reading
-        self.connections = 0
+        self._reading: set[int] = set()  # the readers connected and reading
+        self.following = asyncio.Event()  # set while every reader is connected and reading
+        self.connections = 0  # the readers' connections and reconnections
 
     async def run(self) -> None:
-        """Follow until cancelled; reconnect with capped backoff while Redis is down."""
-        await _reconnecting(
-            self._follow, self.following, "link follower lost redis, reconnecting",
-            self._max_backoff,
-        )  # fmt: skip
+        """Follow until cancelled; a reader reconnects with capped backoff while its Redis
+        is down."""
+        async with asyncio.TaskGroup() as readers:
+            for number, streams in enumerate(self._groups):
+                reading = asyncio.Event()
+                follow = functools.partial(self._follow, number, streams, reading)
+                readers.create_task(_reconnecting(
+                    follow, reading, "link follower lost redis, reconnecting", self._max_backoff
+                ))  # fmt: skip
 
-    async def _follow(self) -> None:
-        # The current end of the stream first, then clear: every change at or
-        # before that point is committed, so a read after the clear sees it,
-        # and every later one is read below.
-        last_id = await self._stream_end()
+    async def _follow(self, number: int, streams: list[str], reading: asyncio.Event) -> None:
+        # The current end of each stream first, then clear: every change at or before
+        # that point is committed, so a read after the clear sees it, and every later
+        # one is read below. (Any reader's clear is a clear of every partition's codes.)
+        ends = await asyncio.gather(*(self._stream_end(stream) for stream in streams))
+        after: dict[KeyT, StreamIdT] = dict(zip(streams, ends, strict=True))
         self._cache.clear()
         self.connections += 1
-        self.following.set()
-        log.info("link follower reading", stream=self._stream, after=last_id)
-        while True:
-            reply: Any = await self._redis.xread(
-                {self._stream: last_id}, count=500, block=self._block_ms
-            )
-            for _stream, entries in reply or ():
-                for entry_id, fields in entries:
-                    apply_entry(self._cache, fields)
-                    last_id = entry_id
+        reading.set()
+        self._reading.add(number)
+        if len(self._reading) == len(self._groups):
+            self.following.set()
+        log.info("link follower reading", streams=streams, after=list(after.values()))
+        try:
+            while True:
+                reply: Any = await self._redis.xread(after, count=500, block=self._block_ms)
+                for stream, entries in reply or ():
+                    name = stream.decode() if isinstance(stream, bytes) else stream
+                    for entry_id, fields in entries:
+                        apply_entry(self._cache, fields)
+                        after[name] = entry_id
+        finally:
+            self._reading.discard(number)
+            self.following.clear()
 
-    async def _stream_end(self) -> bytes | str:
+    async def _stream_end(self, stream: str) -> bytes | str:
         """The id of the stream's last entry: ``$`` pinned, so no entry falls between reads."""
-        newest: Any = await self._redis.xrevrange(self._stream, count=1)
+        newest: Any = await self._redis.xrevrange(stream, count=1)
         return newest[0][0] if newest else "0-0"
 
 
@@ -272,13 +303,24 @@ class ChangeHints:
     async def _publish(self) -> None:
         while self._pending:
             codes, self._pending = list(self._pending), {}
+            # Sent again at once after a failure: a hint is idempotent, and the first
+            # command on a dead pooled connection (a restarted Redis, a cluster node
+            # failed over) fails where the next one, on a new connection, goes through.
             try:
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for code in codes:
-                        pipe.publish(self._channel, f"{self._origin} {code}")
-                    await pipe.execute()
-            except _REDIS_DOWN as exc:
-                log.warning("link change hints not sent", codes=len(codes), error=repr(exc))
+                await self._send(codes)
+            except _REDIS_DOWN:
+                try:
+                    await self._send(codes)
+                except _REDIS_DOWN as exc:
+                    log.warning("link change hints not sent", codes=len(codes), error=repr(exc))
+
+    async def _send(self, codes: list[str]) -> None:
+        # Many codes a message, not a message each in a pipeline: a cluster client
+        # refuses PUBLISH in a pipeline. (A listener of the release before reads a
+        # message of two codes or more as one unknown code; the stream brings those.)
+        for start in range(0, len(codes), _CODES_PER_HINT):
+            chunk = codes[start : start + _CODES_PER_HINT]
+            await self._redis.publish(self._channel, " ".join([self._origin, *chunk]))
 
     async def close(self) -> None:
         if self._task is not None:
@@ -286,8 +328,8 @@ class ChangeHints:
 
 
 class ChangeListener:
-    """Forgets each code another process published as changed (hints ``"<origin> <code>"``;
-    its own, from ``origin``, were forgotten when they committed)."""
+    """Forgets each code another process published as changed (hints ``"<origin> <code>
+    [<code>...]"``; its own, from ``origin``, were forgotten when they committed)."""
 
     def __init__(
         self,
@@ -314,6 +356,9 @@ class ChangeListener:
         )  # fmt: skip
 
     async def _listen(self) -> None:
+        # On a cluster the subscription goes to the channel's slot owner as last known:
+        # after that node died, only a fresh slot map leads to its successor.
+        await refresh_topology(self._redis)
         async with self._redis.pubsub() as pubsub:
             await pubsub.subscribe(self._channel)
             while True:
@@ -329,9 +374,10 @@ class ChangeListener:
                     self.listening.set()
 
     def _hint(self, text: str) -> None:
-        origin, _, code = text.partition(" ")
-        if code and origin != self._origin:
-            self._cache.forget(code)
+        origin, *codes = text.split(" ")
+        if origin != self._origin:
+            for code in filter(None, codes):
+                self._cache.forget(code)
 
 
 async def _reconnecting(

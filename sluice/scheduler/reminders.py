@@ -3,10 +3,11 @@
 Each replica runs a ``ReminderRunner``. It loads the active reminders (neither
 deleted nor paused) from the database, follows ``ReminderCreated``,
 ``ReminderDeleted`` and ``ReminderUpdated`` (a pause) on the reminders stream
-with a plain ``XREAD`` (the stream's end is pinned before the load, so
-no change falls between), and reloads everything every ``reload_seconds`` to
-heal whatever an outage hid. It keeps the next occurrence of every reminder
-in a heap and sleeps until the first one, waking early on a change.
+of every partition with a plain ``XREAD`` (each stream's end is pinned before
+the load, so no change falls between; on a cluster, a reader per partition),
+and reloads everything every ``reload_seconds`` to heal whatever an outage hid.
+It keeps the next occurrence of every reminder in a heap and sleeps until the
+first one, waking early on a change.
 
 Firing an occurrence (reminder, slot = its UTC instant):
 
@@ -39,9 +40,10 @@ from typing import Any
 
 import redis.exceptions
 import structlog
+from redis.typing import KeyT, StreamIdT
 
 from sluice.events import ReminderCreated, ReminderDeleted, ReminderUpdated, decode, utcnow
-from sluice.resources import Resources
+from sluice.resources import Resources, slot_groups
 from sluice.scheduler.reminder_agenda import Agenda, Plan
 from sluice.store import reminders as stored
 from sluice.store.reminders import Fired, Reminder
@@ -57,9 +59,14 @@ XREAD_BLOCK_MS = 1000
 MAX_SLEEP = 30.0  # sleep in slices, so a wall-clock jump is noticed
 FIRST_BACKOFF, MAX_BACKOFF = 0.1, 5.0
 _FOLLOWED = {b"ReminderCreated", b"ReminderDeleted", b"ReminderUpdated"}
-_REDIS_ERRORS = (redis.exceptions.RedisError, OSError)
+# RedisClusterException: a cluster client's own (no node reachable, a slot not served).
+_REDIS_ERRORS = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError)
+# The last entry id read of each followed stream.
+_After = dict[KeyT, StreamIdT]
 
 # One claim per key; a key already holding our holder is ours (a retry after a failed commit).
+# The keys of one call share a slot (``_claim``); sent with EVAL, so that a cluster
+# pipeline takes it (it refuses EVALSHA).
 _CLAIM = """
 local mine = {}
 for i, key in ipairs(KEYS) do
@@ -114,8 +121,9 @@ class ReminderRunner:
         self._reload_wanted = True
         self._reload_at = 0.0
         self._claims_down = False
-        self._stream = resources.keys.stream(ReminderCreated.aggregate)
-        self._claim = resources.redis.register_script(_CLAIM)
+        keys = resources.keys
+        streams = [keys.stream(ReminderCreated.aggregate, p) for p in keys.numbers]
+        self._stream_groups = slot_groups(resources.redis, streams)  # one XREAD each
 
     @property
     def scheduled(self) -> int:
@@ -124,17 +132,17 @@ class ReminderRunner:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Fire occurrences until ``stop`` is set; outages are waited out, never fatal."""
-        try:
-            after: bytes | str | None = await self._pin()
-        except _REDIS_ERRORS as exc:
-            log.warning("reminder stream unavailable, following it later", error=repr(exc))
-            after = None
-        follower = asyncio.create_task(self._follow(stop, after))
+        pinned = await asyncio.gather(*(self._pin_first(g) for g in self._stream_groups))
+        followers = [
+            asyncio.create_task(self._follow(stop, streams, after))
+            for streams, after in zip(self._stream_groups, pinned, strict=True)
+        ]
         log.info("reminder runner started", holder=self.holder)
         try:
             await self._loop(stop)
         finally:
-            await cancel_and_wait(follower)
+            for follower in followers:
+                await cancel_and_wait(follower)
 
     async def _loop(self, stop: asyncio.Event) -> None:
         backoff = _Backoff()
@@ -184,7 +192,7 @@ class ReminderRunner:
         keys = self.resources.keys
         names = [keys.reminder_occurrence(p.reminder.id, slot_text(p.next_slot)) for p in due]
         try:
-            mine: Any = await self._claim(keys=names, args=[self.holder, CLAIM_TTL_MS])
+            mine = await self._claim(names)
         except _REDIS_ERRORS as exc:
             if not self._claims_down:
                 log.warning("reminder claims unavailable, the database decides alone",
@@ -194,7 +202,21 @@ class ReminderRunner:
         if self._claims_down:
             log.info("reminder claims available again")
             self._claims_down = False
-        return [bool(int(flag)) for flag in mine]
+        return [mine[name] for name in names]
+
+    async def _claim(self, names: list[str]) -> dict[str, bool]:
+        """Claim every key: a script per slot on a cluster (up to ``BATCH`` of them, one
+        round trip per primary), one for all on a single Redis."""
+        groups = slot_groups(self.resources.redis, names)
+        async with self.resources.redis.pipeline(transaction=False) as pipe:
+            for group in groups:
+                pipe.eval(_CLAIM, len(group), *group, self.holder, CLAIM_TTL_MS)
+            replies: list[Any] = await pipe.execute()
+        return {
+            name: bool(int(flag))
+            for group, flags in zip(groups, replies, strict=True)
+            for name, flag in zip(group, flags, strict=True)
+        }
 
     async def _fire(self, due: list[Plan], now: datetime) -> None:
         claims = await self._claims(due)
@@ -245,23 +267,31 @@ class ReminderRunner:
 
     # Following the stream ---------------------------------------------------
 
-    async def _pin(self) -> bytes | str:
-        """The id of the stream's last entry (``0-0`` when empty): read on from there."""
-        newest: Any = await self.resources.redis.xrevrange(self._stream, count=1)
-        return newest[0][0] if newest else "0-0"
+    async def _pin(self, streams: list[str]) -> _After:
+        """The id of each stream's last entry (``0-0`` when empty): read on from there."""
+        redis = self.resources.redis
+        newest: list[Any] = await asyncio.gather(*(redis.xrevrange(s, count=1) for s in streams))
+        return {s: n[0][0] if n else "0-0" for s, n in zip(streams, newest, strict=True)}
 
-    async def _follow(self, stop: asyncio.Event, after: bytes | str | None) -> None:
-        """Apply changes from the stream; after an outage, pin its end again and reload."""
+    async def _pin_first(self, streams: list[str]) -> _After | None:
+        try:
+            return await self._pin(streams)
+        except _REDIS_ERRORS as exc:
+            log.warning("reminder stream unavailable, following it later", error=repr(exc))
+            return None
+
+    async def _follow(self, stop: asyncio.Event, streams: list[str], after: _After | None) -> None:
+        """Apply changes from ``streams``; after an outage, pin their ends again and reload."""
         backoff = _Backoff()
         while not stop.is_set():
             try:
                 if after is None:
-                    after = await self._pin()
+                    after = await self._pin(streams)
                     # Changes may have been missed while away: the database has them all.
                     self._reload_wanted = True
                     self._changed.set()
-                    log.info("reminder stream followed again", after=after)
-                after = await self._read(after)
+                    log.info("reminder stream followed again", after=list(after.values()))
+                await self._read(after)
             except Exception as exc:  # Redis down mostly; never let the follower die
                 if after is not None:
                     log.warning("reminder stream read failed, reconnecting", error=repr(exc))
@@ -270,15 +300,14 @@ class ReminderRunner:
                 continue
             backoff.reset()
 
-    async def _read(self, after: bytes | str) -> bytes | str:
-        reply: Any = await self.resources.redis.xread(
-            {self._stream: after}, count=500, block=XREAD_BLOCK_MS
-        )
-        for _stream, entries in reply or ():
+    async def _read(self, after: _After) -> None:
+        """Apply what follows ``after`` in its streams, and move ``after`` past it."""
+        reply: Any = await self.resources.redis.xread(after, count=500, block=XREAD_BLOCK_MS)
+        for stream, entries in reply or ():
+            name = stream.decode() if isinstance(stream, bytes) else stream
             for entry_id, fields in entries:
                 self._apply(fields)
-                after = entry_id
-        return after
+                after[name] = entry_id
 
     def _apply(self, fields: dict[bytes, bytes]) -> None:
         if fields.get(b"type") not in _FOLLOWED or b"data" not in fields:

@@ -14,6 +14,7 @@ from sluice.config import Config
 from sluice.groups import GROUPS
 from sluice.resources import open_resources, redis_client
 from sluice.streams.consumer import Consumer
+from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
 from sluice.streams.spec import RuntimeSettings
 
@@ -46,10 +47,10 @@ async def run_worker(
     reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
     try:
         async with open_resources(config) as resources:
-            settings, keys = runtime_settings(config), resources.keys
+            settings, keys, gate = runtime_settings(config), resources.keys, RecoveryGate()
             # A consumer per group and partition: each partition's reads touch one slot.
             consumers = [
-                Consumer(GROUPS[g](resources), reader, keys, name, settings, partition)
+                Consumer(GROUPS[g](resources), reader, keys, name, settings, partition, gate)
                 for g in groups
                 for partition in keys.numbers
             ]

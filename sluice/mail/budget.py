@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from sluice.errors import HandlerError
+from sluice.streams.outage import REDIS_DOWN
 
 HOUR_MS, DAY_MS = 3_600_000, 86_400_000
 
@@ -83,6 +84,6 @@ class UserBudget:
         key = self.key_of(user_id)
         try:
             reply = await self._script(keys=[key], args=[mail_key, self.hourly, self.daily])
-        except (redis.exceptions.RedisError, OSError) as exc:
+        except (redis.exceptions.RedisError, *REDIS_DOWN) as exc:
             raise BudgetUnavailable(f"mail budget unavailable: {exc}") from exc
         return Spent(int(reply))

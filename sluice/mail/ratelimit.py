@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from sluice.errors import HandlerError
+from sluice.streams.outage import REDIS_DOWN
 
 # KEYS[1]: next free slot (microseconds, Redis clock). ARGV[1]: interval (µs).
 # Numbers go out through string.format: Lua's tostring would round 16 digits.
@@ -63,7 +64,7 @@ class RateLimiter:
             return Grant(at=time.time(), waited=0.0)
         try:
             slot_us, now_us = await self._script(keys=[self.key], args=[self.interval_us])
-        except (redis.exceptions.RedisError, OSError) as exc:
+        except (redis.exceptions.RedisError, *REDIS_DOWN) as exc:
             raise RateLimitUnavailable(f"mail rate limiter unavailable: {exc}") from exc
         wait = max(0.0, (int(slot_us) - int(now_us)) / 1_000_000)
         if wait:

@@ -49,6 +49,7 @@ from sluice.streams.messages import (
     fields_from_redis,
 )
 from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.recovery import RecoveryGate
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
 from sluice.streams.waiting import cancel_and_wait, wait_or_stop
 
@@ -71,7 +72,9 @@ class Consumer:
         name: str,
         settings: RuntimeSettings,
         partition: int = 0,
+        gate: RecoveryGate | None = None,
     ) -> None:
+        """``gate``: shared by every consumer of the process (see ``sluice.streams.recovery``)."""
         self.spec = spec
         self.partition = partition
         self.group = spec.name
@@ -83,6 +86,7 @@ class Consumer:
         self.streams = [keys.stream(a, partition) for a in spec.aggregates]
         self.streams.append(keys.retry(spec.name, partition))
         self.failures = Failures(redis, keys, spec.name, partition)
+        self.gate = gate or RecoveryGate()
         self.counters = Counters()
         self._cursors = dict.fromkeys(self.streams, "0-0")
         self._drained = False
@@ -121,32 +125,51 @@ class Consumer:
                     groups_ready = True
                 await self.step()
                 backoff = 0.1
+            except HeldBack:
+                return
+            except REDIS_DOWN as exc:  # before ResponseError: a cluster's CLUSTERDOWN is one
+                log.warning("consumer: redis unavailable", group=self.group, error=str(exc))
+                self._drain_again()  # entries in hand may be ours to finish after reconnect
+                await wait_or_stop(stop, backoff)
+                backoff = min(backoff * 2, 5.0)
             except redis.exceptions.ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise
                 log.warning("consumer: group missing, recreating", group=self.group)
                 groups_ready = False
-            except HeldBack:
-                return
-            except REDIS_DOWN as exc:
-                log.warning("consumer: redis unavailable", group=self.group, error=str(exc))
-                self._drain_again()  # entries in hand may be ours to finish after reconnect
-                await wait_or_stop(stop, backoff)
-                backoff = min(backoff * 2, 5.0)
 
     async def step(self) -> int:
         """Handle one batch: our own pending entries first, each alone, then new ones."""
         if self._drained:
-            batch = await self._read_new()
-        else:
+            async with self.gate.batch():
+                batch = await self._read_new()
+                if batch:
+                    await self.process(batch)
+            return len(batch)
+        if not await self._pending_left():
+            self._drained = True
+            return 0
+        async with self.gate.recovery():
             pending = await self._read_pending()
-            if pending is None:
-                self._drained = True
-                return 0
-            batch = pending
-        if batch:
-            await self.process(batch)
-        return len(batch)
+            if pending:
+                await self.process(pending)
+        if pending is None:
+            self._drained = True
+            return 0
+        return len(pending)
+
+    async def _pending_left(self) -> bool:
+        """Whether our pending list holds entries past the ones drained (read without
+        claiming: only then is the process's gate taken)."""
+        for stream in self.streams:
+            after = self._pending_after[stream]
+            rows: list[Any] = await self.redis.xpending_range(
+                stream, self.group, min="-" if after == "0" else f"({after}", max="+",
+                count=1, consumername=self.name,
+            )  # fmt: skip
+            if rows:
+                return True
+        return False
 
     def _drain_again(self) -> None:
         self._drained = False
@@ -380,6 +403,15 @@ class Consumer:
     async def _reclaim_stream(self, stream: str) -> int:
         """Up to ``batch`` entries, one per ``XAUTOCLAIM``, which scans at most ten;
         the cursor carries the scan over to the next round."""
+        idle: list[Any] = await self.redis.xpending_range(
+            stream, self.group, min="-", max="+", count=1, idle=self.settings.claim_idle_ms
+        )
+        if not idle:
+            return 0  # nothing to claim: the process's gate is not taken
+        async with self.gate.recovery():
+            return await self._reclaim_alone(stream)
+
+    async def _reclaim_alone(self, stream: str) -> int:
         claimed = 0
         for _ in range(self.settings.batch):
             batch, scanned_all = await self._claim_one(stream)

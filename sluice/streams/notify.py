@@ -8,6 +8,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 
+from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
@@ -38,7 +39,7 @@ class CommitNotifier:
             self._pending = False
             try:
                 await self._redis.publish(self._channel, b"1")
-            except (redis.exceptions.RedisError, OSError):
+            except (redis.exceptions.RedisError, *REDIS_DOWN):
                 return  # the relay's poll covers it
 
     async def close(self) -> None:

@@ -33,6 +33,7 @@ import structlog
 
 from sluice.events import AGGREGATES, utcnow
 from sluice.metrics import RELAY_PUBLISHED
+from sluice.resources import refresh_topology
 from sluice.store import Store, StoredEvent
 from sluice.store.errors import database_unavailable
 from sluice.streams.group_setup import ensure_groups
@@ -361,13 +362,19 @@ class Relay:
         return int(row[0]) if row else 0
 
     async def _listen(self, stop: asyncio.Event) -> None:
-        """Wake on commits announced by other processes; reconnects after outages."""
+        """Wake on commits announced by other processes; reconnects after outages. It
+        never ends before ``stop``: without it the relay still polls, but later."""
         while not stop.is_set():
             try:
+                # On a cluster: the channel's node as it is now, not as it was.
+                await refresh_topology(self.redis)
                 async with self.redis.pubsub() as pubsub:
                     await pubsub.subscribe(self.keys.outbox_channel())
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             self.wake.set()
             except _REDIS_DOWN:
+                await wait_or_stop(stop, 1.0)
+            except Exception:
+                log.exception("relay: commit listener failed, subscribing again")
                 await wait_or_stop(stop, 1.0)

@@ -25,6 +25,7 @@ from sluice.redis_server import die_with_parent, free_port
 from sluice.resources import Resources, open_resources, redis_client
 from sluice.scheduler.reminders import ReminderRunner
 from sluice.streams.consumer import Consumer
+from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
 from sluice.streams.spec import Counters, GroupSpec
 
@@ -144,8 +145,9 @@ async def start_worker(
         reader = redis_client(cfg, socket_timeout=cfg.worker_block_ms / 1000 + 5)
         clients.append(reader)
         spec = spec or GROUPS[group](resources)
+        gate = RecoveryGate()  # the consumers of one call are one process's
         consumers = [
-            Consumer(spec, reader, resources.keys, name, runtime_settings(cfg), partition)
+            Consumer(spec, reader, resources.keys, name, runtime_settings(cfg), partition, gate)
             for partition in resources.keys.numbers
         ]
         for consumer in consumers:

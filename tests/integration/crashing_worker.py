@@ -31,6 +31,7 @@ async def work(consumer_name: str, poison: str) -> None:
     from sluice.stop_signals import stop_on_signals
     from sluice.streams.consumer import Consumer
     from sluice.streams.messages import Delivery
+    from sluice.streams.recovery import RecoveryGate
     from sluice.streams.spec import GroupSpec
 
     config = load_config()
@@ -52,9 +53,9 @@ async def work(consumer_name: str, poison: str) -> None:
                 return await real.handler(deliveries)
 
             spec = GroupSpec(real.name, real.aggregates, dies_on_poison, real.on_dead_letter)
-            settings = runtime_settings(config)
+            settings, gate = runtime_settings(config), RecoveryGate()
             consumers = [
-                Consumer(spec, reader, resources.keys, consumer_name, settings, partition)
+                Consumer(spec, reader, resources.keys, consumer_name, settings, partition, gate)
                 for partition in resources.keys.numbers
             ]
             await asyncio.gather(*(c.run(stop) for c in consumers))

@@ -32,6 +32,8 @@ from tests.integration.conftest import Child, child_env, post_views, views, wait
 from tests.integration.crashing_worker import DELIVERIES_KEY
 from tests.integration.faults_helpers import pending_of
 
+pytestmark = pytest.mark.topologies("single", "partitioned")
+
 GROUP = "article-views"
 CONSUMER = "crasher"
 MAX_DELIVERIES = 4  # not the default (5): the setting is what counts

@@ -25,7 +25,7 @@ from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, wait_for
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
 
 BASE_MS = 300
 MAX_DELIVERIES = 5

@@ -18,7 +18,7 @@ from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views, wait_for
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
 
 
 async def pending(redis: aioredis.Redis, stream: str, group: str) -> int:

@@ -39,9 +39,10 @@ from sluice.streams.waiting import first_of
 
 
 def with_redis(config: Config) -> Config:
-    """Use SLUICE_REDIS_URL, else the embedded Redis a running ``sluice up`` announced
-    (with the password kept beside its URL)."""
-    if config.redis_url:
+    """Use the cluster of SLUICE_REDIS_CLUSTER_NODES or SLUICE_REDIS_URL, else the
+    embedded Redis a running ``sluice up`` announced (with the password kept beside its
+    URL)."""
+    if config.redis_url or config.cluster:
         return config
     announced = announced_url(config.data_dir)
     if announced is not None:
@@ -72,7 +73,7 @@ async def up(config: Config) -> int:
     stop = stop_on_signals()
     config = await _ensure_admin_token(config)
     server: RedisServer | None = None
-    if not config.redis_url:
+    if not (config.redis_url or config.cluster):
         server = RedisServer.in_data_dir(config.data_dir)
         server.start()
         config = msgspec.structs.replace(config, redis_url=server.url)
@@ -83,7 +84,11 @@ async def up(config: Config) -> int:
         everything = asyncio.create_task(run_all(config, stop, listening))
         await first_of(listening, stop)
         if listening.is_set():
-            redis = redacted(config.redis_url or "")
+            redis = (
+                f"cluster {config.redis_cluster_nodes}"
+                if config.cluster
+                else redacted(config.redis_url or "")
+            )
             print(f"sluice is up: {config.base_url}  (redis: {redis})", flush=True)
             print("press Ctrl-C to stop", flush=True)
         await everything

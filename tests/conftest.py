@@ -251,7 +251,12 @@ def _topology_config(topology: str, request: pytest.FixtureRequest) -> dict[str,
         cluster: RedisCluster = request.getfixturevalue("redis_cluster_server")
         cluster.wait_ready()
         cluster.flush()
-        return {"redis_cluster_nodes": cluster.seeds, "redis_password": cluster.password}
+        # As deployed: the cluster's nodes alone, no SLUICE_REDIS_URL beside them.
+        return {
+            "redis_cluster_nodes": cluster.seeds,
+            "redis_password": cluster.password,
+            "redis_url": None,
+        }
     return {}
 
 

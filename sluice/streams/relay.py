@@ -173,9 +173,10 @@ class Relay:
             raise errors[0]
 
     async def servers_changed(self) -> bool:
-        """Whether a partition's server is not the one the relay reconciled with."""
+        """Whether a partition's server is not the one the relay reconciled with (False
+        before it reconciled: its first publish does that)."""
         if not self._run_ids:
-            return True
+            return False
         return await self._current_run_ids() != self._run_ids
 
     async def _current_run_ids(self) -> dict[int, str]:

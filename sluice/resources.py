@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
@@ -69,6 +70,10 @@ def _cluster_client(config: Config, socket_timeout: float, retry: bool) -> aiore
         # each rereads the slot map. MOVED and ASK are followed whatever it says.
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1 if retry else 0),
     )
+    # Every node's connections, the seeds' and those of nodes found later alike.
+    client.connection_kwargs["connection_class"] = _GuardedConnection
+    for node in client.nodes_manager.startup_nodes.values():
+        node.connection_class = _GuardedConnection
     # Not a subclass of Redis, but it takes every command sluice sends with the same
     # signature; the few cluster-only calls go through the helpers below.
     return cast(aioredis.Redis, client)
@@ -93,6 +98,26 @@ class _Cluster(RedisCluster):
             async with self._first_commands:
                 return await super().execute_command(*args, **kwargs)
         return await super().execute_command(*args, **kwargs)
+
+
+class _GuardedConnection(Connection):
+    """A cluster connection that writes only while its transport is open.
+
+    When a command fails on a node, redis-py 8.1's cluster client disconnects that
+    node's idle connections while other tasks may be taking them from the pool; a write
+    on one then fails with ``AttributeError`` (no writer) instead of ``ConnectionError``,
+    which neither the client's retry nor any outage handler expects, and a worker's
+    consumer died of it in a failover (the same leak as redis/redis-py#4287, fixed after
+    8.1 by #4288). Raised here, the ``OSError`` becomes redis-py's ``ConnectionError``.
+    """
+
+    # Every write of a connection with a socket timeout (all of sluice's) comes here.
+    async def _send_packed_command(self, command: Iterable[bytes]) -> None:
+        writer = self._writer
+        if writer is None or writer.transport.is_closing():
+            raise OSError("the connection was closed while in use")
+        writer.writelines(command)
+        await writer.drain()
 
 
 def is_cluster(redis: aioredis.Redis) -> bool:

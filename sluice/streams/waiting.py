@@ -25,7 +25,15 @@ async def first_of(*events: asyncio.Event) -> None:
 
 
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
-    """Cancel a background task and wait until it has finished unwinding."""
-    task.cancel()
+    """Cancel a background task and wait until it has finished unwinding.
+
+    Cancelled again until it ends: a cancellation can be lost on its way. Python 3.11's
+    ``asyncio.wait_for`` (redis-py awaits one for every write) drops a cancellation
+    that arrives as the awaited write completes, and the task would run on, and its
+    waiter would wait forever (a consumer's claim keeper did, in a cluster failover).
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.1)
     with contextlib.suppress(asyncio.CancelledError):
         await task

@@ -187,6 +187,10 @@ class Relay:
 
     async def run_once(self) -> int:
         """Publish one batch after the stored position; returns how many were sent."""
+        if not self._run_ids:
+            # Reconciled before the position is read: a rewind must not be overwritten
+            # by the position of a batch read before it.
+            await self.sync_server()
         if self._position is None:
             self._drop_ahead()
             self._position = await self.store.position(POSITION)

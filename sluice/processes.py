@@ -55,7 +55,11 @@ async def run_worker(
                 for partition in keys.numbers
             ]
             log.info("worker started", groups=list(groups), consumer=name)
-            await asyncio.gather(*(c.run(stop) for c in consumers))
+            # One consumer failing stops the others before the store closes under them,
+            # and the process exits with the failure (its supervisor restarts it).
+            async with asyncio.TaskGroup() as running:
+                for each in consumers:
+                    running.create_task(each.run(stop))
     finally:
         await reader.aclose()
     log.info("worker stopped", groups=list(groups))

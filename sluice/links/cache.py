@@ -45,7 +45,7 @@ import yarl
 from redis.typing import KeyT, StreamIdT
 
 from sluice.events import LinkCreated, LinkUpdated, decode
-from sluice.resources import refresh_topology, slot_groups
+from sluice.redis_cluster import refresh_topology, slot_groups
 from sluice.store.links import Link
 from sluice.streams.waiting import cancel_and_wait
 

@@ -43,7 +43,8 @@ import structlog
 from redis.typing import KeyT, StreamIdT
 
 from sluice.events import ReminderCreated, ReminderDeleted, ReminderUpdated, decode, utcnow
-from sluice.resources import Resources, slot_groups
+from sluice.redis_cluster import slot_groups
+from sluice.resources import Resources
 from sluice.scheduler.reminder_agenda import Agenda, Plan
 from sluice.store import reminders as stored
 from sluice.store.reminders import Fired, Reminder

@@ -33,7 +33,7 @@ import structlog
 
 from sluice.events import AGGREGATES, utcnow
 from sluice.metrics import RELAY_PUBLISHED
-from sluice.resources import refresh_topology
+from sluice.redis_cluster import refresh_topology
 from sluice.store import Store, StoredEvent
 from sluice.store.errors import database_unavailable
 from sluice.streams.group_setup import ensure_groups

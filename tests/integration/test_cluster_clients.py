@@ -21,9 +21,10 @@ from sluice.errors import TooManyRequests
 from sluice.events import Event, LinkUpdated, ReminderCreated, encode, type_name
 from sluice.http.login_limit import MAX_FAILURES, LoginLimiter
 from sluice.links.cache import ChangeHints, ChangeListener, LinkCache, LinkFollower, Target
+from sluice.redis_cluster import is_cluster
 from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer
-from sluice.resources import is_cluster, keys_for, open_resources, redis_client
+from sluice.resources import keys_for, open_resources, redis_client
 from sluice.scheduler.reminders import ReminderRunner
 from sluice.store import reminders as stored
 from sluice.streams.keys import Keys

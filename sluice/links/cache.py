@@ -243,13 +243,20 @@ class LinkFollower:
     async def run(self) -> None:
         """Follow until cancelled; a reader reconnects with capped backoff while its Redis
         is down."""
-        async with asyncio.TaskGroup() as readers:
-            for number, streams in enumerate(self._groups):
-                reading = asyncio.Event()
-                follow = functools.partial(self._follow, number, streams, reading)
-                readers.create_task(_reconnecting(
-                    follow, reading, "link follower lost redis, reconnecting", self._max_backoff
-                ))  # fmt: skip
+        readers = []
+        for number, streams in enumerate(self._groups):
+            reading = asyncio.Event()
+            follow = functools.partial(self._follow, number, streams, reading)
+            readers.append(asyncio.create_task(_reconnecting(
+                follow, reading, "link follower lost redis, reconnecting", self._max_backoff
+            )))  # fmt: skip
+        try:
+            await asyncio.gather(*readers)
+        finally:
+            # Not a TaskGroup: it cancels its tasks once, and a cancellation redis-py lost
+            # (see cancel_and_wait) left a reader running and the API's stop waiting.
+            for reader in readers:
+                await cancel_and_wait(reader)
 
     async def _follow(self, number: int, streams: list[str], reading: asyncio.Event) -> None:
         # The current end of each stream first, then clear: every change at or before

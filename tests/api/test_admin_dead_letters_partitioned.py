@@ -21,6 +21,9 @@ from sluice.streams.failures import Failures
 from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem
 
+# Four partitions on one Redis (the tests set them), and the same on a cluster.
+pytestmark = pytest.mark.topologies("single", "cluster")
+
 TOKEN = "dlq-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 PARTITIONS = 4

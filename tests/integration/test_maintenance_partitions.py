@@ -17,6 +17,7 @@ import pytest
 from sluice.commands import show_status
 from sluice.config import Config
 from sluice.http import create_app
+from sluice.redis_cluster import is_cluster
 from sluice.resources import Resources
 from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
@@ -32,6 +33,9 @@ from sluice.streams.relay import Relay
 from tests.integration.archive_helpers import hot_rows, make_old
 from tests.integration.conftest import post_views, wait_for
 from tests.integration.test_metrics import ADMIN, scrape, value
+
+# Four partitions on one Redis (the tests set them), and the same on a cluster.
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 GROUP = "article-views"
 VIEWS = 3  # per article
@@ -134,6 +138,12 @@ async def fail_some(resources: Resources) -> None:
     assert await Failures(resources.redis, resources.keys, GROUP, 3).move_due() == 1
 
 
+def node_of(resources: Resources, key: str) -> str | None:
+    """The primary (host:port) holding ``key`` on a cluster; None on one Redis."""
+    client: Any = resources.redis
+    return str(client.get_node_from_key(key).name) if is_cluster(resources.redis) else None
+
+
 async def test_status_lists_each_partitions_streams(
     resources: Resources,
     start_relay: Callable[..., Relay],
@@ -150,7 +160,9 @@ async def test_status_lists_each_partitions_streams(
     expected = [(keys.stream("articles", p), p) for p in keys.numbers]
     expected.insert(4, (keys.retry(GROUP, 3), 3))
     assert [(s.stream, s.partition) for s in report.streams] == expected
-    assert all(s.node is None for s in report.streams)  # one Redis: no cluster node
+    assert [s.node for s in report.streams] == [
+        node_of(resources, s.stream) for s in report.streams
+    ]
     for stream in report.streams[:4]:  # the articles streams
         length = len(SPREAD[stream.partition]) * VIEWS
         [group] = stream.groups
@@ -162,15 +174,20 @@ async def test_status_lists_each_partitions_streams(
 
     assert await show_status(config, as_json=False) == 0
     text = capsys.readouterr().out
-    assert f"{keys.stream('articles', 2)}  length=6  partition=2\n" in text
-    assert f"{keys.retry(GROUP, 3)}  length=1  partition=3\n" in text
+    for name, length, partition in (
+        (keys.stream("articles", 2), 6, 2),
+        (keys.retry(GROUP, 3), 1, 3),
+    ):
+        node = node_of(resources, name)
+        where = f"  partition={partition}" + (f"  node={node}" if node else "")
+        assert f"{name}  length={length}{where}\n" in text
     assert "groups, every partition together:" in text
     assert text.rstrip().endswith("dead_letters=1")
     assert await show_status(config, as_json=True) == 0
     out = capsys.readouterr().out
     shown, _ = json.JSONDecoder().raw_decode(out[out.index("{\n") :])
     assert [(s["stream"], s["partition"], s["node"]) for s in shown["streams"]] == [
-        (name, partition, None) for name, partition in expected
+        (name, partition, node_of(resources, name)) for name, partition in expected
     ]
     assert [(g["group"], g["dead_letters"]) for g in shown["groups"]] == [(GROUP, 1)]
 
@@ -188,8 +205,9 @@ async def test_admin_streams_and_metrics_show_the_partitions(
     assert response.status == 200
     body = await response.json()
     articles = [s for s in body["streams"] if ":articles" in s["stream"]]
+    names = [resources.keys.stream("articles", p) for p in resources.keys.numbers]
     assert [(s["stream"], s["partition"], s["node"]) for s in articles] == [
-        (resources.keys.stream("articles", p), p, None) for p in resources.keys.numbers
+        (name, p, node_of(resources, name)) for p, name in enumerate(names)
     ]
     assert [s["groups"][0]["dead_letters"] for s in articles] == [0, 0, 1, 0]
     assert body["delayed"] == 1
@@ -197,8 +215,9 @@ async def test_admin_streams_and_metrics_show_the_partitions(
     metrics = await scrape(client)
     for partition in resources.keys.numbers:
         stream = resources.keys.stream("articles", partition)
+        node = node_of(resources, stream) or ""
         assert value(metrics, "sluice_stream_info", stream=stream, partition=str(partition),
-                     node="") == 1  # fmt: skip
+                     node=node) == 1  # fmt: skip
         assert value(metrics, "sluice_stream_length", stream=stream) == len(SPREAD[partition]) * 3
     assert value(metrics, "sluice_dead_letters", group=GROUP) == 1
     assert value(metrics, "sluice_delayed_retries") == 1

@@ -143,26 +143,30 @@ def _group_state(info: Any, groups: Any) -> tuple[int, bool]:
 
 async def drained(resources: Resources, aggregates: tuple[str, ...] = ("users",)) -> bool:
     """Everything committed was published, read and acked by the mail group on the streams
-    of ``aggregates``; no retry waits.
+    of ``aggregates`` in every partition; no retry waits in any.
 
-    Read in one MULTI: each move of an entry (acked and delayed, delayed to the retry
-    stream) is one script, so a snapshot sees it in exactly one place. Read one after
-    the other, an entry could move from the delayed set to the retry stream between
-    the two reads and be seen in neither."""
+    Each partition is read in one MULTI: each move of an entry (acked and delayed, delayed
+    to the retry stream) is one script on one partition's keys, so a snapshot sees it in
+    exactly one place. Read one after the other, an entry could move from the delayed set
+    to the retry stream between the two reads and be seen in neither."""
     keys = resources.keys
     if await resources.store.position(POSITION) < await resources.store.max_seq():
         return False
-    async with resources.redis.pipeline(transaction=True) as pipe:
-        for stream in (*map(keys.stream, aggregates), keys.retry(GROUP)):
-            pipe.xinfo_stream(stream)
-            pipe.xinfo_groups(stream)
-        pipe.zcard(keys.delayed(GROUP))
-        *streams, delayed = await pipe.execute(raise_on_error=False)
-    for info, groups in zip(streams[0::2], streams[1::2], strict=True):
-        pending, caught_up = _group_state(info, groups)
-        if pending or not caught_up:
+    for partition in keys.numbers:
+        streams = [keys.stream(a, partition) for a in aggregates]
+        async with resources.redis.pipeline(transaction=True) as pipe:
+            for stream in (*streams, keys.retry(GROUP, partition)):
+                pipe.xinfo_stream(stream)
+                pipe.xinfo_groups(stream)
+            pipe.zcard(keys.delayed(GROUP, partition))
+            *states, delayed = await pipe.execute(raise_on_error=False)
+        for info, groups in zip(states[0::2], states[1::2], strict=True):
+            pending, caught_up = _group_state(info, groups)
+            if pending or not caught_up:
+                return False
+        if int(delayed):
             return False
-    return int(delayed) == 0
+    return True
 
 
 async def sent_keys(resources: Resources) -> dict[str, str]:
@@ -171,5 +175,10 @@ async def sent_keys(resources: Resources) -> dict[str, str]:
 
 
 async def dead_letters(resources: Resources) -> list[dict[bytes, bytes]]:
-    entries: Any = await resources.redis.xrange(resources.keys.dead(GROUP))
-    return [fields for _, fields in entries]
+    """The mail group's dead letters, of every partition."""
+    keys = resources.keys
+    letters: list[dict[bytes, bytes]] = []
+    for partition in keys.numbers:
+        entries: Any = await resources.redis.xrange(keys.dead(GROUP, partition))
+        letters += [fields for _, fields in entries]
+    return letters

@@ -11,6 +11,7 @@ queues and a third user's single export in its backlog, requested last.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import zip_longest
 
 import pytest
 
@@ -22,6 +23,8 @@ from sluice.streams.relay import Relay
 from tests.integration.conftest import wait_for
 from tests.integration.test_exports import all_published
 from tests.link_helpers import OTHER, OWNER, add_link
+
+pytestmark = pytest.mark.topologies("single", "partitioned")
 
 THIRD = "user-third"
 PER_USER = 3
@@ -66,6 +69,25 @@ async def test_a_users_single_export_runs_before_other_users_queued_ones(
 
     await wait_for(all_succeeded, timeout=60)
     rows = await store.fetchall("SELECT id FROM jobs ORDER BY finished_at, id")
-    order = [requested[row[0]] for row in rows]
+    owner_of = {code: owner for owner, codes in links.items() for code in codes}
     # First come first served would have run b1 last, after all six of the others.
-    assert order == ["a1", "c1", "b1", "a2", "c2", "a3", "c3"]
+    everyone = [(owner_of[code], code) for code in requested.values()]  # request order
+    assert in_turns(everyone) == ["a1", "c1", "b1", "a2", "c2", "a3", "c3"]
+    # A worker runs one consumer per partition, each one export at a time: users take
+    # turns within each partition (a job's partition is its id's); with one partition
+    # that is the order above.
+    keys = resources.keys
+    for partition in keys.numbers:
+        mine = [job_id for job_id in requested if keys.partition_of(job_id) == partition]
+        order = [requested[row[0]] for row in rows if row[0] in mine]
+        expected = in_turns([(owner_of[requested[job_id]], requested[job_id]) for job_id in mine])
+        assert order == expected, f"partition {partition}"
+
+
+def in_turns(requests: list[tuple[str, str]]) -> list[str]:
+    """Links of (owner, link) requests in the order users taking turns runs them: every
+    owner's first, then every owner's second...; owners in the order they first asked."""
+    queues: dict[str, list[str]] = {}
+    for owner, code in requests:
+        queues.setdefault(owner, []).append(code)
+    return [code for turn in zip_longest(*queues.values()) for code in turn if code is not None]

@@ -13,6 +13,7 @@ import csv
 import io
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,8 @@ from sluice.streams.relay import POSITION, Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import Child, wait_for
 from tests.link_helpers import OWNER, add_link, add_user
+
+pytestmark = pytest.mark.topologies("single", "partitioned")
 
 CODE = "bigone"
 OTHER_CODE = "another"
@@ -304,10 +307,11 @@ async def give_up_on(
     spec = GROUPS["exports"](resources)
     if handler is not None:
         spec = GroupSpec(spec.name, spec.aggregates, handler, spec.on_dead_letter)
+    partition = resources.keys.partition_of(job.id)  # the job's: where its entry is
     consumer = Consumer(spec, resources.redis, resources.keys, "doomed",
-                        runtime_settings(resources.config))  # fmt: skip
+                        runtime_settings(resources.config), partition)  # fmt: skip
     await consumer.ensure_groups()
-    stream = resources.keys.stream("exports")
+    stream = resources.keys.stream("exports", partition)
     [(_, entries)] = await resources.redis.xreadgroup("exports", "doomed", {stream: ">"})
     [(entry_id, raw)] = [e for e in entries if fields_from_redis(e[1])["event_id"]]
     last = resources.config.max_deliveries + (0 if handler else 1)
@@ -315,6 +319,17 @@ async def give_up_on(
     assert decode(message.fields["data"]).job_id == job.id  # type: ignore[union-attr]
     await consumer.process([message])
     return consumer
+
+
+async def dead_letters_of(resources: Resources, job: Job) -> list[Any]:
+    """The exports group's dead letters, all in the job's partition (checked): its entries."""
+    keys = resources.keys
+    mine = keys.partition_of(job.id)
+    for partition in keys.numbers:
+        if partition != mine:
+            assert await resources.redis.xlen(keys.dead("exports", partition)) == 0
+    letters: Any = await resources.redis.xrange(keys.dead("exports", mine))
+    return list(letters)
 
 
 async def test_a_job_whose_entry_is_dead_lettered_is_failed_and_a_redrive_finishes_it(
@@ -331,7 +346,7 @@ async def test_a_job_whose_entry_is_dead_lettered_is_failed_and_a_redrive_finish
     assert (given_up.status, given_up.dead_lettered) == ("failed", True)
     assert given_up.finished_at is not None
     assert given_up.error is not None and "given up after" in given_up.error
-    [letter] = await resources.redis.xrange(resources.keys.dead("exports"))
+    [letter] = await dead_letters_of(resources, job)
 
     assert await consumer.failures.redrive(letter[0].decode())
     start_worker("exports")
@@ -379,7 +394,7 @@ async def test_a_dead_letter_with_a_handler_outcome_leaves_the_job_to_its_runner
 
     await give_up_on(resources, job, another_worker_runs_it)
 
-    assert len(await resources.redis.xrange(resources.keys.dead("exports"))) == 1
+    assert len(await dead_letters_of(resources, job)) == 1
     untouched = await jobs.get_job(store, job.id)
     assert untouched is not None
     assert (untouched.status, untouched.dead_lettered, untouched.error) == ("queued", False, None)

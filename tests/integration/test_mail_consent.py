@@ -42,6 +42,8 @@ from sluice.streams.relay import Relay
 from tests.integration.conftest import wait_for
 from tests.integration.mail_helpers import Received, dead_letters, drained, smtp_server
 
+pytestmark = pytest.mark.topologies("single", "partitioned")
+
 Client = TestClient[Any, Any]
 PHISHING = "Your account is locked. Unlock it at https://evil.example/login"
 _LINK = re.compile(r"https?://\S+?(/v1/verify\?token=\S+)")

@@ -33,6 +33,8 @@ from tests.integration.mail_helpers import (
     smtp_server,
 )
 
+pytestmark = pytest.mark.topologies("single", "partitioned")
+
 
 def mail_spec(resources: Resources, config: Config) -> GroupSpec:
     return mail.group(dataclasses.replace(resources, config=config))
@@ -135,9 +137,11 @@ async def test_a_5xx_reply_goes_to_the_dead_letters_after_one_attempt(
     assert consumer.counters.retried == 0
     assert await sent_keys(resources) == {}  # released: a redrive may send
 
-    entries: Any = await resources.redis.xrange(resources.keys.dead(GROUP))
+    keys = resources.keys
+    partition = keys.partition_of("u0000")  # the user's: where its letter is
+    entries: Any = await resources.redis.xrange(keys.dead(GROUP, partition))
     dead_id = entries[0][0].decode()
-    assert await Failures(resources.redis, resources.keys, GROUP).redrive(dead_id)
+    assert await Failures(resources.redis, keys, GROUP, partition).redrive(dead_id)
 
     async def delivered() -> bool:
         return len(server.messages()) == 1

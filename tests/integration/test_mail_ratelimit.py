@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+import pytest
+
 from sluice.config import Config
 from sluice.handlers import mail
 from sluice.mail.ratelimit import Grant, RateLimiter
@@ -17,6 +19,8 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 from tests.integration.conftest import wait_for
 from tests.integration.mail_helpers import drained, register, smtp_server
+
+pytestmark = pytest.mark.topologies("single", "partitioned")
 
 RATE = 5
 MAILS = 15

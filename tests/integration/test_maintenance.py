@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from sluice.groups import GROUPS
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
@@ -12,11 +14,14 @@ from sluice.streams.maintenance import reap_consumers, status, trim_streams
 from sluice.streams.relay import Relay
 from tests.integration.conftest import post_views, views, wait_for
 
+pytestmark = pytest.mark.topologies("single", "partitioned")
+
 
 async def test_trim_keeps_entries_a_group_has_not_acked(
     resources: Resources, start_relay: Callable[..., Relay]
 ) -> None:
-    redis, stream = resources.redis, resources.keys.stream("articles")
+    keys = resources.keys
+    redis, stream = resources.redis, keys.stream("articles", keys.partition_of("t"))
     relay = start_relay()
     await post_views(resources, "t", 10)
 
@@ -55,7 +60,7 @@ async def test_a_group_whose_worker_never_ran_keeps_every_event_through_a_trim(
         return relay.published == 30
 
     await wait_for(published)
-    stream = resources.keys.stream("articles")
+    stream = resources.keys.stream("articles", resources.keys.partition_of("late"))
     assert await trim_streams(resources.redis, resources.keys, retention_s=0) == {stream: 0}
     start_worker()
 
@@ -76,7 +81,7 @@ async def test_trim_respects_retention_and_keeps_the_newest_entry(
         return await views(resources, "r") == 5
 
     await wait_for(counted)
-    stream = resources.keys.stream("articles")
+    stream = resources.keys.stream("articles", resources.keys.partition_of("r"))
     assert (await trim_streams(resources.redis, resources.keys, retention_s=3600))[stream] == 0
     assert (await trim_streams(resources.redis, resources.keys, retention_s=0))[stream] == 4
     assert await resources.redis.xlen(stream) == 1
@@ -100,18 +105,20 @@ async def test_reap_removes_idle_consumers_with_nothing_pending(resources: Resou
 
 async def test_status_reports_lag_pending_dead_letters_and_backlog(resources: Resources) -> None:
     await post_views(resources, "s", 3)  # committed, not relayed: backlog 3
-    redis, stream = resources.redis, resources.keys.stream("articles")
+    keys = resources.keys
+    partition = keys.partition_of("s")
+    redis, stream = resources.redis, keys.stream("articles", partition)
     for i in range(4):
         await redis.xadd(stream, {"event_id": f"e{i}", "data": "{}"})
     await redis.xgroup_create(stream, "article-views", id="0")
     await redis.xreadgroup("article-views", "c", {stream: ">"}, count=1)
-    await redis.xadd(resources.keys.dead("article-views"), {"event_id": "x"})
+    await redis.xadd(keys.dead("article-views", partition), {"event_id": "x"})
 
     report = await status(redis, resources.keys, resources.store)
 
     assert report.relay_backlog == 3
     [articles] = [s for s in report.streams if s.stream == stream]
-    assert articles.length == 4
+    assert (articles.length, articles.partition) == (4, partition)
     [group] = articles.groups
     assert (group.group, group.consumers, group.pending, group.dead_letters) == (
         "article-views", 1, 1, 1,

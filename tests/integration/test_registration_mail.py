@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from sluice.config import Config
@@ -15,6 +16,8 @@ from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 from tests.integration.conftest import wait_for
+
+pytestmark = pytest.mark.topologies("single", "partitioned")
 
 
 async def test_registration_answers_201_with_redis_down_and_the_mail_follows(

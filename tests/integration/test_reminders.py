@@ -36,6 +36,8 @@ from sluice.streams.relay import POSITION, Relay
 from tests.integration.conftest import Running, wait_for
 from tests.integration.mail_helpers import Received, smtp_server
 
+pytestmark = pytest.mark.topologies("single", "partitioned")
+
 Client = TestClient[Any, Any]
 SECOND = timedelta(seconds=1)
 
@@ -202,18 +204,24 @@ async def test_a_new_reminder_is_followed_and_each_occurrence_mails_once(
 
 
 def drained(resources: Resources) -> Callable[[], Awaitable[bool]]:
-    """Every event published, and the mail group has read and acked all of the reminders."""
+    """Every event published, and the mail group has read and acked all of the reminders,
+    in every partition's stream that holds any."""
+
+    async def caught_up(stream: str) -> bool:
+        info = await resources.redis.xinfo_stream(stream)
+        for group in await resources.redis.xinfo_groups(stream):
+            if group["name"] in (b"mail", "mail"):
+                read = group["last-delivered-id"] == info["last-generated-id"]
+                return read and int(group["pending"]) == 0
+        return False
 
     async def done() -> bool:
         if await resources.store.position(POSITION) < await resources.store.max_seq():
             return False
-        stream = resources.keys.stream("reminders")
-        info = await resources.redis.xinfo_stream(stream)
-        for group in await resources.redis.xinfo_groups(stream):
-            if group["name"] in (b"mail", "mail"):
-                caught_up = group["last-delivered-id"] == info["last-generated-id"]
-                return caught_up and int(group["pending"]) == 0
-        return False
+        keys = resources.keys
+        streams = [keys.stream("reminders", p) for p in keys.numbers]
+        present = [s for s in streams if await resources.redis.exists(s)]
+        return bool(present) and all([await caught_up(s) for s in present])
 
     return done
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pytest
+
 from sluice.events import utcnow
 from sluice.groups import PROJECTIONS
 from sluice.projections.article_views import period_start
@@ -14,6 +16,8 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 from tests.integration.conftest import post_views, views, wait_for
 from tests.integration.faults_helpers import settle
+
+pytestmark = pytest.mark.topologies("single", "partitioned")
 
 
 async def _period_sum(resources: Resources, article: str) -> int:

@@ -4,8 +4,9 @@
 behind them, where it took 0.4 s alone. Now a user has at most
 ``SLUICE_EXPORTS_PER_USER`` exports queued or running (the API's 429 is tested
 in ``tests/api/test_export_limits.py``), and the ``exports`` group lets users
-take turns: here a worker running one export at a time finds two users' full
-queues and a third user's single export in its backlog, requested last.
+take turns: here a worker running one export at a time (per stream partition: it
+runs a consumer per partition) finds two users' full queues and a third user's
+single export in its backlog, requested last.
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ from tests.integration.mail_helpers import (
     smtp_server,
 )
 
+pytestmark = pytest.mark.topologies("single", "partitioned")
+
 NEVER_MS = "600000"  # no XAUTOCLAIM within the test: only the own pending list recovers
 
 
@@ -93,7 +95,8 @@ async def test_worker_killed_after_the_server_accepted_but_before_the_ack_sends_
     finally:
         await resources.redis.client_unpause()
     assert accepted.is_set()
-    assert await pending_of(resources.redis, resources.keys.stream("users"), "c1", GROUP) == 1
+    users = resources.keys.stream("users", resources.keys.partition_of("u0000"))
+    assert await pending_of(resources.redis, users, "c1", GROUP) == 1
 
     spawn("worker", GROUP, "--consumer", "c1", **env)
     await until_drained(resources)

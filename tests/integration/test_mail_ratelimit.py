@@ -45,8 +45,11 @@ async def test_two_workers_share_one_limit_of_mails_per_second(
     start_relay: Callable[..., Relay],
     start_worker: Callable[..., Consumer],
 ) -> None:
+    # Both workers must get some: a batch of at most half what one stream holds (the
+    # mails are spread over the partitions), so one reads on while the other sends.
+    batch = min(4, MAILS // (2 * resources.keys.partitions))
     with smtp_server() as server:
-        config = make_config(smtp_url=server.url, mail_rate=RATE, worker_batch=4)
+        config = make_config(smtp_url=server.url, mail_rate=RATE, worker_batch=batch)
         res = dataclasses.replace(resources, config=config)
         limiters = []
         for name in ("w1", "w2"):

@@ -13,7 +13,8 @@ Redis has topologies in the same way, but a test runs on one Redis with one part
 the same private Redis with ``PARTITIONS`` stream partitions, ``cluster`` a private
 Redis Cluster (3 primaries, 3 replicas; one per test session and xdist worker, every
 primary flushed before each test) with the cluster's default partitions.
-``SLUICE_TEST_TOPOLOGIES=single,partitioned`` narrows a run.
+``SLUICE_TEST_TOPOLOGIES=single,partitioned`` narrows a run. The two other topologies
+run on SQLite only, but for slow (process-level) tests, which run them on both stores.
 """
 
 from __future__ import annotations
@@ -92,6 +93,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if topologies is not None and "topology" in metafunc.fixturenames:
         wanted = [t for t in topologies.args if t in _topologies_wanted()]
         metafunc.parametrize("topology", wanted)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``partitioned`` and ``cluster`` topologies on SQLite only, except in slow
+    (process-level) tests: what partitions change is Redis-side, and the store's side of
+    it (the relay's reconcile) is the same SQL on both; the slow ones (Redis faults,
+    the cluster failover, crashes) keep both stores. Keeps the suite in its time."""
+    kept, dropped = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        other = params.get("topology", "single") != "single"
+        if other and params.get("store_kind") == "postgres" and not item.get_closest_marker("slow"):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture

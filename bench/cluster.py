@@ -159,11 +159,6 @@ def child_env(config: Config) -> dict[str, str]:
     if config.cluster:
         env["SLUICE_REDIS_CLUSTER_NODES"] = config.redis_cluster_nodes
         env["SLUICE_REDIS_PASSWORD"] = config.redis_password or ""
-        # `sluice relay` and `sluice worker` refuse to start without SLUICE_REDIS_URL even
-        # on a cluster (commands.with_redis); the cluster client is used whatever it says.
-        # One node's URL: a plain client on it would fail loudly (MOVED), not go unseen.
-        host, port = config.cluster_seeds[0]
-        env["SLUICE_REDIS_URL"] = f"redis://:{config.redis_password}@{host}:{port}/0"
     return env
 
 

@@ -20,6 +20,7 @@ from sluice.resources import keys_for
 from sluice.streams.failures import Failures
 from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.test_admin_dead_letters import listed
 
 # Four partitions on one Redis (the tests set them), and the same on a cluster.
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -62,13 +63,6 @@ async def kill(
     dead_id = await Failures(redis, keys, group, partition).dead(stream, entry_id, fields, 5, "x")
     assert dead_id is not None
     return dead_id
-
-
-async def listed(client: Client, **query: str) -> list[dict[str, Any]]:
-    response = await client.get("/v1/admin/dead-letters", params=query, headers=ADMIN)
-    assert response.status == 200, await response.text()
-    body: list[dict[str, Any]] = await response.json()
-    return body
 
 
 async def test_every_partition_is_listed_newest_first_with_the_partition_in_the_id(

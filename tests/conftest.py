@@ -60,26 +60,24 @@ def pytest_configure(config: pytest.Config) -> None:
     set_hypothesis_home_dir(_hypothesis_home)
 
 
-def _stores_wanted() -> tuple[str, ...]:
-    wanted = os.environ.get("SLUICE_TEST_STORES")
+def _wanted(variable: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+    """The comma-separated names in ``variable`` (all of ``choices`` when unset)."""
+    wanted = os.environ.get(variable)
     if not wanted:
-        return STORES
+        return choices
     chosen = tuple(s.strip() for s in wanted.split(",") if s.strip())
-    unknown = set(chosen) - set(STORES)
+    unknown = set(chosen) - set(choices)
     if unknown:
-        raise pytest.UsageError(f"SLUICE_TEST_STORES: unknown store(s) {sorted(unknown)}")
+        raise pytest.UsageError(f"{variable}: unknown {sorted(unknown)}; known: {choices}")
     return chosen
+
+
+def _stores_wanted() -> tuple[str, ...]:
+    return _wanted("SLUICE_TEST_STORES", STORES)
 
 
 def _topologies_wanted() -> tuple[str, ...]:
-    wanted = os.environ.get("SLUICE_TEST_TOPOLOGIES")
-    if not wanted:
-        return TOPOLOGIES
-    chosen = tuple(s.strip() for s in wanted.split(",") if s.strip())
-    unknown = set(chosen) - set(TOPOLOGIES)
-    if unknown:
-        raise pytest.UsageError(f"SLUICE_TEST_TOPOLOGIES: unknown topologies {sorted(unknown)}")
-    return chosen
+    return _wanted("SLUICE_TEST_TOPOLOGIES", TOPOLOGIES)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -126,6 +126,18 @@ async def publish(resources: Resources, events: Sequence[AnyEvent]) -> None:
         await pipe.execute()
 
 
+# Replaces a leaderboard at once. A script, not a MULTI: redis-py 8.1's cluster
+# transaction runs each queued command on a thread of its own with a loop of its own,
+# blocking the caller and leaving connections bound to a loop that is gone.
+_REPLACE = """
+redis.call('DEL', KEYS[1])
+for i = 2, #ARGV, 1000 do
+    redis.call('ZADD', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+if #ARGV > 1 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
+"""
+
+
 async def republish(resources: Resources) -> None:
     """Rewrite the current periods' sorted sets from the rebuilt tables."""
     now = utcnow()
@@ -137,12 +149,9 @@ async def republish(resources: Resources) -> None:
             (period, start.isoformat()),
         )
         key = resources.keys.top(period, start.isoformat())
-        pipe = resources.redis.pipeline(transaction=True)
-        pipe.delete(key)
-        if rows:
-            pipe.zadd(key, dict(rows))
-            pipe.expireat(key, _leaderboard_expiry(period, start, zone))
-        await pipe.execute()
+        expire_at = _leaderboard_expiry(period, start, zone)
+        members = [part for article, views in rows for part in (views, article)]
+        await resources.redis.eval(_REPLACE, 1, key, expire_at, *members)
 
 
 PROJECTION = Projection(

@@ -152,6 +152,9 @@ async def drained(resources: Resources, aggregates: tuple[str, ...] = ("users",)
     keys = resources.keys
     if await resources.store.position(POSITION) < await resources.store.max_seq():
         return False
+    # On a cluster, redis-py 8.1 runs a MULTI's queued commands on threads with loops of
+    # their own: a client that has not read the slot map yet would read it there.
+    await resources.redis.ping()
     for partition in keys.numbers:
         streams = [keys.stream(a, partition) for a in aggregates]
         async with resources.redis.pipeline(transaction=True) as pipe:

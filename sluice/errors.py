@@ -135,3 +135,10 @@ class HandlerError(SluiceError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class ServiceUnavailable(HandlerError):
+    """A service the handler needs beside the database did not answer (Redis, for the
+    mail budget or rate limit). Not the entry's fault: the consumer keeps the entry in
+    hand and runs it again with backoff, as when the database is down, so an outage
+    spends none of its deliveries."""

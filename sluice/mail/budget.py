@@ -11,8 +11,9 @@ already (a retry after a failed send, a redelivery) passes without being
 counted twice.
 
 When Redis does not answer, the budget cannot be checked: ``BudgetUnavailable``
-is a transient handler failure, retried with backoff like the global rate
-limit's, so no mail goes out unbudgeted.
+is a ``ServiceUnavailable``, which the consumer holds and runs again with backoff
+like the global rate limit's, so no mail goes out unbudgeted and an outage
+spends none of the mail's deliveries.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.errors import HandlerError
+from sluice.errors import ServiceUnavailable
 from sluice.streams.outage import REDIS_DOWN
 
 HOUR_MS, DAY_MS = 3_600_000, 86_400_000
@@ -57,7 +58,7 @@ class Spent(enum.Enum):
     DAY = 2  # the daily budget is used up
 
 
-class BudgetUnavailable(HandlerError):
+class BudgetUnavailable(ServiceUnavailable):
     """Redis did not answer the budget: a transient failure, retried later."""
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.errors import HandlerError
+from sluice.errors import ServiceUnavailable
 from sluice.streams.outage import REDIS_DOWN
 
 # KEYS[1]: next free slot (microseconds, Redis clock). ARGV[1]: interval (µs).
@@ -38,7 +38,7 @@ return {string.format('%.0f', slot), string.format('%.0f', now)}
 """
 
 
-class RateLimitUnavailable(HandlerError):
+class RateLimitUnavailable(ServiceUnavailable):
     """Redis did not answer the limiter: a transient failure, retried later."""
 
 

@@ -17,9 +17,10 @@ from another consumer, are read and handled one at a time: a worker killed by
 one entry charges that entry alone, which reaches the dead letters after
 ``max_deliveries`` while the rest of its batch is handled on the first restart.
 
-A failure that says the database is down is not the entry's fault: the
+A failure that says the database is down, or a ``ServiceUnavailable`` (Redis
+not answering the mail budget or rate limit), is not the entry's fault: the
 consumer keeps such entries in hand (still claimed) and runs them again with
-backoff until the database answers, so an outage neither spends their
+backoff until the service answers, so an outage neither spends their
 deliveries nor sends them to the dead letters. Stopping meanwhile leaves them
 pending for the next start.
 """
@@ -36,6 +37,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 
+from sluice.errors import ServiceUnavailable
 from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, RETRIES
 from sluice.store.errors import database_unavailable
 from sluice.streams.failures import Failures, backoff_ms
@@ -60,7 +62,12 @@ Outcomes = Mapping[tuple[str, str], BaseException]
 
 
 class HeldBack(Exception):
-    """Stopping while the database is down: the batch in hand stays pending."""
+    """Stopping while a service is down: the batch in hand stays pending."""
+
+
+def _outage(error: BaseException) -> bool:
+    """Whether ``error`` is an outage, not the entry's fault: held, not retried."""
+    return isinstance(error, ServiceUnavailable) or database_unavailable(error)
 
 
 class Consumer:
@@ -272,25 +279,26 @@ class Consumer:
             self._log_batch(deliveries, seconds)
 
     async def _handle_through_outages(self, deliveries: Sequence[Delivery]) -> Outcomes:
-        """The handler's outcomes; entries that failed because the database is down are
-        run again, with backoff, until it answers (see the module docstring)."""
+        """The handler's outcomes; entries that failed because the database or another
+        service is down are run again, with backoff, until it answers (see the module
+        docstring)."""
         outcomes: dict[tuple[str, str], BaseException] = {}
         # From a twentieth of SLUICE_RETRY_BASE_MS up to 2.5 times it (0.1 s to 5 s).
         base = self.settings.retry_base_ms / 1000
         backoff, ceiling = base / 20, base * 2.5
         while True:
             failed = await self._handle_once(deliveries)
-            held = {key for key, error in failed.items() if database_unavailable(error)}
+            held = {key for key, error in failed.items() if _outage(error)}
             outcomes.update((key, e) for key, e in failed.items() if key not in held)
             if not held:
                 return outcomes
             log.warning(
-                "consumer: database unavailable, holding entries", group=self.group,
+                "consumer: a service is down, holding entries", group=self.group,
                 entries=len(held), retry_in=backoff, error=str(failed[next(iter(held))]),
             )  # fmt: skip
             await wait_or_stop(self._stop, backoff)
             if self._stop.is_set():
-                raise HeldBack(f"{len(held)} entries left pending: the database is down")
+                raise HeldBack(f"{len(held)} entries left pending: a service is down")
             backoff = min(backoff * 2, ceiling)
             deliveries = [d for d in deliveries if d.message.key in held]
 
@@ -298,7 +306,7 @@ class Consumer:
         try:
             return await self.spec.handler(deliveries)
         except Exception as exc:
-            if database_unavailable(exc):
+            if _outage(exc):
                 return {d.message.key: exc for d in deliveries}
             if isinstance(exc, REDIS_DOWN):
                 raise  # not the entries' fault: they stay pending and come back

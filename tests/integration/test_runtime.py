@@ -10,6 +10,7 @@ import redis.exceptions
 
 from sluice.config import Config
 from sluice.groups import GROUPS
+from sluice.mail.budget import BudgetUnavailable
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.failures import Failures
@@ -202,28 +203,41 @@ async def test_redrive_sends_a_dead_letter_back_and_drop_removes_it(
     assert await resources.redis.xlen(dead_key) == 0
 
 
-async def test_a_database_outage_spends_no_deliveries_and_dead_letters_nothing(
+OUTAGES = {
+    "database": ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)"),
+    # As the mail handler answers each entry when Redis does not answer its budget.
+    "mail-budget": BudgetUnavailable("mail budget unavailable: Connection refused"),
+}
+
+
+@pytest.mark.parametrize("service", OUTAGES)
+async def test_an_outage_spends_no_deliveries_and_dead_letters_nothing(
     resources: Resources,
     start_relay: Callable[..., Relay],
     start_worker: Callable[..., Consumer],
+    service: str,
 ) -> None:
-    """The handler's database refuses connections for many more calls than
-    SLUICE_MAX_DELIVERIES (5): the worker keeps the batch and retries it, nothing is
-    retried through the retry stream or dead-lettered, and every view counts once."""
+    """The handler's database refuses connections (or Redis its mail budget) for many
+    more calls than SLUICE_MAX_DELIVERIES (5): the worker keeps the batch and retries
+    it, nothing is retried through the retry stream or dead-lettered, and every view
+    counts once."""
     inner = GROUPS["article-views"](resources).handler
     outage = {"calls_left": 12}
+    error = OUTAGES[service]
 
-    async def database_down_for_a_while(
+    async def down_for_a_while(
         deliveries: Sequence[Delivery],
     ) -> Mapping[tuple[str, str], BaseException]:
         if outage["calls_left"] > 0:
             outage["calls_left"] -= 1
-            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 5432)")
+            if service == "database":
+                raise error
+            return {d.message.key: error for d in deliveries}
         return await inner(deliveries)
 
     start_relay()
     await post_views(resources, "held", 25)
-    worker = start_worker(spec=GroupSpec("article-views", ("articles",), database_down_for_a_while))
+    worker = start_worker(spec=GroupSpec("article-views", ("articles",), down_for_a_while))
 
     async def counted() -> bool:
         return await views(resources, "held") == 25

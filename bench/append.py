@@ -37,7 +37,6 @@ import asyncio
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis.asyncio as aioredis
+from children import spawn, stop
 from readme import record
 from stores import STORES, Stores, parse_stores
 
@@ -142,22 +142,6 @@ async def sample(store: Store, pause: float = 0.0) -> tuple[float, int, int]:
     return time.time(), int(head[0]) if head else 0, position
 
 
-def start_relay(env: dict[str, str], logs: Path) -> subprocess.Popen[bytes]:
-    with (logs / "relay.log").open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "sluice", "relay"], env=env,
-                                stdout=log, stderr=log, start_new_session=True)  # fmt: skip
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 async def wait_relay(store: Store, trial: Trial, head: int, limit_s: float) -> float:
     """Until the relay's position reaches ``head``; the time it did, or 0 after ``limit_s``."""
     deadline = time.monotonic() + limit_s
@@ -174,7 +158,7 @@ async def run_trial(
     trial: Trial, env: dict[str, str], server: RedisServer, args: argparse.Namespace, logs: Path
 ) -> None:
     store = await open_store(load_config(env))  # migrates the fresh store, once
-    relay = start_relay(env, logs) if trial.relay else None
+    relay = spawn(["relay"], env, logs / "relay.log") if trial.relay else None
     try:
         if relay is not None:
             await asyncio.sleep(1.5)  # the relay takes its lock and reconciles the empty store
@@ -219,7 +203,7 @@ async def run_trial(
             first = min(o["first"] for o in outputs if o["first"])
             trial.relay_rate = head / (max(done_at, stopped) - first) if done_at else 0.0
         else:
-            relay = start_relay(env, logs)
+            relay = spawn(["relay"], env, logs / "relay.log")
             trial.samples.clear()
             done_at = await wait_relay(store, trial, head, args.relay_timeout)
             # From its first stored position (its start, imports and first batch left

@@ -35,9 +35,7 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -45,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis.asyncio as aioredis
+from children import spawn, stop
 from readme import record
 from redis import Redis as SyncRedis
 from redis.crc import key_slot
@@ -160,23 +159,6 @@ def child_env(config: Config) -> dict[str, str]:
         env["SLUICE_REDIS_CLUSTER_NODES"] = config.redis_cluster_nodes
         env["SLUICE_REDIS_PASSWORD"] = config.redis_password or ""
     return env
-
-
-def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "sluice", *args], env=env,
-                                stdout=out, stderr=out, start_new_session=True)  # fmt: skip
-
-
-def stop(process: subprocess.Popen[bytes]) -> int:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    return process.returncode
 
 
 def cpu_seconds(pids: list[int]) -> float:

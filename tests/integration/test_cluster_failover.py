@@ -2,8 +2,9 @@
 while redirects, article views and registrations flow, and every count exact afterwards.
 
 The test starts a cluster of its own (3 primaries, 3 replicas; the session's cluster is
-never killed) and, as deployed, an API, a relay and a worker (``article-views``,
-``link-stats``, ``mail``) process on it, with the cluster's 16 stream partitions and a
+never killed) and, as deployed, an API, a relay, a worker (``article-views``,
+``link-stats``, ``mail``) and two scheduler processes on it, a reminder firing every
+second, with the cluster's 16 stream partitions and a
 real SMTP server. The victim is the primary holding the link's visits partition (and
 some of the articles'). Its replica is frozen (SIGSTOP) while traffic goes on, until the
 victim has taken writes the replica lacks; then the victim is killed and the replica
@@ -12,7 +13,8 @@ asynchronous replication does. Traffic goes on through the promotion and after i
 
 Once drained: each article's views equal the views the API answered as counted, the
 link's statistics equal the redirects answered (visitors, referrers and browsers too),
-every registered user got exactly one welcome mail, no group has a dead letter, no
+every registered user got exactly one welcome mail, the reminder fired every second
+once (one occurrence and one ``ReminderDue`` each), no group has a dead letter, no
 answer was other than expected, and every process is still running. The relay must have
 republished the lost tail from the database.
 """
@@ -28,6 +30,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +40,11 @@ import redis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from sluice.config import Config
+from sluice.events import ReminderDue, decode, utcnow
 from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer, free_port
 from sluice.resources import Resources
+from sluice.store import reminders as stored
 from tests.integration.conftest import Child, child_env, wait_answering, wait_for
 from tests.integration.failover_checks import (
     GROUPS,
@@ -54,13 +59,14 @@ from tests.integration.failover_checks import (
 from tests.integration.failover_load import Load
 from tests.integration.link_traffic import comparable, today, traffic
 from tests.integration.mail_helpers import SmtpServer, smtp_server
-from tests.link_helpers import add_link, add_user
+from tests.link_helpers import add_link, add_user, bearer
 
 pytestmark = pytest.mark.slow
 
 CODE = "failover"
 LOST = 20  # visits the victim takes while its replica is frozen, at least
 MAX_ROUNDS = 3000
+SCHEDULERS = ("scheduler-1", "scheduler-2")
 
 
 @pytest.fixture
@@ -138,14 +144,38 @@ async def start_deployment(
     await add_link(resources.store, CODE, "https://example.org/failover")
     port = free_port()
     limits = {"SLUICE_REGISTRATIONS_PER_CLIENT": "100000"}  # every registration from one address
+    every_second = {"SLUICE_REMINDER_MIN_INTERVAL": "1"}
     children = {
-        "api": spawn("api", SLUICE_PORT=str(port), log=logs / "api.log", **limits),
+        "api": spawn("api", SLUICE_PORT=str(port), log=logs / "api.log", **limits, **every_second),
         "relay": spawn("relay", log=logs / "relay.log"),
         "worker": spawn("worker", *GROUPS, log=logs / "worker.log", SLUICE_SMTP_URL=smtp.url),
+        **{
+            name: spawn("scheduler", log=logs / f"{name}.log", **every_second)
+            for name in SCHEDULERS
+        },
     }
     base_url = f"http://127.0.0.1:{port}"
     await wait_answering([base_url])
     return children, base_url
+
+
+async def every_second(http: aiohttp.ClientSession, base_url: str) -> str:
+    """A reminder of the link's owner firing each second; its id."""
+    body = {"cron": "* * * * * *", "timezone": "UTC", "text": "failover"}
+    async with http.post(f"{base_url}/v1/reminders", json=body, headers=bearer()) as response:
+        assert response.status == 201, await response.text()
+        reminder_id: str = (await response.json())["id"]
+    return reminder_id
+
+
+async def reminder_counts(resources: Resources, reminder_id: str) -> tuple[list[str], list[str]]:
+    """The reminder's slots as recorded, and as its ``ReminderDue`` events say, in order
+    (both written in one transaction per occurrence)."""
+    slots = await stored.occurrences(resources.store, reminder_id)
+    rows = await resources.store.fetchall("SELECT payload FROM events WHERE type = 'ReminderDue'")
+    due = [decode(row[0]) for row in rows]
+    fired = sorted(e.scheduled_for for e in due if isinstance(e, ReminderDue))
+    return [s.isoformat() for s in slots], [f.isoformat() for f in fired]
 
 
 async def lag_then_kill(cluster: RedisCluster, victim: RedisServer, stream: str) -> RedisServer:
@@ -244,10 +274,11 @@ def status_json(config: Config) -> dict[str, Any]:
 
 async def failover_under(
     load: Load, resources: Resources, cluster: RedisCluster, victim: RedisServer,
-    smtp: SmtpServer,
-) -> str:  # fmt: skip
+    smtp: SmtpServer, reminder_id: str,
+) -> tuple[str, datetime]:  # fmt: skip
     """With ``load`` flowing: once every kind of effect came through, the victim's replica
-    cut off, the victim killed, its replica promoted, and more traffic; how that went."""
+    cut off, the victim killed, its replica promoted, and more traffic; how that went, and
+    when the victim was killed."""
     keys = resources.keys
     stop = asyncio.Event()
     flowing = asyncio.create_task(load.until(stop, MAX_ROUNDS))
@@ -258,13 +289,14 @@ async def failover_under(
             return (
                 all(views.get(a) for a in load.articles)
                 and await visits_counted(resources, CODE) > 0 and bool(smtp.messages())
+                and bool(await stored.occurrences(resources.store, reminder_id))
             )  # fmt: skip
 
         await wait_for(flowing_through, timeout=30, interval=0.1)
         before = load.rounds
         stream = keys.stream("visits", keys.partition_of(CODE))
         replica = await lag_then_kill(cluster, victim, stream)
-        killed_at = load.rounds
+        killed_at, killed = load.rounds, utcnow()
         failover_s = await promoted(cluster, replica)
         promoted_at = load.rounds
 
@@ -278,7 +310,7 @@ async def failover_under(
     return (
         f"rounds: {load.rounds} ({before} before the replica was cut off, {killed_at} at the"
         f" kill, {promoted_at} at the promotion, {failover_s:.1f} s later)"
-    )
+    ), killed
 
 
 def alive(children: dict[str, Child]) -> dict[str, bool]:
@@ -295,11 +327,16 @@ async def test_a_primary_killed_under_traffic_loses_and_doubles_nothing(
     children, base_url = await start_deployment(resources, spawn, logs, smtp)
     day = today()
     async with traffic(base_url) as links, aiohttp.ClientSession() as http:
+        reminder = await every_second(http, base_url)
         load = Load(base_url, http, links, CODE, articles)
         started = time.monotonic()
         try:
-            print("\n" + await failover_under(load, resources, cluster, victim, smtp))
+            how, killed = await failover_under(load, resources, cluster, victim, smtp, reminder)
+            print("\n" + how)
             stopped = time.monotonic()
+            assert alive(children) == dict.fromkeys(children, True)
+            for name in SCHEDULERS:
+                children.pop(name).kill()  # the reminder's count is final now
             await drained(resources, load)
             print(
                 f"traffic {stopped - started:.1f} s, drained {time.monotonic() - stopped:.1f} s"
@@ -324,3 +361,11 @@ async def test_a_primary_killed_under_traffic_loses_and_doubles_nothing(
         assert dead.keys() >= GROUPS.keys() and set(dead.values()) == {0}, dead
         assert (shown["relay_backlog"], shown["delayed"]) == (0, 0)
         assert republished(logs), "the relay never republished the tail the failover lost"
+
+        # Every second from the first occurrence to the last fired once, through the kill.
+        slots, due = await reminder_counts(resources, reminder)
+        print(f"reminder: {len(slots)} occurrences from {slots[0]} to {slots[-1]}")
+        assert due == slots
+        first = datetime.fromisoformat(slots[0])
+        assert slots == [(first + timedelta(seconds=i)).isoformat() for i in range(len(slots))]
+        assert first < killed < datetime.fromisoformat(slots[-1])

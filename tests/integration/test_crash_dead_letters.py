@@ -32,7 +32,7 @@ from tests.integration.conftest import Child, child_env, post_views, views, wait
 from tests.integration.crashing_worker import DELIVERIES_KEY
 from tests.integration.faults_helpers import pending_of
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 GROUP = "article-views"
 CONSUMER = "crasher"

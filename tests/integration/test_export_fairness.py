@@ -25,7 +25,7 @@ from tests.integration.conftest import wait_for
 from tests.integration.test_exports import all_published
 from tests.link_helpers import OTHER, OWNER, add_link
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 THIRD = "user-third"
 PER_USER = 3

@@ -35,7 +35,7 @@ from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import Child, wait_for
 from tests.link_helpers import OWNER, add_link, add_user
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 CODE = "bigone"
 OTHER_CODE = "another"

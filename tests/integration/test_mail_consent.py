@@ -42,7 +42,7 @@ from sluice.streams.relay import Relay
 from tests.integration.conftest import wait_for
 from tests.integration.mail_helpers import Received, dead_letters, drained, smtp_server
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 Client = TestClient[Any, Any]
 PHISHING = "Your account is locked. Unlock it at https://evil.example/login"
@@ -210,6 +210,7 @@ async def test_the_mail_budget_holds_across_two_mail_workers(
         assert await dead_letters(resources) == []  # skipped, not failed
 
 
+@pytest.mark.topologies("single", "partitioned")  # stops or pauses the one Redis server
 async def test_two_budgets_share_one_count_and_both_windows_slide(
     make_config: Callable[..., Config], resources: Resources, redis_server: RedisServer
 ) -> None:
@@ -241,6 +242,7 @@ async def test_two_budgets_share_one_count_and_both_windows_slide(
         assert not error.value.permanent  # retried with backoff, never sent unbudgeted
 
 
+@pytest.mark.topologies("single", "partitioned")  # stops or pauses the one Redis server
 async def test_without_redis_a_pause_still_stops_every_replica(
     client: Client,
     resources: Resources,

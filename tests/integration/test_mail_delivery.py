@@ -33,7 +33,7 @@ from tests.integration.mail_helpers import (
     smtp_server,
 )
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 def mail_spec(resources: Resources, config: Config) -> GroupSpec:

@@ -30,7 +30,7 @@ from tests.integration.mail_helpers import (
     smtp_server,
 )
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 NEVER_MS = "600000"  # no XAUTOCLAIM within the test: only the own pending list recovers
 
@@ -56,6 +56,7 @@ async def until_published(resources: Resources) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.topologies("single", "partitioned")  # stops or pauses the one Redis server
 async def test_worker_killed_after_the_server_accepted_but_before_the_ack_sends_once(
     resources: Resources,
     redis_server: RedisServer,
@@ -109,6 +110,7 @@ async def test_worker_killed_after_the_server_accepted_but_before_the_ack_sends_
     assert await dead_letters(resources) == []
 
 
+@pytest.mark.topologies("single", "partitioned")  # stops or pauses the one Redis server
 async def test_a_registration_committed_while_redis_is_down_is_mailed_once_it_is_back(
     resources: Resources,
     make_config: Callable[..., Config],

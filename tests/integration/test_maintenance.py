@@ -14,7 +14,7 @@ from sluice.streams.maintenance import reap_consumers, status, trim_streams
 from sluice.streams.relay import Relay
 from tests.integration.conftest import post_views, views, wait_for
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 async def test_trim_keeps_entries_a_group_has_not_acked(

@@ -17,9 +17,10 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 from tests.integration.conftest import wait_for
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
+@pytest.mark.topologies("single", "partitioned")  # stops or pauses the one Redis server
 async def test_registration_answers_201_with_redis_down_and_the_mail_follows(
     config: Config,
     resources: Resources,

@@ -36,7 +36,7 @@ from sluice.streams.relay import POSITION, Relay
 from tests.integration.conftest import Running, wait_for
 from tests.integration.mail_helpers import Received, smtp_server
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 Client = TestClient[Any, Any]
 SECOND = timedelta(seconds=1)
@@ -282,6 +282,7 @@ def event_set(event: asyncio.Event) -> Callable[[], Awaitable[bool]]:
     return is_set
 
 
+@pytest.mark.topologies("single", "partitioned")  # stops or pauses the one Redis server
 async def test_without_redis_runners_fire_each_occurrence_once_and_honour_deletions(
     client: Client,
     auth: dict[str, str],

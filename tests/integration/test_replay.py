@@ -17,7 +17,7 @@ from sluice.streams.relay import Relay
 from tests.integration.conftest import post_views, views, wait_for
 from tests.integration.faults_helpers import settle
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 async def _period_sum(resources: Resources, article: str) -> int:

@@ -27,7 +27,7 @@ from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store.users import db_time
 from tests.integration.conftest import Running, wait_for
 
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 EVERY_SECOND = parse_cron("* * * * * *", "UTC")
 

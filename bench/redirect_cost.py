@@ -17,7 +17,9 @@ group commit near the size it has at full speed (tens of visits).
 Variants (``sluice`` is the real API; the others switch parts of it off):
 
 - ``bare``: the baseline, one aiohttp handler answering the same 302;
-- ``sluice``: ``GET /{code}`` as shipped, request line at level info;
+- ``sluice``: ``GET /{code}`` as shipped (the fast redirect path, no request line);
+- ``logged``: ``SLUICE_REDIRECT_LOG=all``: the full path through the app's router
+  and middleware with its request line at level info (release 1's redirect);
 - ``no-write``: the visit is built but not handed to the group commit;
 - ``no-visit``: no visit built or recorded (cache lookup and 302 only);
 - ``plain-view``: sluice's app and middleware, the view replaced by the bare one;
@@ -43,7 +45,7 @@ from redirect import CODE, TARGET, create_link, wait_listening
 
 from sluice.redis_server import RedisServer, free_port
 
-VARIANTS = ("bare", "sluice", "no-write", "no-visit", "plain-view", "plain-view-no-middleware")
+VARIANTS = ("bare", "sluice", "logged", "no-write", "no-visit", "plain-view", "plain-view-no-middleware")
 
 
 def serve(variant: str, port: int) -> None:
@@ -62,7 +64,7 @@ def serve(variant: str, port: int) -> None:
 
     import sluice.http
     from sluice.config import Config, load_config
-    from sluice.http import redirects
+    from sluice.http import fast_redirect, redirects
     from sluice.links.visits import VisitRecorder
     from sluice.logs import configure_logging
     from sluice.processes import run_api
@@ -71,7 +73,12 @@ def serve(variant: str, port: int) -> None:
     if variant in ("no-write", "no-visit"):
         VisitRecorder.record = lambda self, visit: None  # type: ignore[method-assign]
     if variant == "no-visit":
-        redirects._visit = lambda request, code, now: None  # type: ignore[assignment,return-value]
+        def no_visit(*args: object) -> None:
+            return None
+
+        redirects.visit_of = fast_redirect.visit_of = no_visit  # type: ignore[assignment]
+    if variant == "logged":
+        os.environ["SLUICE_REDIRECT_LOG"] = "all"  # the full path through the app, logged
     if variant.startswith("plain-view"):
         redirects.redirect = plain
     if variant == "plain-view-no-middleware":

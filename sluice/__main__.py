@@ -21,7 +21,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("up", help="API, relay and every handler group, with embedded Redis if needed")
-    sub.add_parser("api", help="serve the HTTP API")
+    api = sub.add_parser("api", help="serve the HTTP API")
+    api.add_argument(
+        "--processes", type=_positive, metavar="N",
+        help="serve the port from N processes (default: SLUICE_API_PROCESSES, 1)",
+    )  # fmt: skip
+    # A child of ``--processes``: binds its port beside its siblings (SO_REUSEPORT).
+    api.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     sub.add_parser("relay", help="publish committed events to Redis Streams")
     worker = sub.add_parser("worker", help="run handler groups")
     worker.add_argument("groups", nargs="+", metavar="GROUP")

@@ -139,7 +139,14 @@ async def copy_store_command(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _api(config: Config, args: argparse.Namespace) -> None:
-    await run_api(config, stop_on_signals())
+    if args.processes is not None:
+        config = msgspec.structs.replace(config, api_processes=args.processes)
+    if config.api_processes > 1:
+        from sluice.api_processes import supervise
+
+        await supervise(config, stop_on_signals())
+    else:
+        await run_api(config, stop_on_signals(), reuse_port=args.reuse_port)
 
 
 async def _relay(config: Config, args: argparse.Namespace) -> None:

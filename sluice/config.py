@@ -48,6 +48,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     stream_retention: int = 86_400
     log_format: str = "json"
     log_level: str = "info"
+    # A redirect that records a visit writes no request line unless "all" (SPEC 11).
+    redirect_log: str = "errors"
+    # API processes serving one port (``sluice api --processes``).
+    api_processes: int = 1
     # Not in the spec's table; tuning knobs with safe defaults.
     relay_batch: int = 500
     relay_poll_ms: int = 1_000
@@ -142,21 +146,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 CLUSTER_PARTITIONS = 16
 MAX_PARTITIONS = 1024
 
-_INT_FIELDS = {
-    "stream_partitions",
-    "mail_user_hourly", "mail_user_daily",
-    "port", "view_dedupe_seconds", "reminder_min_interval", "code_pool_target",
-    "claim_idle_ms", "retry_base_ms", "max_deliveries", "stream_retention",
-    "relay_batch", "relay_poll_ms", "worker_batch", "worker_concurrency", "worker_block_ms",
-    "token_ttl_seconds", "visit_flush_ms", "visit_batch", "task_lock_ttl_ms",
-    "export_retention", "export_batch", "exports_per_user", "database_pool", "visit_buffer",
-    "history_hot_days", "history_segment_events", "max_connections", "password_hash_concurrency",
-    "client_limit_window_seconds", "logins_per_client", "registrations_per_client",
-    "admin_failures_per_client",
-}  # fmt: skip
-_FLOAT_FIELDS = {
-    "mail_rate", "header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
-}  # fmt: skip
+# Read from the environment as the fields' types say.
+_INT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Config) if f.type is int)
+_FLOAT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Config) if f.type is float)
 
 
 def _convert(name: str, raw: str) -> object:
@@ -215,7 +207,7 @@ def _validate(config: Config) -> None:
         "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",
-        "history_segment_events",
+        "history_segment_events", "api_processes",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
@@ -225,16 +217,22 @@ def _validate(config: Config) -> None:
     for name in ("mail_user_hourly", "mail_user_daily"):
         if getattr(config, name) < 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be 0 (no limit) or more")
-    if config.log_format not in ("json", "console"):
-        raise ConfigError("SLUICE_LOG_FORMAT must be json or console")
+    _validate_logs(config)
     _validate_admin_token(config.admin_token)
     for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds"):
         if not getattr(config, name) > 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")
     trusted_networks(config.trusted_proxies)
+    urls.check(config.database_url)
+
+
+def _validate_logs(config: Config) -> None:
+    if config.log_format not in ("json", "console"):
+        raise ConfigError("SLUICE_LOG_FORMAT must be json or console")
     if config.log_level.lower() not in LOG_LEVELS:
         raise ConfigError(f"SLUICE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    urls.check(config.database_url)
+    if config.redirect_log not in ("errors", "all"):
+        raise ConfigError("SLUICE_REDIRECT_LOG must be errors or all")
 
 
 ADMIN_TOKEN_MIN = 32

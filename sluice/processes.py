@@ -8,7 +8,6 @@ import socket
 from collections.abc import Sequence
 
 import structlog
-from aiohttp import web
 
 from sluice.config import Config
 from sluice.groups import GROUPS
@@ -96,18 +95,17 @@ async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
 
 
 async def run_api(
-    config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
+    config: Config,
+    stop: asyncio.Event,
+    listening: asyncio.Event | None = None,
+    *,
+    reuse_port: bool = False,
 ) -> None:
-    from sluice.http import create_app
-    from sluice.http.connections import GuardedSite
+    """The HTTP API; ``reuse_port``: one of ``sluice api --processes``'s children."""
+    from sluice.http import create_app, listen
 
-    runner = web.AppRunner(create_app(config), access_log=None, handle_signals=False)
-    await runner.setup()
+    runner, _ = await listen(create_app(config), reuse_port=reuse_port)
     try:
-        # Head and keep-alive deadlines and the connection cap (SPEC 15), which
-        # web.TCPSite has no say in.
-        site = GuardedSite(runner, config)
-        await site.start()
         log.info("api listening", url=f"http://{config.host}:{config.port}")
         if listening is not None:
             listening.set()

@@ -27,16 +27,19 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from aiohttp import web
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from sluice.config import Config, load_config
+from sluice.http import fast_redirect
+from sluice.http.keys import CONFIG
 from sluice.postgres_server import PostgresServer
 from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer
@@ -328,3 +331,17 @@ async def redis(
         yield client
     finally:
         await client.aclose()
+
+
+@pytest.fixture
+def aiohttp_client(aiohttp_client: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """pytest-aiohttp's client, with a sluice app served as ``sluice api`` serves it:
+    cached redirects answered before the app (``sluice.http.fast_redirect``)."""
+
+    async def client(app: Any, *args: Any, **kwargs: Any) -> Any:
+        test_client = await aiohttp_client(app, *args, **kwargs)
+        if isinstance(app, web.Application) and CONFIG in app:
+            fast_redirect.install(test_client.server.runner.server, app)
+        return test_client
+
+    return client

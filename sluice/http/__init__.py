@@ -11,6 +11,7 @@ from sluice.http import (
     admin,
     articles,
     dashboard,
+    fast_redirect,
     health,
     jobs,
     link_stats,
@@ -25,6 +26,7 @@ from sluice.http import (
 )
 from sluice.http.admin_token import AdminToken
 from sluice.http.client_limit import ClientLimits
+from sluice.http.connections import GuardedSite
 from sluice.http.keys import (
     ADMIN_TOKEN,
     CLIENT_LIMITS,
@@ -146,3 +148,23 @@ def create_app(config: Config) -> web.Application:
     app.cleanup_ctx.append(metrics.publish_counters)
     _add_routes(app.router)
     return app
+
+
+async def listen(
+    app: web.Application, *, reuse_port: bool = False
+) -> tuple[web.AppRunner, GuardedSite]:
+    """``app`` started and listening as ``sluice api`` serves it: redirects answered
+    first (``fast_redirect``), connections under the deadlines and cap of SPEC 15
+    (``GuardedSite``); ``reuse_port``: beside other processes on the same port
+    (``SO_REUSEPORT``). Clean up with ``runner.cleanup()``."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        assert runner.server is not None
+        fast_redirect.install(runner.server, app)
+        site = GuardedSite(runner, app[CONFIG], reuse_port=reuse_port)
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner, site

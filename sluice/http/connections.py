@@ -160,10 +160,11 @@ class GuardedRequestHandler(web.RequestHandler):
 class GuardedSite(web.BaseSite):
     """A TCP site (``web.TCPSite``) whose connections are ``GuardedRequestHandler``\\ s."""
 
-    __slots__ = ("_config", "_host", "_port", "limits")
+    __slots__ = ("_config", "_host", "_port", "_reuse_port", "limits")
 
-    def __init__(self, runner: web.BaseRunner, config: Config) -> None:
+    def __init__(self, runner: web.BaseRunner, config: Config, *, reuse_port: bool = False) -> None:
         super().__init__(runner)
+        self._reuse_port = reuse_port
         self._host = config.host
         self._port = config.port
         self._config = config
@@ -195,7 +196,7 @@ class GuardedSite(web.BaseSite):
             )
 
         self._server = await loop.create_server(
-            connection, self._host, self._port, reuse_address=True
+            connection, self._host, self._port, reuse_address=True, reuse_port=self._reuse_port
         )
 
 

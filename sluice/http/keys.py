@@ -49,3 +49,5 @@ TASK_RUNNER = web.AppKey("task_runner", Runner)
 UPCOMING = web.AppKey("upcoming", NextRuns)
 
 TRACE_ID = web.RequestKey("trace_id", str)
+# Set by a redirect that recorded its visit: no request line (SLUICE_REDIRECT_LOG=errors).
+QUIET = web.RequestKey("quiet", bool)

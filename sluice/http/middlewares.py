@@ -22,7 +22,7 @@ from sluice import logs
 from sluice.errors import DependencyDown, ProblemError, RequestTimeout
 from sluice.http.bodies import buffer_body, close_with
 from sluice.http.degrade import unavailable
-from sluice.http.keys import CONFIG, TRACE_ID
+from sluice.http.keys import CONFIG, QUIET, TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
 from sluice.logs import REQUEST
 from sluice.metrics import REQUEST_TALLY
@@ -35,7 +35,7 @@ _TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{7,127}")
 _TRACEPARENT_HEADER = istr("traceparent")
 _REQUEST_ID_HEADER = istr("X-Request-ID")
-_TRACE_ID_HEADER = istr("X-Trace-Id")
+TRACE_ID_HEADER = istr("X-Trace-Id")
 
 # Trace ids are not secrets, only unique: 128 bits from a generator seeded from the
 # OS (again in a forked child), at a sixth of uuid4's cost. Not a counter: the
@@ -69,7 +69,7 @@ async def _with_body(request: web.Request, handler: Handler) -> web.StreamRespon
         await buffer_body(request, request.app[CONFIG].body_timeout_seconds)
     except RequestTimeout as exc:
         response = problem_response(exc.status, exc.detail, title=exc.title)
-        response.headers[_TRACE_ID_HEADER] = request[TRACE_ID]
+        response.headers[TRACE_ID_HEADER] = request[TRACE_ID]
         await close_with(request, response)
         return response
     return await handler(request)
@@ -97,7 +97,7 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
         except web.HTTPException as exc:
             if exc.status < 400:  # a raised redirect, say: aiohttp sends it as is
                 status = exc.status
-                exc.headers[_TRACE_ID_HEADER] = trace_id
+                exc.headers[TRACE_ID_HEADER] = trace_id
                 raise
             response = from_http_exception(request, exc)
         except asyncio.CancelledError:
@@ -114,17 +114,23 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
                 response = problem_response(500, "the server failed to answer this request")
         status = response.status
         if not response.prepared:
-            response.headers[_TRACE_ID_HEADER] = trace_id
+            response.headers[TRACE_ID_HEADER] = trace_id
         return response
     finally:
-        seconds = time.perf_counter() - started
+        _summarize(request, status, time.perf_counter() - started)
+        REQUEST.reset(token)
+
+
+def _summarize(request: web.Request, status: int, seconds: float) -> None:
+    """The request line (none for a redirect that recorded its visit: the visit is its
+    record, SPEC 11) and the request's tally for ``/metrics``."""
+    if not request.get(QUIET):
         duration_ms = round(seconds * 1000, 2)
         if logs.request_line is not None:
             logs.request_line(status, duration_ms)
         else:
             log.info("request", status=status, duration_ms=duration_ms)
-        # By route pattern (``/{code}``, not the path): bounded label values.
-        resource = request.match_info.route.resource
-        route = resource.canonical if resource is not None else "unmatched"
-        REQUEST_TALLY.add(request.method, route, status, seconds)
-        REQUEST.reset(token)
+    # By route pattern (``/{code}``, not the path): bounded label values.
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    REQUEST_TALLY.add(request.method, route, status, seconds)

@@ -786,7 +786,10 @@ _PATHS: Doc = {
         "get": {
             "operationId": "redirect",
             "summary": "Follow a short link: 302 to its URL, recording a visit",
-            "description": "Every answer carries `Cache-Control: private, no-store`.",
+            "description": "Every answer carries `Cache-Control: private, no-store` and"
+            " `X-Trace-Id`, the trace id its visit is recorded with. A redirect that records"
+            " a visit writes no request log line unless `SLUICE_REDIRECT_LOG=all`; 404, 410"
+            " and 5xx answers are logged.",
             "parameters": [_CODE_IN_PATH],
             "responses": _REDIRECT_RESPONSES,
         },

@@ -26,6 +26,7 @@ from sluice.http.keys import (
     LINK_CACHE,
     LINK_FOLLOWER,
     LINK_HINTS,
+    QUIET,
     REDIS,
     STORE,
     TRACE_ID,
@@ -69,7 +70,9 @@ async def redirect(request: web.Request) -> web.StreamResponse:
     if target.gone(now):
         return _problem(410, f"the short link {code} is disabled or expired")
     if request.method == "GET":
-        request.app[VISITS].record(_visit(request, code, now))
+        key = request.app[VISITOR_KEY]
+        request.app[VISITS].record(visit_of(request, key, code, now, request[TRACE_ID]))
+        request[QUIET] = request.app[CONFIG].redirect_log == "errors"
     return web.Response(status=302, headers={"Location": target.url, "Cache-Control": NO_STORE})
 
 
@@ -90,18 +93,21 @@ def _hasher(key: bytes) -> VisitorHasher:
     return VisitorHasher(key)
 
 
-def _visit(request: web.Request, code: str, now: datetime) -> LinkVisited:
+def visit_of(
+    request: web.BaseRequest, key: bytes, code: str, now: datetime, trace_id: str
+) -> LinkVisited:
+    """The visit a GET redirect records; ``key``: the visitor key (``VISITOR_KEY``)."""
     headers = request.headers
     user_agent = headers.get(hdrs.USER_AGENT, "")
     browser, is_bot = classify(user_agent)
     return LinkVisited(
         code=code,
-        visitor=_hasher(request.app[VISITOR_KEY])(request.remote or "", user_agent),
+        visitor=_hasher(key)(request.remote or "", user_agent),
         referrer_host=referrer_host(headers.get(hdrs.REFERER)),
         browser=browser,
         is_bot=is_bot,
         occurred_at=now,
-        trace_id=request[TRACE_ID],
+        trace_id=trace_id,
     )
 
 

@@ -126,7 +126,10 @@ async def test_the_visit_carries_visitor_hash_referrer_host_browser_and_trace(
     assert all(b"127.0.0.1" not in bytes(p) for (p,) in payloads)  # no raw IP anywhere
 
 
-async def test_other_routes_are_not_shadowed_by_codes(client: Client) -> None:
+async def test_other_routes_are_not_shadowed_by_codes(client: Client, store: Store) -> None:
+    await add_link(store, "healthz", "https://example.org/")  # a code no API would take
+    assert client.app is not None
+    assert await client.app[LINK_CACHE].get("healthz") is not None  # cached, even
     assert (await client.get("/healthz")).status == 200
     assert (await client.get("/openapi.json")).status == 200
     response = await client.post("/abc123")

@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 import requests
-from aiohttp import web
 
 from sluice.config import Config, load_config
 from sluice.events import utcnow
-from sluice.http import create_app
-from sluice.http.connections import GuardedSite
+from sluice.http import create_app, listen
 from sluice.http.keys import STORE
 from sluice.redis_server import RedisServer, free_port
 from sluice.store.users import insert_token
@@ -49,10 +47,8 @@ class ServedApp:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        await runner.setup()
+        runner, _ = await listen(self.app)  # as `sluice api` listens
         try:
-            await GuardedSite(runner, self.config).start()  # as `sluice api` listens
             self._ready.set()
             await self._stop.wait()
         finally:

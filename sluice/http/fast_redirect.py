@@ -1,0 +1,101 @@
+"""The redirect's own way in: ``GET /{code}`` of a cached, live link answered before
+aiohttp's router and the request middleware (SPEC 11).
+
+The redirect is the hottest path of a link service, and the middleware is a third of
+its cost (bench/README.md, the callgrind breakdown): the trace-id context, the
+problem+json wrapper, the request line and aiohttp's wrapper chain. This path does
+only what such a redirect needs: the trace id (the caller's, or a new one) for the
+visit and the ``X-Trace-Id`` header, the cache lookup, the visit handed to the group
+commit, and the request tally of ``/metrics``. It writes no request line: the
+committed ``LinkVisited`` is the redirect's durable record (``SLUICE_REDIRECT_LOG``).
+
+Everything else takes the full path through the app, unchanged: a code not in the
+cache (its database lookup), unknown, disabled or expired links (404 and 410 as
+problem+json, logged), ``HEAD`` (logged), a request with a body, a path of another
+route, and every request when ``SLUICE_REDIRECT_LOG=all``. A failure here falls back
+to the full path before any visit was recorded, so a request never fails for it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+from aiohttp import hdrs, web
+from aiohttp.abc import AbstractRouter
+from aiohttp.web_urldispatcher import UrlDispatcher
+
+from sluice.events import LinkVisited, utcnow
+from sluice.http.keys import CONFIG, LINK_CACHE, VISITOR_KEY, VISITS
+from sluice.http.middlewares import TRACE_ID_HEADER, incoming_trace_id, new_trace_id
+from sluice.http.redirects import CODE, NO_STORE, visit_of
+from sluice.metrics import REQUEST_TALLY
+
+log = structlog.get_logger(__name__)
+
+ROUTE = "/{code}"  # the tally's label, as the full path reports it
+
+
+def install(server: web.Server, app: web.Application) -> None:
+    """Answer the redirects of ``app`` first on ``server`` (an ``AppRunner``'s, after
+    ``setup()`` and before connections arrive); a no-op with ``SLUICE_REDIRECT_LOG=all``."""
+    if app[CONFIG].redirect_log == "all":
+        return
+    full = server.request_handler
+    others = other_routes(app.router)
+    cache, visits, key = app[LINK_CACHE], app[VISITS], app[VISITOR_KEY]
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        if request.method != "GET" or request.body_exists:
+            return await full(request)
+        started = time.perf_counter()
+        answer = _answer(request)
+        if answer is None:
+            return await full(request)
+        location, trace_id, visit = answer
+        visits.record(visit)
+        response = web.Response(
+            status=302,
+            headers={
+                hdrs.LOCATION: location,
+                hdrs.CACHE_CONTROL: NO_STORE,
+                TRACE_ID_HEADER: trace_id,
+            },
+        )
+        REQUEST_TALLY.add("GET", ROUTE, 302, time.perf_counter() - started)
+        return response
+
+    def _answer(request: web.BaseRequest) -> tuple[str, str, LinkVisited] | None:
+        """(location, trace id, visit) of a redirect this path answers; None: the full
+        path answers the request (nothing was recorded)."""
+        code = request.path[1:]
+        if code in others or not CODE.fullmatch(code):
+            return None
+        try:
+            target = cache.cached(code)
+        except KeyError:  # not cached: the full path looks it up
+            return None
+        now = utcnow()
+        if target is None or target.gone(now):
+            return None  # 404 or 410, as problem+json, logged
+        try:
+            trace_id = incoming_trace_id(request.headers) or new_trace_id()
+            return target.url, trace_id, visit_of(request, key, code, now, trace_id)
+        except Exception:
+            log.exception("fast redirect failed, answering through the app")
+            return None
+
+    server.request_handler = handle
+
+
+def other_routes(router: AbstractRouter) -> frozenset[str]:
+    """The one-segment paths of the app's other routes (``/admin``, ``/metrics``...),
+    which ``/{code}`` must never shadow: routes come before it in the router."""
+    assert isinstance(router, UrlDispatcher)
+    found: set[str] = set()
+    for resource in router.resources():
+        info = resource.get_info()
+        path = info.get("path") or info.get("prefix")
+        if isinstance(path, str) and path.count("/") == 1:
+            found.add(path[1:])
+    return frozenset(found)

@@ -1,8 +1,9 @@
 """Redirect throughput with visit recording, against a bare aiohttp 302 handler (SPEC §8).
 
 Run by hand: ``.venv/bin/python bench/redirect.py [--duration 15] [--connections 64]
-[--threads 2] [--log-level info] [--store sqlite|postgres|sqlite,postgres]``. Needs
-``wrk`` on PATH (``apt-get install wrk``).
+[--threads 2] [--log-level info] [--processes 1,2] [--redirect-log errors|all|errors,all]
+[--store sqlite|postgres|sqlite,postgres]``. Needs ``wrk`` on PATH (``apt-get install
+wrk``).
 
 With ``--store sqlite,postgres`` the whole measurement below runs once per store
 in the same run (PostgreSQL: a private server with fsync on, see ``stores.py``),
@@ -10,21 +11,22 @@ each store with its own bare run right before it, and the figures go into
 bench/README.md (``--no-readme``: don't).
 
 Starts its own Redis on a free loopback port, a store in a temporary directory,
-one ``sluice api``, one ``sluice relay`` and one ``sluice worker link-stats``
-process, and a bare aiohttp app that only answers 302 (another process, another
-port). wrk hits the bare app, then ``GET /{code}`` on sluice, with the same
-settings, one after the other in the same run. Then the API is stopped
-(SIGTERM: it commits what its writer still buffers), the pipeline drains, and
-the link's ``total`` is compared with the redirects the API served (its
-request log lines with status 302: wrk does not count responses still in
-flight when its time is up, so the server's own count is the truth).
+one ``sluice relay`` and one ``sluice worker link-stats`` process, and a bare
+aiohttp app that only answers 302 (another process, another port). wrk hits the
+bare app, then ``GET /{code}`` of each sluice variant with the same settings, one
+after the other in the same run: ``sluice api --processes N`` for each N of
+``--processes``, for each ``SLUICE_REDIRECT_LOG`` of ``--redirect-log``. After its
+wrk run each variant's redirects are read from its ``/metrics`` (wrk does not count
+responses still in flight when its time is up, so the server's own count is the
+truth) and it is stopped (SIGTERM: its writers commit what they still buffer). Then
+the pipeline drains, and the link's ``total`` is compared with the redirects all
+variants served.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -34,9 +36,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
 from readme import record
 from stores import Stores, parse_stores
 
@@ -140,16 +144,23 @@ def wait_listening(port: int, timeout: float = 20.0) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def served_redirects(log: Path) -> int:
-    """GET /{code} answered 302, from the API's request log."""
-    count = 0
-    for line in log.read_text().splitlines():
-        if '"request"' not in line:
-            continue
-        entry = json.loads(line)
-        ok = entry.get("status") == 302 and entry.get("method") == "GET"
-        count += ok and entry.get("path") == f"/{CODE}"
-    return count
+ADMIN_TOKEN = "bench-redirect-admin-token-0123456789abcdef"
+
+
+def served_redirects(port: int) -> int:
+    """GET /{code} answered 302, from one scrape of the API's ``/metrics`` (every
+    process of ``--processes`` counted; each publishes its tally every second)."""
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+    wanted = {"method": "GET", "route": "/{code}", "status": "302"}
+    return int(sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "sluice_http_requests_total" and sample.labels == wanted
+    ))  # fmt: skip
 
 
 def sluice(
@@ -176,110 +187,126 @@ def machine() -> str:
             f"Redis {version[1] if version else '?'}")  # fmt: skip
 
 
-def report(bare: WrkResult, ours: WrkResult, served: int, total: int, committed: int) -> None:
-    ratio = ours.rps / bare.rps
-    p99 = ours.p99_ms / bare.p99_ms
-    print(f"machine: {machine()}")
-    print(f"{'':24}{'bare aiohttp 302':>18}{'sluice GET /{code}':>20}")
-    print(f"{'requests/s':24}{bare.rps:>18,.0f}{ours.rps:>20,.0f}")
-    print(f"{'p50 latency (ms)':24}{bare.p50_ms:>18.2f}{ours.p50_ms:>20.2f}")
-    print(f"{'p99 latency (ms)':24}{bare.p99_ms:>18.2f}{ours.p99_ms:>20.2f}")
-    print(f"{'requests (wrk)':24}{bare.requests:>18,}{ours.requests:>20,}")
-    print(f"throughput ratio: {ratio:.2f} (target >= 0.80)  p99 ratio: {p99:.2f} (target <= 1.5)")
-    if served < 0:
-        print("redirects served: not counted (the API's request log is off below info);"
-              " visits lost cannot be checked at this log level")  # fmt: skip
-        served = total
-    else:
-        print(f"redirects served (API log): {served:,}; wrk counted {ours.requests:,}"
-              f" (+ {served - ours.requests} answered after wrk stopped reading)")  # fmt: skip
-    print(f"visits committed: {committed:,}; link-stats total: {total:,};"
-          f" visits lost: {served - total}")  # fmt: skip
-    if ours.non_3xx or bare.non_3xx:
-        print(f"non-3xx answers: bare {bare.non_3xx}, sluice {ours.non_3xx}")
+@dataclass
+class Variant:
+    name: str  # "1 process", "2 processes", with "(log all)" when every redirect is logged
+    result: WrkResult
+    served: int
 
 
 @dataclass
 class StoreRun:
     store: str
     bare: WrkResult
-    ours: WrkResult
-    served: int
+    variants: list[Variant]
     total: int
     committed: int
+
+    @property
+    def served(self) -> int:
+        return sum(v.served for v in self.variants)
+
+
+def report(run: StoreRun) -> None:
+    print(f"machine: {machine()}")
+    print(f"bare aiohttp 302: {run.bare.rps:,.0f} req/s, p50 {run.bare.p50_ms:.2f} ms,"
+          f" p99 {run.bare.p99_ms:.2f} ms")  # fmt: skip
+    for v in run.variants:
+        print(f"sluice, {v.name}: {v.result.rps:,.0f} req/s ({v.result.rps / run.bare.rps:.2f}),"
+              f" p50 {v.result.p50_ms:.2f} ms, p99 {v.result.p99_ms:.2f} ms"
+              f" ({v.result.p99_ms / run.bare.p99_ms:.2f}); served {v.served:,}"
+              f" (wrk counted {v.result.requests:,})")  # fmt: skip
+        if v.result.non_3xx:
+            print(f"  non-3xx answers: {v.result.non_3xx}")
+    print(f"served {run.served:,}, visits committed: {run.committed:,}; link-stats total:"
+          f" {run.total:,}; visits lost: {run.served - run.total}")  # fmt: skip
 
 
 def run_store(store: str, pg: Stores, args: argparse.Namespace) -> StoreRun:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
-        api_port, bare_port = free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(SLUICE_REDIS_URL=server.url,
-                   SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL=args.log_level,
-                   SLUICE_PORT=str(api_port))  # fmt: skip
+        env.update(SLUICE_REDIS_URL=server.url, SLUICE_ADMIN_TOKEN=ADMIN_TOKEN,
+                   SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL=args.log_level)  # fmt: skip
         env.update(pg.env(store, Path(tmp) / "data"))
         try:
-            return _run_store(store, env, api_port, bare_port, Path(tmp), args)
+            return _run_store(store, env, Path(tmp), args)
         finally:
             pg.drop(env)
 
 
-def _run_store(
-    store: str,
-    env: dict[str, str],
-    api_port: int,
-    bare_port: int,
-    tmp: Path,
-    args: argparse.Namespace,
-) -> StoreRun:
+def _variants(args: argparse.Namespace) -> list[tuple[str, int, str]]:
+    """(name, processes, SLUICE_REDIRECT_LOG) of each sluice run, in order."""
+    found = []
+    for log in args.redirect_log.split(","):
+        for n in (int(p) for p in args.processes.split(",")):
+            name = f"{n} process{'es' if n > 1 else ''}" + (" (log all)" if log == "all" else "")
+            found.append((name, n, log))
+    return found
+
+
+def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namespace) -> StoreRun:
     asyncio.run(create_link(env))
-    api_log = tmp / "api.log"
     quiet = {**env, "SLUICE_LOG_LEVEL": "warning"}
     children = [sluice(["relay"], quiet), sluice(["worker", "link-stats"], quiet)]
-    api = sluice(["api"], env, api_log)
+    bare_port = free_port()
     bare = subprocess.Popen([sys.executable, __file__, "--bare", str(bare_port)])
+    variants = []
     try:
-        wait_listening(api_port)
         wait_listening(bare_port)
         print(f"{store}: wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency",
               flush=True)  # fmt: skip
         bare_result = run_wrk(f"http://127.0.0.1:{bare_port}/{CODE}", args)
-        ours = run_wrk(f"http://127.0.0.1:{api_port}/{CODE}", args)
-        api.send_signal(signal.SIGTERM)  # commits what the writer still buffers
-        api.wait(30)
-        served = served_redirects(api_log) if args.log_level in ("debug", "info") else -1
+        for name, processes, log in _variants(args):
+            port = free_port()
+            api_env = {**env, "SLUICE_PORT": str(port), "SLUICE_REDIRECT_LOG": log}
+            api = sluice(["api", "--processes", str(processes)], api_env, tmp / f"api-{port}.log")
+            try:
+                wait_listening(port)
+                time.sleep(2.0 if processes > 1 else 0.0)  # every child listening
+                result = run_wrk(f"http://127.0.0.1:{port}/{CODE}", args)
+                time.sleep(1.5)  # each process publishes its tally every second
+                # The data dir's metrics hold the earlier variants' counts too.
+                served = served_redirects(port) - sum(v.served for v in variants)
+            finally:
+                api.send_signal(signal.SIGTERM)  # commits what the writers still buffer
+                api.wait(60)
+            variants.append(Variant(name, result, served))
+            if args.verbose:
+                print(result.text)
         deadline = time.monotonic() + args.drain_timeout
         total, committed = asyncio.run(link_total(env))
         while total < committed and time.monotonic() < deadline:
             time.sleep(0.2)
             total, committed = asyncio.run(link_total(env))
     finally:
-        for process in (api, bare, *children):
+        for process in (bare, *children):
             process.send_signal(signal.SIGTERM)
-        for process in (api, bare, *children):
+        for process in (bare, *children):
             process.wait(30)
-    if args.verbose:
-        print(bare_result.text, ours.text)
-    return StoreRun(store, bare_result, ours, served, total, committed)
+    return StoreRun(store, bare_result, variants, total, committed)
 
 
 def table(runs: list[StoreRun], args: argparse.Namespace) -> str:
     lines = [
         f"`wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency`, API log level"
-        f" {args.log_level}; per store a bare run, then sluice, one after the other:", "",
-        "| store | bare req/s | sluice req/s | throughput ratio (target >= 0.8) | bare p99 |"
-        " sluice p99 | p99 ratio (target <= 1.5) | visits lost |",
+        f" {args.log_level}; per store a bare run, then each sluice variant, one after the"
+        " other (`sluice api --processes N`; \"log all\": `SLUICE_REDIRECT_LOG=all`):", "",
+        "| store | variant | bare req/s | sluice req/s | throughput ratio (target >= 0.8) |"
+        " bare p99 | sluice p99 | p99 ratio (target <= 1.5) |",
         "|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for r in runs:
-        served = r.served if r.served >= 0 else r.total
-        lost = (f"**{served - r.total}** ({served:,} served, {r.committed:,} committed,"
-                f" {r.total:,} counted)" if r.served >= 0
-                else f"not checked ({r.committed:,} committed, {r.total:,} counted)")  # fmt: skip
-        lines.append(
-            f"| {r.store} | {r.bare.rps:,.0f} | {r.ours.rps:,.0f} |"
-            f" **{r.ours.rps / r.bare.rps:.2f}** | {r.bare.p99_ms:.2f} ms |"
-            f" {r.ours.p99_ms:.2f} ms | **{r.ours.p99_ms / r.bare.p99_ms:.2f}** | {lost} |"
-        )  # fmt: skip
+        for v in r.variants:
+            lines.append(
+                f"| {r.store} | {v.name} | {r.bare.rps:,.0f} | {v.result.rps:,.0f} |"
+                f" **{v.result.rps / r.bare.rps:.2f}** | {r.bare.p99_ms:.2f} ms |"
+                f" {v.result.p99_ms:.2f} ms | **{v.result.p99_ms / r.bare.p99_ms:.2f}** |"
+            )  # fmt: skip
+    lines.append("")
+    for r in runs:
+        lines.append(f"Visits lost on {r.store}: **{r.served - r.total}** ({r.served:,}"
+                     f" served in all variants, {r.committed:,} committed, {r.total:,}"
+                     " counted).")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -292,7 +319,7 @@ def main(args: argparse.Namespace) -> int:
         for store in stores:
             run = run_store(store, pg, args)
             print(f"store: {store}")
-            report(run.bare, run.ours, run.served, run.total, run.committed)
+            report(run)
             runs.append(run)
         label = pg.label()
     text = table(runs, args)
@@ -312,6 +339,8 @@ if __name__ == "__main__":
     parser.add_argument("--drain-timeout", type=float, default=120.0)
     parser.add_argument("--verbose", action="store_true", help="print wrk's own output")
     parser.add_argument("--store", default="sqlite", help="sqlite, postgres or both")
+    parser.add_argument("--processes", default="1,2", help="API processes per variant: 1,2")
+    parser.add_argument("--redirect-log", default="errors", help="errors, all or errors,all")
     parser.add_argument("--no-readme", action="store_true")
     options = parser.parse_args()
     if options.bare:

@@ -40,12 +40,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from redirect import CODE, TARGET, create_link, wait_listening
 
 from sluice.redis_server import RedisServer, free_port
 
-VARIANTS = ("bare", "sluice", "logged", "no-write", "no-visit", "plain-view", "plain-view-no-middleware")
+VARIANTS = ("bare", "sluice", "logged", "no-write", "no-visit", "plain-view",
+            "plain-view-no-middleware")  # fmt: skip
 
 
 def serve(variant: str, port: int) -> None:
@@ -62,22 +64,39 @@ def serve(variant: str, port: int) -> None:
         web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
         return
 
-    import sluice.http
-    from sluice.config import Config, load_config
-    from sluice.http import fast_redirect, redirects
-    from sluice.links.visits import VisitRecorder
+    from sluice.config import load_config
     from sluice.logs import configure_logging
     from sluice.processes import run_api
     from sluice.stop_signals import stop_on_signals
 
+    _switch_off(variant, plain)
+    config = load_config()
+    configure_logging(config)
+
+    async def main() -> None:
+        await run_api(config, stop_on_signals())
+
+    asyncio.run(main())
+
+
+def _switch_off(variant: str, plain: Any) -> None:
+    """Patch out the parts of the API ``variant`` goes without."""
+    from aiohttp import web
+
+    import sluice.http
+    from sluice.config import Config
+    from sluice.http import fast_redirect, redirects
+    from sluice.links.visits import VisitRecorder
+
     if variant in ("no-write", "no-visit"):
         VisitRecorder.record = lambda self, visit: None  # type: ignore[method-assign]
     if variant == "no-visit":
+
         def no_visit(*args: object) -> None:
             return None
 
         redirects.visit_of = fast_redirect.visit_of = no_visit  # type: ignore[assignment]
-    if variant == "logged":
+    if variant == "logged" or variant.startswith("plain-view"):
         os.environ["SLUICE_REDIRECT_LOG"] = "all"  # the full path through the app, logged
     if variant.startswith("plain-view"):
         redirects.redirect = plain
@@ -90,13 +109,6 @@ def serve(variant: str, port: int) -> None:
             return app
 
         sluice.http.create_app = without_middleware
-    config = load_config()
-    configure_logging(config)
-
-    async def main() -> None:
-        await run_api(config, stop_on_signals())
-
-    asyncio.run(main())
 
 
 def wrk(port: int, seconds: int) -> int:

@@ -74,7 +74,8 @@ class Child:
             env=env, preexec_fn=die_with_parent(),
         )  # fmt: skip
         self.started = time.monotonic()
-        log.info("api process started", process=self.number, pid=self.process.pid)
+        log.info("api process started", process=self.number, pid=self.process.pid,
+                 restarts=self.restarts)  # fmt: skip
 
     async def stop(self) -> None:
         process = self.process

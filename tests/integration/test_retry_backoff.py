@@ -26,7 +26,7 @@ from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, wait_for
 
 # A timing test: the cluster adds nothing to the backoff but its own latency under load.
-pytestmark = pytest.mark.topologies("single", "cluster")
+pytestmark = pytest.mark.topologies("single", "partitioned")
 
 BASE_MS = 300
 MAX_DELIVERIES = 5

@@ -53,7 +53,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # API processes serving one port (``sluice api --processes``).
     api_processes: int = 1
     # Not in the spec's table; tuning knobs with safe defaults.
-    relay_batch: int = 500
+    relay_batch: int = 2_000
     relay_poll_ms: int = 1_000
     worker_batch: int = 100
     worker_concurrency: int = 16

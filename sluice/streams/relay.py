@@ -4,18 +4,21 @@ At-least-once: the position is stored in the database after Redis accepted a
 batch, so a crash between the two republishes that batch (consumers dedupe by
 event id) and never skips one. For the same reason the position is written
 without waiting for the disk (a power cut may take the last few back: those
-batches go out again), and the next batch is read while it is written.
+batches go out again). The next batch is read while one is published, and a batch's
+position is written while the next one is published (positions still in order, each
+after Redis took its batch; a reconciliation waits for the write, so a rewind is
+never overwritten).
 
 A Redis that crashed may come back without its last writes (AOF ``everysec``), and a
 cluster replica promoted in a failover may lack the last writes of its primary. The
-relay therefore publishes each partition's share of a batch with one Lua script, which
-first checks the ``run_id`` of the server holding that partition against the one the
-relay last reconciled with; on a new server the script writes nothing, and the relay
-compares what each stream holds with the database and rewinds to the first event
-missing. Checking in the same script as the XADDs leaves no gap in which a batch could
-land on a new server before the comparison and hide the loss. While idle, the relay
-asks every partition's server for its ``run_id`` once a poll interval, so a partition
-that gets no new events still has a lost tail published again.
+relay therefore publishes on connections that checked, when they were opened, the
+``run_id`` of their server against the one the relay last reconciled with, and never
+reconnect by themselves (``sluice.streams.publisher``); a new server gets nothing, and
+the relay compares what each stream holds with the database and rewinds to the first
+event missing. A connection is to one server process for its life, so no batch can land
+on a new server before the comparison and hide the loss. While idle, the relay asks
+every partition's server for its ``run_id`` once a poll interval, so a partition that
+gets no new events still has a lost tail published again.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-import msgspec
 import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
@@ -41,6 +43,7 @@ from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.partitions import payload_partition
+from sluice.streams.publisher import Publisher, Sent, ServerChanged
 from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
 
 log = structlog.get_logger(__name__)
@@ -49,53 +52,10 @@ POSITION = "relay"
 _REDIS_DOWN = REDIS_DOWN
 
 
-# KEYS: the batch's streams; ARGV[1]: expected run_id; ARGV[2]: the events, msgpack:
-# one array [stream index in KEYS, event_id, seq, type, trace_id, data] per event.
-# One argument for the batch rather than five per event: packing thousands of
-# arguments was most of the relay's CPU.
-_PUBLISH = """
-local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-if run_id ~= ARGV[1] then
-  return redis.error_reply('STALE_SERVER ' .. tostring(run_id))
-end
-local events = cmsgpack.unpack(ARGV[2])
-for _, e in ipairs(events) do
-  redis.call('XADD', KEYS[e[1]], '*', 'event_id', e[2], 'seq', e[3],
-             'type', e[4], 'trace_id', e[5], 'data', e[6])
-end
-return #events
-"""
 # KEYS[1]: any key of the partition (it routes the script to the partition's server).
 _RUN_ID = """
 return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 """
-_msgpack = msgspec.msgpack.Encoder()
-
-
-def _msgpack_str(data: bytes) -> msgspec.Raw:
-    """``data`` as a msgpack str, byte for byte: Redis's cmsgpack reads no bin type."""
-    n = len(data)
-    if n < 32:
-        head = bytes((0xA0 | n,))
-    elif n < 0x100:
-        head = b"\xd9" + n.to_bytes(1, "big")
-    elif n < 0x10000:
-        head = b"\xda" + n.to_bytes(2, "big")
-    else:
-        head = b"\xdb" + n.to_bytes(4, "big")
-    return msgspec.Raw(head + data)
-
-
-def _pack(keys: Keys, events: Sequence[StoredEvent]) -> dict[int, tuple[list[str], bytes]]:
-    """Per partition: the streams its events go to, and the events packed for the script."""
-    parts: dict[int, tuple[dict[str, int], list[tuple[Any, ...]]]] = {}
-    for e in events:
-        partition = payload_partition(e.aggregate, e.payload, keys.partitions)
-        streams, rows = parts.setdefault(partition, ({}, []))
-        key = keys.stream(e.aggregate, partition)
-        index = streams.setdefault(key, len(streams) + 1)  # Lua counts from 1
-        rows.append((index, e.event_id, str(e.seq), e.type, e.trace_id, _msgpack_str(e.payload)))
-    return {p: (list(streams), _msgpack.encode(rows)) for p, (streams, rows) in parts.items()}
 
 
 def _text(value: object) -> str:
@@ -109,10 +69,6 @@ def _discard(read: asyncio.Future[Any]) -> None:
             read.exception()
     else:
         read.cancel()
-
-
-class ServerChanged(Exception):
-    """Redis is not the server the relay reconciled with; nothing was written."""
 
 
 class Relay:
@@ -147,30 +103,44 @@ class Relay:
         self._position: int | None = None
         # The read of the batch after a position, started while that position is saved.
         self._ahead: tuple[int, asyncio.Future[list[StoredEvent]]] | None = None
-        self._publish = redis.register_script(_PUBLISH)
+        # The write of the last confirmed position, done while the next batch goes out.
+        self._saving: asyncio.Future[None] | None = None
+        # The batch sent, its replies not read yet: (its last seq, it, its size).
+        self._inflight: tuple[int, Sent, int] | None = None
+        self._publisher = Publisher(redis, keys)
         self._run_id_script = redis.register_script(_RUN_ID)
 
+    async def close(self) -> None:
+        """Confirm the batch in flight and save its position, then close the publishing
+        connections (``run`` does this when it returns; a caller of ``publish`` or
+        ``run_once`` does it itself)."""
+        self._drop_ahead()
+        try:
+            async with asyncio.timeout(1):
+                await self._confirm()
+                await self._saved()
+        except (Exception, TimeoutError) as exc:  # the next start sends it again: harmless
+            log.warning("relay: the last position was not saved", error=str(exc))
+        await self._publisher.close()
+
+    async def __aenter__(self) -> Relay:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     async def publish(self, events: Sequence[StoredEvent]) -> None:
-        """XADD ``events``, one script per partition, at once; raises ``ServerChanged``
-        when a partition's server is new (that partition got nothing, the others may
-        have: the batch goes out again, and consumers dedupe by event id)."""
+        """XADD ``events`` and wait for Redis to take them; raises ``ServerChanged``
+        when a partition's server is new (that server got nothing, the others may have:
+        the batch goes out again, and consumers dedupe by event id)."""
+        await self._publisher.confirm(await self.send(events))
+
+    async def send(self, events: Sequence[StoredEvent]) -> Sent:
+        """XADD ``events``, one write per server, at once, without reading the replies;
+        raises ``ServerChanged`` as ``publish`` does."""
         if not self._run_ids:
             await self.sync_server()
-        parts = _pack(self.keys, events)
-        outcomes = await asyncio.gather(
-            *(
-                self._publish(keys=keys, args=[self._run_ids.get(p, ""), packed])
-                for p, (keys, packed) in parts.items()
-            ),
-            return_exceptions=True,
-        )
-        errors = [o for o in outcomes if isinstance(o, BaseException)]
-        stale = [e for e in errors if "STALE_SERVER" in str(e)]
-        if stale:
-            self._run_ids = {}
-            raise ServerChanged(str(stale[0]))
-        if errors:
-            raise errors[0]
+        return await self._publisher.send(events, self._run_ids)
 
     async def servers_changed(self) -> bool:
         """Whether a partition's server is not the one the relay reconciled with (False
@@ -186,34 +156,67 @@ class Relay:
         return {p: _text(i) for p, i in zip(self.keys.numbers, ids, strict=True)}
 
     async def run_once(self) -> int:
-        """Publish one batch after the stored position; returns how many were sent."""
+        """Send the batch after the last one sent, then confirm the one before it (its
+        replies read, its position written); returns how many events were sent, or
+        confirmed when none were left to send (0: there was nothing to do).
+
+        So Redis works on one batch while the relay reads and packs the next; a batch
+        counts as published, and its position is written, once Redis took all of it.
+        """
         if not self._run_ids:
             # Reconciled before the position is read: a rewind must not be overwritten
             # by the position of a batch read before it.
             await self.sync_server()
         if self._position is None:
+            await self._drop_inflight()
             self._drop_ahead()
+            await self._saved()
             self._position = await self.store.position(POSITION)
-        events = await self._read_ahead(self._position)
+        after = self._inflight[0] if self._inflight else self._position
+        events = await self._read_ahead(after)
         if not events:
-            events = await self.store.events_after(self._position, self.batch)
+            events = await self.store.events_after(after, self.batch)
         if not events:
-            return 0
+            return await self._confirm()
+        last = events[-1].seq
+        # The next batch is read while this one is sent and the previous confirmed; if
+        # either fails, the read is dropped (a read ahead of another position is not used).
+        self._ahead = (last, asyncio.ensure_future(self.store.events_after(last, self.batch)))
+        # The position before the batch in flight is stored before another goes out, so
+        # a crash sends again at most two batches: the one in flight and this one.
+        await self._saved()
         try:
-            await self.publish(events)
+            sent = await self.send(events)
+            await self._confirm()
         except ServerChanged:
             log.warning("relay: redis restarted, checking what it kept")
+            self._run_ids = {}
             await self.sync_server()
             return await self.run_once()
-        last = events[-1].seq
-        # The next batch is read while this position is written; if the write fails,
-        # the read is dropped with the position (the next run reads it again).
-        self._ahead = (last, asyncio.ensure_future(self.store.events_after(last, self.batch)))
-        await self.store.set_position(POSITION, last, durable=False)
-        self._position = last
-        self.published += len(events)
-        RELAY_PUBLISHED.inc(len(events))
+        self._inflight = (last, sent, len(events))
         return len(events)
+
+    async def _confirm(self) -> int:
+        """Read the replies to the batch in flight and start writing its position;
+        returns its size (0 when none is in flight). A failure loses the batch's replies
+        (the publisher closed its connections): it is sent again from the position."""
+        if self._inflight is None:
+            return 0
+        last, sent, n = self._inflight
+        self._inflight = None
+        await self._publisher.confirm(sent)
+        # Positions are written one after another, each once Redis took its batch.
+        await self._saved()
+        self._saving = asyncio.ensure_future(self.store.set_position(POSITION, last, durable=False))
+        self._position = last
+        self.published += n
+        RELAY_PUBLISHED.inc(n)
+        return n
+
+    async def _drop_inflight(self) -> None:
+        if self._inflight is not None:
+            self._inflight = None
+            await self._publisher.close()  # no connection may keep its unread replies
 
     async def _read_ahead(self, position: int) -> list[StoredEvent]:
         """The batch read ahead after ``position``, if there is one; an empty one is not
@@ -229,6 +232,12 @@ class Relay:
             return await read
         except Exception:
             return []  # read again, the caller's way, and fail there if it must
+
+    async def _saved(self) -> None:
+        """Wait for the position being written, if one is; raises what its write did."""
+        saving, self._saving = self._saving, None
+        if saving is not None:
+            await saving
 
     def _drop_ahead(self) -> None:
         if self._ahead is not None:
@@ -249,7 +258,7 @@ class Relay:
                     await wait_or_stop(stop, backoff)
                     backoff = min(backoff * 2, 5.0)
         finally:
-            self._drop_ahead()
+            await self.close()
             await cancel_and_wait(listener)
             with contextlib.suppress(*_REDIS_DOWN, redis.exceptions.RedisError):
                 await self.lock.release()
@@ -284,6 +293,8 @@ class Relay:
                 log.warning("relay: database unavailable", error=str(exc), retry_in=backoff)
                 self._position = None
                 self._drop_ahead()
+                with contextlib.suppress(Exception):  # the position is read again
+                    await self._saved()
                 await wait_or_stop(stop, backoff)
                 backoff = min(backoff * 2, self.lock.ttl_ms / 5000)
                 continue
@@ -306,6 +317,8 @@ class Relay:
 
     async def reconcile(self) -> None:
         """Rewind to the first event that a stream should hold but doesn't."""
+        await self._drop_inflight()  # sent again from the position
+        await self._saved()  # a position written after the rewind would undo it
         position = await self.store.position(POSITION)
         rewind = position
         for aggregate in sorted(AGGREGATES):

@@ -20,6 +20,7 @@ from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.store import StoredEvent
 from sluice.streams.consumer import Consumer
+from sluice.streams.publisher import Sent
 from sluice.streams.relay import POSITION, Relay
 from tests.integration.conftest import Child, post_views, views, wait_for
 from tests.integration.faults_helpers import (
@@ -174,16 +175,16 @@ async def test_redis_restarting_between_the_relays_check_and_its_publish(
     await published_up_to(resources, 400)
     assert await redis.xlen(stream) == 400
 
-    real_publish = relay.publish
+    real_send = relay.send
     after_crash: list[int] = []
 
-    async def crash_then_publish(events: Sequence[StoredEvent]) -> None:
+    async def crash_then_send(events: Sequence[StoredEvent]) -> Sent:
         if not after_crash:
             await crash_losing_aof_tail(redis_server, mark, redis, resources.redis)
             after_crash.append(await redis.xlen(stream))
-        await real_publish(events)
+        return await real_send(events)
 
-    relay.publish = crash_then_publish  # type: ignore[method-assign]
+    relay.send = crash_then_send  # type: ignore[method-assign]
     await post_views(resources, ARTICLE, 100, start=400)
 
     async def crashed() -> bool:

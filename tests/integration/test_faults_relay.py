@@ -86,9 +86,9 @@ async def test_same_events_published_twice_are_counted_once(
     await post_views(resources, ARTICLE, n)
     events = await resources.store.events_after(0, n)
     assert len(events) == n
-    publisher = Relay(resources.store, resources.redis, resources.keys)
-    await publisher.publish(events)
-    await publisher.publish(events)
+    async with Relay(resources.store, resources.redis, resources.keys) as publisher:
+        await publisher.publish(events)
+        await publisher.publish(events)
 
     entries: Any = await redis.xrange(stream)
     assert len(entries) == 2 * n

@@ -50,7 +50,8 @@ async def until_drained(resources: Resources) -> None:
 async def publish_again(resources: Resources) -> None:
     """Publish every committed event once more, as a relay that crashed before its position."""
     events = await resources.store.events_after(0, 1000)
-    await Relay(resources.store, resources.redis, resources.keys).publish(events)
+    async with Relay(resources.store, resources.redis, resources.keys) as relay:
+        await relay.publish(events)
 
 
 @pytest.fixture

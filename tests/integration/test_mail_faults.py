@@ -159,7 +159,8 @@ async def test_two_workers_over_duplicated_entries_never_send_a_mail_twice(
     users = await register(resources, 50)
     events = await resources.store.events_after(0, 100)
     doubled = [e for event in events for e in (event, event)]
-    await Relay(resources.store, resources.redis, resources.keys).publish(doubled)
+    async with Relay(resources.store, resources.redis, resources.keys) as relay:
+        await relay.publish(doubled)
     await resources.store.set_position(POSITION, events[-1].seq)
 
     res = dataclasses.replace(resources, config=config)

@@ -125,6 +125,7 @@ async def test_an_earlier_number_committed_later_is_not_skipped(
     await asyncio.wait_for(b, 10)
     while await relay.run_once():
         pass
+    await relay.close()
     seqs = {
         row[1]: int(row[0]) for row in await host_a.fetchall("SELECT seq, event_id FROM events")
     }

@@ -6,7 +6,8 @@ The test commits events continuously on two aggregates, kills the leader with
 ``kill -9`` in the middle of a burst of events it needs many batches for, and
 checks what a consumer would notice: every committed event is
 in its stream, first occurrences in ``seq`` order, duplicates no more than the
-one batch the dead leader may have published without storing its position
+two batches the dead leader may have published without storing their position (one
+in flight, the next sent before the first's replies were read)
 (two relays publishing at once would duplicate nearly everything), and the
 stored position, sampled throughout, never moving backwards.
 """
@@ -169,5 +170,5 @@ async def test_relay_replicas_publish_one_at_a_time_and_a_standby_takes_over(
         assert first_seen == await committed_seqs(resources, aggregate), aggregate
         duplicates += len(published) - len(first_seen)
     # The dead leader's last batch, published before it could store its position.
-    assert duplicates <= BATCH, f"{duplicates} events published twice"
+    assert duplicates <= 2 * BATCH, f"{duplicates} events published twice"
     assert traffic.committed + BURST == await store.max_seq()

@@ -56,6 +56,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     relay_batch: int = 2_000
     relay_poll_ms: int = 1_000
     worker_batch: int = 100
+    # Projection groups read bigger batches: their cost is per batch (one transaction).
+    projection_batch: int = 500
     worker_concurrency: int = 16
     worker_block_ms: int = 2_000
     visitor_key: str = ""
@@ -203,7 +205,8 @@ def _validate(config: Config) -> None:
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
     positive = (
-        "max_deliveries", "relay_batch", "worker_batch", "worker_concurrency", "visit_batch",
+        "max_deliveries", "relay_batch", "worker_batch", "projection_batch", "worker_concurrency",
+        "visit_batch",
         "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",

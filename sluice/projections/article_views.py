@@ -100,28 +100,39 @@ def _leaderboard_expiry(period: str, start: date, zone: ZoneInfo) -> int:
 
 
 async def publish(resources: Resources, events: Sequence[AnyEvent]) -> None:
-    """Copy the absolute period counts of the touched articles into the sorted sets."""
+    """Copy the absolute period counts of the touched articles into the sorted sets,
+    read for every period the batch touched in one query (a primary-key lookup each)."""
     zone = resources.config.zone
     touched: dict[tuple[str, str], set[str]] = {}
     for local, article in _views_by_day(events, zone):
         for period, start in zip(PERIODS, _starts(local), strict=True):
             touched.setdefault((period, start), set()).add(article)
     now = utcnow().timestamp()
-    pipe = resources.redis.pipeline(transaction=False)
+    selects: list[str] = []
+    params: list[str] = []
+    expiry: dict[tuple[str, str], int] = {}
     for (period, start), articles in touched.items():
         expire_at = _leaderboard_expiry(period, date.fromisoformat(start), zone)
         if expire_at <= now:
             continue
-        ids = sorted(articles)
-        rows = await resources.store.fetchall(
-            "SELECT article_id, views FROM article_view_periods"
-            f" WHERE period = ? AND start = ? AND article_id IN ({', '.join('?' * len(ids))})",
-            (period, start, *ids),
+        expiry[period, start] = expire_at
+        selects.append(
+            "SELECT period, start, article_id, views FROM article_view_periods"
+            f" WHERE period = ? AND start = ? AND article_id IN ({', '.join('?' * len(articles))})"
         )
-        if rows:
-            key = resources.keys.top(period, start)
-            pipe.zadd(key, {article: views for article, views in rows}, gt=True)
-            pipe.expireat(key, expire_at)
+        params += [period, start, *sorted(articles)]
+    if not selects:
+        return
+    boards: dict[tuple[str, str], dict[str, int]] = {}
+    for period, start, article, views in await resources.store.fetchall(
+        " UNION ALL ".join(selects), params
+    ):
+        boards.setdefault((str(period), str(start)), {})[str(article)] = int(views)
+    pipe = resources.redis.pipeline(transaction=False)
+    for (period, start), members in boards.items():
+        key = resources.keys.top(period, start)
+        pipe.zadd(key, members, gt=True)
+        pipe.expireat(key, expiry[period, start])
     if len(pipe):
         await pipe.execute()
 

@@ -74,4 +74,9 @@ def projection_group(projection: Projection, resources: Resources) -> GroupSpec:
             await projection.publish(resources, [d.event for d in relevant])
         return {}
 
-    return GroupSpec(name=projection.name, aggregates=projection.aggregates, handler=handle)
+    return GroupSpec(
+        name=projection.name,
+        aggregates=projection.aggregates,
+        handler=handle,
+        batch=resources.config.projection_batch,
+    )

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -88,7 +89,7 @@ class Consumer:
         self.redis = redis
         self.keys = keys
         self.name = name
-        self.settings = settings
+        self.settings = settings if spec.batch is None else replace(settings, batch=spec.batch)
         # One partition's streams, all in one slot: one XREADGROUP reads them together.
         self.streams = [keys.stream(a, partition) for a in spec.aggregates]
         self.streams.append(keys.retry(spec.name, partition))

@@ -21,6 +21,8 @@ class GroupSpec:
     aggregates: tuple[str, ...]
     handler: BatchHandler
     on_dead_letter: DeadLetterHook | None = None
+    # Entries per read when not the process's (``RuntimeSettings.batch``).
+    batch: int | None = None
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ async def kill_mid_work(
     for _ in range(5):
         before = await views(resources, ARTICLE)
         worker = spawn(
-            "worker", "article-views", "--consumer", "c1", SLUICE_WORKER_BATCH=BATCH, **env
+            "worker", "article-views", "--consumer", "c1", SLUICE_PROJECTION_BATCH=BATCH, **env
         )
 
         async def progressed(before: int = before) -> bool:
@@ -90,7 +90,7 @@ async def test_worker_killed_mid_batch_restarts_and_drains_its_own_pending_list(
     # entries the dead process held come back only through its pending list.
     spawn(
         "worker", "article-views", "--consumer", "c1",
-        SLUICE_WORKER_BATCH=BATCH, SLUICE_CLAIM_IDLE_MS=NEVER_MS,
+        SLUICE_PROJECTION_BATCH=BATCH, SLUICE_CLAIM_IDLE_MS=NEVER_MS,
     )  # fmt: skip
     await settle(resources, redis, ARTICLE, TOTAL)
     assert await pending_of(redis, resources.keys.stream("articles"), "c1") == 0
@@ -108,7 +108,7 @@ async def test_entries_of_a_killed_worker_are_reclaimed_by_another_consumer(
     # c1 never comes back: only c2's XAUTOCLAIM can empty c1's pending list.
     spawn(
         "worker", "article-views", "--consumer", "c2",
-        SLUICE_WORKER_BATCH=BATCH, SLUICE_CLAIM_IDLE_MS="1000",
+        SLUICE_PROJECTION_BATCH=BATCH, SLUICE_CLAIM_IDLE_MS="1000",
     )  # fmt: skip
 
     async def dead_consumer_has_nothing_pending() -> bool:
@@ -126,7 +126,7 @@ async def test_sigterm_finishes_the_batch_in_hand_and_exits_cleanly(
 ) -> None:
     await backlog(resources, start_relay)
     stream = resources.keys.stream("articles")
-    worker = spawn("worker", "article-views", "--consumer", "c1", SLUICE_WORKER_BATCH=BATCH)
+    worker = spawn("worker", "article-views", "--consumer", "c1", SLUICE_PROJECTION_BATCH=BATCH)
     await wait_counting(resources)
 
     assert worker.terminate() == 0
@@ -139,5 +139,5 @@ async def test_sigterm_finishes_the_batch_in_hand_and_exits_cleanly(
     delivered: Any = await redis.xrange(stream, max=group["last-delivered-id"])
     assert counted == len(delivered)
 
-    spawn("worker", "article-views", "--consumer", "c1", SLUICE_WORKER_BATCH=BATCH)
+    spawn("worker", "article-views", "--consumer", "c1", SLUICE_PROJECTION_BATCH=BATCH)
     await settle(resources, redis, ARTICLE, TOTAL)

@@ -142,7 +142,7 @@ async def test_stats_are_exact_when_the_worker_is_killed_mid_traffic_and_after_a
     day = today()
 
     def worker() -> Child:
-        return spawn("worker", GROUP, "--consumer", "c1", SLUICE_WORKER_BATCH="8")
+        return spawn("worker", GROUP, "--consumer", "c1", SLUICE_PROJECTION_BATCH="8")
 
     async def counted() -> int:
         row = await resources.store.fetchone("SELECT total FROM link_stats WHERE code = ?", (CODE,))

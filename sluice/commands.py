@@ -1,4 +1,9 @@
-"""What each ``sluice`` command does, given a loaded config."""
+"""What each ``sluice`` command does, given a loaded config.
+
+The long-running processes and the HTTP app are imported by the commands that run
+them: a one-shot command (``sluice replay`` above all, whose time is measured from the
+process's start) does not pay for importing the whole service.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +22,6 @@ from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.groups import GROUPS, PROJECTIONS
 from sluice.history.size import measure as history_size
-from sluice.http.admin_token import record_generated
-from sluice.processes import (
-    run_all,
-    run_api,
-    run_relay,
-    run_scheduler,
-    run_worker,
-)
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer, announced_url
 from sluice.resources import Resources, open_resources
@@ -61,6 +58,8 @@ async def _ensure_admin_token(config: Config) -> Config:
         print(f"admin token (shown once, kept in {path}, mode 0600): {token}", flush=True)
     else:
         print(f"admin token: kept in {path}", flush=True)
+    from sluice.http.admin_token import record_generated
+
     store = await open_store(config)
     try:
         await record_generated(store, token)
@@ -70,6 +69,8 @@ async def _ensure_admin_token(config: Config) -> Config:
 
 
 async def up(config: Config) -> int:
+    from sluice.processes import run_all
+
     stop = stop_on_signals()
     config = await _ensure_admin_token(config)
     server: RedisServer | None = None
@@ -146,18 +147,26 @@ async def _api(config: Config, args: argparse.Namespace) -> None:
 
         await supervise(config, stop_on_signals())
     else:
+        from sluice.processes import run_api
+
         await run_api(config, stop_on_signals(), reuse_port=args.reuse_port)
 
 
 async def _relay(config: Config, args: argparse.Namespace) -> None:
+    from sluice.processes import run_relay
+
     await run_relay(config, stop_on_signals())
 
 
 async def _scheduler(config: Config, args: argparse.Namespace) -> None:
+    from sluice.processes import run_scheduler
+
     await run_scheduler(config, stop_on_signals())
 
 
 async def _worker(config: Config, args: argparse.Namespace) -> None:
+    from sluice.processes import run_worker
+
     await run_worker(config, args.groups, stop_on_signals(), args.consumer)
 
 

@@ -12,6 +12,9 @@ from sluice.store import Tx
 
 # apply(tx, fresh events, table suffix, config): write the effect of events not seen before.
 Apply = Callable[[Tx, Sequence[AnyEvent], str, Config], Awaitable[None]]
+# apply_payloads(tx, payloads, table suffix, config): apply's effect for the stored payloads
+# of the projection's event types, for a rebuild (faster when it skips making events).
+ApplyPayloads = Callable[[Tx, Sequence[bytes], str, Config], Awaitable[None]]
 # publish(resources, events): derived state outside the database, idempotent (absolute values).
 Publish = Callable[[Resources, Sequence[AnyEvent]], Awaitable[None]]
 
@@ -24,6 +27,7 @@ class Projection:
     ddl: str  # CREATE statements with {s} after every table and index name
     tables: tuple[str, ...]
     apply: Apply
+    apply_payloads: ApplyPayloads | None = None
     publish: Publish | None = None
     # After a rebuild: rewrite derived state outside the database from scratch.
     republish: Callable[[Resources], Awaitable[None]] | None = None

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from tqdm import tqdm
 
+from sluice.config import Config
 from sluice.events import AnyEvent, decode
 from sluice.history import catalog
 from sluice.history.reader import read_history
@@ -77,6 +78,14 @@ def _decode_all(rows: Sequence[Row]) -> list[AnyEvent]:
     return [decode(payload) for _, payload in rows]
 
 
+async def _apply(tx: Tx, projection: Projection, rows: Sequence[Row], suffix: str,
+                 config: Config) -> None:  # fmt: skip
+    if projection.apply_payloads is not None:
+        await projection.apply_payloads(tx, [payload for _, payload in rows], suffix, config)
+    else:
+        await projection.apply(tx, _decode_all(rows), suffix, config)
+
+
 async def rebuild(
     resources: Resources,
     projection: Projection,
@@ -103,7 +112,7 @@ async def rebuild(
         async with store.transaction() as tx:
             await tx.lock_history()  # no event commits from here to the swap
             while rows := await _read(tx.fetchall, projection, position, chunk):
-                await projection.apply(tx, _decode_all(rows), suffix, resources.config)
+                await _apply(tx, projection, rows, suffix, resources.config)
                 position, applied = rows[-1][0], applied + len(rows)
                 bar.total = max(bar.total or 0, applied)
                 bar.update(len(rows))
@@ -134,7 +143,7 @@ async def _bulk(
         while (rows := await pending) is not None:
             pending = asyncio.ensure_future(_next(history))
             async with store.transaction() as tx:
-                await projection.apply(tx, _decode_all(rows), suffix, config)
+                await _apply(tx, projection, rows, suffix, config)
             position, applied = rows[-1][0], applied + len(rows)
             bar.update(len(rows))
     finally:

@@ -52,6 +52,7 @@ async def test_two_workers_share_one_limit_of_mails_per_second(
         config = make_config(smtp_url=server.url, mail_rate=RATE, worker_batch=batch)
         res = dataclasses.replace(resources, config=config)
         limiters = []
+        workers: list[Consumer] = []
         for name in ("w1", "w2"):
             deps = mail.build_deps(res)
             limiter = RecordingLimiter(deps.mailer.limiter)
@@ -59,7 +60,16 @@ async def test_two_workers_share_one_limit_of_mails_per_second(
             deps = dataclasses.replace(
                 deps, mailer=dataclasses.replace(deps.mailer, limiter=limiter)
             )
-            start_worker(spec=mail.group(res, deps), name=name, config=config)
+            workers.append(start_worker(spec=mail.group(res, deps), name=name, config=config))
+        # Both workers read new entries before the mails come: a worker still starting on
+        # a loaded machine would otherwise find them all taken by the other. (A consumer
+        # reads its own pending entries first, then sets ``_drained`` and reads new ones.)
+        consumers = [c for w in workers for c in getattr(w, "consumers", [w])]
+
+        async def both_reading() -> bool:
+            return all(c._drained for c in consumers)
+
+        await wait_for(both_reading)
         start_relay()
         await register(resources, MAILS)
 

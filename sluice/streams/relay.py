@@ -119,7 +119,7 @@ class Relay:
             async with asyncio.timeout(1):
                 await self._confirm()
                 await self._saved()
-        except (Exception, TimeoutError) as exc:  # the next start sends it again: harmless
+        except Exception as exc:  # a timeout too; the next start sends it again: harmless
             log.warning("relay: the last position was not saved", error=str(exc))
         await self._publisher.close()
 
@@ -133,14 +133,23 @@ class Relay:
         """XADD ``events`` and wait for Redis to take them; raises ``ServerChanged``
         when a partition's server is new (that server got nothing, the others may have:
         the batch goes out again, and consumers dedupe by event id)."""
-        await self._publisher.confirm(await self.send(events))
+        sent = await self.send(events)
+        try:
+            await self._publisher.confirm(sent)
+        except ServerChanged:
+            self._run_ids = {}
+            raise
 
     async def send(self, events: Sequence[StoredEvent]) -> Sent:
         """XADD ``events``, one write per server, at once, without reading the replies;
         raises ``ServerChanged`` as ``publish`` does."""
         if not self._run_ids:
             await self.sync_server()
-        return await self._publisher.send(events, self._run_ids)
+        try:
+            return await self._publisher.send(events, self._run_ids)
+        except ServerChanged:
+            self._run_ids = {}
+            raise
 
     async def servers_changed(self) -> bool:
         """Whether a partition's server is not the one the relay reconciled with (False

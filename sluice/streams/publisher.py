@@ -53,7 +53,7 @@ class _Replies(Exception):
     """Redis refused some XADDs of a batch (the first refusal)."""
 
 
-def run_id_of(info: Any) -> str:
+def _run_id_of(info: Any) -> str:
     """The ``run_id`` in a reply to ``INFO server``."""
     found = _RUN_ID.search(info if isinstance(info, bytes) else str(info).encode())
     return found.group(1).decode() if found else ""
@@ -69,7 +69,7 @@ class _KnownServer(AbstractConnection):
     async def on_connect_check_health(self, check_health: bool = True) -> None:
         await super().on_connect_check_health(check_health)
         await self.send_command("INFO", "server", check_health=False)
-        found = run_id_of(await self.read_response())
+        found = _run_id_of(await self.read_response())
         if found != self.expected_run_id:
             raise _StaleServer(f"run_id {found}, expected {self.expected_run_id}")
 
@@ -136,8 +136,18 @@ class _KnownServer(AbstractConnection):
             raise _Replies(str(refused))
 
 
+_CHECKED: dict[type[AbstractConnection], type[_KnownServer]] = {}
+
+
 def _checked_class(base: type[AbstractConnection]) -> type[_KnownServer]:
-    return cast(type[_KnownServer], type(f"Checked{base.__name__}", (_KnownServer, base), {}))
+    """``base`` with ``_KnownServer`` mixed in, made once per base (a connection is
+    made again after every failure)."""
+    checked = _CHECKED.get(base)
+    if checked is None:
+        checked = _CHECKED[base] = cast(
+            type[_KnownServer], type(f"Checked{base.__name__}", (_KnownServer, base), {})
+        )
+    return checked
 
 
 def head(stream: bytes) -> bytes:

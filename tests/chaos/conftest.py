@@ -11,7 +11,7 @@ On PostgreSQL every process also gets a data dir of its own, as if each ran
 on a host of its own: they share only the database and Redis (SPEC §9).
 
 ``CHAOS_SEED`` replays a run's fault plan (the seed is printed);
-``CHAOS_OUTAGE_SECONDS`` sets the length of the Redis outage (default 30).
+``CHAOS_OUTAGE_SECONDS`` sets the length of the Redis outage (default 12).
 """
 
 from __future__ import annotations
@@ -157,4 +157,4 @@ def chaos_seed() -> int:
 
 @pytest.fixture
 def outage_seconds() -> float:
-    return float(os.environ.get("CHAOS_OUTAGE_SECONDS", "30"))
+    return float(os.environ.get("CHAOS_OUTAGE_SECONDS", "12"))

@@ -7,7 +7,7 @@ viewers, redirects of three links, and two reminders every 3 and 4 seconds
 made at the start; the schedulers also run the ``tick`` task every 2 s. A
 seeded plan then kills each worker (while it holds entries it has not acked:
 checked), the relay twice, one API replica and one scheduler with SIGKILL,
-restarts Redis and takes it away for ``CHAOS_OUTAGE_SECONDS`` (30). Afterwards
+restarts Redis and takes it away for ``CHAOS_OUTAGE_SECONDS`` (12). Afterwards
 every count is exact (see checks).
 
 Two windows the design documents are handled explicitly, each for a reason:

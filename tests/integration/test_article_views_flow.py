@@ -14,7 +14,7 @@ from sluice.streams.relay import Relay
 from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import settle
 
-pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 async def test_committed_views_are_counted_exactly(

@@ -15,7 +15,7 @@ from sluice.streams.dispatch import event_group
 from sluice.streams.relay import Relay
 from tests.integration.conftest import post_views, wait_for
 
-pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(

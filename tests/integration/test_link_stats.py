@@ -28,7 +28,7 @@ from tests.integration.faults_helpers import pending_of
 from tests.integration.link_traffic import Traffic, comparable, today, traffic
 from tests.link_helpers import add_link, add_user
 
-pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 CODE = "promo1"
 GROUP = "link-stats"

@@ -25,7 +25,7 @@ from sluice.store.postgres import PostgresTx
 from sluice.streams.keys import Keys
 from sluice.streams.relay import Relay
 
-pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 @pytest.fixture

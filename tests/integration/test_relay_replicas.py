@@ -27,7 +27,7 @@ from sluice.streams.relay import POSITION
 from tests.integration.conftest import Child, wait_for
 from tests.integration.faults_helpers import commit_views_at_once
 
-pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 BATCH = 50
 BURST = 5000

@@ -19,7 +19,7 @@ from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views, wait_for
 
-pytestmark = pytest.mark.topologies("single", "partitioned", "cluster")
+pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 async def test_a_long_handler_keeps_its_entries_from_being_reclaimed(

@@ -17,6 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from counter import done
 
@@ -41,7 +42,7 @@ def counted(make: Callable[[Resources], GroupSpec]) -> Callable[[Resources], Gro
             done(len(deliveries) - len(failures))
             return failures
 
-        return GroupSpec(name=spec.name, aggregates=spec.aggregates, handler=handle)
+        return replace(spec, handler=handle)  # the group's own batch size and hooks kept
 
     return make_counted
 

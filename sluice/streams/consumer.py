@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -315,6 +316,8 @@ class Consumer:
             return {d.message.key: exc for d in deliveries}
 
     def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
+        if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
+            return
         for delivery in deliveries:
             m = delivery.message
             log.info(

@@ -67,7 +67,7 @@ from stores import Stores, parse_stores
 from sluice.config import load_config
 from sluice.events import LinkVisited, encode
 from sluice.events import decode as decode_event
-from sluice.groups import PROJECTIONS
+from sluice.projections.registry import PROJECTIONS
 from sluice.history import decode, read_info
 from sluice.history import encode as encode_segment
 from sluice.history.archive import Moved, limits

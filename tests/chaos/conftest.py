@@ -26,8 +26,8 @@ import aiohttp
 import pytest
 
 from sluice.config import Config
-from sluice.groups import PROJECTIONS
 from sluice.handlers import mail
+from sluice.projections.registry import PROJECTIONS
 from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources
 from tests.integration.conftest import Child, child_env, wait_for

@@ -11,8 +11,8 @@ from typing import Any
 
 import redis
 
-from sluice.groups import PROJECTIONS
 from sluice.handlers.mail import HANDLERS as MAIL_HANDLERS
+from sluice.projections.registry import PROJECTIONS
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.integration.mail_helpers import SmtpServer

@@ -14,9 +14,9 @@ import pytest
 from sluice.events import ArticleViewed, LinkVisited
 from sluice.exports import jobs, visits
 from sluice.exports.runner import ExportDeps, run_export
-from sluice.groups import PROJECTIONS
 from sluice.history import CorruptSegment, catalog
 from sluice.history.reader import read_history
+from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.store import Store

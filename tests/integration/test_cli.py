@@ -15,7 +15,7 @@ from typing import Any
 
 from sluice.config import Config
 from sluice.events import LinkVisited
-from sluice.groups import PROJECTIONS
+from sluice.projections.registry import PROJECTIONS
 from sluice.resources import Resources
 from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS

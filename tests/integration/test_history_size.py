@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from sluice.commands import show_status
 from sluice.config import Config
 from sluice.events import ArticleViewed, LinkVisited
 from sluice.history.size import measure
@@ -21,6 +20,7 @@ from sluice.resources import Resources, open_resources
 from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
+from sluice.stream_commands import show_status
 from sluice.streams.relay import POSITION
 from tests.integration.archive_helpers import LONG_AGO, hot_rows, make_old, run_archive
 from tests.integration.test_metrics import ADMIN, scrape, value

@@ -15,9 +15,9 @@ from aiohttp.test_utils import TestClient
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sluice.config import Config
-from sluice.groups import PROJECTIONS
 from sluice.http import create_app
 from sluice.http.keys import LINK_FOLLOWER, STORE, VISITS
+from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources

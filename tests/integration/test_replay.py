@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from sluice.events import utcnow
-from sluice.groups import PROJECTIONS
 from sluice.projections.article_views import period_start
+from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer

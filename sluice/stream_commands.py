@@ -1,0 +1,100 @@
+"""The commands about streams and groups: ``sluice status`` and ``sluice dlq``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+import msgspec
+
+from sluice.config import Config
+from sluice.groups import GROUPS
+from sluice.history.size import measure as history_size
+from sluice.resources import Resources, open_resources
+from sluice.streams.dead_letters import held_by, list_dead_letters, parse_dead_id, places_holding
+from sluice.streams.failures import Failures
+from sluice.streams.maintenance import GroupStatus, group_totals, status
+
+
+async def show_status(config: Config, *, as_json: bool) -> int:
+    async with open_resources(config) as resources:
+        report = await status(resources.redis, resources.keys, resources.store)
+        history = await history_size(resources.store)
+        partitioned = resources.keys.partitions > 1
+    if as_json:
+        shown = dataclasses.asdict(report) | {
+            "groups": [dataclasses.asdict(g) for g in group_totals(report)],
+            "history": msgspec.to_builtins(history),
+        }
+        print(json.dumps(shown, indent=2))
+        return 0
+    print(f"relay backlog: {report.relay_backlog}   delayed retries: {report.delayed}")
+    print(
+        f"history: {history.hot_events} hot events (oldest {history.hot_oldest_at or '-'}),"
+        f" {history.archived_events} archived in {history.segments} segments"
+        f" ({history.archived_bytes} bytes), oldest event {history.oldest_event_at or '-'}"
+    )
+    for stream in report.streams:
+        where = f"  partition={stream.partition}" if partitioned else ""
+        where += f"  node={stream.node}" if stream.node else ""
+        print(f"{stream.stream}  length={stream.length}{where}")
+        for g in stream.groups:
+            print(f"  {g.group:<16} {_group_figures(g)}")
+    if partitioned:
+        print("groups, every partition together:")
+        for g in group_totals(report):
+            print(f"  {g.group:<16} {_group_figures(g)}")
+    return 0
+
+
+def _group_figures(g: GroupStatus) -> str:
+    lag = "?" if g.lag is None else g.lag
+    return f"consumers={g.consumers} pending={g.pending} lag={lag} dead_letters={g.dead_letters}"
+
+
+async def dlq(config: Config, args: argparse.Namespace) -> int:
+    async with open_resources(config) as resources:
+        if args.action != "list":
+            return await _dlq_one(resources, args)
+        groups = [args.group] if args.group else sorted(GROUPS)
+        # Newest first, like GET /v1/admin/dead-letters.
+        for letter in await list_dead_letters(resources.redis, resources.keys, groups, args.limit):
+            print(
+                f"{letter.group}  {letter.id}  {letter.event_type}  {letter.event_id}"
+                f"  deliveries={letter.deliveries}  {letter.error}"
+            )
+        return 0
+
+
+async def _dlq_one(resources: Resources, args: argparse.Namespace) -> int:
+    """Redrive or drop the one dead letter ``[GROUP] ID`` names."""
+    if len(args.target) > 2:
+        print("expected [GROUP] ID", file=sys.stderr)
+        return 2
+    *named, dead_id = args.target
+    try:
+        dead = parse_dead_id(dead_id, resources.keys.partitions)
+    except ValueError as exc:
+        print(f"{args.action}: {exc}", file=sys.stderr)
+        return 2
+    places = await places_holding(resources.redis, resources.keys, named or sorted(GROUPS), dead)
+    if not places:
+        print(f"{args.action}: no such dead letter", file=sys.stderr)
+        return 1
+    if len(places) > 1:
+        several_groups = len({place.group for place in places}) > 1
+        choose = "name the group" if several_groups else "give the id with its partition"
+        held = held_by(resources.keys, places)
+        print(f"{args.action}: held by {held}; {choose}", file=sys.stderr)
+        return 1
+    [place] = places
+    failures = Failures(resources.redis, resources.keys, place.group, place.partition)
+    done = (
+        await failures.redrive(place.entry) is not None
+        if args.action == "redrive"
+        else await failures.drop(place.entry)
+    )
+    print(f"{args.action}: {'done' if done else 'no such dead letter'}")
+    return 0 if done else 1

@@ -117,8 +117,8 @@ async def _window(
         return merged, end, end == upto
     bounded = upto is not None
     params = (position, upto, *types, chunk) if bounded else (position, *types, chunk)
-    found: list[Any] = await store.fetchall(_hot_sql(types, bounded=bounded), params)
-    rows = [(int(seq), bytes(payload)) for seq, payload in found]
+    # (seq, payload) as both stores return them: int and bytes, no copy per row.
+    rows: list[Any] = await store.fetchall(_hot_sql(types, bounded=bounded), params)
     if rows and len(rows) >= short:
         return rows, rows[-1][0], False
     return rows, upto, True

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import aiosqlite
 import structlog
@@ -109,7 +109,8 @@ class SqliteTx(SqliteCatalog):
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self._db.execute(sql, params) as cursor:
-            return [tuple(r) for r in await cursor.fetchall()]
+            # A list of plain tuples already (no row_factory): returned as it is.
+            return cast(list[Row], await cursor.fetchall())
 
     async def append(self, *events: Event) -> None:
         # Multi-row INSERTs rather than executemany: executemany hands the GIL back and
@@ -260,7 +261,8 @@ class SqliteStore:
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self._reader.execute(sql, params) as cursor:
-            return [tuple(r) for r in await cursor.fetchall()]
+            # A list of plain tuples already (no row_factory): returned as it is.
+            return cast(list[Row], await cursor.fetchall())
 
     async def events_after(
         self, seq: int, limit: int, *, types: Sequence[str] = ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -13,6 +13,7 @@ from sluice.config import load_config
 from sluice.errors import SluiceError
 from sluice.logs import configure_logging
 from sluice.metrics_env import prepare
+from sluice.operations import event_search
 from sluice.secret_files import make_private
 from sluice.stop_signals import catch_early
 
@@ -71,7 +72,44 @@ def build_parser() -> argparse.ArgumentParser:
     for action in ("redrive", "drop"):
         one = dlq_sub.add_parser(action, help="GROUP may be left out when only one group holds ID")
         one.add_argument("target", nargs="+", metavar="[GROUP] ID")
+    events = sub.add_parser(
+        "events",
+        help="search the event history, newest first (type, aggregate, trace id, time)",
+        description="The events of the hot history, newest first, as GET /v1/admin/events"
+        " finds them; archived events are not searched. Times are RFC 3339 with an offset.",
+    )
+    events.add_argument("--type", type=_searched(event_search.event_type))
+    events.add_argument("--aggregate", type=_searched(event_search.aggregate))
+    events.add_argument("--trace-id", type=_searched(event_search.trace_id))
+    events.add_argument("--since", type=_searched(event_search.instant), help="inclusive")
+    events.add_argument("--until", type=_searched(event_search.instant), help="exclusive")
+    events.add_argument(
+        "--limit", type=_searched(_search_limit), default=event_search.LIMIT_DEFAULT,
+        help=f"events per page, 1 to {event_search.LIMIT_MAX}",
+    )  # fmt: skip
+    events.add_argument("--cursor", type=_searched(event_search.decode_cursor),
+                        help="the next page, as the previous one printed it")  # fmt: skip
+    events.add_argument("--json", action="store_true", help="the page as the API returns it")
     return parser
+
+
+def _searched(check: Callable[[str], object]) -> Callable[[str], object]:
+    """An argparse type from an event-search check: its reason becomes the usage error."""
+
+    def convert(text: str) -> object:
+        try:
+            return check(text)
+        except event_search.Invalid as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
+
+    return convert
+
+
+def _search_limit(text: str) -> int:
+    value = int(text) if text.isascii() and text.isdigit() else 0
+    if not 1 <= value <= event_search.LIMIT_MAX:
+        raise event_search.Invalid(f"must be an integer from 1 to {event_search.LIMIT_MAX}")
+    return value
 
 
 def _positive(text: str) -> int:

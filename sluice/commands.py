@@ -102,6 +102,8 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
         return await up(config)
     if command == "copy-store":
         return await copy_store_command(config, args)
+    if command == "events":  # the store alone: no Redis needed
+        return await events_command(config, args)
     if command == "migrate":
         store = await open_store(config)
         await store.close()
@@ -112,6 +114,30 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
         await _SERVICES[command](config, args)
         return 0
     return await _TOOLS[command](config, args)
+
+
+async def events_command(config: Config, args: argparse.Namespace) -> int:
+    from sluice.operations.event_search import EventQuery, search
+
+    query = EventQuery(
+        type=args.type, aggregate=args.aggregate, trace_id=args.trace_id,
+        since=args.since, until=args.until, limit=args.limit, after=args.cursor,
+    )  # fmt: skip
+    store = await open_store(config)
+    try:
+        page = await search(store, query)
+    finally:
+        await store.close()
+    if args.json:
+        print(msgspec.json.encode(page).decode())
+        return 0
+    for e in page.items:
+        print(f"{e.seq}  {e.created_at}  {e.type:<22} {e.aggregate:<10} {e.trace_id}  {e.event_id}")
+    if page.next_cursor is not None:
+        print(f"more: --cursor {page.next_cursor}")
+    if page.hot_since is not None:
+        print(f"searched back to {page.hot_since}; older events are archived and not searched")
+    return 0
 
 
 async def copy_store_command(config: Config, args: argparse.Namespace) -> int:

@@ -331,6 +331,20 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX history_segments_aggregate ON history_segments (aggregate, first_seq);
         """,
     ),
+    (
+        15,
+        "event search: an index per filter, in page order",
+        # sluice/operations/event_search.py: newest first by (created_at, seq). Two
+        # indexes, each going on with those two columns: a type's or a trace's events
+        # are one index range read in page order; an aggregate (its types) and no
+        # filter at all are the ranges of several types merged. Every index is paid on
+        # every append, hence no index per aggregate or for time alone. seq is spelled
+        # out for PostgreSQL (SQLite's rowid would be implied).
+        """
+        CREATE INDEX events_type ON events (type, created_at, seq);
+        CREATE INDEX events_trace ON events (trace_id, created_at, seq);
+        """,
+    ),
 ]
 
 

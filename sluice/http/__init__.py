@@ -4,26 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from sluice.config import Config
-from sluice.http import (
-    admin,
-    articles,
-    dashboard,
-    fast_redirect,
-    health,
-    jobs,
-    link_stats,
-    links,
-    metrics,
-    redirects,
-    reminders,
-    tasks,
-    unsubscribe,
-    users,
-    verification,
-)
+from sluice.http import fast_redirect, links, metrics, redirects, tasks, users
 from sluice.http.admin_token import AdminToken
 from sluice.http.client_limit import ClientLimits
 from sluice.http.connections import GuardedSite
@@ -42,7 +26,7 @@ from sluice.http.keys import (
 )
 from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import request_context
-from sluice.http.openapi import openapi_view
+from sluice.http.openapi import ROUTES
 from sluice.http.visitors import load_visitor_key
 from sluice.mail.links import LinkKey
 from sluice.resources import keys_for, redis_client
@@ -92,46 +76,14 @@ async def _notifier(app: web.Application) -> AsyncIterator[None]:
 
 
 def _add_routes(router: web.UrlDispatcher) -> None:
-    router.add_get("/healthz", health.healthz)
-    router.add_get("/readyz", health.readyz)
-    router.add_get("/openapi.json", openapi_view)
-    router.add_get("/metrics", metrics.metrics)
-    router.add_get("/admin", dashboard.admin_page)
-    # Before the {article_id} route, so "top" is not taken for an article id.
-    router.add_get("/v1/articles/top", articles.top_articles)
-    router.add_get("/v1/articles/top/{date}", articles.top_snapshot)
-    router.add_get("/v1/articles/{article_id}", articles.get_article)
-    router.add_post("/v1/articles/{article_id}/views", articles.post_view)
-    router.add_post("/v1/users", users.register)
-    router.add_post("/v1/tokens", users.create_token)
-    router.add_delete("/v1/tokens/current", users.delete_current_token)
-    router.add_get("/v1/me", users.me)
-    router.add_post("/v1/me/verification", verification.request_link)
-    router.add_get("/v1/verify", verification.verify_page)
-    router.add_post("/v1/users/verify", verification.verify)
-    router.add_get("/v1/unsubscribe", unsubscribe.unsubscribe_page)
-    router.add_post("/v1/unsubscribe", unsubscribe.unsubscribe)
-    router.add_post("/v1/links", links.create_link)
-    router.add_get("/v1/links", links.list_links)
-    router.add_get("/v1/links/{code}", links.read_link)
-    router.add_patch("/v1/links/{code}", links.patch_link)
-    router.add_get("/v1/admin/streams", admin.streams)
-    router.add_get("/v1/admin/archive", admin.archive)
-    router.add_get("/v1/admin/dead-letters", admin.dead_letters)
-    router.add_post("/v1/admin/dead-letters/{id}/redrive", admin.redrive)
-    router.add_delete("/v1/admin/dead-letters/{id}", admin.drop)
-    router.add_get("/v1/admin/tasks", tasks.list_tasks)
-    router.add_post("/v1/admin/tasks/{name}/runs", tasks.start_run)
-    router.add_get("/v1/admin/tasks/{name}/runs", tasks.list_runs)
-    router.add_get("/v1/links/{code}/stats", link_stats.link_stats)
-    router.add_post("/v1/reminders", reminders.create_reminder)
-    router.add_get("/v1/reminders", reminders.list_reminders)
-    router.add_delete("/v1/reminders/{id}", reminders.delete_reminder)
-    router.add_post("/v1/links/{code}/exports", jobs.request_export)
-    router.add_get("/v1/jobs/{job_id}", jobs.read_job)
-    router.add_get("/v1/jobs/{job_id}/result", jobs.job_result)
-    # Last of all, so /{code} never shadows another route; HEAD comes with it.
-    router.add_get("/{code}", redirects.redirect)
+    """Every route of ``ROUTES``, in its order. A GET answers HEAD too (``add_get``), as
+    aiohttp has it, unless its path declares a HEAD of its own (the redirect's)."""
+    own_head = {route.path for route in ROUTES if route.method == hdrs.METH_HEAD}
+    for route in ROUTES:
+        if route.method == hdrs.METH_GET:
+            router.add_get(route.path, route.view, allow_head=route.path not in own_head)
+        else:
+            router.add_route(route.method, route.path, route.view)
 
 
 def create_app(config: Config) -> web.Application:

@@ -22,12 +22,14 @@ from aiohttp import web
 
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.groups import GROUPS
-from sluice.history.size import measure
+from sluice.history.size import HistorySize, measure
+from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem, ref
 from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response, query_limit
+from sluice.http.bodies import JSON, json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS
 from sluice.http.keys import KEYS, REDIS, STORE
 from sluice.streams.dead_letters import (
+    DeadLetter,
     Place,
     held_by,
     list_dead_letters,
@@ -35,7 +37,7 @@ from sluice.streams.dead_letters import (
     places_holding,
 )
 from sluice.streams.failures import Failures
-from sluice.streams.maintenance import status
+from sluice.streams.maintenance import Status, status
 
 STATUS_TIMEOUT = 5.0
 DEAD_LETTERS_DEFAULT = 50
@@ -143,3 +145,113 @@ async def drop(request: web.Request) -> web.Response:
     if not dropped:
         raise NotFound(f"no dead letter {place.public_id(request.app[KEYS])!r}")
     return web.Response(status=204)
+
+
+_DEAD_ID = {"name": "id", "in": "path", "required": True,
+            "description": (
+                "the dead letter's id, as listed: its entry id (`ms-seq`) with one stream "
+                "partition, `p<partition>-ms-seq` with several (a bare `ms-seq` is then "
+                "looked up in every partition); unique within its group"),
+            "schema": {"type": "string"}}  # fmt: skip
+_DEAD_GROUP = {
+    "name": "group", "in": "query", "required": False,
+    "description": "the group holding the dead letter; without it, every group is searched",
+    "schema": {"type": "string"},
+}  # fmt: skip
+_DEAD_ERRORS = {
+    "401": UNAUTHORIZED,
+    "403": FORBIDDEN,
+    "404": problem(
+        "no dead letter with this id (in the group given), not a dead letter id at all, or "
+        "an id naming a partition that does not exist"
+    ),
+    "409": problem(
+        "several groups (name one with ?group=), or several partitions of one (use the id "
+        "with its partition), hold a dead letter with this entry id"
+    ),
+    "422": problem("unknown group"),
+    "503": problem("Redis does not answer"),
+}
+
+ROUTES = (
+    Route("GET", "/v1/admin/streams", streams, {
+        "operationId": "adminStreams",
+        "summary": "Streams, groups, pending, lag, dead letters, relay backlog",
+        "description": (
+            "One item per stream of every partition: `partition` is its number (0 with one "
+            "partition), `node` the Redis Cluster primary holding it (`host:port`; null on "
+            "one Redis). A group's `dead_letters` on a stream are its dead letters in that "
+            "stream's partition; its total is the sum over partitions. `delayed` counts the "
+            "retries waiting for their backoff in every partition."
+        ),
+        "security": ADMIN,
+        "responses": {
+            "200": ok(Status, "the state of the streams"),
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "503": problem("Redis does not answer"),
+        },
+    }, structs=(Status,)),
+    Route("GET", "/v1/admin/archive", archive, {
+        "operationId": "adminArchive",
+        "summary": "The event history's size: hot events, archive segments, bytes, oldest event",
+        "description": (
+            "Read from the database alone (answers while Redis is down), from indexes and "
+            "the segment index, never a scan. `hot_events` is the events table's seq span "
+            "less the archived events inside it: exact on SQLite; on PostgreSQL a rolled-back "
+            "append leaves a gap in the sequence that counts as an event. `archived_bytes` is "
+            "the compressed size of the segments; `oldest_event_at` the older of the oldest "
+            "segment's first event and the table's first event; `head_seq` the highest seq "
+            "of the whole history."
+        ),
+        "security": ADMIN,
+        "responses": {
+            "200": ok(HistorySize, "the history's size now"),
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "503": problem("the database does not answer"),
+        },
+    }, structs=(HistorySize,)),
+    Route("GET", "/v1/admin/dead-letters", dead_letters, {
+        "operationId": "listDeadLetters",
+        "summary": "Dead letters of one group or of all, newest first",
+        "description": (
+            "Every partition's dead letters together. `id` is the entry id (`ms-seq`) with "
+            "one stream partition, `p<partition>-ms-seq` with several; `partition` the "
+            "partition; `stream` the aggregate stream the event came from; `deliveries` how "
+            "often it was tried; `error` the last failure."
+        ),
+        "security": ADMIN,
+        "parameters": [
+            {"name": "group", "in": "query", "required": False,
+             "description": "one group's dead letters; absent or empty: every group's",
+             "schema": {"type": "string"}},
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": DEAD_LETTERS_MAX,
+                        "default": DEAD_LETTERS_DEFAULT}},
+        ],
+        "responses": {
+            "200": {"description": "the dead letters", "content": {JSON: {"schema": {
+                "type": "array", "items": ref(DeadLetter)}}}},
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "422": problem(f"unknown group, or a limit outside 1..{DEAD_LETTERS_MAX}"),
+            "503": problem("Redis does not answer"),
+        },
+    }, structs=(DeadLetter,)),
+    Route("POST", "/v1/admin/dead-letters/{id}/redrive", redrive, {
+        "operationId": "redriveDeadLetter",
+        "summary": "Send a dead letter back to its group, with a fresh delivery count",
+        "description": "The entry leaves the dead letters and joins the group's retry stream.",
+        "security": ADMIN,
+        "parameters": [_DEAD_ID, _DEAD_GROUP],
+        "responses": {"202": ok(Redriven, "the entry is back in its group"), **_DEAD_ERRORS},
+    }, structs=(Redriven,)),
+    Route("DELETE", "/v1/admin/dead-letters/{id}", drop, {
+        "operationId": "dropDeadLetter",
+        "summary": "Delete a dead letter for good",
+        "security": ADMIN,
+        "parameters": [_DEAD_ID, _DEAD_GROUP],
+        "responses": {"204": {"description": "dropped"}, **_DEAD_ERRORS},
+    }),
+)  # fmt: skip

@@ -18,6 +18,8 @@ from importlib import resources
 
 from aiohttp import web
 
+from sluice.http.apidoc import Route
+
 _INLINE = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL) for tag in ("script", "style")}
 
 
@@ -56,3 +58,17 @@ async def admin_page(request: web.Request) -> web.Response:
     return web.Response(
         body=page.body, content_type="text/html", charset="utf-8", headers=page.headers
     )
+
+
+ROUTES = (
+    Route("GET", "/admin", admin_page, {
+        "operationId": "adminDashboard",
+        "summary": "The operations dashboard: one HTML page that asks for the admin token",
+        "description": (
+            "Static; it needs no token itself. In the browser it keeps the admin token for the "
+            "tab and calls the admin routes with it, refreshing every 3 seconds."
+        ),
+        "responses": {"200": {"description": "the page",
+                              "content": {"text/html": {"schema": {"type": "string"}}}}},
+    }),
+)  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from sluice.http.apidoc import Route, ok, problem
 from sluice.http.bodies import json_response
 from sluice.http.keys import REDIS, STORE
 from sluice.http.problems import problem_response
@@ -48,3 +49,20 @@ async def readyz(request: web.Request) -> web.Response:
         return json_response(Readiness(status="ok", checks=checks))
     detail = " and ".join(failed) + (" is" if len(failed) == 1 else " are") + " not answering"
     return problem_response(503, detail, checks=checks)
+
+
+ROUTES = (
+    Route("GET", "/healthz", healthz, {
+        "operationId": "healthz",
+        "summary": "Liveness: 200 while the process runs",
+        "responses": {"200": ok(Health, "the process is up")},
+    }, structs=(Health,)),
+    Route("GET", "/readyz", readyz, {
+        "operationId": "readyz",
+        "summary": "Readiness: the database and Redis answer",
+        "responses": {
+            "200": ok(Readiness, "both dependencies answer"),
+            "503": problem("a dependency does not answer; `checks` says which"),
+        },
+    }, structs=(Readiness,)),
+)  # fmt: skip

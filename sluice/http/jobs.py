@@ -14,6 +14,17 @@ from aiohttp import hdrs, web
 from sluice.errors import Conflict, Gone, NotFound, TooManyRequests
 from sluice.exports import chunks, jobs
 from sluice.exports.jobs import Job
+from sluice.http.apidoc import (
+    CODE,
+    NO_LINK,
+    UNAUTHORIZED,
+    USER,
+    Doc,
+    Route,
+    ok,
+    problem,
+    too_many,
+)
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response
 from sluice.http.conditional import Validators, not_modified, requested_range
@@ -149,3 +160,117 @@ async def _send(
         log.exception("export download broken off", job_id=job_id)
         if request.transport is not None:
             request.transport.close()
+
+
+_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_NO_JOB = problem("no such job, or another user's (the same answer for both)")
+
+
+def _required_header(description: str, schema: Doc | None = None) -> Doc:
+    return {"description": description, "required": True,
+            "schema": schema or {"type": "string"}}  # fmt: skip
+
+
+_RESULT_HEADERS = {
+    "Content-Disposition": _required_header('`attachment; filename="<code>-visits-<created>.csv"`'),
+    "Content-Length": _required_header("bytes in this answer", {"type": "integer", "minimum": 0}),
+    "ETag": _required_header("strong: the result never changes"),
+    "Last-Modified": _required_header("the job's `finished_at`"),
+    "Accept-Ranges": _required_header("byte ranges are served", {"const": "bytes"}),
+}
+_RESULT_CONDITIONS = [
+    {"name": name, "in": "header", "required": False, "description": description,
+     "schema": {"type": "string"}}
+    for name, description in (
+        ("Range", "one byte range: `bytes=first-`, `bytes=first-last` or `bytes=-suffix`"),
+        ("If-Range", "an ETag or an HTTP date: the Range applies only to that very version"),
+        ("If-Match", "ETags, or `*`: 412 unless one is the result's (strong comparison)"),
+        ("If-None-Match", "ETags, or `*`: 304 when one is the result's (weak comparison)"),
+        ("If-Modified-Since", "an HTTP date: 304 unless the result is newer"),
+        ("If-Unmodified-Since", "an HTTP date: 412 when the result is newer"),
+    )
+]  # fmt: skip
+
+ROUTES = (
+    Route("POST", "/v1/links/{code}/exports", request_export, {
+        "operationId": "exportLink",
+        "summary": "Start a CSV export of one of the caller's links' visits",
+        "description": (
+            "Answers at once; the `exports` workers build the CSV in the background from the "
+            "event history, covering the visits committed before the request. While an export "
+            "of the link is queued or running, the same job is answered again (no second "
+            "scan). A user has at most SLUICE_EXPORTS_PER_USER (default 3) exports queued or "
+            "running at once; beyond that the answer is 429 and nothing is queued. Poll "
+            "`status_url`; the CSV has the columns visited_at, visitor, referrer_host, "
+            "browser, is_bot."
+        ),
+        "security": USER,
+        "parameters": [CODE],
+        "responses": {
+            "202": {**ok(ExportStarted, "the job; `Location` is its status URL"),
+                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}}},
+            "401": UNAUTHORIZED,
+            "404": NO_LINK,
+            "429": too_many("SLUICE_EXPORTS_PER_USER exports of yours are queued or running; "
+                            "ask again once one has finished"),
+        },
+    }, structs=(ExportStarted,)),
+    Route("GET", "/v1/jobs/{job_id}", read_job, {
+        "operationId": "getJob",
+        "summary": "A job's status and progress (0-100, never decreasing)",
+        "description": (
+            "`result_url` is set once the job succeeded, until the result is removed "
+            "SLUICE_EXPORT_RETENTION seconds (default a day) after `finished_at`; "
+            "`error` says why a job failed."
+        ),
+        "security": USER,
+        "parameters": [_JOB_ID],
+        "responses": {
+            "200": ok(JobOut, "the job"),
+            "401": UNAUTHORIZED,
+            "404": _NO_JOB,
+        },
+    }, structs=(JobOut,)),
+    Route("GET", "/v1/jobs/{job_id}/result", job_result, {
+        "operationId": "getJobResult",
+        "summary": "The CSV of a job that succeeded",
+        "description": (
+            "The result is kept in the database, so any replica serves it, read a chunk at a "
+            "time. It never changes once the job succeeded: its `ETag` is strong and its "
+            "`Last-Modified` is the job's `finished_at`. Conditions are evaluated as RFC 9110 "
+            "section 13.2.2 orders them (If-Match, else If-Unmodified-Since: 412; "
+            "If-None-Match, else If-Modified-Since: 304) before a `Range` is looked at. One "
+            "byte range is served (`bytes=10-`, `bytes=10-99`, `bytes=-500`); an `If-Range` "
+            "naming another version (a weak or other tag, a date other than Last-Modified) "
+            "gets the whole CSV."
+        ),
+        "security": USER,
+        "parameters": [_JOB_ID, *_RESULT_CONDITIONS],
+        "responses": {
+            "200": {
+                "description": "the CSV (RFC 4180, UTF-8, a header line), as an attachment",
+                "headers": _RESULT_HEADERS,
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+            },
+            "206": {
+                "description": "the part of the CSV a Range header asked for",
+                "headers": {**_RESULT_HEADERS, "Content-Range": _required_header(
+                    "`bytes first-last/size`")},
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+            },
+            "304": {
+                "description": "If-None-Match or If-Modified-Since: the client's copy is current",
+                "headers": {name: _RESULT_HEADERS[name] for name in ("ETag", "Last-Modified")},
+            },
+            "401": UNAUTHORIZED,
+            "404": _NO_JOB,
+            "409": problem("the job is queued, running or failed: no result"),
+            "410": problem("the result was removed after the retention period"),
+            "412": problem("If-Match names another version, or the result changed after "
+                           "If-Unmodified-Since"),
+            "416": {**problem("a Range that starts past the end, is empty or backwards, or is "
+                              "not one byte range"),
+                    "headers": {"Content-Range": _required_header("`bytes */size`")}},
+        },
+    }),
+)  # fmt: skip

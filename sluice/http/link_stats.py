@@ -10,6 +10,7 @@ from aiohttp import web
 
 from sluice.errors import FieldError, NotFound, Unprocessable
 from sluice.events import utcnow
+from sluice.http.apidoc import CODE, NO_LINK, UNAUTHORIZED, USER, Route, ok, problem
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response
 from sluice.http.keys import STORE
@@ -79,3 +80,36 @@ async def link_stats(request: web.Request) -> web.Response:
             as_of=now,
         )
     )
+
+
+ROUTES = (
+    Route("GET", "/v1/links/{code}/stats", link_stats, {
+        "operationId": "linkStats",
+        "summary": "Visit statistics of one of the caller's links",
+        "description": (
+            "`total` counts GET redirects (never HEAD); `bots` those from a known crawler or "
+            "link previewer; `human = total - bots`; `unique_visitors` counts distinct keyed "
+            "hashes of IP + User-Agent. Totals, `referrers` (by host; null for no Referer) and "
+            "`browsers` (the 100 busiest each) cover the link's whole life; `days` lists every "
+            "UTC day from `from` to `to`, zeros included. Eventually consistent (seconds), "
+            "exact once the workers drain; `as_of` is the time of the read."
+        ),
+        "security": USER,
+        "parameters": [
+            CODE,
+            {"name": "from", "in": "query", "required": False,
+             "description": "first UTC day, YYYY-MM-DD; default `to` minus 29 days",
+             "schema": {"type": "string", "format": "date"}},
+            {"name": "to", "in": "query", "required": False,
+             "description": "last UTC day, YYYY-MM-DD; default today",
+             "schema": {"type": "string", "format": "date"}},
+        ],
+        "responses": {
+            "200": ok(LinkStatsOut, "the statistics"),
+            "401": UNAUTHORIZED,
+            "404": NO_LINK,
+            "422": problem(f"a date not YYYY-MM-DD, `from` after `to`, or more than {MAX_DAYS} "
+                           "days"),
+        },
+    }, structs=(LinkStatsOut,)),
+)  # fmt: skip

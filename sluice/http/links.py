@@ -12,6 +12,17 @@ from aiohttp import web
 
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.events import LinkCreated, LinkUpdated, utcnow
+from sluice.http.apidoc import (
+    BAD_BODY,
+    CODE,
+    NO_LINK,
+    UNAUTHORIZED,
+    USER,
+    Route,
+    ok,
+    problem,
+    request_body,
+)
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
 from sluice.http.keys import CONFIG, STORE, TRACE_ID
@@ -181,3 +192,71 @@ async def patch_link(request: web.Request) -> web.Response:
         )  # fmt: skip
     link_changed(request.app, link.code)
     return json_response(_out(request, link))
+
+
+ROUTES = (
+    Route("POST", "/v1/links", create_link, {
+        "operationId": "createLink",
+        "summary": "Shorten a URL, under an alias or a generated 6-character code",
+        "description": (
+            "`url`: absolute http(s) with a host, at most 2048 characters, no user or "
+            "password, not this service's own short domain. `alias`: "
+            "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$, unique (case-sensitively), not a reserved "
+            "word. `expires_at`: RFC 3339 with an offset, in the future. Unknown fields "
+            "are refused (400)."
+        ),
+        "security": USER,
+        "requestBody": request_body(LinkBody),
+        "responses": {
+            "201": ok(LinkOut, "the new link"),
+            **BAD_BODY,
+            "401": UNAUTHORIZED,
+            "409": problem("the alias is taken"),
+            "422": problem("invalid or missing url, invalid or reserved alias, "
+                           "expiry not in the future"),
+        },
+    }, structs=(LinkBody, LinkOut)),
+    Route("GET", "/v1/links", list_links, {
+        "operationId": "listLinks",
+        "summary": "The caller's links, newest first",
+        "security": USER,
+        "parameters": [
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": PAGE_MAX,
+                        "default": PAGE_DEFAULT}},
+            {"name": "cursor", "in": "query", "required": False,
+             "description": "`next_cursor` of the previous page", "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "200": ok(LinkPage, "one page; `next_cursor` is null on the last one"),
+            "401": UNAUTHORIZED,
+            "422": problem(f"a limit outside 1..{PAGE_MAX}, or a cursor this API did not "
+                           "return"),
+        },
+    }, structs=(LinkPage,)),
+    Route("GET", "/v1/links/{code}", read_link, {
+        "operationId": "getLink",
+        "summary": "One of the caller's links",
+        "security": USER,
+        "parameters": [CODE],
+        "responses": {"200": ok(LinkOut, "the link"), "401": UNAUTHORIZED, "404": NO_LINK},
+    }, structs=(LinkOut,)),
+    Route("PATCH", "/v1/links/{code}", patch_link, {
+        "operationId": "updateLink",
+        "summary": "Change a link's url, expiry or disabled flag",
+        "description": (
+            "Absent fields keep their value; `expires_at: null` removes the expiry. "
+            "The code never changes and links are never deleted."
+        ),
+        "security": USER,
+        "parameters": [CODE],
+        "requestBody": request_body(LinkPatch),
+        "responses": {
+            "200": ok(LinkOut, "the link as changed"),
+            **BAD_BODY,
+            "401": UNAUTHORIZED,
+            "404": NO_LINK,
+            "422": problem("invalid url, or an expiry not in the future"),
+        },
+    }, structs=(LinkPatch, LinkOut)),
+)  # fmt: skip

@@ -17,6 +17,7 @@ from aiohttp import web
 from prometheus_client.core import Metric
 
 from sluice.history.size import HistorySize, measure
+from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route
 from sluice.http.auth import require_admin
 from sluice.http.degrade import REDIS_ERRORS
 from sluice.http.keys import KEYS, LINK_CACHE, REDIS, STORE, VISITS
@@ -155,3 +156,18 @@ async def metrics(request: web.Request) -> web.Response:
     families = _families(report) + _history_families(await _history(request))
     body = await asyncio.to_thread(render, families)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+ROUTES = (
+    Route("GET", "/metrics", metrics, {
+        "operationId": "metrics",
+        "summary": "Prometheus text: counters of every sluice process on the host, stream gauges",
+        "security": ADMIN,
+        "responses": {
+            "200": {"description": "Prometheus text exposition format",
+                    "content": {"text/plain": {"schema": {"type": "string"}}}},
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+        },
+    }),
+)  # fmt: skip

@@ -20,6 +20,7 @@ from aiohttp import hdrs, web
 
 from sluice.errors import DependencyDown
 from sluice.events import LinkVisited, utcnow
+from sluice.http.apidoc import Route, problem
 from sluice.http.keys import (
     CONFIG,
     KEYS,
@@ -168,3 +169,41 @@ async def record_visits(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await recorder.close()
+
+
+_CODE_IN_PATH = {
+    "name": "code", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"},
+}  # fmt: skip
+_RESPONSES = {
+    "302": {
+        "description": "to the link's URL",
+        "headers": {
+            "Location": {"schema": {"type": "string", "format": "uri"}},
+            "Cache-Control": {"schema": {"const": NO_STORE}},
+        },
+    },
+    "404": problem("no link has this code"),
+    "410": problem("the link is disabled or expired"),
+    "503": problem("the link is not cached and the database is unavailable"),
+}
+
+# HEAD is a route of its own here: it records no visit, unlike the GET it mirrors.
+ROUTES = (
+    Route("GET", "/{code}", redirect, {
+        "operationId": "redirect",
+        "summary": "Follow a short link: 302 to its URL, recording a visit",
+        "description": "Every answer carries `Cache-Control: private, no-store` and"
+        " `X-Trace-Id`, the trace id its visit is recorded with. A redirect that records"
+        " a visit writes no request log line unless `SLUICE_REDIRECT_LOG=all`; 404, 410"
+        " and 5xx answers are logged.",
+        "parameters": [_CODE_IN_PATH],
+        "responses": _RESPONSES,
+    }),
+    Route("HEAD", "/{code}", redirect, {
+        "operationId": "redirect_head",
+        "summary": "The redirect's status and headers, without a body; records no visit",
+        "parameters": [_CODE_IN_PATH],
+        "responses": _RESPONSES,
+    }),
+)  # fmt: skip

@@ -16,6 +16,7 @@ from aiohttp import web
 from sluice.config import Config
 from sluice.errors import FieldError, NotFound, Unprocessable
 from sluice.events import ReminderCreated, ReminderDeleted, utcnow, uuid7
+from sluice.http.apidoc import BAD_BODY, UNAUTHORIZED, USER, Route, ok, problem, request_body
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, read_json
 from sluice.http.keys import CONFIG, STORE, TRACE_ID, UPCOMING
@@ -177,3 +178,56 @@ async def delete_reminder(request: web.Request) -> web.Response:
             ReminderDeleted(reminder_id=reminder_id, owner_id=user.id, trace_id=request[TRACE_ID])
         )
     return web.Response(status=204)
+
+
+ROUTES = (
+    Route("POST", "/v1/reminders", create_reminder, {
+        "operationId": "createReminder",
+        "summary": "A cron reminder: one e-mail to you at each occurrence",
+        "description": (
+            "`cron`: six fields, seconds first (`sec min hour dom mon dow`), with ranges, "
+            "steps, lists, three-letter month and day names, day of week 0-7 (0 and 7 are "
+            "Sunday); Quartz tokens (`?`, `L`, `W`, `#`) and a seventh field are refused. "
+            "`timezone`: an IANA zone the cron is read in. Occurrences must be at least "
+            "SLUICE_REMINDER_MIN_INTERVAL seconds apart (default 60). `text`: 1 to "
+            f"{REMINDER_TEXT_MAX} characters, not blank. At most {ACTIVE_MAX} active reminders "
+            "per user. `next_runs` are the next three occurrences, in UTC. Occurrences are "
+            "mailed only once the address is verified, and within the user's mail budget "
+            "(SLUICE_MAIL_USER_HOURLY, SLUICE_MAIL_USER_DAILY)."
+        ),
+        "security": USER,
+        "requestBody": request_body(ReminderBody),
+        "responses": {
+            "201": ok(ReminderOut, "the new reminder"),
+            **BAD_BODY,
+            "401": UNAUTHORIZED,
+            "422": problem("bad cron (the reason named), unknown time zone, occurrences "
+                           "closer than the minimum interval, blank or too long text, or "
+                           f"{ACTIVE_MAX} active reminders already"),
+        },
+    }, structs=(ReminderBody, ReminderOut)),
+    Route("GET", "/v1/reminders", list_reminders, {
+        "operationId": "listReminders",
+        "summary": "The caller's reminders that are not deleted, newest first",
+        "description": (
+            "`status` is `paused` for a reminder paused by its mails' one-click "
+            "unsubscribe: it does not fire, and its `next_runs` is empty."
+        ),
+        "security": USER,
+        "responses": {"200": ok(ReminderList, "each with its next three occurrences"),
+                      "401": UNAUTHORIZED},
+    }, structs=(ReminderList,)),
+    Route("DELETE", "/v1/reminders/{id}", delete_reminder, {
+        "operationId": "deleteReminder",
+        "summary": "Delete a reminder: no occurrence fires after the deletion committed",
+        "security": USER,
+        "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "204": {"description": "deleted"},
+            "401": UNAUTHORIZED,
+            "404": problem("no such reminder, another user's, or deleted already"),
+        },
+    }),
+)  # fmt: skip

@@ -18,8 +18,9 @@ from aiohttp import web
 
 from sluice.errors import Conflict, DependencyDown, NotFound
 from sluice.events import utcnow
+from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem, ref
 from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response, query_limit
+from sluice.http.bodies import JSON, json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TASK_RUNNER, TASKS
 from sluice.resources import Resources
@@ -126,3 +127,54 @@ async def list_runs(request: web.Request) -> web.Response:
     task = _task(request)
     limit = query_limit(request, RUNS_DEFAULT, RUNS_MAX)
     return json_response(await runs.newest(request.app[STORE], task.name, limit))
+
+
+_TASK_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+
+ROUTES = (
+    Route("GET", "/v1/admin/tasks", list_tasks, {
+        "operationId": "listTasks",
+        "summary": "Every scheduled task with its cron, zone, next run and last run record",
+        "security": ADMIN,
+        "responses": {
+            "200": {"description": "the tasks", "content": {JSON: {"schema": {
+                "type": "array", "items": ref(TaskInfo)}}}},
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+        },
+    }, structs=(TaskInfo,)),
+    Route("POST", "/v1/admin/tasks/{name}/runs", start_run, {
+        "operationId": "runTask",
+        "summary": "Run a task now, under the same lock as its scheduled runs",
+        "description": "The run happens in the background; its record shows the outcome.",
+        "security": ADMIN,
+        "parameters": [_TASK_NAME],
+        "responses": {
+            "202": ok(RunStarted, "the run started"),
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "404": problem("no task has this name"),
+            "409": problem("a run of the task is in progress on some replica"),
+            "503": problem("Redis does not answer; a run needs its lock"),
+        },
+    }, structs=(RunStarted,)),
+    Route("GET", "/v1/admin/tasks/{name}/runs", list_runs, {
+        "operationId": "taskRuns",
+        "summary": "Run records of a task, newest first",
+        "security": ADMIN,
+        "parameters": [
+            _TASK_NAME,
+            {"name": "limit", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": RUNS_MAX,
+                        "default": RUNS_DEFAULT}},
+        ],
+        "responses": {
+            "200": {"description": "the run records", "content": {JSON: {"schema": {
+                "type": "array", "items": ref(runs.RunRecord)}}}},
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "404": problem("no task has this name"),
+            "422": problem(f"a limit outside 1..{RUNS_MAX}"),
+        },
+    }, structs=(runs.RunRecord,)),
+)  # fmt: skip

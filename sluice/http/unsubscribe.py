@@ -20,6 +20,7 @@ from aiohttp import web
 
 from sluice.errors import FieldError, NotFound, Unprocessable
 from sluice.events import ReminderUpdated, utcnow
+from sluice.http.apidoc import FORM, Route, html_page, problem, token_query
 from sluice.http.keys import MAIL_LINK_KEY, STORE, TRACE_ID
 from sluice.http.pages import Form, page
 from sluice.mail.links import BadLink, check_unsubscribe_token
@@ -86,3 +87,36 @@ async def unsubscribe(request: web.Request) -> web.Response:
     if outcome is stored.Paused.DELETED:
         return page("Reminder deleted", _DELETED)
     return page("Reminder paused", _PAUSED, f"Reminder: {_quoted(reminder.text)}")
+
+
+_BAD_LINK = problem("no token, or a token sluice did not sign")
+_NO_REMINDER = problem("the link names a reminder that does not exist")
+_TOKEN = token_query("the token of the mail's List-Unsubscribe URL")
+
+ROUTES = (
+    Route("GET", "/v1/unsubscribe", unsubscribe_page, {
+        "operationId": "unsubscribePage",
+        "summary": "The page of a reminder mail's unsubscribe link: a button that pauses it",
+        "description": "Changes nothing (mail scanners follow links); the button POSTs.",
+        "parameters": [_TOKEN],
+        "responses": {"200": html_page("the page (also for a reminder paused or deleted)"),
+                      "404": _NO_REMINDER, "422": _BAD_LINK},
+    }),
+    Route("POST", "/v1/unsubscribe", unsubscribe, {
+        "operationId": "unsubscribe",
+        "summary": "One-click unsubscribe (RFC 8058): pause the reminder, no sign-in",
+        "description": (
+            "The URL of a reminder mail's `List-Unsubscribe` header, POSTed with "
+            "`List-Unsubscribe=One-Click` by a mail provider or the page's button. Once "
+            "answered, the reminder fires no more on any scheduler replica; a paused or "
+            "deleted reminder answers the same."
+        ),
+        "parameters": [_TOKEN],
+        "requestBody": {"required": False, "content": {FORM: {"schema": {
+            "type": "object",
+            "properties": {"List-Unsubscribe": {"const": "One-Click"}},
+        }}}},
+        "responses": {"200": html_page("the reminder is paused"), "404": _NO_REMINDER,
+                      "422": _BAD_LINK},
+    }),
+)  # fmt: skip

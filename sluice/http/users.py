@@ -12,6 +12,16 @@ from aiohttp import web
 
 from sluice.errors import Conflict, FieldError, Unauthorized, Unprocessable
 from sluice.events import UserRegistered, utcnow, uuid7
+from sluice.http.apidoc import (
+    BAD_BODY,
+    UNAUTHORIZED,
+    USER,
+    Route,
+    ok,
+    problem,
+    request_body,
+    too_many,
+)
 from sluice.http.auth import bearer_token, require_user
 from sluice.http.bodies import json_response, read_json
 from sluice.http.client_limit import LOGIN, REGISTER
@@ -134,3 +144,63 @@ async def delete_current_token(request: web.Request) -> web.Response:
 
 async def me(request: web.Request) -> web.Response:
     return json_response(_out(await require_user(request)))
+
+
+# Password hashing is bounded per process (SLUICE_PASSWORD_HASH_CONCURRENCY).
+_HASHING_UNAVAILABLE = problem(
+    "the database or Redis is unavailable, or this process is hashing as many passwords as"
+    " it may at once (try again after Retry-After, or on another replica)"
+)
+
+ROUTES = (
+    Route("POST", "/v1/users", register, {
+        "operationId": "register",
+        "summary": "Register; the welcome mail is sent in the background, exactly once",
+        "requestBody": request_body(RegisterBody),
+        "responses": {
+            "201": ok(UserOut, "the new user"),
+            **BAD_BODY,
+            "409": problem("the email is taken (compared case-insensitively)"),
+            "422": problem("missing or invalid email, password not 8 to 128 characters"),
+            "429": too_many(
+                "this client address's registrations are used up"
+                " (SLUICE_REGISTRATIONS_PER_CLIENT per window)"
+            ),
+            "503": _HASHING_UNAVAILABLE,
+        },
+    }, structs=(RegisterBody, UserOut)),
+    Route("POST", "/v1/tokens", create_token, {
+        "operationId": "login",
+        "summary": "Exchange email and password for a bearer token",
+        "requestBody": request_body(TokenBody),
+        "responses": {
+            "201": ok(TokenOut, "the token and its expiry"),
+            **BAD_BODY,
+            "401": problem("unknown email or wrong password (the same answer for both)"),
+            "422": problem("email or password missing"),
+            "429": too_many(
+                "5 failed logins for this email within 15 minutes, or this client address's"
+                " logins used up (SLUICE_LOGINS_PER_CLIENT per window)"
+            ),
+            "503": _HASHING_UNAVAILABLE,
+        },
+    }, structs=(TokenBody, TokenOut)),
+    Route("DELETE", "/v1/tokens/current", delete_current_token, {
+        "operationId": "logout",
+        "summary": "Revoke the token this request carries",
+        "security": USER,
+        "responses": {"204": {"description": "the token no longer works"},
+                      "401": UNAUTHORIZED},
+    }),
+    Route("GET", "/v1/me", me, {
+        "operationId": "me",
+        "summary": "The authenticated user, and whether the address is verified",
+        "description": (
+            "`verified` is true once a link from the welcome mail (or a new one) was followed; "
+            "until then sluice mails the address nothing but verification links, so reminders "
+            "do not mail."
+        ),
+        "security": USER,
+        "responses": {"200": ok(UserOut, "the user"), "401": UNAUTHORIZED},
+    }, structs=(UserOut,)),
+)  # fmt: skip

@@ -1,0 +1,85 @@
+"""How a route describes itself: ``Route`` puts a view beside its OpenAPI operation, so the
+router and the document (``openapi.py``) come from one declaration; and the pieces many
+operations share, so each says the same thing the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp.typedefs import Handler
+
+from sluice.http.bodies import JSON, PROBLEM_JSON
+from sluice.http.schemas import Problem
+
+Doc = dict[str, Any]
+
+SCHEMA_REF = "#/components/schemas/{name}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """``view`` at ``method`` ``path`` (a GET answers HEAD too, unless the path declares
+    a HEAD of its own); ``doc`` is its OpenAPI operation and ``structs`` the types its
+    ``$ref``s name, Structs or dataclasses (``Problem`` is always in the document)."""
+
+    method: str
+    path: str
+    view: Handler
+    doc: Doc
+    structs: tuple[type, ...] = ()
+
+
+def ref(struct: type) -> Doc:
+    return {"$ref": SCHEMA_REF.format(name=struct.__name__)}
+
+
+def ok(struct: type, description: str) -> Doc:
+    return {"description": description, "content": {JSON: {"schema": ref(struct)}}}
+
+
+def problem(description: str) -> Doc:
+    return {"description": description, "content": {PROBLEM_JSON: {"schema": ref(Problem)}}}
+
+
+RETRY_AFTER = {
+    "description": "seconds to wait before trying again",
+    "schema": {"type": "integer", "minimum": 1},
+}
+
+
+def too_many(description: str) -> Doc:
+    """A 429, which always says when to try again."""
+    return {**problem(description), "headers": {"Retry-After": RETRY_AFTER}}
+
+
+def request_body(struct: type) -> Doc:
+    return {"required": True, "content": {JSON: {"schema": ref(struct)}}}
+
+
+FORM = "application/x-www-form-urlencoded"
+HTML_PAGE = {"text/html": {"schema": {"type": "string"}}}
+
+
+def html_page(description: str) -> Doc:
+    return {"description": description, "content": HTML_PAGE}
+
+
+def token_query(description: str) -> Doc:
+    """The ``token`` of a link sluice mailed."""
+    return {"name": "token", "in": "query", "required": False, "description": description,
+            "schema": {"type": "string"}}  # fmt: skip
+
+
+USER: list[Doc] = [{"user": []}]
+ADMIN: list[Doc] = [{"admin": []}]
+BAD_BODY = {
+    "400": problem("malformed JSON, or a field of the wrong type"),
+    "413": problem("the body is larger than 64 KiB"),
+    "415": problem("the body is not application/json"),
+}
+UNAUTHORIZED = problem("missing, unknown or expired bearer token")
+FORBIDDEN = problem("a user token where the admin token is required")
+# The code of one of the caller's links, in the paths of links, link_stats and jobs (exports).
+CODE = {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}}
+NO_LINK = problem("no such link, or another user's (the same answer for both)")

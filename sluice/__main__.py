@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--since", type=_searched(event_search.instant), help="inclusive")
     events.add_argument("--until", type=_searched(event_search.instant), help="exclusive")
     events.add_argument(
-        "--limit", type=_searched(_search_limit), default=event_search.LIMIT_DEFAULT,
+        "--limit", type=_searched(event_search.page_limit), default=event_search.LIMIT_DEFAULT,
         help=f"events per page, 1 to {event_search.LIMIT_MAX}",
     )  # fmt: skip
     events.add_argument("--cursor", type=_searched(event_search.decode_cursor),
@@ -103,13 +103,6 @@ def _searched(check: Callable[[str], object]) -> Callable[[str], object]:
             raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
 
     return convert
-
-
-def _search_limit(text: str) -> int:
-    value = int(text) if text.isascii() and text.isdigit() else 0
-    if not 1 <= value <= event_search.LIMIT_MAX:
-        raise event_search.Invalid(f"must be an integer from 1 to {event_search.LIMIT_MAX}")
-    return value
 
 
 def _positive(text: str) -> int:

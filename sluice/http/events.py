@@ -4,13 +4,14 @@ for the operator (admin token). Every parameter's fault is named in one 422."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from aiohttp import web
 
 from sluice.errors import FieldError, Unprocessable
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Doc, Route, ok, problem
 from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response, parse_limit
+from sluice.http.bodies import json_response
 from sluice.http.keys import STORE
 from sluice.operations import event_search
 from sluice.operations.event_search import (
@@ -21,43 +22,37 @@ from sluice.operations.event_search import (
     Invalid,
 )
 
-# Query parameter -> its check.
-_CHECKS: dict[str, Callable[[str], object]] = {
-    "type": event_search.event_type,
-    "aggregate": event_search.aggregate,
-    "trace_id": event_search.trace_id,
-    "since": event_search.instant,
-    "until": event_search.instant,
-    "cursor": event_search.decode_cursor,
-}
+T = TypeVar("T")
 
 
 def _query(request: web.Request) -> EventQuery:
+    """The search the query parameters ask for; 422 naming every one that is wrong."""
     errors: list[FieldError] = []
-    values: dict[str, object] = {}
-    for name, check in _CHECKS.items():
+
+    def checked(name: str, check: Callable[[str], T]) -> T | None:
         raw = request.query.get(name)
         if raw is None:
-            continue
+            return None
         try:
-            values[name] = check(raw)
+            return check(raw)
         except Invalid as exc:
             errors.append(FieldError(name, str(exc)))
-    limit = parse_limit(request.query.get("limit", str(LIMIT_DEFAULT)), LIMIT_MAX)
-    if limit is None:
-        errors.append(FieldError("limit", f"must be an integer from 1 to {LIMIT_MAX}"))
-    since, until = values.get("since"), values.get("until")
-    if isinstance(since, str) and isinstance(until, str) and since >= until:
+            return None
+
+    query = EventQuery(
+        type=checked("type", event_search.event_type),
+        aggregate=checked("aggregate", event_search.aggregate),
+        trace_id=checked("trace_id", event_search.trace_id),
+        since=checked("since", event_search.instant),
+        until=checked("until", event_search.instant),
+        after=checked("cursor", event_search.decode_cursor),
+        limit=checked("limit", event_search.page_limit) or LIMIT_DEFAULT,
+    )
+    if query.since is not None and query.until is not None and query.since >= query.until:
         errors.append(FieldError("until", "must be later than since"))
-    if errors or limit is None:
+    if errors:
         raise Unprocessable("invalid query parameters", errors)
-    texts = {name: value for name, value in values.items() if isinstance(value, str)}
-    cursor = values.get("cursor")
-    return EventQuery(
-        type=texts.get("type"), aggregate=texts.get("aggregate"),
-        trace_id=texts.get("trace_id"), since=texts.get("since"), until=texts.get("until"),
-        limit=limit, after=cursor if isinstance(cursor, tuple) else None,
-    )  # fmt: skip
+    return query
 
 
 async def search_events(request: web.Request) -> web.Response:

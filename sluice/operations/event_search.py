@@ -79,6 +79,14 @@ class EventQuery:
     after: tuple[str, int] | None = None  # (created_at, seq) of the previous page's last
 
 
+def page_limit(raw: str) -> int:
+    """Events per page: an integer from 1 to ``LIMIT_MAX``."""
+    value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 6 else 0
+    if not 1 <= value <= LIMIT_MAX:
+        raise Invalid(f"must be an integer from 1 to {LIMIT_MAX}")
+    return value
+
+
 def event_type(raw: str) -> str:
     if raw not in EVENT_TYPES:
         raise Invalid(f"is not an event type; known: {', '.join(sorted(EVENT_TYPES))}")

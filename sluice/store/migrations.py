@@ -333,7 +333,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         15,
-        "event search: an index per filter, in page order",
+        "event search: indexes by type and by trace id, in page order",
         # sluice/operations/event_search.py: newest first by (created_at, seq). Two
         # indexes, each going on with those two columns: a type's or a trace's events
         # are one index range read in page order; an aggregate (its types) and no

@@ -96,6 +96,9 @@ async def snapshot(
 ) -> Snapshot:
     keys = resources.keys
     committed = await committed_event_ids(resources)
+    # The position first: a batch it counts was in the streams before they are read,
+    # so a settled snapshot cannot see the position of entries it did not count.
+    position = await resources.store.position(POSITION)
     published = [
         event_id
         for partition in keys.numbers
@@ -114,7 +117,7 @@ async def snapshot(
         dead += int(await redis.xlen(keys.dead(group, partition)))
     return Snapshot(
         committed=len(committed),
-        position=await resources.store.position(POSITION),
+        position=position,
         missing=len(committed - set(published)),
         entries=len(published),
         pending=pending,

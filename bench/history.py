@@ -67,7 +67,6 @@ from stores import Stores, parse_stores
 from sluice.config import load_config
 from sluice.events import LinkVisited, encode
 from sluice.events import decode as decode_event
-from sluice.projections.registry import PROJECTIONS
 from sluice.history import decode, read_info
 from sluice.history import encode as encode_segment
 from sluice.history.archive import Moved, limits
@@ -77,6 +76,7 @@ from sluice.http.visitors import VisitorHasher
 from sluice.links.pool import new_codes
 from sluice.links.visits import classify
 from sluice.logs import configure_logging
+from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer
 from sluice.resources import open_resources

@@ -69,9 +69,24 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_list = dlq_sub.add_parser("list")
     dlq_list.add_argument("--group")
     dlq_list.add_argument("--limit", type=int, default=50)
-    for action in ("redrive", "drop"):
-        one = dlq_sub.add_parser(action, help="GROUP may be left out when only one group holds ID")
-        one.add_argument("target", nargs="+", metavar="[GROUP] ID")
+    one_help = "GROUP may be left out when only one group holds ID"
+    dlq_redrive = dlq_sub.add_parser(
+        "redrive", help=f"one dead letter ({one_help}), or every one --group/--type match"
+    )
+    dlq_redrive.add_argument("target", nargs="*", metavar="[GROUP] ID")
+    dlq_redrive.add_argument("--group", help="without ID: every dead letter of this group")
+    dlq_redrive.add_argument("--type", help="without ID: every dead letter of this event type")
+    dlq_drop = dlq_sub.add_parser("drop", help=one_help)
+    dlq_drop.add_argument("target", nargs="+", metavar="[GROUP] ID")
+    groups = sub.add_parser("groups", help="handler groups: list them, pause one, resume one")
+    groups_sub = groups.add_subparsers(dest="action", required=True)
+    groups_sub.add_parser("list", help="every group, running or paused (since when)")
+    groups_pause = groups_sub.add_parser(
+        "pause", help="stop the group's consumers on every host (within 2 s; kept until resumed)"
+    )
+    groups_pause.add_argument("name", metavar="GROUP")
+    groups_resume = groups_sub.add_parser("resume", help="let a paused group take entries again")
+    groups_resume.add_argument("name", metavar="GROUP")
     events = sub.add_parser(
         "events",
         help="search the event history, newest first (type, aggregate, trace id, time)",

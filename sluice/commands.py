@@ -104,6 +104,10 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
         return await copy_store_command(config, args)
     if command == "events":  # the store alone: no Redis needed
         return await events_command(config, args)
+    if command == "groups":  # the store alone too
+        from sluice.group_commands import groups_command
+
+        return await groups_command(config, args)
     if command == "migrate":
         store = await open_store(config)
         await store.close()

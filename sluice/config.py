@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,6 +45,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     claim_idle_ms: int = 60_000
     retry_base_ms: int = 2_000
     max_deliveries: int = 5
+    # Operations (SPEC 12): deliveries are kept this many seconds; an attempt is
+    # cancelled and fails past its group's deadline (SLUICE_<GROUP>_TIMEOUT_SECONDS, in
+    # ``group_timeouts``, else SLUICE_HANDLER_TIMEOUT_SECONDS); a consumer holding
+    # entries that acked none for SLUICE_STALL_SECONDS is flagged stalled.
+    delivery_retention: int = 7 * 86_400
+    purge_deliveries_cron: str = "0 41 * * * *"
+    purge_deliveries_timezone: str = "UTC"
+    handler_timeout_seconds: float = 300.0
+    group_timeouts: dict[str, float] = msgspec.field(default_factory=dict)
+    stall_seconds: int = 60
     stream_prefix: str = "sluice"
     stream_retention: int = 86_400
     log_format: str = "json"
@@ -141,6 +152,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    def handler_timeout(self, group: str) -> float:
+        """The deadline of one attempt of ``group``'s handler, in seconds."""
+        return self.group_timeouts.get(group, self.handler_timeout_seconds)
+
 
 # Partitions on a cluster unless SLUICE_STREAM_PARTITIONS says otherwise: enough to
 # spread over up to 16 primaries, few enough that a worker's blocking reads (a
@@ -150,6 +165,7 @@ MAX_PARTITIONS = 1024
 
 # Read from the environment as the fields' types say.
 _INT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Config) if f.type is int)
+_FIELDS = frozenset(Config.__struct_fields__)
 _FLOAT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Config) if f.type is float)
 
 
@@ -185,6 +201,7 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
         raw = env.get(f"SLUICE_{name.upper()}")
         if raw is not None and raw != "":
             values[name] = _convert(name, raw)
+    values["group_timeouts"] = _group_timeouts(env)
     values.update(overrides)
     values.setdefault("log_format", "console" if sys.stderr.isatty() else "json")
     config = Config(**values)  # type: ignore[arg-type]
@@ -197,6 +214,24 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
     config = msgspec.structs.replace(config, **derived)
     _validate(config)
     return config
+
+
+_GROUP_TIMEOUT = re.compile(r"SLUICE_([A-Z0-9_]+)_TIMEOUT_SECONDS")
+
+
+def _group_timeouts(env: Mapping[str, str]) -> dict[str, float]:
+    """``SLUICE_<GROUP>_TIMEOUT_SECONDS`` by group name (``ARTICLE_VIEWS``: article-views);
+    the config's own ``*_TIMEOUT_SECONDS`` settings are not groups."""
+    timeouts: dict[str, float] = {}
+    for key, raw in env.items():
+        match = _GROUP_TIMEOUT.fullmatch(key)
+        if match is None or raw == "" or f"{match[1].lower()}_timeout_seconds" in _FIELDS:
+            continue
+        try:
+            timeouts[match[1].lower().replace("_", "-")] = float(raw)
+        except ValueError:
+            raise ConfigError(f"{key} must be a number of seconds, got {raw!r}") from None
+    return timeouts
 
 
 def _validate(config: Config) -> None:
@@ -222,9 +257,14 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"SLUICE_{name.upper()} must be 0 (no limit) or more")
     _validate_logs(config)
     _validate_admin_token(config.admin_token)
-    for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds"):
+    for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
+                 "handler_timeout_seconds", "stall_seconds", "delivery_retention"):  # fmt: skip
         if not getattr(config, name) > 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")
+    for group, seconds in config.group_timeouts.items():
+        if not seconds > 0:
+            env_name = group.upper().replace("-", "_")
+            raise ConfigError(f"SLUICE_{env_name}_TIMEOUT_SECONDS must be more than 0")
     trusted_networks(config.trusted_proxies)
     urls.check(config.database_url)
 

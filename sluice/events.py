@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import ClassVar
 
@@ -35,6 +36,11 @@ def uuid7() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+# The trace id an event made here gets when none is given: a handler's delivery binds
+# its event's (``sluice.streams.dispatch``), so what a handler appends joins the trace.
+TRACE: ContextVar[str] = ContextVar("sluice_trace", default="")
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -45,7 +51,8 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     aggregate: ClassVar[str]
     event_id: str = msgspec.field(default_factory=uuid7)
     occurred_at: datetime = msgspec.field(default_factory=utcnow)
-    trace_id: str = ""
+    # The request's or task run's trace id; inside a handler, the delivery's (``TRACE``).
+    trace_id: str = msgspec.field(default_factory=TRACE.get)
     v: int = 1
 
 

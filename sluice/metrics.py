@@ -50,6 +50,13 @@ RELAY_PUBLISHED = Counter("sluice_relay_published_events", "Events the relay pub
 HANDLED = Counter("sluice_handled_entries", "Stream entries a group handled and acked", ["group"])
 RETRIES = Counter("sluice_retries", "Entries scheduled for another delivery, by group", ["group"])
 DEAD_LETTERED = Counter("sluice_dead_lettered", "Entries moved to the dead letters", ["group"])
+HANDLER_TIMEOUTS = Counter(
+    "sluice_handler_timeouts", "Batches cancelled at the group's handler deadline", ["group"]
+)
+DELIVERIES_RECORDED = Counter("sluice_deliveries_recorded", "Delivery attempts written")
+DELIVERIES_DROPPED = Counter(
+    "sluice_deliveries_dropped", "Delivery records dropped: the database refused them too long"
+)
 HANDLER_SECONDS = Histogram(
     "sluice_handler_batch_duration_seconds",
     "Time a group takes to handle one batch of entries",

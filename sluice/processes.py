@@ -6,11 +6,15 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Sequence
+from dataclasses import replace
 
 import structlog
 
 from sluice.config import Config
 from sluice.groups import GROUPS
+from sluice.operations.deliveries import DeliveryLog
+from sluice.operations.history.sampler import HistorySampler
+from sluice.operations.pause import PauseWatch
 from sluice.resources import open_resources, redis_client
 from sluice.streams.consumer import Consumer
 from sluice.streams.recovery import RecoveryGate
@@ -47,18 +51,42 @@ async def run_worker(
     try:
         async with open_resources(config) as resources:
             settings, keys, gate = runtime_settings(config), resources.keys, RecoveryGate()
+            deliveries = DeliveryLog(resources.store)
+            # Read before the first read of any consumer: a paused group stays paused.
+            pauses = PauseWatch(resources.store)
+            await pauses.refresh()
             # A consumer per group and partition: each partition's reads touch one slot.
             consumers = [
-                Consumer(GROUPS[g](resources), reader, keys, name, settings, partition, gate)
+                Consumer(
+                    GROUPS[g](resources),
+                    reader,
+                    keys,
+                    name,
+                    replace(settings, handler_timeout_s=config.handler_timeout(g)),
+                    partition,
+                    gate,
+                    deliveries,
+                    pauses,
+                )
                 for g in groups
                 for partition in keys.numbers
             ]
             log.info("worker started", groups=list(groups), consumer=name)
             # One consumer failing stops the others before the store closes under them,
             # and the process exits with the failure (its supervisor restarts it).
-            async with asyncio.TaskGroup() as running:
-                for each in consumers:
-                    running.create_task(each.run(stop))
+            # The history's last sample is taken once the consumers have finished.
+            finished = asyncio.Event()
+            sampler = HistorySampler(resources.redis, keys, consumers)
+            sampling = asyncio.create_task(sampler.run(finished))
+            try:
+                async with asyncio.TaskGroup() as running:
+                    for each in consumers:
+                        running.create_task(each.run(stop))
+                    running.create_task(pauses.run(stop))
+            finally:
+                finished.set()
+                await sampling
+            await deliveries.flush()  # what a refused write kept, if the database is back
     finally:
         await reader.aclose()
     log.info("worker stopped", groups=list(groups))

@@ -10,17 +10,26 @@ import sys
 import msgspec
 
 from sluice.config import Config
+from sluice.events import EVENT_TYPES
 from sluice.groups import GROUPS
 from sluice.history.size import measure as history_size
 from sluice.resources import Resources, open_resources
-from sluice.streams.dead_letters import held_by, list_dead_letters, parse_dead_id, places_holding
+from sluice.streams.dead_letters import (
+    held_by,
+    list_dead_letters,
+    parse_dead_id,
+    places_holding,
+    redrive_matching,
+)
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import GroupStatus, group_totals, status
 
 
 async def show_status(config: Config, *, as_json: bool) -> int:
     async with open_resources(config) as resources:
-        report = await status(resources.redis, resources.keys, resources.store)
+        report = await status(
+            resources.redis, resources.keys, resources.store, config.stall_seconds
+        )
         history = await history_size(resources.store)
         partitioned = resources.keys.partitions > 1
     if as_json:
@@ -31,6 +40,8 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         print(json.dumps(shown, indent=2))
         return 0
     print(f"relay backlog: {report.relay_backlog}   delayed retries: {report.delayed}")
+    if report.paused:
+        print(f"paused groups: {', '.join(report.paused)}")
     print(
         f"history: {history.hot_events} hot events (oldest {history.hot_oldest_at or '-'}),"
         f" {history.archived_events} archived in {history.segments} segments"
@@ -46,16 +57,27 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         print("groups, every partition together:")
         for g in group_totals(report):
             print(f"  {g.group:<16} {_group_figures(g)}")
+    for s in report.stalled:
+        since = "never" if s.since_ack_s is None else f"{s.since_ack_s:.0f} s ago"
+        print(f"STALLED  {s.group}/{s.consumer}  partition={s.partition}"
+              f"  pending={s.pending}  last ack {since}")  # fmt: skip
     return 0
 
 
 def _group_figures(g: GroupStatus) -> str:
     lag = "?" if g.lag is None else g.lag
-    return f"consumers={g.consumers} pending={g.pending} lag={lag} dead_letters={g.dead_letters}"
+    paused = "  PAUSED" if g.paused else ""
+    return (
+        f"consumers={g.consumers} pending={g.pending} lag={lag} dead_letters={g.dead_letters}"
+        f"{paused}"
+    )
 
 
 async def dlq(config: Config, args: argparse.Namespace) -> int:
     async with open_resources(config) as resources:
+        bulk = getattr(args, "group", None) or getattr(args, "type", None)
+        if args.action == "redrive" and (bulk or not args.target):
+            return await _dlq_redrive_matching(resources, args)
         if args.action != "list":
             return await _dlq_one(resources, args)
         groups = [args.group] if args.group else sorted(GROUPS)
@@ -66,6 +88,28 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
                 f"  deliveries={letter.deliveries}  {letter.error}"
             )
         return 0
+
+
+async def _dlq_redrive_matching(resources: Resources, args: argparse.Namespace) -> int:
+    """``dlq redrive --group G --type T``: every matching dead letter (one filter at least),
+    as POST /v1/admin/dead-letters/redrive."""
+    group, event_type = getattr(args, "group", None), getattr(args, "type", None)
+    problem = None
+    if args.target:
+        problem = "give [GROUP] ID, or --group/--type, not both"
+    elif not group and not event_type:
+        problem = "give [GROUP] ID, or --group and/or --type"
+    elif group and group not in GROUPS:
+        problem = f"unknown group {group!r}; known: {', '.join(sorted(GROUPS))}"
+    elif event_type and event_type not in EVENT_TYPES:
+        problem = f"unknown event type {event_type!r}; known: {', '.join(sorted(EVENT_TYPES))}"
+    if problem:
+        print(f"redrive: {problem}", file=sys.stderr)
+        return 2
+    groups = [group] if group else sorted(GROUPS)
+    moved = await redrive_matching(resources.redis, resources.keys, groups, event_type)
+    print(f"redrive: {moved} dead letters sent back")
+    return 0
 
 
 async def _dlq_one(resources: Resources, args: argparse.Namespace) -> int:

@@ -1,9 +1,11 @@
 """Job rows: the request, the runner's progress and checkpoints, the outcome, the purge.
 
 A job is ``queued`` when requested, ``running`` from its first attempt, and
-``succeeded`` or ``failed`` at the end. Each attempt bumps ``attempt``; the
-runner's checkpoint and outcome updates name the attempt they belong to, so a
-stale runner (one that lost its lock) can never move a job another runner owns.
+``succeeded`` or ``failed`` at the end, or ``cancelled`` by its owner or the admin
+while queued or running (``cancel``: its stored bytes go in the same transaction,
+and the status fences every later write of a runner still going). Each attempt
+bumps ``attempt``; the runner's checkpoint and outcome updates name the attempt
+they belong to, so a stale runner (one that lost its lock) can never move a job another runner owns.
 
 A job whose stream entry went to the dead letters (every delivery's worker
 died) is ``failed`` with ``dead_lettered`` set; a new delivery of its event (a
@@ -31,8 +33,8 @@ from sluice.store.users import db_time, from_db_time, optional_db_time
 log = structlog.get_logger(__name__)
 
 EXPORT = "export"
-Status = Literal["queued", "running", "succeeded", "failed"]
-FINISHED = ("succeeded", "failed")
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+FINISHED = ("succeeded", "failed", "cancelled")
 ERROR_LIMIT = 2000
 
 
@@ -47,6 +49,18 @@ class TooManyExports(Exception):
         super().__init__(f"{active} exports queued or running, at most {limit}")
         self.active = active
         self.limit = limit
+
+
+class NoSuchJob(Exception):
+    """The job does not exist, or belongs to someone else (the same answer for both)."""
+
+
+class AlreadyFinished(Exception):
+    """The job succeeded, failed or was cancelled already: nothing left to cancel."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"the job is {job.status} already")
+        self.job = job
 
 
 class Job(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +87,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def cancelled(self) -> bool:
+        return self.status == "cancelled"
 
     @property
     def done(self) -> bool:
@@ -248,6 +266,33 @@ async def _superseded(tx: Tx, job: Job) -> bool:
     return row is not None
 
 
+async def cancel(store: Store, job_id: str, owner_id: str | None) -> Job:
+    """Cancel a queued or running job (``owner_id``'s; None: any, for the admin): the job
+    as it is now, ``cancelled``, its stored bytes gone, in one transaction.
+
+    Raises ``NoSuchJob`` (unknown or not the owner's) and ``AlreadyFinished``. A runner
+    still going cannot write after this commits: its checkpoint and outcome updates
+    need ``running``; it stops on the cancel signal (``sluice.operations.cancel``).
+    """
+    async with store.transaction() as tx:
+        row = await tx.fetchone(
+            f"SELECT {_COLUMNS} FROM jobs WHERE id = ?" + tx.dialect.row_lock("update"), (job_id,)
+        )
+        job = None if row is None else job_from_row(row)
+        if job is None or (owner_id is not None and job.owner_id != owner_id):
+            raise NoSuchJob(job_id)
+        if job.finished:
+            raise AlreadyFinished(job)
+        await tx.execute(
+            "UPDATE jobs SET status = 'cancelled', finished_at = ? WHERE id = ?",
+            (db_time(utcnow()), job_id),
+        )
+        await chunks.delete(tx, job_id)
+        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+    assert row is not None  # locked above
+    return job_from_row(row)
+
+
 async def give_up(store: Store, job_id: str, error: str) -> bool:
     """Mark a queued or running job failed because its entry went to the dead letters."""
     return await _set_failed(store, job_id, error, attempt=None, dead_lettered=True)
@@ -272,6 +317,24 @@ async def _set_failed(
     async with store.transaction() as tx:
         changed = await tx.execute(sql, params)
     return changed == 1
+
+
+async def newest(store: Store, status: Status | None, limit: int) -> list[Job]:
+    """Jobs newest first (ids are UUIDv7: their order is their creation order), of one
+    status or of any, at most ``limit``. Queued and running ones are read from the
+    ``jobs_active`` partial index (its own condition is repeated for the planner to
+    use it), the others walk the primary key down: no page reads the whole table
+    unless the status asked for is rare."""
+    where = ""
+    if status in ("queued", "running"):
+        where = " WHERE status IN ('queued', 'running') AND status = ?"
+    elif status is not None:
+        where = " WHERE status = ?"
+    params: list[object] = [] if status is None else [status]
+    rows = await store.fetchall(
+        f"SELECT {_COLUMNS} FROM jobs{where} ORDER BY id DESC LIMIT ?", [*params, limit]
+    )
+    return [job_from_row(row) for row in rows]
 
 
 async def finished_before(store: Store, cutoff: datetime, limit: int) -> list[Job]:

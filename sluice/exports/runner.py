@@ -14,6 +14,12 @@ the same job (a relay duplicate, a redelivery after a crash) waits for the lock:
 the job is then finished (nothing to do) or its runner died and the lock
 expired (resume). Checkpoints name the attempt, so a runner that lost its lock
 can no longer move the job.
+
+A job cancelled by its owner or the admin (``jobs.cancel``) stops within a
+second: the attempt runs under a ``CancelWatch`` (``sluice.operations.cancel``)
+that cancels it on the signal, and ``run_export`` raises ``Cancelled``, which
+the consumer runtime acks without a retry. A delivery of a job cancelled
+before it started raises it too, without running anything.
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ import structlog
 
 from sluice.errors import HandlerError
 from sluice.exports import jobs, visits
-from sluice.exports.jobs import Job
+from sluice.exports.jobs import EXPORT, Job
+from sluice.operations.cancel import CancelWatch, forget_signal
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.store.links import get_link
 from sluice.streams.keys import Keys
 from sluice.streams.lock import RedisLock
+from sluice.streams.messages import Cancelled
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import cancel_and_wait
 
@@ -70,6 +78,13 @@ class ExportDeps:
     def lock(self, job_id: str) -> RedisLock:
         return RedisLock(self.redis, self.keys.export_lock(job_id), self.lock_ttl_ms)
 
+    def watch(self, job_id: str) -> CancelWatch:
+        async def recorded() -> bool:
+            job = await jobs.get_job(self.store, job_id)
+            return job is not None and job.cancelled
+
+        return CancelWatch(self.redis, self.keys, EXPORT, job_id, recorded)
+
 
 def progress_at(cursor: int, snapshot: int) -> int:
     """0-99 while scanning; 100 is set only with ``succeeded``."""
@@ -79,22 +94,48 @@ def progress_at(cursor: int, snapshot: int) -> int:
 
 
 async def run_export(job_id: str, deps: ExportDeps) -> None:
-    """Run the job to its end, or raise for a retry (the runtime's backoff applies)."""
+    """Run the job to its end, or raise for a retry (the runtime's backoff applies);
+    ``Cancelled`` when the job is cancelled, before or while it runs."""
+    try:
+        await _run(job_id, deps)
+    except Cancelled:
+        log.info("export cancelled", job_id=job_id)
+        await forget_signal(deps.redis, deps.keys, EXPORT, job_id)
+        raise
+
+
+async def _run(job_id: str, deps: ExportDeps) -> None:
     job = await jobs.get_job(deps.store, job_id)
     if job is None:
         log.warning("export: no such job, nothing to do", job_id=job_id)
         return
     if job.done:
+        _raise_if_cancelled(job)
         return
     lock = deps.lock(job_id)
     if not await _acquire(lock, deps, job_id):
+        _raise_if_cancelled(await jobs.get_job(deps.store, job_id))
         return
     try:
         async with _renewing(lock) as lost:
-            await _attempt(job_id, deps, lost)
+            await deps.watch(job_id).run(_attempt(job_id, deps, lost))
     finally:
         with contextlib.suppress(*REDIS_DOWN):
             await lock.release()
+
+
+def _raise_if_cancelled(job: Job | None) -> None:
+    if job is not None and job.cancelled:
+        raise Cancelled(f"export {job.id} was cancelled")
+
+
+async def _fenced(deps: ExportDeps, job: Job) -> Exception:
+    """Why a write of the attempt changed nothing: the job was cancelled, or another
+    attempt owns it."""
+    now = await jobs.get_job(deps.store, job.id)
+    if now is not None and now.cancelled:
+        return Cancelled(f"export {job.id} was cancelled")
+    return LockLost(job.id)
 
 
 async def _acquire(lock: RedisLock, deps: ExportDeps, job_id: str) -> bool:
@@ -148,9 +189,12 @@ async def _renewing(lock: RedisLock) -> AsyncIterator[asyncio.Event]:
 async def _attempt(job_id: str, deps: ExportDeps, lost: asyncio.Event) -> None:
     job = await jobs.begin_attempt(deps.store, job_id, visits.header())
     if job is None or job.finished:
+        _raise_if_cancelled(job)
         return
     try:
         await _export(job, deps, lost)
+    except Cancelled:
+        raise
     except PermanentFailure as exc:
         await jobs.fail(deps.store, job, str(exc))
         log.warning("export failed", job_id=job.id, error=str(exc))
@@ -184,11 +228,11 @@ async def _export(job: Job, deps: ExportDeps, lost: asyncio.Event) -> None:
             progress=progress_at(upto, job.snapshot_seq), at=size, data=data,
         )  # fmt: skip
         if not saved:
-            raise LockLost(job.id)
+            raise await _fenced(deps, job)
         cursor, size, rows = upto, size + len(data), rows + len(found)
     _check(lost, job)
     if not await jobs.succeed(deps.store, job):
-        raise LockLost(job.id)
+        raise await _fenced(deps, job)
     log.info(
         "export succeeded", job_id=job.id, rows=rows, bytes=size,
         events_scanned=job.snapshot_seq - job.cursor_seq,

@@ -7,6 +7,10 @@ delivery is marked failed; redriving the entry resumes it. Dead letters with
 a handler outcome need nothing: the runner marks the job failed itself after
 its last attempt, and "being run by another worker" means a live runner has it.
 
+A cancelled job (``DELETE /v1/jobs/{id}``) makes ``run_export`` raise
+``Cancelled``; ``event_group`` puts it in the outcomes, so the runtime acks the
+entry without a retry and records the delivery ``cancelled``.
+
 Users take turns: the exports of a batch start (as the group's concurrency
 lets them) in rounds, each owner's first, then each owner's second, and so on,
 so one user's queue never stands in front of another user's first export. With

@@ -30,6 +30,7 @@ from sluice.store import Store
 from sluice.store.reminders import mail_target
 from sluice.store.users import user_by_id
 from sluice.streams.dispatch import EventHandler, event_group
+from sluice.streams.messages import Duplicate
 from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
@@ -45,6 +46,13 @@ class MailDeps:
     link_key: links.LinkKey
 
 
+async def _send(deps: MailDeps, outgoing: Outgoing) -> None:
+    """Send ``outgoing`` once; ``Duplicate`` when it was sent before (the delivery is
+    recorded as a duplicate), nothing when it was withheld (the user's budget)."""
+    if not await deps.mailer.send_once(outgoing) and await deps.mailer.sends.is_sent(outgoing.key):
+        raise Duplicate(f"mail {outgoing.key} was sent before")
+
+
 async def _verify_url(deps: MailDeps, user_id: str, email: str) -> str:
     token = links.verify_token(
         await deps.link_key.get(), user_id, email, utcnow() + links.VERIFY_TTL
@@ -54,14 +62,15 @@ async def _verify_url(deps: MailDeps, user_id: str, email: str) -> str:
 
 async def on_user_registered(event: UserRegistered, deps: MailDeps) -> None:
     url = await _verify_url(deps, event.user_id, event.email)
-    await deps.mailer.send_once(
+    await _send(
+        deps,
         Outgoing(
             key=welcome_key(event.user_id),
             recipient=event.email,
             recipient_name=event.name,
             content=templates.welcome(event.name, deps.base_url, url),
             user_id=event.user_id,
-        )
+        ),
     )
 
 
@@ -73,14 +82,15 @@ async def on_verification_requested(event: VerificationRequested, deps: MailDeps
                  verified=user is not None)  # fmt: skip
         return
     url = await _verify_url(deps, user.id, user.email)
-    await deps.mailer.send_once(
+    await _send(
+        deps,
         Outgoing(
             key=verification_key(event.event_id),
             recipient=user.email,
             recipient_name=user.name,
             content=templates.verification(user.name, url),
             user_id=user.id,
-        )
+        ),
     )
 
 
@@ -110,7 +120,8 @@ async def on_reminder_due(event: ReminderDue, deps: MailDeps) -> None:
         return
     token = links.unsubscribe_token(await deps.link_key.get(), event.reminder_id)
     unsubscribe = links.link(deps.base_url, links.UNSUBSCRIBE_PATH, token)
-    await deps.mailer.send_once(
+    await _send(
+        deps,
         Outgoing(
             key=reminder_key(event.reminder_id, event.scheduled_for),
             recipient=target.email,
@@ -125,7 +136,7 @@ async def on_reminder_due(event: ReminderDue, deps: MailDeps) -> None:
                 ("List-Unsubscribe", f"<{unsubscribe}>"),
                 ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
             ),
-        )
+        ),
     )
 
 

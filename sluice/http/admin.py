@@ -9,6 +9,11 @@ look the id up in every known group's dead letters: found in none is 404, found
 in several is 409 (name the group, or the partition, to choose). An id that is
 no dead letter id at all, or names a partition that does not exist, is 404 too,
 saying so.
+
+A bulk redrive (``POST /v1/admin/dead-letters/redrive?group=&event_type=``) sends
+back every dead letter matching its filters, in every partition. Both filters are
+optional, but one at least must be given (422 otherwise): sending every group's
+every dead letter back is never what a slip of the hand should do.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ import msgspec
 from aiohttp import web
 
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
+from sluice.events import EVENT_TYPES
 from sluice.groups import GROUPS
 from sluice.history.size import HistorySize, measure
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem, ref
 from sluice.http.auth import require_admin
 from sluice.http.bodies import JSON, json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import KEYS, REDIS, STORE
+from sluice.http.keys import CONFIG, KEYS, REDIS, STORE
 from sluice.streams.dead_letters import (
     DeadLetter,
     Place,
@@ -35,6 +41,7 @@ from sluice.streams.dead_letters import (
     list_dead_letters,
     parse_dead_id,
     places_holding,
+    redrive_matching,
 )
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import Status, status
@@ -54,6 +61,12 @@ class Redriven(msgspec.Struct, kw_only=True, frozen=True):
     retry_id: str
 
 
+class BulkRedriven(msgspec.Struct, kw_only=True, frozen=True):
+    """How many dead letters went back to their groups."""
+
+    redriven: int
+
+
 @asynccontextmanager
 async def _redis_answers(what: str) -> AsyncIterator[None]:
     """503 when Redis fails or takes longer than STATUS_TIMEOUT."""
@@ -67,7 +80,10 @@ async def _redis_answers(what: str) -> AsyncIterator[None]:
 async def streams(request: web.Request) -> web.Response:
     await require_admin(request)
     async with _redis_answers("stream status is unavailable"):
-        report = await status(request.app[REDIS], request.app[KEYS], request.app[STORE])
+        report = await status(
+            request.app[REDIS], request.app[KEYS], request.app[STORE],
+            request.app[CONFIG].stall_seconds,
+        )  # fmt: skip
     return json_response(report)
 
 
@@ -137,6 +153,30 @@ async def redrive(request: web.Request) -> web.Response:
     return json_response(redriven, 202)
 
 
+def _bulk_filters(request: web.Request) -> tuple[list[str], str | None]:
+    """The groups and event type a bulk redrive is for; 422 when neither is given or
+    either is unknown (an empty value counts as not given)."""
+    group = request.query.get("group", "")
+    event_type = request.query.get("event_type", "") or None
+    errors = []
+    if not group and event_type is None:
+        errors.append(FieldError("group", "give a group, an event_type, or both"))
+    if event_type is not None and event_type not in EVENT_TYPES:
+        known = ", ".join(sorted(EVENT_TYPES))
+        errors.append(FieldError("event_type", f"unknown event type; known: {known}"))
+    if errors:
+        raise Unprocessable("invalid query parameters", errors)
+    return _groups(request), event_type
+
+
+async def redrive_all(request: web.Request) -> web.Response:
+    await require_admin(request)
+    groups, event_type = _bulk_filters(request)
+    async with _redis_answers("the dead letters were not redriven"):
+        moved = await redrive_matching(request.app[REDIS], request.app[KEYS], groups, event_type)
+    return json_response(BulkRedriven(redriven=moved), 202)
+
+
 async def drop(request: web.Request) -> web.Response:
     await require_admin(request)
     async with _redis_answers("the dead letter was not dropped"):
@@ -182,7 +222,12 @@ ROUTES = (
             "partition), `node` the Redis Cluster primary holding it (`host:port`; null on "
             "one Redis). A group's `dead_letters` on a stream are its dead letters in that "
             "stream's partition; its total is the sum over partitions. `delayed` counts the "
-            "retries waiting for their backoff in every partition."
+            "retries waiting for their backoff in every partition. `stalled` lists the "
+            "consumers holding entries that acked none for SLUICE_STALL_SECONDS (60): "
+            "`since_ack_s` is the seconds since their last ack or start (null: never "
+            "marked). A group's `paused` is true while it is paused (POST "
+            "/v1/admin/groups/{group}/pause); `paused` at the top lists every paused group, "
+            "one with no stream yet too. A paused group's consumers are never `stalled`."
         ),
         "security": ADMIN,
         "responses": {
@@ -239,6 +284,33 @@ ROUTES = (
             "503": problem("Redis does not answer"),
         },
     }, structs=(DeadLetter,)),
+    Route("POST", "/v1/admin/dead-letters/redrive", redrive_all, {
+        "operationId": "redriveDeadLetters",
+        "summary": "Send every matching dead letter back to its group",
+        "description": (
+            "Every dead letter of `group` (every group's without it) whose event type is "
+            "`event_type` (any without it), in every partition, leaves the dead letters "
+            "and joins its group's retry stream with a fresh delivery count. One filter "
+            "at least is required. `redriven` counts the letters moved (0 when none "
+            "matched); each moves once, also when two redrives run at once."
+        ),
+        "security": ADMIN,
+        "parameters": [
+            {"name": "group", "in": "query", "required": False,
+             "description": "one group's dead letters; absent or empty: every group's",
+             "schema": {"type": "string"}},
+            {"name": "event_type", "in": "query", "required": False,
+             "description": "only dead letters of this event type (`UserRegistered`...)",
+             "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "202": ok(BulkRedriven, "the matching dead letters are back in their groups"),
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "422": problem("neither group nor event_type given, or an unknown one"),
+            "503": problem("Redis does not answer"),
+        },
+    }, structs=(BulkRedriven,)),
     Route("POST", "/v1/admin/dead-letters/{id}/redrive", redrive, {
         "operationId": "redriveDeadLetter",
         "summary": "Send a dead letter back to its group, with a fresh delivery count",

@@ -49,6 +49,26 @@ async def require_user(request: web.Request) -> User:
     return user
 
 
+async def require_user_or_admin(request: web.Request) -> User | None:
+    """The user of a user token, None for the admin token; 401 for anything else.
+
+    Failures count against the client's admin attempts as ``require_admin``'s do:
+    this route takes the admin token too, so it must not be a way around that limit.
+    """
+    token = bearer_token(request)
+    if token is None:
+        raise Unauthorized("a bearer token is required")
+    limits = request.app[CLIENT_LIMITS]
+    await limits.check(ADMIN, request)
+    if await request.app[ADMIN_TOKEN].matches(token):
+        return None
+    user = await user_for_token(request.app[STORE], token, utcnow())
+    if user is not None:
+        return user
+    await limits.add(ADMIN, request)
+    raise Unauthorized("the token is unknown or expired")
+
+
 async def require_admin(request: web.Request) -> None:
     """Pass with the admin token; 403 for a user's token, 401 for anything else.
 

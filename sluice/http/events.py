@@ -1,5 +1,6 @@
-"""``GET /v1/admin/events``: the event search of SPEC 12 (``sluice.operations.event_search``)
-for the operator (admin token). Every parameter's fault is named in one 422."""
+"""The event routes of SPEC 12 for the operator (admin token): the search
+(``sluice.operations.event_search``; every parameter's fault named in one 422), one
+event with its deliveries and a trace's events (``sluice.operations.stories``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from sluice.errors import FieldError, Unprocessable
+from sluice.errors import FieldError, NotFound, Unprocessable
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Doc, Route, ok, problem
 from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response
 from sluice.http.keys import STORE
-from sluice.operations import event_search
+from sluice.operations import event_search, stories
 from sluice.operations.event_search import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
@@ -61,6 +62,29 @@ async def search_events(request: web.Request) -> web.Response:
     return json_response(await event_search.search(request.app[STORE], _query(request)))
 
 
+async def show_event(request: web.Request) -> web.Response:
+    """One event of the hot history with its stream entries and every delivery."""
+    await require_admin(request)
+    event_id = request.match_info["event_id"]
+    story = None
+    if len(event_id) <= 64:  # longer is no event id (they are UUIDs)
+        story = await stories.event_story(request.app[STORE], event_id)
+    if story is None:
+        raise NotFound("no such event in the hot history (archived events are not shown)")
+    return json_response(story)
+
+
+async def show_trace(request: web.Request) -> web.Response:
+    """Every event committed under the trace, oldest first, each with its deliveries."""
+    await require_admin(request)
+    raw = request.match_info["trace_id"]
+    try:
+        trace = event_search.trace_id(raw)
+    except Invalid as exc:
+        raise Unprocessable("invalid trace id", [FieldError("trace_id", str(exc))]) from None
+    return json_response(await stories.trace_story(request.app[STORE], trace))
+
+
 def _filter(name: str, description: str) -> Doc:
     return {"name": name, "in": "query", "required": False, "description": description,
             "schema": {"type": "string"}}  # fmt: skip
@@ -102,4 +126,49 @@ ROUTES = (
             "503": problem("the database does not answer"),
         },
     }, structs=(EventPage,)),
+    Route("GET", "/v1/admin/events/{event_id}", show_event, {
+        "operationId": "showEvent",
+        "summary": "One event, its stream entries and every delivery of it to every group",
+        "description": (
+            "`deliveries` lists each attempt in the order it was recorded: the group, the"
+            " consumer, the attempt number (Redis's delivery count across retries), the"
+            " outcome (`handled`, `duplicate`: applied before, `failed`: retried later,"
+            " `dead_lettered`, `cancelled`), the error, when the batch's handler was"
+            " called and how long it ran (a batch's attempts share it). `stream_entries`"
+            " are the entries those deliveries read (the aggregate stream, then retry"
+            " streams). Attempts are kept SLUICE_DELIVERY_RETENTION seconds."
+        ),
+        "security": ADMIN,
+        "parameters": [{"name": "event_id", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "responses": {
+            "200": ok(stories.EventStory, "the event"),
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "404": problem("no such event in the hot history (archived events are not shown)"),
+            "503": problem("the database does not answer"),
+        },
+    }, structs=(stories.EventStory,)),
+    Route("GET", "/v1/admin/traces/{trace_id}", show_trace, {
+        "operationId": "showTrace",
+        "summary": "The story of a request: every event of its trace, with its deliveries",
+        "description": (
+            "Every event of the hot history committed under the trace id (the request's,"
+            " or a task run's), oldest first, each with its deliveries as"
+            " `GET /v1/admin/events/{event_id}` shows them. Events a handler appends while"
+            " handling a delivery carry that delivery's trace id, so they follow in turn."
+            f" At most {stories.TRACE_EVENTS_MAX} events (`truncated` says when there were"
+            " more). An unknown trace id answers an empty list."
+        ),
+        "security": ADMIN,
+        "parameters": [{"name": "trace_id", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "responses": {
+            "200": ok(stories.TraceStory, "the trace's events"),
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "422": problem("not a trace id (1-128 of A-Z a-z 0-9 . _ : -)"),
+            "503": problem("the database does not answer"),
+        },
+    }, structs=(stories.TraceStory,)),
 )  # fmt: skip

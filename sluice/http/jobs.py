@@ -1,4 +1,5 @@
-"""Export jobs: request one for a link, poll it, download its CSV. Owner only.
+"""Export jobs: request one for a link, poll it, download its CSV, cancel it. Owner only
+(the admin token may cancel any job).
 
 Another user's job or link gets the same 404 as an unknown one.
 """
@@ -7,15 +8,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import cast, get_args
 
+import msgspec
 import structlog
 from aiohttp import hdrs, web
 
-from sluice.errors import Conflict, Gone, NotFound, TooManyRequests
+from sluice.errors import Conflict, FieldError, Gone, NotFound, TooManyRequests, Unprocessable
 from sluice.exports import chunks, jobs
 from sluice.exports.jobs import Job
 from sluice.http.apidoc import (
+    ADMIN,
     CODE,
+    FORBIDDEN,
     NO_LINK,
     UNAUTHORIZED,
     USER,
@@ -23,18 +29,22 @@ from sluice.http.apidoc import (
     Route,
     ok,
     problem,
+    ref,
     too_many,
 )
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response
+from sluice.http.auth import require_admin, require_user, require_user_or_admin
+from sluice.http.bodies import JSON, json_response
 from sluice.http.conditional import Validators, not_modified, requested_range
-from sluice.http.keys import CONFIG, STORE, TRACE_ID
+from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID
 from sluice.http.schemas import ExportStarted, JobOut
+from sluice.operations.cancel import signal_cancel
 
 log = structlog.get_logger(__name__)
 
 # When to ask again once a user's exports fill their places: most finish within seconds.
 EXPORTS_RETRY_AFTER = 5
+ADMIN_JOBS_MAX = 100
+_STATUSES: tuple[str, ...] = get_args(jobs.Status)
 
 
 def _job_url(request: web.Request, job_id: str) -> str:
@@ -91,6 +101,63 @@ async def read_job(request: web.Request) -> web.Response:
     return json_response(_out(request, await _own_job(request)))
 
 
+async def cancel_job(request: web.Request) -> web.Response:
+    """202 with the job, ``cancelled``; 409 once it finished. The worker running it, on any
+    host, stops within a second or two (``sluice.operations.cancel``)."""
+    user = await require_user_or_admin(request)
+    job_id = request.match_info["job_id"]
+    try:
+        job = await jobs.cancel(request.app[STORE], job_id, None if user is None else user.id)
+    except jobs.NoSuchJob:
+        raise NotFound(f"{'no' if user is None else 'you have no'} job {job_id!r}") from None
+    except jobs.AlreadyFinished as exc:
+        raise Conflict(
+            f"the job is {exc.job.status} already; only a queued or running job can be cancelled"
+        ) from None
+    await signal_cancel(request.app[REDIS], request.app[KEYS], job.kind, job.id)
+    log.info("job cancelled", job_id=job.id, by="admin" if user is None else "owner")
+    return json_response(_out(request, job), 202)
+
+
+class AdminJobOut(msgspec.Struct, kw_only=True):
+    """A job as the operator sees it: whose, of which link, and its trace."""
+
+    id: str
+    kind: str
+    owner_id: str
+    code: str
+    status: jobs.Status
+    progress: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    trace_id: str
+
+
+def _admin_out(job: Job) -> AdminJobOut:
+    return AdminJobOut(
+        id=job.id, kind=job.kind, owner_id=job.owner_id, code=job.code, status=job.status,
+        progress=job.progress, created_at=job.created_at, started_at=job.started_at,
+        finished_at=job.finished_at, error=job.error, trace_id=job.trace_id,
+    )  # fmt: skip
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    """Every user's jobs, newest first, at most ``ADMIN_JOBS_MAX``; ``?status=`` one status."""
+    await require_admin(request)
+    status = request.query.get("status") or None
+    if status is not None and status not in _STATUSES:
+        raise Unprocessable(
+            "invalid query parameters",
+            [FieldError("status", f"must be one of {', '.join(_STATUSES)}")],
+        )
+    found = await jobs.newest(
+        request.app[STORE], cast("jobs.Status | None", status), ADMIN_JOBS_MAX
+    )
+    return json_response([_admin_out(job) for job in found])
+
+
 async def job_result(request: web.Request) -> web.StreamResponse:
     """The CSV once the job succeeded; 409 before (or after a failure), 410 once removed.
 
@@ -100,6 +167,8 @@ async def job_result(request: web.Request) -> web.StreamResponse:
     job = await _own_job(request)
     if job.purged_at is not None:
         raise Gone("the result was removed after the retention period; request a new export")
+    if job.cancelled:
+        raise Conflict("the job was cancelled: it has no result")
     if job.status != "succeeded" or job.finished_at is None:
         detail = f"the job is {job.status}"
         raise Conflict(f"{detail}: {job.error}" if job.error else f"{detail}; no result yet")
@@ -215,6 +284,26 @@ ROUTES = (
                             "ask again once one has finished"),
         },
     }, structs=(ExportStarted,)),
+    Route("GET", "/v1/admin/jobs", list_jobs, {
+        "operationId": "adminListJobs",
+        "summary": "Every user's jobs, newest first (the admin token)",
+        "description": (
+            f"At most {ADMIN_JOBS_MAX} jobs, newest first, of every user; `status` keeps one"
+            " status. The /admin page lists the queued and running ones with a Cancel"
+            " button (`DELETE /v1/jobs/{job_id}`)."
+        ),
+        "security": ADMIN,
+        "parameters": [{"name": "status", "in": "query", "required": False,
+                        "description": "only jobs of this status",
+                        "schema": {"type": "string", "enum": list(_STATUSES)}}],
+        "responses": {
+            "200": {"description": "the jobs", "content": {JSON: {"schema": {
+                "type": "array", "items": ref(AdminJobOut)}}}},
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "422": problem("`status` is not a job status"),
+        },
+    }, structs=(AdminJobOut,)),
     Route("GET", "/v1/jobs/{job_id}", read_job, {
         "operationId": "getJob",
         "summary": "A job's status and progress (0-100, never decreasing)",
@@ -229,6 +318,26 @@ ROUTES = (
             "200": ok(JobOut, "the job"),
             "401": UNAUTHORIZED,
             "404": _NO_JOB,
+        },
+    }, structs=(JobOut,)),
+    Route("DELETE", "/v1/jobs/{job_id}", cancel_job, {
+        "operationId": "cancelJob",
+        "summary": "Cancel a queued or running job (its owner, or the admin token)",
+        "description": (
+            "The job reads `cancelled` at once and its partial result is removed; a job "
+            "not yet started never runs, and the worker running one, on any host, stops "
+            "within 2 s (a Redis signal polled every 0.5 s, the database read every 2 s "
+            "as a fallback). Its stream entry is acked, never retried and never "
+            "dead-lettered. A finished job (succeeded, failed or cancelled) is 409."
+        ),
+        "security": [*USER, *ADMIN],
+        "parameters": [_JOB_ID],
+        "responses": {
+            "202": ok(JobOut, "the job, now `cancelled`"),
+            "401": UNAUTHORIZED,
+            "404": _NO_JOB,
+            "409": problem("the job succeeded, failed or was cancelled already"),
+            "429": too_many("too many failed admin authentications from this client"),
         },
     }, structs=(JobOut,)),
     Route("GET", "/v1/jobs/{job_id}/result", job_result, {
@@ -264,7 +373,7 @@ ROUTES = (
             },
             "401": UNAUTHORIZED,
             "404": _NO_JOB,
-            "409": problem("the job is queued, running or failed: no result"),
+            "409": problem("the job is queued, running, failed or cancelled: no result"),
             "410": problem("the result was removed after the retention period"),
             "412": problem("If-Match names another version, or the result changed after "
                            "If-Unmodified-Since"),

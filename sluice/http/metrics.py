@@ -9,6 +9,7 @@ scrape time. With Redis down the scrape still answers, with
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime
 
@@ -16,11 +17,12 @@ import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
+from sluice.groups import GROUPS
 from sluice.history.size import HistorySize, measure
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route
 from sluice.http.auth import require_admin
 from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import KEYS, LINK_CACHE, REDIS, STORE, VISITS
+from sluice.http.keys import CONFIG, KEYS, LINK_CACHE, REDIS, STORE, VISITS
 from sluice.metrics import (
     CONTENT_TYPE,
     LINK_CACHE_LOOKUPS,
@@ -31,6 +33,7 @@ from sluice.metrics import (
     gauge,
     render,
 )
+from sluice.operations.pause import paused_gauge
 from sluice.store.errors import database_unavailable
 from sluice.streams.maintenance import Status, group_totals, status
 from sluice.streams.waiting import wait_or_stop
@@ -72,7 +75,16 @@ def _families(report: Status | None) -> list[Metric]:
             consumers.add_metric(labels, group.consumers)
     for total in group_totals(report):
         dead.add_metric([total.group], total.dead_letters)
-    return [redis_up, backlog, delayed, length, where, lag, pending, consumers, dead]
+    stalled = gauge(
+        "sluice_consumers_stalled",
+        "Consumers holding entries that acked none for SLUICE_STALL_SECONDS",
+        ["group"],
+    )
+    by_group = Counter(s.group for s in report.stalled)
+    for total in group_totals(report):
+        stalled.add_metric([total.group], by_group.get(total.group, 0))
+    shown = [redis_up, backlog, delayed, length, where, lag, pending, consumers, dead, stalled]
+    return [*shown, paused_gauge(GROUPS, report.paused)]
 
 
 def _history_families(size: HistorySize | None) -> list[Metric]:
@@ -150,7 +162,10 @@ async def metrics(request: web.Request) -> web.Response:
     report: Status | None = None
     try:
         async with asyncio.timeout(SCRAPE_TIMEOUT):
-            report = await status(request.app[REDIS], request.app[KEYS], request.app[STORE])
+            report = await status(
+                request.app[REDIS], request.app[KEYS], request.app[STORE],
+                request.app[CONFIG].stall_seconds,
+            )  # fmt: skip
     except REDIS_ERRORS as exc:
         log.warning("metrics: redis did not answer", error=repr(exc))
     families = _families(report) + _history_families(await _history(request))

@@ -246,7 +246,7 @@ class ExportStarted(msgspec.Struct, kw_only=True):
 class JobOut(msgspec.Struct, kw_only=True):
     id: str
     kind: str
-    status: Literal["queued", "running", "succeeded", "failed"]
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
     progress: Annotated[int, msgspec.Meta(ge=0, le=100)]
     created_at: datetime
     finished_at: datetime | None

@@ -8,7 +8,7 @@ from sluice.events import AnyEvent, type_name
 from sluice.projections.base import Projection
 from sluice.resources import Resources
 from sluice.store import Tx
-from sluice.streams.messages import Delivery
+from sluice.streams.messages import Delivery, Duplicate
 from sluice.streams.spec import GroupSpec
 
 
@@ -59,6 +59,21 @@ async def _watermark(tx: Tx, projection: Projection) -> int:
     return int(row[0]) if row else 0
 
 
+def _duplicates(
+    relevant: Sequence[Delivery], fresh: set[str]
+) -> Mapping[tuple[str, str], BaseException]:
+    """The deliveries whose event was applied before (or twice in the batch: the first
+    copy counts): acked, and recorded ``duplicate``."""
+    seen: set[str] = set()
+    found: dict[tuple[str, str], BaseException] = {}
+    for delivery in relevant:
+        event_id = delivery.event.event_id
+        if event_id not in fresh or event_id in seen:
+            found[delivery.message.key] = Duplicate("applied before")
+        seen.add(event_id)
+    return found
+
+
 def projection_group(projection: Projection, resources: Resources) -> GroupSpec:
     async def handle(deliveries: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
         relevant = [d for d in deliveries if type_name(d.event) in projection.event_types]
@@ -72,7 +87,7 @@ def projection_group(projection: Projection, resources: Resources) -> GroupSpec:
             # Every relevant event, fresh or not: a redelivery after a crash
             # between commit and publish must still publish.
             await projection.publish(resources, [d.event for d in relevant])
-        return {}
+        return _duplicates(relevant, {event.event_id for event in fresh})
 
     return GroupSpec(
         name=projection.name,

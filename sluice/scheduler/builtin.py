@@ -10,6 +10,7 @@ from sluice.events import utcnow
 from sluice.exports.retention import purge_exports
 from sluice.history import archive
 from sluice.links.pool import refill
+from sluice.operations import deliveries
 from sluice.projections.article_views import top_from_store
 from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
@@ -166,6 +167,13 @@ async def archive_history(ctx: TaskContext) -> None:
     )  # fmt: skip
 
 
+async def purge_deliveries(ctx: TaskContext) -> None:
+    """Delete delivery records older than SLUICE_DELIVERY_RETENTION (oldest first)."""
+    retention = ctx.resources.config.delivery_retention
+    removed = await deliveries.purge(ctx.resources.store, utcnow(), retention)
+    ctx.log.info("deliveries purged", removed=removed, retention_s=retention)
+
+
 BUILTIN: list[tuple[str, TaskFunction, str]] = [
     (
         "refill-code-pool",
@@ -196,6 +204,11 @@ BUILTIN: list[tuple[str, TaskFunction, str]] = [
         "purge-exports",
         purge_exports,
         "removes export results older than SLUICE_EXPORT_RETENTION (their jobs answer 410)",
+    ),
+    (
+        "purge-deliveries",
+        purge_deliveries,
+        "deletes delivery records older than SLUICE_DELIVERY_RETENTION",
     ),
     (
         "archive-history",

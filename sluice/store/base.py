@@ -83,6 +83,13 @@ class Tx(Protocol):
     async def append(self, *events: Event) -> None:
         """Add events to the history; they commit with the rest of the transaction."""
 
+    async def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Insert many rows into ``table`` in the fewest statements the backend allows
+        (SQLite: multi-row INSERTs; PostgreSQL: one INSERT of ``unnest`` over a column
+        array each, typed from the values: str, int, float, bytes)."""
+
     async def lock_history(self) -> None:
         """Keep every other transaction from appending until this one ends, so the
         history's head read after this call stays the head (snapshots, swaps)."""
@@ -113,6 +120,19 @@ class Store(Protocol):
     async def max_seq(self) -> int: ...
 
     async def position(self, name: str) -> int: ...
+
+    async def insert_rows(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """``Tx.insert_rows`` in a transaction of its own. ``durable=False``: for records
+        whose loss only loses a record (never an effect), the commit does not wait for
+        the disk: a crash of the process loses nothing, one of the machine (or of
+        PostgreSQL's server) may lose the last moment's commits."""
 
     async def set_position(self, name: str, seq: int, *, durable: bool = True) -> None:
         """Store a position. ``durable=False``: the commit does not wait for the disk (a

@@ -345,6 +345,61 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX events_trace ON events (trace_id, created_at, seq);
         """,
     ),
+    (
+        16,
+        "deliveries: every attempt of every group on every event",
+        # sluice/operations/deliveries.py. Rows come in batches, in the order they
+        # happened, so ``id`` order is time order: the purge deletes from the low ids
+        # and needs no index on time. One index, by event, for the event's and the
+        # trace's deliveries; every index is paid by every recorded delivery.
+        """
+        CREATE TABLE deliveries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            event_id TEXT NOT NULL,
+            group_name TEXT NOT NULL,
+            consumer TEXT NOT NULL,
+            stream TEXT NOT NULL,
+            entry_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            outcome TEXT NOT NULL,
+            error TEXT,
+            started_at TEXT NOT NULL,
+            duration_ms REAL NOT NULL
+        );
+        CREATE INDEX deliveries_event ON deliveries (event_id);
+        """,
+    ),
+    (
+        18,
+        "export jobs can be cancelled",
+        # DELETE /v1/jobs/{id} (sluice/exports/jobs.py, cancel): status gains 'cancelled'.
+        # A column's CHECK cannot be altered in SQLite, so the column is replaced by one
+        # with the wider CHECK (ADD, copy, DROP, RENAME: the same words in SQLite and
+        # PostgreSQL, and no table rebuild, which export_chunks' foreign key would
+        # forbid); the partial index on it goes first and comes back.
+        """
+        DROP INDEX jobs_active;
+        ALTER TABLE jobs ADD COLUMN status_new TEXT NOT NULL DEFAULT 'queued'
+            CHECK (status_new IN ('queued', 'running', 'succeeded', 'failed', 'cancelled'));
+        UPDATE jobs SET status_new = status;
+        ALTER TABLE jobs DROP COLUMN status;
+        ALTER TABLE jobs RENAME COLUMN status_new TO status;
+        CREATE UNIQUE INDEX jobs_active ON jobs (kind, owner_id, code)
+            WHERE status IN ('queued', 'running');
+        """,
+    ),
+    (
+        17,
+        "paused handler groups",
+        # sluice/operations/pause.py: a row per paused group, read by every worker process
+        # every half second; the database, not Redis, so a pause survives every restart.
+        """
+        CREATE TABLE paused_groups (
+            name TEXT PRIMARY KEY,
+            paused_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 

@@ -65,6 +65,8 @@ async def _enable_wal(db: aiosqlite.Connection) -> None:
 
 # Rows per INSERT statement when appending events (6 parameters each; SQLite allows 32766).
 APPEND_ROWS = 500
+# Parameters per statement of ``insert_rows`` (SQLite takes up to 32,766).
+INSERT_PARAMS = 5_000
 _EVENT_ROW = "(?, ?, ?, ?, ?, ?)"
 
 
@@ -129,6 +131,20 @@ class SqliteTx(SqliteCatalog):
         self.appended += len(events)
         self.types.update(type_name(e) for e in events)
 
+    async def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        if not rows:
+            return
+        head = f"INSERT INTO {field_name(table)} ({', '.join(map(field_name, columns))}) VALUES "
+        one = f"({', '.join('?' for _ in columns)})"
+        per = max(1, INSERT_PARAMS // len(columns))
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            await self._db.execute(
+                head + ", ".join(one for _ in chunk), [v for row in chunk for v in row]
+            )
+
     async def lock_history(self) -> None:
         """Nothing to take: BEGIN IMMEDIATE already holds every other writer back."""
 
@@ -184,6 +200,7 @@ class SqliteStore:
         self._lock = asyncio.Lock()
         self._cleanups: set[asyncio.Future[None]] = set()  # rollbacks still running
         self._listeners: list[Callable[[], None]] = []
+        self._lazy = False  # the open transaction commits without waiting for the disk
 
     @classmethod
     async def open(cls, path: Path, *, migrate: bool = True) -> SqliteStore:
@@ -209,15 +226,21 @@ class SqliteStore:
         return applied
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SqliteTx]:
+    async def transaction(self, *, durable: bool = True) -> AsyncIterator[SqliteTx]:
+        """``durable=False``: the commit does not wait for the disk (WAL mode: a crash of
+        the process loses nothing, a power cut may lose this commit)."""
         await self._lock.acquire()
         held = _HeldReport(asyncio.current_task())
         tx = SqliteTx(self._writer)
         try:
+            if not durable:
+                self._lazy = True
+                await _pragma(self._writer, "PRAGMA synchronous=NORMAL")
             # IMMEDIATE takes the write lock up front: no deadlock on upgrade.
             await self._writer.execute("BEGIN IMMEDIATE")
             yield tx
             await self._writer.execute("COMMIT")
+            await self._durable_again()
         except BaseException as exc:
             # Roll back, also after a failed COMMIT (SQLITE_BUSY, disk full), which
             # leaves the transaction open on this shared connection. A caller cancelled
@@ -307,8 +330,26 @@ class SqliteStore:
         try:
             with contextlib.suppress(sqlite3.Error):  # after a failed BEGIN there is nothing
                 await self._writer.execute("ROLLBACK")
+            await self._durable_again()
         finally:
             self._lock.release()
+
+    async def _durable_again(self) -> None:
+        """After a commit that did not wait for the disk, every other one waits again."""
+        if self._lazy:
+            await _pragma(self._writer, "PRAGMA synchronous=FULL")
+            self._lazy = False
+
+    async def insert_rows(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        durable: bool = True,
+    ) -> None:
+        async with self.transaction(durable=durable) as tx:
+            await tx.insert_rows(table, columns, rows)
 
     async def refresh_statistics(self, *tables: str) -> None:
         """Nothing: sluice's scans on SQLite go by primary key whatever the statistics."""

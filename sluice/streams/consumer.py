@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -40,13 +41,18 @@ import redis.exceptions
 import structlog
 
 from sluice.errors import ServiceUnavailable
-from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, RETRIES
+from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, HANDLER_TIMEOUTS, RETRIES
+from sluice.operations.deliveries import Attempt, DeliveryLog, Outcome
+from sluice.operations.pause import READ_BLOCK_MS, PauseWatch
 from sluice.store.errors import database_unavailable
 from sluice.streams.failures import Failures, backoff_ms
 from sluice.streams.group_setup import ensure_group
 from sluice.streams.keys import Keys
 from sluice.streams.messages import (
+    SETTLED,
+    Cancelled,
     Delivery,
+    Duplicate,
     Message,
     NoOutcome,
     PoisonMessage,
@@ -67,6 +73,24 @@ class HeldBack(Exception):
     """Stopping while a service is down: the batch in hand stays pending."""
 
 
+class HandlerTimeout(RuntimeError):
+    """The handler ran past the group's deadline (``SLUICE_HANDLER_TIMEOUT_SECONDS``)."""
+
+
+def _text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _outcome(error: BaseException | None, given_up: bool) -> Outcome:
+    if error is None:
+        return "handled"
+    if isinstance(error, Duplicate):
+        return "duplicate"
+    if isinstance(error, Cancelled):
+        return "cancelled"
+    return "dead_lettered" if given_up else "failed"
+
+
 def _outage(error: BaseException) -> bool:
     """Whether ``error`` is an outage, not the entry's fault: held, not retried."""
     return isinstance(error, ServiceUnavailable) or database_unavailable(error)
@@ -82,8 +106,13 @@ class Consumer:
         settings: RuntimeSettings,
         partition: int = 0,
         gate: RecoveryGate | None = None,
+        deliveries: DeliveryLog | None = None,
+        pauses: PauseWatch | None = None,
     ) -> None:
-        """``gate``: shared by every consumer of the process (see ``sluice.streams.recovery``)."""
+        """``gate``: shared by every consumer of the process (see ``sluice.streams.recovery``);
+        ``deliveries``: the process's record of attempts (none: not recorded);
+        ``pauses``: the process's watch of paused groups (none: never paused)."""
+        self.deliveries = deliveries
         self.spec = spec
         self.partition = partition
         self.group = spec.name
@@ -91,6 +120,10 @@ class Consumer:
         self.keys = keys
         self.name = name
         self.settings = settings if spec.batch is None else replace(settings, batch=spec.batch)
+        self.pauses = pauses
+        if pauses is not None:  # a pause stops the reads within 2 s (sluice.operations.pause)
+            block_ms = min(self.settings.block_ms, READ_BLOCK_MS)
+            self.settings = replace(self.settings, block_ms=block_ms)
         # One partition's streams, all in one slot: one XREADGROUP reads them together.
         self.streams = [keys.stream(a, partition) for a in spec.aggregates]
         self.streams.append(keys.retry(spec.name, partition))
@@ -107,6 +140,10 @@ class Consumer:
     async def ensure_groups(self) -> None:
         for stream in self.streams:
             await ensure_group(self.redis, stream, self.group)
+        # A start counts as an ack for the stall check: a consumer stalls when it holds
+        # entries and acked none for SLUICE_STALL_SECONDS since it last acked or started.
+        await self.redis.hset(self.keys.acks(self.group, self.partition), self.name,
+                              int(time.time() * 1000))  # fmt: skip
 
     # The loops.
 
@@ -148,7 +185,11 @@ class Consumer:
                 groups_ready = False
 
     async def step(self) -> int:
-        """Handle one batch: our own pending entries first, each alone, then new ones."""
+        """Handle one batch: our own pending entries first, each alone, then new ones;
+        while the group is paused, nothing (until it is resumed or we stop)."""
+        if self.pauses is not None and self._paused():
+            await self.pauses.until_resumed(self.group, self._stop)
+            return 0
         if self._drained:
             async with self.gate.batch():
                 batch = await self._read_new()
@@ -184,7 +225,12 @@ class Consumer:
         self._drained = False
         self._pending_after = dict.fromkeys(self.streams, "0")
 
+    def _paused(self) -> bool:
+        return self.pauses is not None and self.pauses.paused(self.group)
+
     async def _read_new(self) -> list[Message]:
+        if self._paused():  # paused while we waited for the gate
+            return []
         reply: Any = await self.redis.xreadgroup(
             self.group,
             self.name,
@@ -255,6 +301,7 @@ class Consumer:
     async def process(self, messages: Sequence[Message]) -> None:
         deliveries: list[Delivery] = []
         failed: dict[tuple[str, str], BaseException] = {}
+        started, duration_ms = time.time(), 0.0
         for message in messages:
             if message.deliveries > self.settings.max_deliveries:
                 failed[message.key] = NoOutcome(
@@ -267,7 +314,8 @@ class Consumer:
                 failed[message.key] = exc
         if deliveries:
             failed.update(await self._handle(deliveries))
-        await self._settle(messages, failed)
+            duration_ms = (time.time() - started) * 1000
+        await self._settle(messages, failed, started, duration_ms)
 
     async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
         keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
@@ -305,15 +353,28 @@ class Consumer:
             deliveries = [d for d in deliveries if d.message.key in held]
 
     async def _handle_once(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        deadline = asyncio.timeout(self.settings.handler_timeout_s)
         try:
-            return await self.spec.handler(deliveries)
+            async with deadline:
+                return await self.spec.handler(deliveries)
         except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                return self._past_deadline(deliveries)
             if _outage(exc):
                 return {d.message.key: exc for d in deliveries}
             if isinstance(exc, REDIS_DOWN):
                 raise  # not the entries' fault: they stay pending and come back
             log.exception("consumer: handler failed for the whole batch", group=self.group)
             return {d.message.key: exc for d in deliveries}
+
+    def _past_deadline(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        """The batch ran past the group's deadline and was cancelled: every entry failed."""
+        seconds = self.settings.handler_timeout_s
+        HANDLER_TIMEOUTS.labels(self.group).inc()
+        log.error("consumer: handler cancelled at its deadline", group=self.group,
+                  entries=len(deliveries), timeout_s=seconds)  # fmt: skip
+        error = HandlerTimeout(f"no outcome within {seconds:g} s, cancelled")
+        return {d.message.key: error for d in deliveries}
 
     def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
         if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
@@ -332,27 +393,55 @@ class Consumer:
                 batch_ms=round(seconds * 1000, 2),
             )
 
-    async def _settle(self, messages: Sequence[Message], failed: Outcomes) -> None:
+    async def _settle(
+        self, messages: Sequence[Message], failed: Outcomes, started: float, duration_ms: float
+    ) -> None:
+        """Record the attempts, then ack the entries done and retry or dead-letter the rest."""
+        if self.deliveries is not None:
+            await self.deliveries.record(self._attempts(messages, failed, started, duration_ms))
         done: dict[str, list[str]] = {}
         for message in messages:
             error = failed.get(message.key)
-            if error is None:
+            if error is None or isinstance(error, SETTLED):
                 done.setdefault(message.stream, []).append(message.entry_id)
             else:
                 await self._fail(message, error)
         pipe = self.redis.pipeline(transaction=False)
         for stream, ids in done.items():
             pipe.xack(stream, self.group, *ids)
+        if done:  # the stall check's mark: this consumer acked just now
+            acks = self.keys.acks(self.group, self.partition)
+            pipe.hset(acks, self.name, int(time.time() * 1000))
         if len(pipe):
             await pipe.execute()
         handled = sum(len(ids) for ids in done.values())
         self.counters.handled += handled
         HANDLED.labels(self.group).inc(handled)
 
-    async def _fail(self, message: Message, error: BaseException) -> None:
-        text = f"{type(error).__name__}: {error}"
+    def _attempts(
+        self, messages: Sequence[Message], failed: Outcomes, started: float, duration_ms: float
+    ) -> list[Attempt]:
+        at = datetime.fromtimestamp(started, UTC).isoformat()
+        attempts: list[Attempt] = []
+        for m in messages:
+            error = failed.get(m.key)
+            outcome = _outcome(error, self._given_up(m, error))
+            text = None if error is None or outcome in ("duplicate", "cancelled") else _text(error)
+            ms = 0.0 if isinstance(error, (NoOutcome, PoisonMessage)) else duration_ms
+            attempts.append(Attempt(m.event_id, self.group, self.name, m.stream, m.entry_id,
+                                    m.deliveries, outcome, text, at, round(ms, 3)))  # fmt: skip
+        return attempts
+
+    def _given_up(self, message: Message, error: BaseException | None) -> bool:
+        """Whether ``error`` sends the entry to the dead letters rather than to a retry."""
+        if error is None:
+            return False
         permanent = bool(getattr(error, "permanent", False))
-        if permanent or message.deliveries >= self.settings.max_deliveries:
+        return permanent or message.deliveries >= self.settings.max_deliveries
+
+    async def _fail(self, message: Message, error: BaseException) -> None:
+        text = _text(error)
+        if self._given_up(message, error):
             await self.failures.dead(
                 message.stream, message.entry_id, message.fields, message.deliveries, text
             )
@@ -405,7 +494,7 @@ class Consumer:
         before our own pending list is drained: its entries are handled alone too, and
         not claimed a second time while they wait their turn.
         """
-        if not self._drained:
+        if not self._drained or self._paused():  # a paused group's entries wait
             return 0
         total = 0
         for stream in self.streams:

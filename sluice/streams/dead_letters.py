@@ -7,11 +7,13 @@ one partition, as in release 1; with several it names the partition first:
 ``p3-1700000000000-0`` (letters, digits and dashes only, so it fits a URL path
 as it is). A bare entry id is still taken with several partitions and looked
 up in each of them. Moving entries back (redrive) and deleting them (drop) is
-``Failures``' work.
+``Failures``' work; ``redrive_matching`` sends back all of some groups' dead letters
+(of one event type, or all), in every partition.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
+from sluice.streams.failures import Failures
 from sluice.streams.keys import Keys
 
 _ENTRY_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
@@ -158,3 +161,19 @@ async def places_holding(
 def held_by(keys: Keys, places: Iterable[Place]) -> str:
     """The places an id matched, as an operator names them: ``mail p1-1700-0, ...``."""
     return ", ".join(f"{p.group} {p.public_id(keys)}" for p in places)
+
+
+async def redrive_matching(
+    redis: aioredis.Redis, keys: Keys, groups: Iterable[str], event_type: str | None
+) -> int:
+    """Send every dead letter of ``groups`` whose event type is ``event_type`` (None: any)
+    back to its group, in every partition; how many went.
+
+    Each group's dead letters in one partition move by one script per batch (every key
+    of it in the partition's slot), the partitions at once.
+    """
+    moved = await asyncio.gather(*(
+        Failures(redis, keys, group, partition).redrive_matching(event_type)
+        for group in groups for partition in keys.numbers
+    ))  # fmt: skip
+    return sum(moved)

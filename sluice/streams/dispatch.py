@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from sluice.events import Event
+from sluice.events import TRACE, Event
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import DeadLetterHook, GroupSpec
 
@@ -40,6 +40,7 @@ def event_group(
                 trace_id=message.trace_id, group=name, event_type=message.type,
                 event_id=message.event_id, stream=message.stream,
             ):  # fmt: skip
+                TRACE.set(message.trace_id)  # this task's own: events it makes join the trace
                 try:
                     await handler(delivery.event, deps)
                 except Exception as exc:  # the runtime decides: retry or dead letter

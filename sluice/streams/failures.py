@@ -60,6 +60,36 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 return id
 """
 
+# One batch of a bulk redrive: the dead letters after ARGV[1] (exclusive; '-' from the
+# start), at most ARGV[2] of them, whose type is ARGV[3] ('' any), go to the retry stream
+# as _REDRIVE sends one. Returns {moved, last id looked at ('' none), ids looked at}.
+_REDRIVE_MATCHING = """
+local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
+local moved = 0
+local last = ''
+for _, entry in ipairs(entries) do
+  last = entry[1]
+  local fields = entry[2]
+  local out = {}
+  local kind = ''
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if name == 'type' then kind = fields[i + 1] end
+    if name == 'event_id' or name == 'seq' or name == 'type' or name == 'trace_id'
+       or name == 'data' or name == 'origin' then
+      table.insert(out, name)
+      table.insert(out, fields[i + 1])
+    end
+  end
+  if #out > 0 and (ARGV[3] == '' or kind == ARGV[3]) then
+    redis.call('XADD', KEYS[2], '*', unpack(out))
+    redis.call('XDEL', KEYS[1], entry[1])
+    moved = moved + 1
+  end
+end
+return {moved, last, #entries}
+"""
+
 # Fields carried from the original entry onto retries and dead letters.
 CARRIED = ("event_id", "seq", "type", "trace_id", "data", "origin")
 
@@ -84,6 +114,7 @@ class Failures:
         self._dead = redis.register_script(_DEAD)
         self._move = redis.register_script(_MOVE_DUE)
         self._redrive = redis.register_script(_REDRIVE)
+        self._redrive_matching = redis.register_script(_REDRIVE_MATCHING)
 
     def _carried(self, stream: str, fields: Mapping[str, str]) -> dict[str, str]:
         out = {name: fields[name] for name in CARRIED if name in fields}
@@ -131,6 +162,21 @@ class Failures:
         """Send a dead letter back to its group (fresh delivery count); None if unknown."""
         result = await self._redrive(keys=[self.dead_key, self.retry_key], args=[dead_id])
         return result.decode() if isinstance(result, bytes) else None
+
+    async def redrive_matching(self, event_type: str | None, batch: int = 500) -> int:
+        """Send every dead letter of ``event_type`` (None: of any type) back to the group,
+        a batch per script run (each atomic: a letter is moved once, even by two operators
+        at once); how many were moved."""
+        moved, after = 0, "-"
+        while True:
+            result = await self._redrive_matching(
+                keys=[self.dead_key, self.retry_key], args=[after, batch, event_type or ""]
+            )
+            count, last, seen = int(result[0]), result[1], int(result[2])
+            moved += count
+            if seen < batch:
+                return moved
+            after = "(" + (last.decode() if isinstance(last, bytes) else str(last))
 
     async def drop(self, dead_id: str) -> bool:
         return bool(await self.redis.xdel(self.dead_key, dead_id))

@@ -54,6 +54,16 @@ class Keys:
         """Sorted set of retries waiting for their backoff, scored by due time (ms)."""
         return f"{self.space(partition)}:delayed:{group}"
 
+    def acks(self, group: str, partition: int = 0) -> str:
+        """Hash of each consumer's last ack (unix ms) in one partition: the stall check."""
+        return f"{self.space(partition)}:acks:{group}"
+
+    def history(self, group: str, metric: str, hour: str) -> str:
+        """A hash of one group's per-minute ``metric`` in one UTC hour (``2026010112``),
+        field: the minute of the hour. Tagged by the group: a group's history is in one
+        cluster slot, so one script writes all of a sample."""
+        return f"{self.prefix}:history:{{{group}}}:{metric}:{hour}"
+
     def relay_lock(self) -> str:
         return f"{self.prefix}:relay:lock"
 
@@ -108,3 +118,8 @@ class Keys:
     def export_lock(self, job_id: str) -> str:
         """Held by the one runner of an export job."""
         return f"{self.prefix}:export:{job_id}:lock"
+
+    def cancel(self, kind: str, target_id: str) -> str:
+        """Set when an operator or owner cancels ``kind``'s ``target_id`` (an export job,
+        a task run): its runner polls it (``sluice.operations.cancel``)."""
+        return f"{self.prefix}:cancel:{kind}:{target_id}"

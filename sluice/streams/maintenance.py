@@ -19,6 +19,8 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, ResponseError
 
 from sluice.events import AGGREGATES, utcnow
+from sluice.operations.pause import paused_groups
+from sluice.operations.stalls import StalledConsumer, stalled_consumers
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.partitions import tag
@@ -168,12 +170,13 @@ async def trim_streams(redis: aioredis.Redis, keys: Keys, retention_s: int) -> d
 async def reap_consumers(redis: aioredis.Redis, keys: Keys, idle_ms: int) -> list[str]:
     """Remove consumers idle for ``idle_ms`` with nothing pending; returns group/name."""
     reaped: list[str] = []
-    for stream in await all_streams(redis, keys):
+    for stream, partition in await partition_streams(redis, keys):
         for group in await group_names(redis, stream):
             for consumer in await redis.xinfo_consumers(stream, group):
                 if int(consumer["pending"]) == 0 and int(consumer["idle"]) >= idle_ms:
                     name = _s(consumer["name"])
                     await redis.xgroup_delconsumer(stream, group, name)
+                    await redis.hdel(keys.acks(group, partition), name)  # its stall mark
                     reaped.append(f"{stream}/{group}/{name}")
     return reaped
 
@@ -186,6 +189,8 @@ class GroupStatus:
     lag: int | None
     # The group's dead letters in the stream's partition (each partition has its own).
     dead_letters: int
+    # Paused by an operator (sluice.operations.pause): its consumers take no entries.
+    paused: bool = False
 
 
 @dataclass
@@ -203,6 +208,10 @@ class Status:
     relay_backlog: int
     delayed: int
     streams: list[StreamStatus]
+    # Consumers holding entries that acked none for SLUICE_STALL_SECONDS.
+    stalled: list[StalledConsumer] = field(default_factory=list)
+    # Every paused group, also one with no stream yet.
+    paused: list[str] = field(default_factory=list)
 
 
 def node_of(redis: aioredis.Redis, key: str) -> str | None:
@@ -237,8 +246,9 @@ def _group_status(info: Mapping[str, Any]) -> GroupStatus:
     )
 
 
-async def status(redis: aioredis.Redis, keys: Keys, store: Store) -> Status:
-    """Every stream of every partition with its groups, and the delayed retries."""
+async def status(redis: aioredis.Redis, keys: Keys, store: Store, stall_s: float = 60.0) -> Status:
+    """Every stream of every partition with its groups, the delayed retries, and the
+    consumers stalled for ``stall_s`` seconds (``sluice.operations.stalls``)."""
     backlog = await store.max_seq() - await store.position(POSITION)
     found = await partition_streams(redis, keys)
     pipe = redis.pipeline(transaction=False)
@@ -255,11 +265,22 @@ async def status(redis: aioredis.Redis, keys: Keys, store: Store) -> Status:
     places = sorted({(g.group, s.partition) for s in streams for g in s.groups})
     counts = await _counts(redis, "xlen", [keys.dead(group, p) for group, p in places])
     dead = dict(zip(places, counts, strict=True))
+    paused = sorted(await paused_groups(store))
     for entry in streams:
         for g in entry.groups:
             g.dead_letters = dead[g.group, entry.partition]
+            g.paused = g.group in paused
     delayed = [name for name, _ in await _partitioned(redis, keys, keys.delayed, "zset")]
-    return Status(backlog, sum(await _counts(redis, "zcard", delayed)), streams)
+    # A paused group's entries wait on purpose: its consumers are not stalled.
+    holding = [(s.stream, g.group, s.partition) for s in streams for g in s.groups
+               if g.pending and not g.paused]  # fmt: skip
+    return Status(
+        backlog,
+        sum(await _counts(redis, "zcard", delayed)),
+        streams,
+        await stalled_consumers(redis, keys, holding, stall_s),
+        paused,
+    )
 
 
 def group_totals(report: Status) -> list[GroupStatus]:
@@ -270,7 +291,7 @@ def group_totals(report: Status) -> list[GroupStatus]:
     dead: dict[tuple[str, int], int] = {}
     for stream in report.streams:
         for g in stream.groups:
-            total = totals.setdefault(g.group, GroupStatus(g.group, 0, 0, 0, 0))
+            total = totals.setdefault(g.group, GroupStatus(g.group, 0, 0, 0, 0, g.paused))
             total.consumers = max(total.consumers, g.consumers)
             total.pending += g.pending
             total.lag = None if total.lag is None or g.lag is None else total.lag + g.lag

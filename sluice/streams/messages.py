@@ -71,8 +71,23 @@ class Delivery:
     event: AnyEvent
 
 
+class Duplicate(Exception):
+    """Not a failure: the entry's effect was applied before (a redelivery). Named in a
+    handler's outcomes, the entry is acked and its delivery recorded ``duplicate``."""
+
+
+class Cancelled(Exception):
+    """Not a failure: an operator cancelled the work the entry asked for (a job). Named
+    in a handler's outcomes, the entry is acked, never retried, and its delivery
+    recorded ``cancelled``."""
+
+
+# Outcomes that ack the entry like success; every other exception is a failure.
+SETTLED = (Duplicate, Cancelled)
+
 # A group's handler gets a batch and returns the failures, keyed by Message.key.
-# Anything it does not name as failed is acked.
+# Anything it does not name as failed is acked; ``Duplicate`` and ``Cancelled`` are
+# acked too, and recorded as such.
 BatchHandler = Callable[[Sequence[Delivery]], Awaitable[Mapping[tuple[str, str], BaseException]]]
 
 

@@ -32,6 +32,9 @@ class RuntimeSettings:
     claim_idle_ms: int = 60_000
     retry_base_ms: int = 2_000
     max_deliveries: int = 5
+    # An attempt's deadline (SLUICE_HANDLER_TIMEOUT_SECONDS, per group
+    # SLUICE_<GROUP>_TIMEOUT_SECONDS): past it the batch is cancelled and fails.
+    handler_timeout_s: float = 300.0
 
 
 @dataclass

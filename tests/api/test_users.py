@@ -236,7 +236,7 @@ async def test_admin_routes_need_the_admin_token_not_a_user_token(
     await problem(await client.get("/v1/admin/streams", headers=bearer(user_token)), 403)
     ok = await client.get("/v1/admin/streams", headers=bearer(ADMIN_TOKEN))
     assert ok.status == 200
-    assert set(await ok.json()) == {"relay_backlog", "delayed", "streams"}
+    assert set(await ok.json()) == {"relay_backlog", "delayed", "streams", "stalled", "paused"}
 
 
 async def test_without_an_admin_token_configured_admin_routes_refuse_everyone(

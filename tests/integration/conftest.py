@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,6 +21,7 @@ import pytest
 from sluice.config import Config
 from sluice.events import ArticleViewed
 from sluice.groups import GROUPS
+from sluice.operations.deliveries import DeliveryLog
 from sluice.processes import runtime_settings
 from sluice.redis_server import die_with_parent, free_port
 from sluice.resources import Resources, open_resources, redis_client
@@ -146,8 +148,10 @@ async def start_worker(
         clients.append(reader)
         spec = spec or GROUPS[group](resources)
         gate = RecoveryGate()  # the consumers of one call are one process's
+        deliveries = DeliveryLog(resources.store)  # recorded as a worker process does
+        settings = replace(runtime_settings(cfg), handler_timeout_s=cfg.handler_timeout(spec.name))
         consumers = [
-            Consumer(spec, reader, resources.keys, name, runtime_settings(cfg), partition, gate)
+            Consumer(spec, reader, resources.keys, name, settings, partition, gate, deliveries)
             for partition in resources.keys.numbers
         ]
         for consumer in consumers:

@@ -1,0 +1,116 @@
+"""What recording every delivery costs the busiest group: the article-views projection
+draining a stream with and without its ``DeliveryLog``, in turns.
+
+Run by hand: ``.venv/bin/python bench/deliveries.py [N] [--turns 3]
+[--store sqlite,postgres] [--no-readme]``.
+
+SPEC 12 records every attempt of every group durably, and the pipeline targets of
+section 8 must still hold. Each measurement starts from a fresh store and an empty
+Redis (``bench/stores.py``: SQLite with ``synchronous=FULL``, a private PostgreSQL
+with fsync on): N ``ArticleViewed`` committed and published by the relay, then one
+``article-views`` consumer (its production batch of 500) drains the stream, timed
+from its start to its last ack; with records, each of its batches writes its 500
+attempts before the ack, as a worker does. The two variants alternate, so the
+machine's drift falls on both; the ratio is with / without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from readme import record
+from stores import Stores, parse_stores, postgres_version
+
+from sluice.config import Config, load_config
+from sluice.events import ArticleViewed
+from sluice.groups import GROUPS
+from sluice.logs import configure_logging
+from sluice.operations.deliveries import DeliveryLog
+from sluice.processes import runtime_settings
+from sluice.redis_server import RedisServer
+from sluice.resources import Resources, open_resources, redis_client
+from sluice.streams.consumer import Consumer
+from sluice.streams.relay import Relay
+
+
+async def publish(res: Resources, n: int) -> None:
+    for i in range(0, n, 500):
+        async with res.store.transaction() as tx:
+            await tx.append(*(ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
+                              for j in range(i, min(n, i + 500))))  # fmt: skip
+    stop = asyncio.Event()
+    relay = Relay(res.store, res.redis, res.keys, batch=2_000)
+    task = asyncio.create_task(relay.run(stop))
+    while relay.published < n:  # noqa: ASYNC110 - polling a counter
+        await asyncio.sleep(0.01)
+    stop.set()
+    await task
+
+
+async def drain(res: Resources, config: Config, n: int, recorded: bool) -> float:
+    stop = asyncio.Event()
+    reader = redis_client(config, socket_timeout=10)
+    log = DeliveryLog(res.store) if recorded else None
+    consumer = Consumer(GROUPS["article-views"](res), reader, res.keys, "bench",
+                        runtime_settings(config), deliveries=log)  # fmt: skip
+    started = time.perf_counter()
+    task = asyncio.create_task(consumer.run(stop))
+    while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
+        await asyncio.sleep(0.002)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await task
+    await reader.aclose()
+    rows = await res.store.fetchone("SELECT COUNT(*) FROM deliveries")
+    expected = n if recorded else 0
+    if not rows or rows[0] != expected:
+        raise SystemExit(f"{rows and rows[0]} delivery records, expected {expected}")
+    return elapsed
+
+
+async def one(stores: Stores, store: str, n: int, recorded: bool) -> float:
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
+        env = stores.env(store, Path(tmp) / "data")
+        config = load_config(env, redis_url=server.url, log_level="warning", log_format="json")
+        async with open_resources(config) as res:
+            await publish(res, n)
+            return await drain(res, config, n, recorded)
+
+
+async def main(args: argparse.Namespace) -> None:
+    configure_logging(load_config({}, log_level="warning", log_format="json"))
+    lines = ["| store | without records, events/s | with records, events/s | with / without |",
+             "|---|---|---|---|"]  # fmt: skip
+    with Stores(args.store) as stores:
+        for store in args.store:
+            times: dict[bool, list[float]] = {False: [], True: []}
+            for _ in range(args.turns):
+                for recorded in (False, True):
+                    times[recorded].append(await one(stores, store, args.n, recorded))
+            without = args.n / statistics.median(times[False])
+            with_ = args.n / statistics.median(times[True])
+            lines.append(f"| {store} | {without:,.0f} | {with_:,.0f} | **{with_ / without:.2f}** |")
+            print(lines[-1], flush=True)
+    table = "\n".join([
+        f"{args.n:,} events, one article-views consumer (batch 500), medians of {args.turns}"
+        " turns, each on a fresh store:", "", *lines,
+    ])  # fmt: skip
+    print(table)
+    if not args.no_readme:
+        extra = f"PostgreSQL {postgres_version()}" if "postgres" in args.store else ""
+        record("deliveries", "deliveries.py: what recording every delivery costs", table,
+               extra=extra)  # fmt: skip
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=50_000)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--store", type=parse_stores, default=["sqlite", "postgres"])
+    parser.add_argument("--no-readme", action="store_true")
+    asyncio.run(main(parser.parse_args()))

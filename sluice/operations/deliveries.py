@@ -1,0 +1,185 @@
+"""Deliveries (SPEC 12): every attempt of every group on every event, recorded durably.
+
+The consumer runtime hands each batch's attempts to the process's ``DeliveryLog``
+after the handler returned and before it acks them, and waits for them to be
+written: an acked entry's attempt is in the database. Consumers of one process
+that finish batches while a write runs are written together by the next one (a
+group commit), so a busy worker writes one multi-row INSERT per round, not one
+per batch. A write the database refuses (an outage) keeps its rows for the next
+one and lets the consumer ack: the effect committed, only its record waits. At
+most ``BACKLOG_MAX`` rows wait; past that the oldest are dropped and counted
+(``sluice_deliveries_dropped_total``). A ``kill -9`` loses the rows not yet
+written, which are those of batches not yet acked: they are delivered again.
+
+The ``purge-deliveries`` task deletes rows older than ``SLUICE_DELIVERY_RETENTION``
+from the low ids up (ids are in time order: rows are written as they happen), a
+batch at a time; it reads no index but the primary key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+import structlog
+
+from sluice.metrics import DELIVERIES_DROPPED, DELIVERIES_RECORDED
+
+if TYPE_CHECKING:
+    from sluice.store import Store
+
+log = structlog.get_logger(__name__)
+
+Outcome = Literal["handled", "duplicate", "failed", "dead_lettered", "cancelled"]
+OUTCOMES: tuple[Outcome, ...] = ("handled", "duplicate", "failed", "dead_lettered", "cancelled")
+
+BACKLOG_MAX = 100_000
+PURGE_BATCH = 5_000
+_COLUMNS = ("event_id", "group_name", "consumer", "stream", "entry_id", "attempt", "outcome",
+            "error", "started_at", "duration_ms")  # fmt: skip
+
+
+class Attempt(msgspec.Struct, frozen=True, gc=False):
+    """One delivery of an event to a group, as recorded. ``started_at``: when its batch's
+    handler was called (UTC, ISO 8601); ``duration_ms``: that call's duration (the
+    attempts of one batch share it; 0 for an entry given up on before any call)."""
+
+    event_id: str
+    group: str
+    consumer: str
+    stream: str
+    entry_id: str
+    attempt: int
+    outcome: Outcome
+    error: str | None
+    started_at: str
+    duration_ms: float
+
+
+class DeliveryView(msgspec.Struct, frozen=True):
+    """An attempt as the admin routes show it."""
+
+    group: str
+    consumer: str
+    stream: str
+    entry_id: str
+    attempt: int
+    outcome: Outcome
+    error: str | None
+    started_at: str
+    duration_ms: float
+
+
+class DeliveryLog:
+    """The process's writer of attempts (see the module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._waiting: list[Attempt] = []
+        self._next: asyncio.Future[None] | None = None
+        self._writing: asyncio.Task[None] | None = None
+
+    async def record(self, attempts: Sequence[Attempt]) -> None:
+        """Write ``attempts``; returns once they are written, or kept for a later write
+        after the database refused them."""
+        if not attempts:
+            return
+        self._waiting += attempts
+        if len(self._waiting) > BACKLOG_MAX:
+            dropped = len(self._waiting) - BACKLOG_MAX
+            del self._waiting[:dropped]
+            DELIVERIES_DROPPED.inc(dropped)
+            log.warning("deliveries: backlog full, oldest records dropped", dropped=dropped)
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+        done = self._next
+        if self._writing is None:
+            self._writing = asyncio.create_task(self._write_rounds())
+        await asyncio.shield(done)
+
+    async def _write_rounds(self) -> None:
+        """Write what waits, then what came meanwhile, until nothing waits."""
+        try:
+            while self._next is not None:
+                batch, self._waiting = self._waiting, []
+                done, self._next = self._next, None
+                try:
+                    await write(self.store, batch)
+                    DELIVERIES_RECORDED.inc(len(batch))
+                except Exception as exc:  # kept for the next round; the consumer goes on
+                    self._waiting[:0] = batch
+                    log.warning("deliveries: not recorded yet, kept", rows=len(batch),
+                                error=str(exc))  # fmt: skip
+                done.set_result(None)
+        finally:
+            self._writing = None
+
+    async def flush(self) -> None:
+        """Write what a failed round kept (a worker stopping calls this once)."""
+        if self._waiting:
+            kept, self._waiting = self._waiting, []
+            await self.record(kept)
+
+
+async def write(store: Store, attempts: Sequence[Attempt]) -> None:
+    """One transaction that does not wait for the disk (see the module docstring): one
+    statement on PostgreSQL (columns as arrays), a few on SQLite."""
+    rows = [
+        (a.event_id, a.group, a.consumer, a.stream, a.entry_id, a.attempt, a.outcome, a.error,
+         a.started_at, a.duration_ms)
+        for a in attempts
+    ]  # fmt: skip
+    await store.insert_rows("deliveries", _COLUMNS, rows, durable=False)
+
+
+async def of_events(store: Store, event_ids: Iterable[str]) -> dict[str, list[DeliveryView]]:
+    """Each event's attempts, in the order they were recorded."""
+    ids = list(dict.fromkeys(event_ids))
+    found: dict[str, list[DeliveryView]] = {event_id: [] for event_id in ids}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = await store.fetchall(
+            f"SELECT {', '.join(_COLUMNS)} FROM deliveries"
+            f" WHERE event_id IN ({', '.join('?' for _ in chunk)}) ORDER BY id",
+            chunk,
+        )
+        for event_id, group, consumer, stream, entry, attempt, outcome, error, at, ms in rows:
+            found[str(event_id)].append(
+                DeliveryView(
+                    str(group),
+                    str(consumer),
+                    str(stream),
+                    str(entry),
+                    int(attempt),
+                    outcome,
+                    error,
+                    str(at),
+                    float(ms),
+                )
+            )
+    return found
+
+
+async def purge(store: Store, now: datetime, retention_s: int, batch: int = PURGE_BATCH) -> int:
+    """Delete the attempts started before ``now - retention_s``; how many went.
+
+    From the lowest id up, ``batch`` at a time: a batch whose rows are not all
+    old enough is the last (rows after it are younger still).
+    """
+    cutoff = (now - timedelta(seconds=retention_s)).isoformat()
+    removed = 0
+    while True:
+        rows = await store.fetchall(
+            "SELECT id, started_at FROM deliveries ORDER BY id LIMIT ?", (batch,)
+        )
+        old = [int(row_id) for row_id, started in rows if str(started) < cutoff]
+        if old:
+            async with store.transaction() as tx:
+                removed += await tx.execute(
+                    "DELETE FROM deliveries WHERE id <= ? AND started_at < ?", (old[-1], cutoff)
+                )
+        if len(old) < batch:
+            return removed

@@ -1,0 +1,206 @@
+"""Deliveries and the story of a request (SPEC 12): every attempt of every group on
+every event, as ``GET /v1/admin/traces/{id}`` and ``GET /v1/admin/events/{id}`` show
+them, the handler deadline, and the purge of old records."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from sluice.config import Config
+from sluice.events import ArticleViewed, utcnow
+from sluice.http import create_app
+from sluice.metrics import HANDLER_TIMEOUTS
+from sluice.operations import deliveries
+from sluice.operations.deliveries import Attempt
+from sluice.resources import Resources
+from sluice.streams.consumer import Consumer
+from sluice.streams.messages import Delivery
+from sluice.streams.relay import Relay
+from sluice.streams.spec import GroupSpec
+from tests.integration.conftest import wait_for
+
+pytestmark = pytest.mark.topologies("single")
+
+TOKEN = "deliveries-admin-token-0123456789abcdef"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+Client = TestClient[Any, Any]
+
+
+@pytest.fixture
+async def admin(
+    make_config: Callable[..., Config],
+    aiohttp_client: Callable[..., Awaitable[Client]],
+) -> Client:
+    return await aiohttp_client(create_app(make_config(admin_token=TOKEN)))
+
+
+async def get(admin: Client, path: str, status: int = 200) -> Any:
+    response = await admin.get(path, headers=ADMIN)
+    assert response.status == status, await response.text()
+    return await response.json()
+
+
+async def outcomes(admin: Client, trace: str, group: str) -> list[tuple[int, str]]:
+    story = await get(admin, f"/v1/admin/traces/{trace}")
+    return [(d["attempt"], d["outcome"]) for e in story["events"] for d in e["deliveries"]
+            if d["group"] == group]  # fmt: skip
+
+
+async def test_a_registrations_trace_shows_the_mail_handled_then_a_redelivery_as_duplicate(
+    admin: Client,
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    response = await admin.post(
+        "/v1/users", json={"email": "ada@example.com", "password": "correct horse battery"}
+    )
+    assert response.status == 201, await response.text()
+    trace = response.headers["X-Trace-Id"]
+    start_relay()
+    start_worker("mail", name="m1")
+
+    async def mailed() -> bool:
+        return await outcomes(admin, trace, "mail") == [(1, "handled")]
+
+    await wait_for(mailed)
+    # The same event published again (a relay crash between XADD and its position):
+    # the mail group gets a second entry of it, and sends nothing.
+    [event] = await resources.store.events_after(0, 10, types=("UserRegistered",))
+    async with Relay(resources.store, resources.redis, resources.keys) as publisher:
+        await publisher.publish([event])
+
+    async def duplicate_seen() -> bool:
+        return await outcomes(admin, trace, "mail") == [(1, "handled"), (1, "duplicate")]
+
+    await wait_for(duplicate_seen)
+    story = await get(admin, f"/v1/admin/traces/{trace}")
+    assert [e["type"] for e in story["events"]] == ["UserRegistered"]
+    assert story["trace_id"] == trace and story["truncated"] is False
+    [registered] = story["events"]
+    assert registered["data"]["email"] == "ada@example.com"
+    mail = [d for d in registered["deliveries"] if d["group"] == "mail"]
+    assert all(d["consumer"] == "m1" and d["error"] is None for d in mail)
+    assert all(d["duration_ms"] >= 0 and d["started_at"] for d in mail)
+    # Two entries of the one event: the relay's and the republished copy.
+    stream = resources.keys.stream("users")
+    assert {(s["stream"]) for s in registered["stream_entries"]} == {stream}
+    assert len({s["entry_id"] for s in registered["stream_entries"]}) == 2
+
+    one = await get(admin, f"/v1/admin/events/{registered['event_id']}")
+    assert one["deliveries"] == registered["deliveries"]
+    assert one["seq"] == registered["seq"] and one["type"] == "UserRegistered"
+
+
+async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_letter(
+    admin: Client,
+    make_config: Callable[..., Config],
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    async def refuses(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
+        return {d.message.key: ValueError("no such article") for d in ds}
+
+    async with resources.store.transaction() as tx:
+        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="poison-trace-1"))
+    start_relay()
+    config = make_config(retry_base_ms=40, max_deliveries=3)
+    start_worker(spec=GroupSpec("refuser", ("articles",), refuses), config=config, name="r1")
+
+    async def dead() -> bool:
+        return [o for _, o in await outcomes(admin, "poison-trace-1", "refuser")][-1:] == [
+            "dead_lettered"
+        ]
+
+    await wait_for(dead)
+    story = await get(admin, "/v1/admin/traces/poison-trace-1")
+    attempts = [d for d in story["events"][0]["deliveries"] if d["group"] == "refuser"]
+    assert [(d["attempt"], d["outcome"]) for d in attempts] == [
+        (1, "failed"), (2, "failed"), (3, "dead_lettered"),
+    ]  # fmt: skip
+    assert {d["error"] for d in attempts} == {"ValueError: no such article"}
+    # The first from the aggregate stream, the retries from the group's retry stream.
+    streams = [d["stream"] for d in attempts]
+    assert streams[0] == resources.keys.stream("articles")
+    assert set(streams[1:]) == {resources.keys.retry("refuser")}
+
+
+async def test_a_handler_past_its_deadline_is_cancelled_and_the_attempt_fails(
+    admin: Client,
+    make_config: Callable[..., Config],
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    cancelled = asyncio.Event()
+
+    async def hangs(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return {}
+
+    # The deadline of this group only; every other group keeps the default.
+    config = make_config(
+        retry_base_ms=40, max_deliveries=2, group_timeouts={"sleeper": 0.3},
+        handler_timeout_seconds=600.0,
+    )  # fmt: skip
+    assert config.handler_timeout("sleeper") == 0.3
+    assert config.handler_timeout("mail") == 600.0
+    before = HANDLER_TIMEOUTS.labels("sleeper")._value.get()
+    async with resources.store.transaction() as tx:
+        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="slow-trace-1"))
+    start_relay()
+    start_worker(spec=GroupSpec("sleeper", ("articles",), hangs), config=config, name="s1")
+
+    async def given_up() -> bool:
+        return [o for _, o in await outcomes(admin, "slow-trace-1", "sleeper")] == [
+            "failed", "dead_lettered",
+        ]  # fmt: skip
+
+    await wait_for(given_up, timeout=15)
+    assert cancelled.is_set()
+    story = await get(admin, "/v1/admin/traces/slow-trace-1")
+    attempts = [d for d in story["events"][0]["deliveries"] if d["group"] == "sleeper"]
+    assert all(d["error"].startswith("HandlerTimeout: no outcome within 0.3 s") for d in attempts)
+    assert all(250 <= d["duration_ms"] < 5000 for d in attempts)
+    assert HANDLER_TIMEOUTS.labels("sleeper")._value.get() - before == 2
+
+
+async def test_the_purge_removes_only_records_older_than_the_retention(
+    resources: Resources,
+) -> None:
+    now = utcnow()
+
+    def attempt(n: int, age: timedelta) -> Attempt:
+        return Attempt(f"e{n}", "mail", "c", "s", f"{n}-0", 1, "handled", None,
+                       (now - age).isoformat(), 1.0)  # fmt: skip
+
+    old = [attempt(n, timedelta(days=8, minutes=n)) for n in range(12)]
+    young = [attempt(100 + n, timedelta(days=6)) for n in range(3)]
+    await deliveries.write(resources.store, old[::-1] + young)
+    assert await deliveries.purge(resources.store, now, 7 * 86_400, batch=5) == 12
+    left = await deliveries.of_events(resources.store, [f"e{n}" for n in (0, 100, 101, 102)])
+    assert [len(v) for v in left.values()] == [0, 1, 1, 1]
+    assert await deliveries.purge(resources.store, now, 7 * 86_400) == 0
+
+
+async def test_the_event_and_trace_routes_answer_their_errors(admin: Client) -> None:
+    missing = await get(admin, "/v1/admin/events/0191a4b6-0000-7000-8000-000000000000", 404)
+    assert missing["status"] == 404
+    assert (await get(admin, "/v1/admin/events/" + "x" * 100, 404))["status"] == 404
+    bad = await get(admin, "/v1/admin/traces/not%20a%20trace", 422)
+    assert [e["field"] for e in bad["errors"]] == ["trace_id"]
+    empty = await get(admin, "/v1/admin/traces/no-such-trace")
+    assert empty == {"trace_id": "no-such-trace", "events": [], "truncated": False}
+    for path in ("/v1/admin/events/e1", "/v1/admin/traces/t1"):
+        assert (await admin.get(path)).status == 401

@@ -146,7 +146,7 @@ def _admin_out(job: Job) -> AdminJobOut:
 async def list_jobs(request: web.Request) -> web.Response:
     """Every user's jobs, newest first, at most ``ADMIN_JOBS_MAX``; ``?status=`` one status."""
     await require_admin(request)
-    status = request.query.get("status") or None
+    status = request.query.get("status")
     if status is not None and status not in _STATUSES:
         raise Unprocessable(
             "invalid query parameters",

@@ -76,12 +76,13 @@ async def test_trim_respects_retention_and_keeps_the_newest_entry(
     start_relay()
     start_worker()
     await post_views(resources, "r", 5)
-
-    async def counted() -> bool:
-        return await views(resources, "r") == 5
-
-    await wait_for(counted)
     stream = resources.keys.stream("articles", resources.keys.partition_of("r"))
+
+    async def counted_and_acked() -> bool:  # an entry not acked yet is kept by the trim
+        pending: Any = await resources.redis.xpending(stream, "article-views")
+        return await views(resources, "r") == 5 and pending["pending"] == 0
+
+    await wait_for(counted_and_acked)
     assert (await trim_streams(resources.redis, resources.keys, retention_s=3600))[stream] == 0
     assert (await trim_streams(resources.redis, resources.keys, retention_s=0))[stream] == 4
     assert await resources.redis.xlen(stream) == 1

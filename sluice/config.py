@@ -107,6 +107,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     export_retention: int = 86_400
     export_batch: int = 10_000
     exports_per_user: int = 3
+    # Link imports (SPEC 13): the largest CSV POST /v1/links/imports takes (413 beyond).
+    import_max_bytes: int = 10 * 1024 * 1024
     # More tasks: comma-separated "module:callable", each callable(config) -> iterable of Task.
     extra_tasks: str = ""
     # Abuse limits (SPEC 15). Per API process: request head and body deadlines, idle
@@ -124,6 +126,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     logins_per_client: int = 100
     registrations_per_client: int = 20
     admin_failures_per_client: int = 10
+    # Webhooks (SPEC 13): per user; each call's deadline; how long a batch waits for its
+    # calls before slow ones go on in the background (their entries retried); 1: targets
+    # on private, loopback and link-local addresses allowed (tests, private networks).
+    webhooks_per_user: int = 10
+    webhook_timeout_seconds: float = 10.0
+    webhook_batch_wait_ms: int = 1000
+    webhook_allow_private: int = 0
 
     @property
     def sqlite_path(self) -> Path:
@@ -241,11 +250,11 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
     positive = (
         "max_deliveries", "relay_batch", "worker_batch", "projection_batch", "worker_concurrency",
-        "visit_batch",
+        "visit_batch", "import_max_bytes",
         "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",
-        "history_segment_events", "api_processes",
+        "history_segment_events", "api_processes", "webhooks_per_user",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
@@ -258,7 +267,8 @@ def _validate(config: Config) -> None:
     _validate_logs(config)
     _validate_admin_token(config.admin_token)
     for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
-                 "handler_timeout_seconds", "stall_seconds", "delivery_retention"):  # fmt: skip
+                 "handler_timeout_seconds", "stall_seconds", "delivery_retention",
+                 "webhook_timeout_seconds"):  # fmt: skip
         if not getattr(config, name) > 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")
     for group, seconds in config.group_timeouts.items():

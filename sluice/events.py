@@ -87,6 +87,12 @@ class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
     url: str
     expires_at: datetime | None = None
     disabled: bool = False
+    # SPEC 13 (issue 18); defaults for events written before them.
+    max_visits: int | None = None
+    valid_since: datetime | None = None
+    redirect_status: int = 302
+    tags: tuple[str, ...] = ()
+    title: str | None = None
 
 
 class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
@@ -98,6 +104,12 @@ class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
     url: str
     expires_at: datetime | None = None
     disabled: bool = False
+    # SPEC 13 (issue 18); defaults for events written before them.
+    max_visits: int | None = None
+    valid_since: datetime | None = None
+    redirect_status: int = 302
+    tags: tuple[str, ...] = ()
+    title: str | None = None
 
 
 class LinkVisited(Event, frozen=True, kw_only=True, tag=True):
@@ -161,6 +173,14 @@ class ExportRequested(Event, frozen=True, kw_only=True, tag=True):
     code: str
 
 
+class ImportRequested(Event, frozen=True, kw_only=True, tag=True):
+    """A CSV of links uploaded (``sluice.imports``); on the jobs stream, with the exports."""
+
+    aggregate: ClassVar[str] = "exports"
+    job_id: str
+    owner_id: str
+
+
 class TaskRunFinished(Event, frozen=True, kw_only=True, tag=True):
     aggregate: ClassVar[str] = "tasks"
     run_id: str
@@ -184,6 +204,7 @@ AnyEvent = (
     | ReminderUpdated
     | ReminderDue
     | ExportRequested
+    | ImportRequested
     | TaskRunFinished
 )
 

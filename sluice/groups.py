@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sluice.handlers import exports, mail
+from sluice.handlers import exports, imports, mail
 from sluice.projections.base import Projection
 from sluice.projections.registry import PROJECTIONS
 from sluice.projections.runtime import projection_group
 from sluice.resources import Resources
 from sluice.streams.spec import GroupSpec
+from sluice.webhooks import group as webhooks
 
 
 def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec]:
@@ -21,4 +22,6 @@ GROUPS: dict[str, Callable[[Resources], GroupSpec]] = {
     **{name: _projection_group(projection) for name, projection in PROJECTIONS.items()},
     mail.NAME: mail.group,
     exports.NAME: exports.group,
+    imports.NAME: imports.group,
+    webhooks.NAME: webhooks.group,
 }

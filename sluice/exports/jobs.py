@@ -288,6 +288,7 @@ async def cancel(store: Store, job_id: str, owner_id: str | None) -> Job:
             (db_time(utcnow()), job_id),
         )
         await chunks.delete(tx, job_id)
+        await _delete_upload(tx, job_id)
         row = await tx.fetchone(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
     assert row is not None  # locked above
     return job_from_row(row)
@@ -358,4 +359,11 @@ async def purge_result(store: Store, job_id: str, now: datetime) -> bool:
         )
         if changed == 1:
             await chunks.delete(tx, job_id)
+            await _delete_upload(tx, job_id)
     return changed == 1
+
+
+async def _delete_upload(tx: Tx, job_id: str) -> None:
+    # An import's uploaded CSV (sluice.imports) goes with the job's end: cancelled, or
+    # purged (a job given up in the dead letters kept it for a redrive until then).
+    await tx.execute("DELETE FROM import_uploads WHERE job_id = ?", (job_id,))

@@ -58,11 +58,11 @@ def _trusted(address: Address, trusted: Sequence[Network]) -> bool:
     return any(address.version == net.version and address in net for net in trusted)
 
 
-def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
-    """The client's address as a key for limits: an IPv4 address, or an IPv6 /64."""
+def client_ip(request: web.BaseRequest, trusted: Sequence[Network]) -> Address | None:
+    """The client's own address (IPv4-mapped IPv6 as IPv4); None when not over IP."""
     peer = _parse(request.remote or "")
     if peer is None:  # not over IP (a unix socket, a test transport)
-        return request.remote or "unknown"
+        return None
     client = peer
     if trusted and _trusted(peer, trusted):
         for hop in reversed(_hops(request)):
@@ -72,6 +72,14 @@ def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
             client = address
             if not _trusted(address, trusted):
                 break
+    return client
+
+
+def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
+    """The client's address as a key for limits: an IPv4 address, or an IPv6 /64."""
+    client = client_ip(request, trusted)
+    if client is None:
+        return request.remote or "unknown"
     if isinstance(client, ipaddress.IPv6Address):
         return str(ipaddress.IPv6Network((client, 64), strict=False))
     return str(client)

@@ -10,8 +10,9 @@ commit, and the request tally of ``/metrics``. It writes no request line: the
 committed ``LinkVisited`` is the redirect's durable record (``SLUICE_REDIRECT_LOG``).
 
 Everything else takes the full path through the app, unchanged: a code not in the
-cache (its database lookup), unknown, disabled or expired links (404 and 410 as
-problem+json, logged), ``HEAD`` (logged), a request with a body, a path of another
+cache (its database lookup), unknown, disabled, expired or not yet valid links (404
+and 410 as problem+json, logged), links with ``max_visits`` (their count is a Redis
+call), ``HEAD`` (logged), a request with a body, a path of another
 route, and every request when ``SLUICE_REDIRECT_LOG=all``. A failure here falls back
 to the full path before any visit was recorded, so a request never fails for it.
 """
@@ -52,22 +53,22 @@ def install(server: web.Server, app: web.Application) -> None:
         answer = _answer(request)
         if answer is None:
             return await full(request)
-        location, trace_id, visit = answer
+        location, status, trace_id, visit = answer
         visits.record(visit)
         response = web.Response(
-            status=302,
+            status=status,
             headers={
                 hdrs.LOCATION: location,
                 hdrs.CACHE_CONTROL: NO_STORE,
                 TRACE_ID_HEADER: trace_id,
             },
         )
-        REQUEST_TALLY.add("GET", ROUTE, 302, time.perf_counter() - started)
+        REQUEST_TALLY.add("GET", ROUTE, status, time.perf_counter() - started)
         return response
 
-    def _answer(request: web.BaseRequest) -> tuple[str, str, LinkVisited] | None:
-        """(location, trace id, visit) of a redirect this path answers; None: the full
-        path answers the request (nothing was recorded)."""
+    def _answer(request: web.BaseRequest) -> tuple[str, int, str, LinkVisited] | None:
+        """(location, status, trace id, visit) of a redirect this path answers; None: the
+        full path answers the request (nothing was recorded)."""
         code = request.path[1:]
         if code in others or not CODE.fullmatch(code):
             return None
@@ -76,11 +77,12 @@ def install(server: web.Server, app: web.Application) -> None:
         except KeyError:  # not cached: the full path looks it up
             return None
         now = utcnow()
-        if target is None or target.gone(now):
-            return None  # 404 or 410, as problem+json, logged
+        if target is None or not target.plain(now):
+            return None  # 404 or 410, as problem+json, logged; or a visit limit to count
         try:
             trace_id = incoming_trace_id(request.headers) or new_trace_id()
-            return target.url, trace_id, visit_of(request, key, code, now, trace_id)
+            visit = visit_of(request, key, code, now, trace_id)
+            return target.url, target.status, trace_id, visit
         except Exception:
             log.exception("fast redirect failed, answering through the app")
             return None

@@ -37,6 +37,7 @@ from sluice.http.bodies import JSON, json_response
 from sluice.http.conditional import Validators, not_modified, requested_range
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID
 from sluice.http.schemas import ExportStarted, JobOut
+from sluice.imports.jobs import IMPORT
 from sluice.operations.cancel import signal_cancel
 
 log = structlog.get_logger(__name__)
@@ -196,10 +197,10 @@ def _csv_response(
     """The status line and headers: 200 for the whole CSV, 206 for ``span``."""
     start, stop = span or (0, current.size)
     response = web.StreamResponse(status=200 if span is None else 206)
-    filename = f"{job.code}-visits-{job.created_at:%Y%m%dT%H%M%SZ}.csv"
+    content_type, filename = _result_type(job)
     response.headers.update({
         **current.headers(),
-        hdrs.CONTENT_TYPE: "text/csv; charset=utf-8",
+        hdrs.CONTENT_TYPE: content_type,
         hdrs.CONTENT_DISPOSITION: f'attachment; filename="{filename}"',
         "X-Trace-Id": request[TRACE_ID],  # prepared in the view: the middleware cannot add it
     })  # fmt: skip
@@ -207,6 +208,14 @@ def _csv_response(
         response.headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{stop - 1}/{current.size}"
     response.content_length = stop - start
     return response
+
+
+def _result_type(job: Job) -> tuple[str, str]:
+    """The result's content type and file name: an export's CSV, an import's JSON."""
+    created = f"{job.created_at:%Y%m%dT%H%M%SZ}"
+    if job.kind == IMPORT:
+        return "application/json", f"import-{created}.json"
+    return "text/csv; charset=utf-8", f"{job.code}-visits-{created}.csv"
 
 
 async def _send(
@@ -241,7 +250,9 @@ def _required_header(description: str, schema: Doc | None = None) -> Doc:
 
 
 _RESULT_HEADERS = {
-    "Content-Disposition": _required_header('`attachment; filename="<code>-visits-<created>.csv"`'),
+    "Content-Disposition": _required_header(
+        '`attachment; filename="<code>-visits-<created>.csv"` (an import: `import-<created>.json`)'
+    ),
     "Content-Length": _required_header("bytes in this answer", {"type": "integer", "minimum": 0}),
     "ETag": _required_header("strong: the result never changes"),
     "Last-Modified": _required_header("the job's `finished_at`"),
@@ -342,7 +353,7 @@ ROUTES = (
     }, structs=(JobOut,)),
     Route("GET", "/v1/jobs/{job_id}/result", job_result, {
         "operationId": "getJobResult",
-        "summary": "The CSV of a job that succeeded",
+        "summary": "The result of a job that succeeded: an export's CSV, an import's JSON",
         "description": (
             "The result is kept in the database, so any replica serves it, read a chunk at a "
             "time. It never changes once the job succeeded: its `ETag` is strong and its "
@@ -359,7 +370,9 @@ ROUTES = (
             "200": {
                 "description": "the CSV (RFC 4180, UTF-8, a header line), as an attachment",
                 "headers": _RESULT_HEADERS,
-                "content": {"text/csv": {"schema": {"type": "string"}}},
+                "content": {"text/csv": {"schema": {"type": "string"}},
+                            JSON: {"schema": {"type": "object", "description": (
+                                "an import's outcomes (see importLinks)")}}},
             },
             "206": {
                 "description": "the part of the CSV a Range header asked for",

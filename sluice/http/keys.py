@@ -10,6 +10,7 @@ from sluice.http.admin_token import AdminToken
 from sluice.http.client_limit import ClientLimits
 from sluice.http.login_limit import LoginLimiter
 from sluice.links.cache import ChangeHints, LinkCache, LinkFollower
+from sluice.links.limits import VisitLimiter
 from sluice.links.visits import VisitRecorder
 from sluice.mail.links import LinkKey
 from sluice.passwords import PasswordHasher
@@ -41,6 +42,8 @@ LINK_CACHE = web.AppKey("link_cache", LinkCache)
 LINK_FOLLOWER = web.AppKey("link_follower", LinkFollower)
 LINK_HINTS = web.AppKey("link_hints", ChangeHints)
 VISITS = web.AppKey("visits", VisitRecorder)
+# The Redis gate of links with max_visits.
+VISIT_LIMITER = web.AppKey("visit_limiter", VisitLimiter)
 
 # Scheduled tasks by name, and the runner of manual runs (admin routes).
 TASKS: web.AppKey[dict[str, Task]] = web.AppKey("tasks")

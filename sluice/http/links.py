@@ -25,10 +25,11 @@ from sluice.http.apidoc import (
 )
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
-from sluice.http.keys import CONFIG, STORE, TRACE_ID
+from sluice.http.keys import CONFIG, STORE, TRACE_ID, VISIT_LIMITER
 from sluice.http.redirects import link_changed
 from sluice.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
-from sluice.links import repository
+from sluice.links import repository, rules
+from sluice.links.limits import LimitUnknown
 from sluice.links.pool import PoolRefiller
 from sluice.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
 from sluice.store.links import Link, get_link
@@ -61,6 +62,11 @@ def _out(request: web.Request, link: Link) -> LinkOut:
         expires_at=link.expires_at,
         disabled=link.disabled,
         created_at=link.created_at,
+        max_visits=link.max_visits,
+        valid_since=link.valid_since,
+        redirect_status=link.redirect_status,
+        tags=list(link.tags),
+        title=link.title,
     )
 
 
@@ -82,6 +88,24 @@ class _Checks:
             raise Unprocessable(detail, self.errors)
 
 
+def _fields(checks: _Checks, body: LinkBody | LinkPatch) -> dict[str, Any]:
+    """The SPEC 13 fields ``body`` sets (null clears, absent keeps), checked."""
+    fields: dict[str, Any] = {}
+    for name, check in (
+        ("max_visits", rules.check_max_visits),
+        ("valid_since", rules.check_valid_since),
+        ("redirect_status", rules.check_redirect_status),
+        ("tags", rules.check_tags),
+        ("title", rules.check_title),
+    ):
+        value = getattr(body, name)
+        if value is None:
+            fields[name] = () if name == "tags" else None
+        elif value is not msgspec.UNSET:
+            fields[name] = checks.run(name, check, value)
+    return fields
+
+
 async def create_link(request: web.Request) -> web.Response:
     """A new link under the alias given, else a code from the pool; ``LinkCreated`` with it."""
     user = await require_user(request)
@@ -94,20 +118,18 @@ async def create_link(request: web.Request) -> web.Response:
     expires_at = None
     if body.expires_at is not None:
         expires_at = checks.run("expires_at", check_expiry, body.expires_at, now)
+    fields = _fields(checks, body)
+    if fields.get("redirect_status", 302) is None:  # null: the default
+        del fields["redirect_status"]
     checks.done("invalid link")
     draft = Link(
-        code="", owner_id=user.id, url=url, expires_at=expires_at, disabled=False, created_at=now
-    )
+        code="", owner_id=user.id, url=url, expires_at=expires_at, disabled=False,
+        created_at=now, **fields,
+    )  # fmt: skip
     try:
         async with request.app[STORE].transaction() as tx:
             link, pool_empty = await repository.create_link(tx, draft, alias=alias)
-            await tx.append(
-                LinkCreated(
-                    code=link.code, owner_id=link.owner_id, url=link.url,
-                    expires_at=link.expires_at, disabled=link.disabled,
-                    trace_id=request[TRACE_ID],
-                )
-            )  # fmt: skip
+            await tx.append(repository.link_event(LinkCreated, link, request[TRACE_ID]))
     except repository.AliasTaken:
         raise Conflict(f"the alias {body.alias!r} is taken") from None
     except repository.NoFreeCode as exc:
@@ -119,22 +141,26 @@ async def create_link(request: web.Request) -> web.Response:
     return json_response(_out(request, link), 201, headers={"Location": f"/v1/links/{link.code}"})
 
 
-def _page_query(request: web.Request) -> tuple[int, tuple[str, str] | None]:
+def _page_query(request: web.Request) -> tuple[int, tuple[str, str] | None, str | None]:
     checks = _Checks()
     limit = parse_limit(request.query.get("limit", str(PAGE_DEFAULT)), PAGE_MAX) or 0
     if not limit:
         checks.errors.append(FieldError("limit", f"must be an integer from 1 to {PAGE_MAX}"))
     cursor = request.query.get("cursor")
     after = None if cursor is None else checks.run("cursor", repository.decode_cursor, cursor)
+    tag = request.query.get("tag")
+    if tag is not None:
+        tag = checks.run("tag", rules.check_tag, tag)
     checks.done("invalid query parameters")
-    return limit, after
+    return limit, after, tag
 
 
 async def list_links(request: web.Request) -> web.Response:
-    """The caller's links, newest first; ``next_cursor`` is null on the last page."""
+    """The caller's links, newest first, those with ``tag`` only when given; ``next_cursor``
+    is null on the last page."""
     user = await require_user(request)
-    limit, after = _page_query(request)
-    links = await repository.links_page(request.app[STORE], user.id, limit + 1, after)
+    limit, after, tag = _page_query(request)
+    links = await repository.links_page(request.app[STORE], user.id, limit + 1, after, tag=tag)
     next_cursor = repository.encode_cursor(links[limit - 1]) if len(links) > limit else None
     items = [_out(request, link) for link in links[:limit]]
     return json_response(LinkPage(items=items, next_cursor=next_cursor))
@@ -166,32 +192,40 @@ def _changes(request: web.Request, body: LinkPatch, now: datetime) -> dict[str, 
         changes["expires_at"] = checks.run("expires_at", check_expiry, body.expires_at, now)
     if body.disabled is not msgspec.UNSET:
         changes["disabled"] = body.disabled
+    changes |= _fields(checks, body)
     checks.done("invalid link change")
     return changes
 
 
 async def patch_link(request: web.Request) -> web.Response:
-    """Change url, expiry or disabled; absent fields keep their value, ``expires_at: null``
-    removes the expiry. Every PATCH commits ``LinkUpdated`` with the link's full new state."""
+    """Change any field but the code; absent fields keep their value, null clears
+    ``expires_at``, ``max_visits``, ``valid_since``, ``tags`` and ``title``. Every PATCH
+    commits ``LinkUpdated`` with the link's full new state."""
     user = await require_user(request)
     code = request.match_info["code"]
     body = await read_json(request, LinkPatch)
     now = utcnow()
     changes = _changes(request, body, now)
     async with request.app[STORE].transaction() as tx:
-        link = await repository.link_for_update(tx, code)
-        if link is None or link.owner_id != user.id:
+        old = await repository.link_for_update(tx, code)
+        if old is None or old.owner_id != user.id:
             raise _not_found(code)
-        link = msgspec.structs.replace(link, **changes)
-        await repository.save_link(tx, link, now)
-        await tx.append(
-            LinkUpdated(
-                code=link.code, owner_id=link.owner_id, url=link.url,
-                expires_at=link.expires_at, disabled=link.disabled, trace_id=request[TRACE_ID],
-            )
-        )  # fmt: skip
+        link = msgspec.structs.replace(old, **changes)
+        if old.max_visits is None and link.max_visits is not None:
+            await _restart_count(request, code)
+        await repository.save_link(tx, link, now, old_tags=old.tags)
+        await tx.append(repository.link_event(LinkUpdated, link, request[TRACE_ID]))
     link_changed(request.app, link.code)
     return json_response(_out(request, link))
+
+
+async def _restart_count(request: web.Request, code: str) -> None:
+    # Visits served while the link had no limit were not counted in Redis: its counter
+    # starts again from the database, or the PATCH fails with nothing written.
+    try:
+        await request.app[VISIT_LIMITER].restart(code)
+    except LimitUnknown:
+        raise DependencyDown("Redis is unavailable; a visit limit cannot be set now") from None
 
 
 ROUTES = (
@@ -202,8 +236,13 @@ ROUTES = (
             "`url`: absolute http(s) with a host, at most 2048 characters, no user or "
             "password, not this service's own short domain. `alias`: "
             "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$, unique (case-sensitively), not a reserved "
-            "word. `expires_at`: RFC 3339 with an offset, in the future. Unknown fields "
-            "are refused (400)."
+            "word. `expires_at`: RFC 3339 with an offset, in the future. `max_visits`: an "
+            "integer of at least 1; once that many GET redirects were served (across every "
+            "replica; HEAD never counts), 410. `valid_since`: RFC 3339 with an offset; "
+            "before it the code answers 404, as an unknown one. `redirect_status`: 301, "
+            "302 (default), 307 or 308. `tags`: up to 10 distinct of ^[a-z0-9-]{1,32}$ "
+            "(duplicates dropped). `title`: at most 200 characters. Unknown fields are "
+            "refused (400)."
         ),
         "security": USER,
         "requestBody": request_body(LinkBody),
@@ -213,12 +252,14 @@ ROUTES = (
             "401": UNAUTHORIZED,
             "409": problem("the alias is taken"),
             "422": problem("invalid or missing url, invalid or reserved alias, "
-                           "expiry not in the future"),
+                           "expiry not in the future, or an invalid max_visits, "
+                           "valid_since, redirect_status, tags or title"),
         },
     }, structs=(LinkBody, LinkOut)),
     Route("GET", "/v1/links", list_links, {
         "operationId": "listLinks",
         "summary": "The caller's links, newest first",
+        "description": "With `tag`, only the links that have that tag.",
         "security": USER,
         "parameters": [
             {"name": "limit", "in": "query", "required": False,
@@ -226,12 +267,15 @@ ROUTES = (
                         "default": PAGE_DEFAULT}},
             {"name": "cursor", "in": "query", "required": False,
              "description": "`next_cursor` of the previous page", "schema": {"type": "string"}},
+            {"name": "tag", "in": "query", "required": False,
+             "description": "only links with this tag",
+             "schema": {"type": "string", "pattern": "^[a-z0-9-]{1,32}$"}},
         ],
         "responses": {
             "200": ok(LinkPage, "one page; `next_cursor` is null on the last one"),
             "401": UNAUTHORIZED,
-            "422": problem(f"a limit outside 1..{PAGE_MAX}, or a cursor this API did not "
-                           "return"),
+            "422": problem(f"a limit outside 1..{PAGE_MAX}, a cursor this API did not "
+                           "return, or a tag that is not ^[a-z0-9-]{1,32}$"),
         },
     }, structs=(LinkPage,)),
     Route("GET", "/v1/links/{code}", read_link, {
@@ -243,10 +287,13 @@ ROUTES = (
     }, structs=(LinkOut,)),
     Route("PATCH", "/v1/links/{code}", patch_link, {
         "operationId": "updateLink",
-        "summary": "Change a link's url, expiry or disabled flag",
+        "summary": "Change a link's fields",
         "description": (
-            "Absent fields keep their value; `expires_at: null` removes the expiry. "
-            "The code never changes and links are never deleted."
+            "Absent fields keep their value; null clears `expires_at`, `max_visits`, "
+            "`valid_since`, `tags` and `title`. The fields follow the rules of createLink; "
+            "a new `max_visits` applies at once (visits already served count). Every API "
+            "replica redirects by the new state within a second. The code never changes "
+            "and links are never deleted."
         ),
         "security": USER,
         "parameters": [CODE],
@@ -256,7 +303,10 @@ ROUTES = (
             **BAD_BODY,
             "401": UNAUTHORIZED,
             "404": NO_LINK,
-            "422": problem("invalid url, or an expiry not in the future"),
+            "422": problem("invalid url, an expiry not in the future, or an invalid "
+                           "max_visits, valid_since, redirect_status, tags or title"),
+            "503": problem("a visit limit is being set and Redis, which counts the "
+                           "visits, is unavailable; nothing was changed"),
         },
     }, structs=(LinkPatch, LinkOut)),
 )  # fmt: skip

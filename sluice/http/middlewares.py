@@ -21,6 +21,7 @@ from multidict import istr
 from sluice import logs
 from sluice.errors import DependencyDown, ProblemError, RequestTimeout
 from sluice.http.bodies import buffer_body, close_with
+from sluice.http.body_limits import with_body_limit
 from sluice.http.degrade import unavailable
 from sluice.http.keys import CONFIG, QUIET, TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
@@ -65,6 +66,7 @@ def incoming_trace_id(headers: Mapping[str, str]) -> str | None:
 async def _with_body(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The handler's answer once the body is read, or the 408 for a body that did not
     arrive in time, sent at once with the connection closed after it."""
+    request = with_body_limit(request)  # a route that takes more than MAX_BODY
     try:
         await buffer_body(request, request.app[CONFIG].body_timeout_seconds)
     except RequestTimeout as exc:

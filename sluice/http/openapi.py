@@ -17,6 +17,8 @@ from sluice.http import (
     health,
     history,
     jobs,
+    link_imports,
+    link_qr,
     link_stats,
     links,
     metrics,
@@ -27,6 +29,7 @@ from sluice.http import (
     unsubscribe,
     users,
     verification,
+    webhooks,
 )
 from sluice.http.apidoc import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
 from sluice.http.bodies import JSON, json_response
@@ -161,5 +164,8 @@ ROUTES: tuple[Route, ...] = (
     *link_stats.ROUTES,
     *reminders.ROUTES,
     *jobs.ROUTES,
+    *link_imports.ROUTES,
+    *link_qr.ROUTES,
+    *webhooks.ROUTES,
     *redirects.ROUTES,
 )  # fmt: skip

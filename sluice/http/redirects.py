@@ -3,7 +3,9 @@
 A redirect makes no Redis round trip and no database write: the link comes
 from the cache (a database read only on a miss), and a GET hands its visit to
 the group-commit writer, which commits buffered visits every few milliseconds.
-HEAD answers the same status and headers and records nothing.
+HEAD answers the same status and headers and records nothing. The one exception
+is a link with ``max_visits``: one Redis script call counts its visit across
+replicas (sluice/links/limits.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sluice.http.keys import (
     REDIS,
     STORE,
     TRACE_ID,
+    VISIT_LIMITER,
     VISITOR_KEY,
     VISITS,
 )
@@ -44,6 +47,7 @@ from sluice.links.cache import (
     Target,
     target_of,
 )
+from sluice.links.limits import LimitUnknown, VisitLimiter
 from sluice.links.visits import VisitRecorder, classify, referrer_host, warm_up
 from sluice.resources import redis_client
 from sluice.store.links import get_link
@@ -59,22 +63,38 @@ FOLLOW_BLOCK_MS = 5_000
 
 
 async def redirect(request: web.Request) -> web.StreamResponse:
-    """302 to the link's URL; 404 unknown, 410 disabled or expired. Only GET records a visit."""
+    """A redirect (302, or the link's redirect_status) to the link's URL; 404 unknown or not
+    valid yet, 410 disabled, expired or out of visits. Only GET records (and counts) a visit."""
     now = utcnow()
     code = request.match_info["code"]
     try:
         target = request.app[LINK_CACHE].cached(code)  # no coroutine on a hit
     except KeyError:
         target = await _target(request, code) if CODE.fullmatch(code) else None
-    if target is None:
+    if target is None or target.hidden(now):
         return _problem(404, f"no short link at {request.path}")
     if target.gone(now):
         return _problem(410, f"the short link {code} is disabled or expired")
-    if request.method == "GET":
+    get = request.method == "GET"
+    if target.max_visits is not None and not await _visit_left(request, code, target, get):
+        return _problem(410, f"the short link {code} has served all its visits")
+    if get:
         key = request.app[VISITOR_KEY]
-        request.app[VISITS].record(visit_of(request, key, code, now, request[TRACE_ID]))
+        visit = visit_of(request, key, code, now, request[TRACE_ID])
+        request.app[VISITS].record(visit, counted=target.max_visits is not None)
         request[QUIET] = request.app[CONFIG].redirect_log == "errors"
-    return web.Response(status=302, headers={"Location": target.url, "Cache-Control": NO_STORE})
+    return web.Response(
+        status=target.status, headers={"Location": target.url, "Cache-Control": NO_STORE}
+    )
+
+
+async def _visit_left(request: web.Request, code: str, target: Target, get: bool) -> bool:
+    assert target.max_visits is not None
+    try:
+        return await request.app[VISIT_LIMITER].take(code, target.max_visits, count=get)
+    except LimitUnknown as exc:
+        log.warning("visit limit not checked", code=code, error=str(exc))
+        raise DependencyDown("Redis is unavailable; this link's visits cannot be counted") from None
 
 
 async def _target(request: web.Request, code: str) -> Target | None:
@@ -123,6 +143,7 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
 
     cache = LinkCache(load)
     app[LINK_CACHE] = cache
+    app[VISIT_LIMITER] = VisitLimiter(app[REDIS], app[KEYS], store)
     channel = app[KEYS].links_changed_channel()
     origin = secrets.token_hex(8)  # this process, in its hints
     app[LINK_HINTS] = hints = ChangeHints(app[REDIS], channel, origin)
@@ -175,24 +196,31 @@ _CODE_IN_PATH = {
     "name": "code", "in": "path", "required": True,
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"},
 }  # fmt: skip
-_RESPONSES = {
-    "302": {
-        "description": "to the link's URL",
-        "headers": {
-            "Location": {"schema": {"type": "string", "format": "uri"}},
-            "Cache-Control": {"schema": {"const": NO_STORE}},
-        },
+_REDIRECT = {
+    "description": "to the link's URL",
+    "headers": {
+        "Location": {"schema": {"type": "string", "format": "uri"}},
+        "Cache-Control": {"schema": {"const": NO_STORE}},
     },
-    "404": problem("no link has this code"),
-    "410": problem("the link is disabled or expired"),
-    "503": problem("the link is not cached and the database is unavailable"),
+}
+_RESPONSES = {
+    "301": {**_REDIRECT, "description": "to the link's URL (its redirect_status is 301)"},
+    "302": {**_REDIRECT, "description": "to the link's URL (the default redirect_status)"},
+    "307": {**_REDIRECT, "description": "to the link's URL (its redirect_status is 307)"},
+    "308": {**_REDIRECT, "description": "to the link's URL (its redirect_status is 308)"},
+    "404": problem("no link has this code, or its valid_since is still ahead"),
+    "410": problem("the link is disabled or expired, or has served its max_visits"),
+    "503": problem(
+        "the link is not cached and the database is unavailable, or the link has "
+        "max_visits and Redis, which counts them, is unavailable"
+    ),
 }
 
 # HEAD is a route of its own here: it records no visit, unlike the GET it mirrors.
 ROUTES = (
     Route("GET", "/{code}", redirect, {
         "operationId": "redirect",
-        "summary": "Follow a short link: 302 to its URL, recording a visit",
+        "summary": "Follow a short link: a redirect to its URL, recording a visit",
         "description": "Every answer carries `Cache-Control: private, no-store` and"
         " `X-Trace-Id`, the trace id its visit is recorded with. A redirect that records"
         " a visit writes no request log line unless `SLUICE_REDIRECT_LOG=all`; 404, 410"

@@ -137,18 +137,39 @@ LinkAlias = Annotated[
 Rfc3339 = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
 
 
+MaxVisits = Annotated[int, msgspec.Meta(extra_json_schema={"minimum": 1})]
+RedirectStatus = Annotated[int, msgspec.Meta(extra_json_schema={"enum": [301, 302, 307, 308]})]
+Tag = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": "^[a-z0-9-]{1,32}$"})]
+# Up to 10 distinct tags: a list of 11 with a duplicate is fine, hence no maxItems.
+Tags = Annotated[list[Tag], msgspec.Meta(description="at most 10 distinct tags")]
+Title = Annotated[str, msgspec.Meta(extra_json_schema={"maxLength": 200})]
+
+
 class LinkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     url: LinkUrl | None = None
     alias: LinkAlias | None = None
     expires_at: Rfc3339 | None = None
+    # Once that many GET redirects were served, 410 (counted across replicas).
+    max_visits: MaxVisits | None = None
+    # Before it, the code answers 404 as an unknown one. Any RFC 3339 time with an offset.
+    valid_since: Rfc3339 | None = None
+    redirect_status: RedirectStatus | None = None  # 302 when absent
+    tags: Tags | None = None  # duplicates are dropped; at most 10 distinct
+    title: Title | None = None
 
 
 class LinkPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Absent fields keep their value; `expires_at: null` removes the expiry."""
+    """Absent fields keep their value; null clears `expires_at`, `max_visits`,
+    `valid_since`, `tags` and `title`."""
 
     url: LinkUrl | msgspec.UnsetType = msgspec.UNSET
     expires_at: Rfc3339 | msgspec.UnsetType | None = msgspec.UNSET
     disabled: bool | msgspec.UnsetType = msgspec.UNSET
+    max_visits: MaxVisits | msgspec.UnsetType | None = msgspec.UNSET
+    valid_since: Rfc3339 | msgspec.UnsetType | None = msgspec.UNSET
+    redirect_status: RedirectStatus | msgspec.UnsetType = msgspec.UNSET
+    tags: Tags | msgspec.UnsetType | None = msgspec.UNSET
+    title: Title | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class LinkOut(msgspec.Struct, kw_only=True):
@@ -158,6 +179,11 @@ class LinkOut(msgspec.Struct, kw_only=True):
     expires_at: datetime | None
     disabled: bool
     created_at: datetime
+    max_visits: int | None
+    valid_since: datetime | None
+    redirect_status: RedirectStatus
+    tags: list[str]
+    title: str | None
 
 
 class LinkPage(msgspec.Struct, kw_only=True):

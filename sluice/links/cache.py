@@ -68,10 +68,26 @@ class Target(msgspec.Struct, frozen=True):
     url: str
     expires_at: datetime | None
     disabled: bool
+    status: int = 302  # the redirect's status: 301, 302, 307 or 308
+    valid_since: datetime | None = None  # before it, the code answers as unknown (404)
+    max_visits: int | None = None  # GET redirects counted across replicas (links.limits)
 
     def gone(self, now: datetime) -> bool:
         """Disabled or expired: the redirect answers 410."""
         return self.disabled or (self.expires_at is not None and self.expires_at <= now)
+
+    def hidden(self, now: datetime) -> bool:
+        """Not valid yet: the redirect answers 404, as for an unknown code."""
+        return self.valid_since is not None and now < self.valid_since
+
+    def plain(self, now: datetime) -> bool:
+        """Live, valid and unlimited: the cache alone answers (the fast path)."""
+        return (
+            self.max_visits is None
+            and not self.disabled
+            and (self.expires_at is None or self.expires_at > now)
+            and (self.valid_since is None or self.valid_since <= now)
+        )
 
 
 def location(url: str) -> str:
@@ -82,7 +98,10 @@ def location(url: str) -> str:
 
 
 def target_of(link: Link | LinkCreated | LinkUpdated) -> Target:
-    return Target(location(link.url), link.expires_at, link.disabled)
+    return Target(
+        location(link.url), link.expires_at, link.disabled, link.redirect_status,
+        link.valid_since, link.max_visits,
+    )  # fmt: skip
 
 
 Loader = Callable[[str], Awaitable[Target | None]]

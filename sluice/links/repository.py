@@ -6,15 +6,18 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TypeVar
 
 import msgspec
 
 from sluice.errors import SluiceError
+from sluice.events import LinkCreated, LinkUpdated
 from sluice.links.pool import ALPHABET, CODE_LENGTH, mark_taken, new_code, take_code
 from sluice.links.rules import Invalid
 from sluice.store.base import Store, Tx
-from sluice.store.links import LINK_COLUMNS, Link, link_from_row
+from sluice.store.links import LINK_COLUMNS, Link, link_from_row, tags_column
 from sluice.store.users import db_time
 
 # A clash needs a pool code equal to an alias, or two equal random 6-character codes
@@ -23,6 +26,7 @@ CODE_ATTEMPTS = 8
 _CODE_SHAPED = re.compile(f"[{re.escape(ALPHABET)}]{{{CODE_LENGTH}}}")
 _CURSOR_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 _CURSOR_CODE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_E = TypeVar("_E", LinkCreated, LinkUpdated)
 
 
 class AliasTaken(SluiceError):
@@ -35,13 +39,35 @@ class NoFreeCode(SluiceError):
 
 async def _insert(tx: Tx, link: Link, code: str) -> bool:
     created = db_time(link.created_at)
-    expires = None if link.expires_at is None else db_time(link.expires_at)
     inserted = await tx.execute(
-        f"INSERT INTO links ({LINK_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (code) DO NOTHING",
-        (code, link.owner_id, link.url, expires, int(link.disabled), created, created),
-    )
+        f"INSERT INTO links ({LINK_COLUMNS}, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING",
+        (
+            code, link.owner_id, link.url, _db_time(link.expires_at), int(link.disabled),
+            created, link.max_visits, _db_time(link.valid_since), link.redirect_status,
+            tags_column(link.tags), link.title, created,
+        ),
+    )  # fmt: skip
+    if inserted == 1 and link.tags:
+        await _insert_tags(tx, msgspec.structs.replace(link, code=code), link.tags)
     return inserted == 1
+
+
+def _db_time(value: datetime | None) -> str | None:
+    # db_time's text, also for the years before 1000 a valid_since may name (strftime's
+    # %Y writes "336", not "0336").
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+async def _insert_tags(tx: Tx, link: Link, tags: Iterable[str]) -> None:
+    # owner_id and created_at (both fixed for a link's life) are copied so that one index
+    # range of link_tags is a page of the owner's links with that tag, newest first.
+    await tx.executemany(
+        "INSERT INTO link_tags (code, tag, owner_id, created_at) VALUES (?, ?, ?, ?)",
+        [(link.code, tag, link.owner_id, db_time(link.created_at)) for tag in tags],
+    )
 
 
 async def create_link(tx: Tx, draft: Link, *, alias: str | None) -> tuple[Link, bool]:
@@ -79,13 +105,35 @@ async def link_for_update(tx: Tx, code: str) -> Link | None:
     return None if row is None else link_from_row(row)
 
 
-async def save_link(tx: Tx, link: Link, now: datetime) -> None:
-    """Write a link's mutable fields: url, expires_at, disabled."""
-    expires = None if link.expires_at is None else db_time(link.expires_at)
+async def save_link(tx: Tx, link: Link, now: datetime, *, old_tags: tuple[str, ...]) -> None:
+    """Write a link's mutable fields (all but code, owner and creation time), and its
+    ``link_tags`` rows where the tags changed from ``old_tags``."""
     await tx.execute(
-        "UPDATE links SET url = ?, expires_at = ?, disabled = ?, updated_at = ? WHERE code = ?",
-        (link.url, expires, int(link.disabled), db_time(now), link.code),
-    )
+        "UPDATE links SET url = ?, expires_at = ?, disabled = ?, max_visits = ?,"
+        " valid_since = ?, redirect_status = ?, tags = ?, title = ?, updated_at = ?"
+        " WHERE code = ?",
+        (
+            link.url, _db_time(link.expires_at), int(link.disabled), link.max_visits,
+            _db_time(link.valid_since), link.redirect_status, tags_column(link.tags),
+            link.title, db_time(now), link.code,
+        ),
+    )  # fmt: skip
+    gone = [tag for tag in old_tags if tag not in link.tags]
+    if gone:
+        await tx.executemany(
+            "DELETE FROM link_tags WHERE code = ? AND tag = ?", [(link.code, t) for t in gone]
+        )
+    await _insert_tags(tx, link, [tag for tag in link.tags if tag not in old_tags])
+
+
+def link_event(kind: type[_E], link: Link, trace_id: str) -> _E:
+    """The ``LinkCreated`` or ``LinkUpdated`` carrying ``link``'s whole state."""
+    return kind(
+        code=link.code, owner_id=link.owner_id, url=link.url, expires_at=link.expires_at,
+        disabled=link.disabled, max_visits=link.max_visits, valid_since=link.valid_since,
+        redirect_status=link.redirect_status, tags=link.tags, title=link.title,
+        trace_id=trace_id,
+    )  # fmt: skip
 
 
 def encode_cursor(link: Link) -> str:
@@ -107,14 +155,31 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
 
 
 async def links_page(
-    store: Store, owner_id: str, limit: int, after: tuple[str, str] | None
+    store: Store,
+    owner_id: str,
+    limit: int,
+    after: tuple[str, str] | None,
+    *,
+    tag: str | None = None,
 ) -> list[Link]:
-    """Up to ``limit`` of the owner's links, newest first (ties by code), after a cursor."""
-    sql = f"SELECT {LINK_COLUMNS} FROM links WHERE owner_id = ?"
-    params: list[object] = [owner_id]
+    """Up to ``limit`` of the owner's links, newest first (ties by code), after a cursor;
+    with ``tag``, only links that have it (one range of the ``link_tags_owner`` index)."""
+    if tag is None:
+        sql = f"SELECT {LINK_COLUMNS} FROM links WHERE owner_id = ?"
+        params: list[object] = [owner_id]
+        order = "created_at"
+    else:
+        columns = ", ".join(f"links.{column}" for column in LINK_COLUMNS.split(", "))
+        sql = (
+            f"SELECT {columns} FROM link_tags JOIN links ON links.code = link_tags.code"
+            " WHERE link_tags.owner_id = ? AND link_tags.tag = ?"
+        )
+        params = [owner_id, tag]
+        order = "link_tags.created_at"
+    code = "link_tags.code" if tag is not None else "code"
     if after is not None:
-        sql += " AND (created_at < ? OR (created_at = ? AND code > ?))"
+        sql += f" AND ({order} < ? OR ({order} = ? AND {code} > ?))"
         params += [after[0], after[0], after[1]]
-    sql += " ORDER BY created_at DESC, code LIMIT ?"
+    sql += f" ORDER BY {order} DESC, {code} LIMIT ?"
     params.append(limit)
     return [link_from_row(row) for row in await store.fetchall(sql, params)]

@@ -186,3 +186,59 @@ def check_expiry(value: str, now: datetime) -> datetime:
         return moment.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:59:59-14:00 is past the last representable UTC time
         raise Invalid("must be before 10000-01-01T00:00:00Z") from None
+
+
+# The fields of SPEC 13 (issue 18): visit limit, start time, redirect status, tags, title.
+
+REDIRECT_STATUSES = (301, 302, 307, 308)
+TAGS_MAX = 10
+TAG = re.compile(r"[a-z0-9-]{1,32}")
+TITLE_MAX = 200
+
+
+def check_max_visits(value: int) -> int:
+    """At least 1: once that many GET redirects were served, the link answers 410."""
+    if value < 1:
+        raise Invalid("must be an integer of at least 1")
+    return value
+
+
+def check_valid_since(value: str) -> datetime:
+    """An RFC 3339 time with an offset (past or future); returned in UTC."""
+    try:
+        moment = msgspec.convert(value, _AwareDatetime)
+        return moment.astimezone(UTC)
+    except msgspec.ValidationError:
+        raise Invalid("must be an RFC 3339 time with an offset (2030-01-01T00:00:00Z)") from None
+    except OverflowError:
+        raise Invalid("must be before 10000-01-01T00:00:00Z") from None
+
+
+def check_redirect_status(value: int) -> int:
+    if value not in REDIRECT_STATUSES:
+        raise Invalid("must be one of 301, 302, 307 or 308")
+    return value
+
+
+def check_tags(values: list[str]) -> tuple[str, ...]:
+    """Up to 10 tags of ``^[a-z0-9-]{1,32}$``, duplicates dropped, first spelling order kept."""
+    tags = tuple(dict.fromkeys(values))
+    for tag in tags:
+        if not TAG.fullmatch(tag):
+            raise Invalid(f"{tag[:40]!r} is not 1 to 32 characters of a-z, 0-9 and -")
+    if len(tags) > TAGS_MAX:
+        raise Invalid(f"must be at most {TAGS_MAX} distinct tags")
+    return tags
+
+
+def check_tag(value: str) -> str:
+    """One tag, as the listing's filter takes it."""
+    if not TAG.fullmatch(value):
+        raise Invalid("must be 1 to 32 characters of a-z, 0-9 and -")
+    return value
+
+
+def check_title(value: str) -> str:
+    if len(value) > TITLE_MAX:
+        raise Invalid(f"must be at most {TITLE_MAX} characters")
+    return value

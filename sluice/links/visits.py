@@ -17,6 +17,7 @@ the last few milliseconds. A failed commit keeps its events and is retried.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import re
@@ -96,6 +97,9 @@ class VisitRecorder:
         self._max_backoff = max_backoff
         self._shutdown_timeout = shutdown_timeout
         self._buffer: list[LinkVisited] = []
+        # Event ids of buffered visits to links with max_visits: their commit also counts
+        # them in link_visit_counts (sluice/links/limits.py).
+        self._counted: set[str] = set()
         self._oldest_at = 0.0  # loop time the oldest buffered visit arrived
         self._wake = asyncio.Event()  # a visit arrived, or closing
         self._full = asyncio.Event()  # a batch is waiting, or closing
@@ -117,11 +121,14 @@ class VisitRecorder:
         """Every visit recorded so far is committed (none buffered, no commit in flight)."""
         return self.committed == self.recorded
 
-    def record(self, visit: LinkVisited) -> None:
-        """Queue one visit; never blocks and never fails the request."""
+    def record(self, visit: LinkVisited, *, counted: bool = False) -> None:
+        """Queue one visit; never blocks and never fails the request. ``counted``: the
+        link has max_visits, so the commit also adds the visit to link_visit_counts."""
         if len(self._buffer) >= self._max_buffer:
             self._drop()
             return
+        if counted:
+            self._counted.add(visit.event_id)
         if not self._buffer:
             self._oldest_at = asyncio.get_running_loop().time()
             self._wake.set()
@@ -179,6 +186,8 @@ class VisitRecorder:
                 fresh = await self._not_stored(tx, pending) if self._suspect else pending
                 if fresh:
                     await tx.append(*fresh)
+                    if self._counted:
+                        await self._count(tx, fresh)
         except Exception:
             # Keep them, oldest first, and retry; the request that made them got its 302.
             self._buffer[:0] = pending
@@ -192,7 +201,18 @@ class VisitRecorder:
             self._suspect = bool(self._buffer)
         self.commits += 1
         self.committed += len(pending)
+        if self._counted:
+            self._counted.difference_update(visit.event_id for visit in pending)
         return True
+
+    async def _count(self, tx: Tx, visits: Sequence[LinkVisited]) -> None:
+        counts = collections.Counter(v.code for v in visits if v.event_id in self._counted)
+        if counts:
+            await tx.executemany(
+                "INSERT INTO link_visit_counts (code, visits) VALUES (?, ?) ON CONFLICT (code)"
+                " DO UPDATE SET visits = link_visit_counts.visits + excluded.visits",
+                sorted(counts.items()),  # one order for every writer: no deadlock
+            )
 
     @staticmethod
     async def _not_stored(tx: Tx, events: Sequence[LinkVisited]) -> list[LinkVisited]:

@@ -17,13 +17,32 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime | None
     disabled: bool
     created_at: datetime
+    # SPEC 13 (issue 18). A link without max_visits and valid_since redirects from the
+    # cache alone; the others are checked per request (sluice/links/limits.py).
+    max_visits: int | None = None
+    valid_since: datetime | None = None
+    redirect_status: int = 302
+    tags: tuple[str, ...] = ()
+    title: str | None = None
 
     def gone(self, now: datetime) -> bool:
         """Disabled or expired: the redirect answers 410."""
         return self.disabled or (self.expires_at is not None and self.expires_at <= now)
 
 
-LINK_COLUMNS = "code, owner_id, url, expires_at, disabled, created_at"
+LINK_COLUMNS = (
+    "code, owner_id, url, expires_at, disabled, created_at,"
+    " max_visits, valid_since, redirect_status, tags, title"
+)
+
+
+def _time(value: object) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(str(value))
+
+
+def tags_column(tags: tuple[str, ...]) -> str:
+    """Tags as the ``links.tags`` column holds them: space-separated (a tag has no space)."""
+    return " ".join(tags)
 
 
 def link_from_row(row: Row) -> Link:
@@ -31,9 +50,14 @@ def link_from_row(row: Row) -> Link:
         code=str(row[0]),
         owner_id=str(row[1]),
         url=str(row[2]),
-        expires_at=None if row[3] is None else datetime.fromisoformat(str(row[3])),
+        expires_at=_time(row[3]),
         disabled=bool(row[4]),
         created_at=datetime.fromisoformat(str(row[5])),
+        max_visits=None if row[6] is None else int(row[6]),
+        valid_since=_time(row[7]),
+        redirect_status=int(row[8]),
+        tags=tuple(str(row[9]).split()),
+        title=None if row[10] is None else str(row[10]),
     )
 
 
@@ -42,4 +66,4 @@ async def get_link(store: Store, code: str) -> Link | None:
     return None if row is None else link_from_row(row)
 
 
-__all__ = ["LINK_COLUMNS", "Link", "db_time", "get_link", "link_from_row"]
+__all__ = ["LINK_COLUMNS", "Link", "db_time", "get_link", "link_from_row", "tags_column"]

@@ -400,6 +400,113 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        21,
+        "webhooks, their messages and delivery attempts",
+        # sluice/webhooks/repository.py. The secret is kept to sign (shown once by the
+        # API). A message is one call's body and webhook-id, stable across retries;
+        # webhook_message_events names the message carrying each event to each webhook,
+        # so a retried entry resends only what was not delivered. Attempts: the last
+        # 200 per webhook are kept (rows in id order, the index reads them newest first).
+        """
+        CREATE TABLE webhooks (
+            id TEXT PRIMARY KEY,
+            owner_id TEXT NOT NULL REFERENCES users (id),
+            url TEXT NOT NULL,
+            events TEXT NOT NULL,
+            secret TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX webhooks_owner ON webhooks (owner_id, created_at);
+        CREATE TABLE webhook_messages (
+            id TEXT PRIMARY KEY,
+            webhook_id TEXT NOT NULL,
+            event_type TEXT NOT NULL,
+            body BLOB NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            delivered_at TEXT
+        ) WITHOUT ROWID;
+        CREATE INDEX webhook_messages_hook ON webhook_messages (webhook_id);
+        CREATE INDEX webhook_messages_created ON webhook_messages (created_at);
+        CREATE TABLE webhook_message_events (
+            webhook_id TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (webhook_id, event_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX webhook_message_events_created ON webhook_message_events (created_at);
+        CREATE TABLE webhook_deliveries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            webhook_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            event_type TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            status INTEGER,
+            error TEXT,
+            started_at TEXT NOT NULL,
+            duration_ms REAL NOT NULL
+        );
+        CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, id);
+        """,
+    ),
+    (
+        20,
+        "link imports",
+        # sluice/imports/jobs.py. An uploaded CSV waits here for its job (kind 'import' in
+        # jobs), so a worker on any host runs it, with the rows of each outcome so far;
+        # deleted when the job ends. import_keys: every link an import created, by owner
+        # and SHA-256 of its URL, so importing a file again creates nothing twice.
+        """
+        CREATE TABLE import_uploads (
+            job_id TEXT PRIMARY KEY REFERENCES jobs (id),
+            format TEXT NOT NULL,
+            data BLOB NOT NULL,
+            created INTEGER NOT NULL DEFAULT 0,
+            existing INTEGER NOT NULL DEFAULT 0,
+            invalid INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE import_keys (
+            owner_id TEXT NOT NULL,
+            url_key TEXT NOT NULL,
+            code TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (owner_id, url_key)
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        19,
+        "link fields: visit limit, valid since, redirect status, tags, title",
+        # SPEC 13 (issue 18), sluice/links/repository.py. Each field is a column of
+        # links (the redirect reads one row); rules and password come later as columns
+        # of their own. Tags are also in link_tags, with the owner and creation time
+        # copied, so GET /v1/links?tag= pages through one index range newest first.
+        # link_visit_counts: GET redirects served of links with max_visits, committed with
+        # their visits; the count a lost Redis counter starts from (sluice/links/limits.py).
+        """
+        ALTER TABLE links ADD COLUMN max_visits INTEGER;
+        ALTER TABLE links ADD COLUMN valid_since TEXT;
+        ALTER TABLE links ADD COLUMN redirect_status INTEGER NOT NULL DEFAULT 302
+            CHECK (redirect_status IN (301, 302, 307, 308));
+        ALTER TABLE links ADD COLUMN tags TEXT NOT NULL DEFAULT '';
+        ALTER TABLE links ADD COLUMN title TEXT;
+        CREATE TABLE link_tags (
+            code TEXT NOT NULL,
+            tag TEXT NOT NULL,
+            owner_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (code, tag)
+        ) WITHOUT ROWID;
+        CREATE INDEX link_tags_owner ON link_tags (owner_id, tag, created_at DESC, code);
+        CREATE TABLE link_visit_counts (
+            code TEXT PRIMARY KEY,
+            visits INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 

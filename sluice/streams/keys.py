@@ -75,6 +75,10 @@ class Keys:
         """Pub/sub channel of the codes of committed link changes (cache hints)."""
         return f"{self.prefix}:links:changed"
 
+    def link_visits(self, code: str) -> str:
+        """GET redirects served of a link with max_visits (sluice/links/limits.py)."""
+        return f"{self.prefix}:link:{{{code}}}:visits"
+
     def view_seen(self, article_id: str, viewer_digest: str) -> str:
         return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
 

@@ -27,6 +27,7 @@ from sluice.events import (
     ArticleViewed,
     Event,
     ExportRequested,
+    ImportRequested,
     LinkCreated,
     LinkUpdated,
     LinkVisited,
@@ -75,6 +76,9 @@ def realistic_events() -> list[Event]:
         UserVerified(user_id=user, email="ana@example.org", trace_id=_hex(128), occurred_at=at),
         LinkCreated(code="aZ3kP9", owner_id=owner, url="https://example.org/a?b=c&d=é#x",
                     expires_at=at + timedelta(days=30), trace_id=_hex(128)),
+        LinkCreated(code="launch", owner_id=owner, url="https://example.org/l", max_visits=100,
+                    valid_since=at, redirect_status=308, tags=("news", "q3"), title="Launch",
+                    trace_id=_hex(128)),
         LinkUpdated(code="aZ3kP9", owner_id=owner, url="https://example.org/b", disabled=True,
                     trace_id=_hex(128)),
         *(LinkVisited(code=rng.choice(("aZ3kP9", "Qw12Er")), visitor=_hex(256),
@@ -93,6 +97,7 @@ def realistic_events() -> list[Event]:
                     text="Water the plants 🌱", email="ana@example.org", name=None),
         ReminderDeleted(reminder_id=uuid7(), owner_id=owner),
         ExportRequested(job_id=uuid7(), owner_id=owner, code="aZ3kP9", trace_id=_hex(128)),
+        ImportRequested(job_id=uuid7(), owner_id=owner, trace_id=_hex(128)),
         TaskRunFinished(run_id=uuid7(), task="purge-tokens", trigger="cron", status="failed",
                         scheduled_for=at, error="Traceback (most recent call last):\n\t..."),
         TaskRunFinished(run_id=uuid7(), task="purge-tokens", trigger="manual",
@@ -150,6 +155,8 @@ def test_visits_take_under_64_bytes_each() -> None:
 def _event_values(kind: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
     if isinstance(kind, msgspec.inspect.UnionType):
         return st.one_of(*(_event_values(member) for member in kind.types))
+    if isinstance(kind, msgspec.inspect.VarTupleType):  # LinkCreated.tags
+        return st.lists(_event_values(kind.item_type), max_size=4).map(tuple)
     return {
         msgspec.inspect.StrType: st.text(),
         msgspec.inspect.BoolType: st.booleans(),

@@ -48,6 +48,8 @@ _SCALARS: dict[type[msgspec.inspect.Type], st.SearchStrategy[Any]] = {
 def _values(kind: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
     if isinstance(kind, msgspec.inspect.UnionType):
         return st.one_of(*(_values(member) for member in kind.types))
+    if isinstance(kind, msgspec.inspect.VarTupleType):
+        return st.lists(_values(kind.item_type), max_size=5).map(tuple)
     if type(kind) not in _SCALARS:
         raise AssertionError(f"no strategy for {kind!r}: teach test_properties.py the new type")
     return _SCALARS[type(kind)]

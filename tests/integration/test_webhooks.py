@@ -1,0 +1,265 @@
+"""Webhooks end to end: the API, the relay, the ``webhooks`` group and real local
+receivers (aiohttp servers on 127.0.0.1, so SLUICE_WEBHOOK_ALLOW_PRIVATE=1 but for
+the address checks). Signatures are verified with the ``standardwebhooks`` package."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.test_utils import TestClient, TestServer
+from standardwebhooks.webhooks import Webhook as Verifier
+
+from sluice.config import Config
+from sluice.events import LinkUpdated, utcnow, uuid7
+from sluice.http import create_app
+from sluice.resources import Resources
+from sluice.store.users import db_time
+from sluice.streams.consumer import Consumer
+from sluice.webhooks import repository
+from sluice.webhooks.group import NAME, WebhookDeps, build_deps, group
+from sluice.webhooks.repository import Webhook
+from sluice.webhooks.sender import Sender
+from sluice.webhooks.signing import generate_secret
+from tests.api.test_links import user_token
+from tests.integration.conftest import wait_for
+
+Client = TestClient[Any, Any]
+Call = tuple[dict[str, str], bytes]
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    return make_config(
+        webhook_allow_private=1, webhook_timeout_seconds=5.0, webhook_batch_wait_ms=1000,
+        max_deliveries=3, retry_base_ms=50, code_pool_target=200,
+    )  # fmt: skip
+
+
+class Receiver:
+    """Endpoints by name: ``fail*`` answer 500, ``slow*`` wait for ``release``."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[Call]] = defaultdict(list)
+        self.release = asyncio.Event()
+
+    async def view(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.calls[name].append(
+            ({k.lower(): v for k, v in request.headers.items()}, await request.read())
+        )
+        if name.startswith("fail"):
+            return web.Response(status=500)
+        if name.startswith("slow"):
+            await self.release.wait()
+        return web.Response(status=204)
+
+
+@pytest.fixture
+async def receiver(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+) -> AsyncIterator[tuple[Receiver, str]]:
+    hooks = Receiver()
+    app = web.Application()
+    app.router.add_post("/{name}", hooks.view)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    yield hooks, f"http://127.0.0.1:{server.port}"
+    hooks.release.set()
+
+
+@pytest.fixture
+async def api(aiohttp_client: Callable[..., Awaitable[Client]], config: Config) -> Client:
+    return await aiohttp_client(create_app(config))
+
+
+@pytest.fixture
+async def deps(resources: Resources) -> AsyncIterator[WebhookDeps]:
+    made = build_deps(resources)
+    yield made
+    await made.sender.close()
+
+
+@pytest.fixture
+def worker(
+    start_relay: Callable[..., Any], start_worker: Callable[..., Consumer], resources: Resources
+) -> Callable[[WebhookDeps], Consumer]:
+    def start(deps: WebhookDeps) -> Consumer:
+        start_relay()
+        return start_worker(NAME, spec=group(resources, deps))
+
+    return start
+
+
+async def add_webhook(api: Client, auth: dict[str, str], url: str, *events: str) -> dict[str, Any]:
+    body = {"url": url, "events": list(events)}
+    response = await api.post("/v1/webhooks", json=body, headers=auth)
+    assert response.status == 201, await response.text()
+    hook: dict[str, Any] = await response.json()
+    return hook
+
+
+async def add_link(api: Client, auth: dict[str, str]) -> str:
+    response = await api.post("/v1/links", json={"url": "https://example.org/a"}, headers=auth)
+    assert response.status == 201, await response.text()
+    return str((await response.json())["code"])
+
+
+def verified(secret: str, call: Call) -> dict[str, Any]:
+    headers, body = call
+    payload: dict[str, Any] = Verifier(secret).verify(body, headers)
+    assert payload["version"] == 1
+    return payload
+
+
+async def test_link_created_and_visits_in_signed_batches(
+    api: Client, receiver: tuple[Receiver, str], deps: WebhookDeps, worker: Any,
+    resources: Resources,
+) -> None:  # fmt: skip
+    hooks, base = receiver
+    ada = await user_token(api)
+    hook = await add_webhook(
+        api, ada, f"{base}/ada", "link.created", "link.updated", "link.visited"
+    )
+    worker(deps)
+    code = await add_link(api, ada)
+    owner = (await (await api.get("/v1/me", headers=ada)).json())["id"]
+    async with resources.store.transaction() as tx:  # as PATCH /v1/links/{code} appends it
+        await tx.append(LinkUpdated(code=code, owner_id=owner, url="https://example.org/b"))
+    for _ in range(150):
+        assert (await api.get(f"/{code}", allow_redirects=False)).status == 302
+
+    def visits() -> list[dict[str, Any]]:
+        payloads = [verified(hook["secret"], call) for call in hooks.calls["ada"]]
+        batches = [p["data"]["visits"] for p in payloads if p["type"] == "link.visited"]
+        assert all(1 <= len(batch) <= 100 for batch in batches)
+        return [visit for batch in batches for visit in batch]
+
+    async def everything() -> bool:
+        types = {verified(hook["secret"], c)["type"] for c in hooks.calls["ada"]}
+        return len({v["event_id"] for v in visits()}) == 150 and "link.updated" in types
+
+    await wait_for(everything)
+    created = [verified(hook["secret"], c) for c in hooks.calls["ada"]]
+    assert [p["data"]["code"] for p in created if p["type"] == "link.created"] == [code]
+    changes = [p["data"]["url"] for p in created if p["type"] == "link.updated"]
+    assert changes == ["https://example.org/b"]
+    assert {v["code"] for v in visits()} == {code}
+    answer = await api.get(f"/v1/webhooks/{hook['id']}/deliveries", headers=ada)
+    items = (await answer.json())["items"]
+    assert {i["event_type"] for i in items} == {"link.created", "link.updated", "link.visited"}
+    assert all(i["status"] == 204 and i["error"] is None for i in items)
+    assert len(items) == len(hooks.calls["ada"])
+
+
+async def test_a_failing_endpoint_is_retried_then_dead_lettered(
+    api: Client, receiver: tuple[Receiver, str], deps: WebhookDeps, worker: Any,
+    resources: Resources,
+) -> None:  # fmt: skip
+    hooks, base = receiver
+    ada = await user_token(api)
+    hook = await add_webhook(api, ada, f"{base}/fail", "link.created")
+    worker(deps)
+    await add_link(api, ada)
+    dead = resources.keys.dead(NAME)
+
+    async def dead_lettered() -> bool:
+        return await resources.redis.xlen(dead) == 1
+
+    await wait_for(dead_lettered)
+    assert len(hooks.calls["fail"]) == 3  # SLUICE_MAX_DELIVERIES
+    assert len({headers["webhook-id"] for headers, _ in hooks.calls["fail"]}) == 1
+    answer = await api.get(f"/v1/webhooks/{hook['id']}/deliveries", headers=ada)
+    items = (await answer.json())["items"]
+    assert [(i["attempt"], i["status"]) for i in items] == [(3, 500), (2, 500), (1, 500)]
+
+
+async def test_a_slow_endpoint_does_not_delay_another_owner(
+    api: Client, receiver: tuple[Receiver, str], deps: WebhookDeps, worker: Any
+) -> None:
+    hooks, base = receiver
+    ada = await user_token(api)
+    bob = await user_token(api, email="bob@example.org")
+    slow = await add_webhook(api, ada, f"{base}/slow", "link.created")
+    await add_webhook(api, bob, f"{base}/fast", "link.created")
+    worker(deps)
+    await add_link(api, ada)
+
+    async def slow_called() -> bool:
+        return bool(hooks.calls["slow"])
+
+    await wait_for(slow_called)
+    started = time.monotonic()
+    await add_link(api, bob)
+
+    async def fast_called() -> bool:
+        return bool(hooks.calls["fast"])
+
+    await wait_for(fast_called, timeout=3)
+    assert not hooks.release.is_set()  # the slow call is still held
+    assert time.monotonic() - started < 3
+    hooks.release.set()
+
+    async def slow_delivered() -> bool:
+        rows = await repository.attempts(deps.store, slow["id"], 10)
+        return any(r.status == 204 for r in rows)
+
+    await wait_for(slow_delivered)
+    # A retry of the held entry resent (if at all) the very same message.
+    assert len({headers["webhook-id"] for headers, _ in hooks.calls["slow"]}) == 1
+
+
+class Names(AbstractResolver):
+    """Resolves ``hooks.example.test`` to 127.0.0.1, as a rebinding DNS could."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        if host != "hooks.example.test":
+            raise OSError(f"unknown host {host}")
+        return [{"hostname": host, "host": "127.0.0.1", "port": port, "family": socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST}]  # fmt: skip
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("host", ["hooks.example.test", "localhost"])
+async def test_private_targets_are_refused_at_delivery(
+    api: Client, receiver: tuple[Receiver, str], resources: Resources, worker: Any, host: str
+) -> None:
+    hooks, base = receiver
+    port = base.rpartition(":")[2]
+    ada = await user_token(api)
+    owner = (await (await api.get("/v1/me", headers=ada)).json())["id"]
+    hook = Webhook(id=uuid7(), owner_id=owner, url=f"http://{host}:{port}/ssrf",
+                   events=("link.created",), secret=generate_secret(),
+                   created_at=db_time(utcnow()))  # fmt: skip
+    async with resources.store.transaction() as tx:  # a name passes the creation checks
+        await repository.insert(tx, hook)
+    sender = Sender(resources.store, 5.0, allow_private=False, resolver=Names)
+    deps = WebhookDeps(store=resources.store, sender=sender, wait_s=1.0, retention_s=3600)
+    try:
+        worker(deps)
+        await add_link(api, ada)
+
+        async def dead_lettered() -> bool:
+            return await resources.redis.xlen(resources.keys.dead(NAME)) == 1
+
+        await wait_for(dead_lettered)  # at once: a refused target is permanent
+    finally:
+        await sender.close()
+    assert not hooks.calls["ssrf"]
+    answer = await api.get(f"/v1/webhooks/{hook.id}/deliveries", headers=ada)
+    items = (await answer.json())["items"]
+    assert items and all(i["status"] is None and "non-public" in i["error"] for i in items)
+    dead: Any = await resources.redis.xrange(resources.keys.dead(NAME))
+    assert b"TargetRefused" in dead[0][1][b"error"]
+    assert json.loads(dead[0][1][b"data"])["type"] == "LinkCreated"

@@ -2,10 +2,15 @@
 
 The consumer runtime hands each batch's attempts to the process's ``DeliveryLog``
 after the handler returned and before it acks them, and waits for them to be
-written: an acked entry's attempt is in the database. Consumers of one process
-that finish batches while a write runs are written together by the next one (a
-group commit), so a busy worker writes one multi-row INSERT per round, not one
-per batch. A write the database refuses (an outage) keeps its rows for the next
+written: an acked entry's attempt is in the database (while the consumer reads and
+handles its next batch: ``Consumer.process(overlap=True)``). Consumers of one
+process that finish batches while a write runs are written together by the next
+one (a group commit), so a busy worker writes one transaction per round, not one
+per batch: multi-row INSERTs on SQLite, a binary ``COPY`` on PostgreSQL. Those
+commits do not wait for the disk (``Store.insert_rows(durable=False)``, as the
+relay's position): a crash of a process loses none of them, a crash of the machine
+(or of the PostgreSQL server) may lose the last moment's records, never an effect.
+A write the database refuses (an outage) keeps its rows for the next
 one and lets the consumer ack: the effect committed, only its record waits. At
 most ``BACKLOG_MAX`` rows wait; past that the oldest are dropped and counted
 (``sluice_deliveries_dropped_total``). A ``kill -9`` loses the rows not yet
@@ -125,8 +130,8 @@ class DeliveryLog:
 
 
 async def write(store: Store, attempts: Sequence[Attempt]) -> None:
-    """One transaction that does not wait for the disk (see the module docstring): one
-    statement on PostgreSQL (columns as arrays), a few on SQLite."""
+    """One transaction that does not wait for the disk (see the module docstring): a
+    ``COPY`` on PostgreSQL, multi-row INSERTs on SQLite."""
     rows = [
         (a.event_id, a.group, a.consumer, a.stream, a.entry_id, a.attempt, a.outcome, a.error,
          a.started_at, a.duration_ms)

@@ -86,9 +86,8 @@ class Tx(Protocol):
     async def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
-        """Insert many rows into ``table`` in the fewest statements the backend allows
-        (SQLite: multi-row INSERTs; PostgreSQL: one INSERT of ``unnest`` over a column
-        array each, typed from the values: str, int, float, bytes)."""
+        """Insert many rows into ``table`` the cheapest way the backend has (SQLite:
+        multi-row INSERTs; PostgreSQL: a binary ``COPY``)."""
 
     async def lock_history(self) -> None:
         """Keep every other transaction from appending until this one ends, so the

@@ -54,15 +54,16 @@ async def test_the_admin_lists_every_users_jobs_newest_first_and_by_status(
     assert [j["id"] for j in await listed(client, "?status=running")] == [second]
     assert [j["id"] for j in await listed(client, "?status=cancelled")] == [third]
     assert await listed(client, "?status=succeeded") == []
-    assert len(await listed(client, "?status=")) == 3  # empty: every status
+    assert len(await listed(client)) == 3  # no status: every status
 
 
 async def test_a_bad_status_is_a_422_naming_it_and_users_are_refused(
     client: Client, store: Store
 ) -> None:
     await setup_links(store)
-    body = await problem(await client.get("/v1/admin/jobs?status=done", headers=ADMIN), 422)
-    assert [e["field"] for e in body["errors"]] == ["status"]
-    assert "queued" in body["errors"][0]["message"]
+    for bad in ("done", ""):
+        body = await problem(await client.get(f"/v1/admin/jobs?status={bad}", headers=ADMIN), 422)
+        assert [e["field"] for e in body["errors"]] == ["status"]
+        assert "queued" in body["errors"][0]["message"]
     await problem(await client.get("/v1/admin/jobs", headers=bearer()), 403)
     await problem(await client.get("/v1/admin/jobs"), 401)

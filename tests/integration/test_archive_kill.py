@@ -6,9 +6,9 @@ segments and the hot table lists each visit once, and every event is in the tabl
 in one segment, never both, never neither.
 
 Everything but the archive runs as it is deployed: an API, a relay and a worker process
-(``link-stats``, ``article-views``, ``exports``). The history served before the archive
-runs is made old (``created_at`` backdated) once both projections have applied it; the
-traffic during the archive is new, so it stays hot.
+(``link-stats``, ``article-views``, ``exports``, ``imports``, ``webhooks``). The history
+served before the archive runs is made old (``created_at`` backdated) once both
+projections have applied it; the traffic during the archive is new, so it stays hot.
 """
 
 from __future__ import annotations
@@ -312,7 +312,16 @@ async def start_deployment(
     port = free_port()
     api = spawn("api", SLUICE_PORT=str(port), log=logs / "api.log")
     spawn("relay", log=logs / "relay.log")
-    spawn("worker", "link-stats", "article-views", "exports", log=logs / "worker.log")
+    # Every group on the archived streams: the archive waits for each one's acks.
+    spawn(
+        "worker",
+        "link-stats",
+        "article-views",
+        "exports",
+        "imports",
+        "webhooks",
+        log=logs / "worker.log",
+    )
     base_url = f"http://127.0.0.1:{port}"
     await wait_answering([base_url])
     return api, base_url

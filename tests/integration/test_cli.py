@@ -73,7 +73,10 @@ async def test_status_shows_the_relay_backlog_and_then_the_stream(
     streams = {s["stream"]: s for s in after["streams"]}
     assert streams[visits]["length"] == 7
     # The relay made every registered group before publishing: no worker has read yet.
-    assert {g["group"]: g["lag"] for g in streams[visits]["groups"]} == {"link-stats": 7}
+    assert {g["group"]: g["lag"] for g in streams[visits]["groups"]} == {
+        "link-stats": 7,
+        "webhooks": 7,
+    }
     assert all(s["length"] == 0 for name, s in streams.items() if name != visits)
     text = await sluice(config, "status")
     assert "relay backlog: 0" in text.stdout and f"{visits}  length=7" in text.stdout

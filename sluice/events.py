@@ -15,6 +15,8 @@ from typing import ClassVar
 
 import msgspec
 
+from sluice.links.rule_shapes import Rule
+
 # Event ids need to be unique, not unpredictable: 74 random bits a millisecond from a
 # generator seeded by the OS (again in a forked child) cost a third of os.urandom's.
 _random = random.Random()
@@ -93,6 +95,7 @@ class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
     redirect_status: int = 302
     tags: tuple[str, ...] = ()
     title: str | None = None
+    rules: tuple[Rule, ...] = ()
 
 
 class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
@@ -110,6 +113,7 @@ class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
     redirect_status: int = 302
     tags: tuple[str, ...] = ()
     title: str | None = None
+    rules: tuple[Rule, ...] = ()
 
 
 class LinkVisited(Event, frozen=True, kw_only=True, tag=True):

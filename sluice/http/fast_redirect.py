@@ -5,7 +5,8 @@ The redirect is the hottest path of a link service, and the middleware is a thir
 its cost (bench/README.md, the callgrind breakdown): the trace-id context, the
 problem+json wrapper, the request line and aiohttp's wrapper chain. This path does
 only what such a redirect needs: the trace id (the caller's, or a new one) for the
-visit and the ``X-Trace-Id`` header, the cache lookup, the visit handed to the group
+visit and the ``X-Trace-Id`` header, the cache lookup, the choice among the link's
+rules (in process, as the full path makes it), the visit handed to the group
 commit, and the request tally of ``/metrics``. It writes no request line: the
 committed ``LinkVisited`` is the redirect's durable record (``SLUICE_REDIRECT_LOG``).
 
@@ -29,7 +30,7 @@ from aiohttp.web_urldispatcher import UrlDispatcher
 from sluice.events import LinkVisited, utcnow
 from sluice.http.keys import CONFIG, LINK_CACHE, VISITOR_KEY, VISITS
 from sluice.http.middlewares import TRACE_ID_HEADER, incoming_trace_id, new_trace_id
-from sluice.http.redirects import CODE, NO_STORE, visit_of
+from sluice.http.redirects import CODE, NO_STORE, TRUSTED_PROXIES, destination, visit_of
 from sluice.metrics import REQUEST_TALLY
 
 log = structlog.get_logger(__name__)
@@ -45,6 +46,7 @@ def install(server: web.Server, app: web.Application) -> None:
     full = server.request_handler
     others = other_routes(app.router)
     cache, visits, key = app[LINK_CACHE], app[VISITS], app[VISITOR_KEY]
+    trusted = app[TRUSTED_PROXIES]
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if request.method != "GET" or request.body_exists:
@@ -82,7 +84,7 @@ def install(server: web.Server, app: web.Application) -> None:
         try:
             trace_id = incoming_trace_id(request.headers) or new_trace_id()
             visit = visit_of(request, key, code, now, trace_id)
-            return target.url, target.status, trace_id, visit
+            return destination(request, target, trusted), target.status, trace_id, visit
         except Exception:
             log.exception("fast redirect failed, answering through the app")
             return None

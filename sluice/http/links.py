@@ -32,6 +32,7 @@ from sluice.links import repository, rules
 from sluice.links.limits import LimitUnknown
 from sluice.links.pool import PoolRefiller
 from sluice.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
+from sluice.links.targeting import InvalidRules, check_rules
 from sluice.store.links import Link, get_link
 
 log = structlog.get_logger(__name__)
@@ -67,6 +68,7 @@ def _out(request: web.Request, link: Link) -> LinkOut:
         redirect_status=link.redirect_status,
         tags=list(link.tags),
         title=link.title,
+        rules=list(link.rules),
     )
 
 
@@ -79,6 +81,9 @@ class _Checks:
     def run(self, field: str, check: Any, *args: Any) -> Any:
         try:
             return check(*args)
+        except InvalidRules as exc:  # each broken rule by its path: rules[2].when.os
+            self.errors.extend(exc.errors)
+            return None
         except Invalid as exc:
             self.errors.append(FieldError(field, str(exc)))
             return None
@@ -88,9 +93,13 @@ class _Checks:
             raise Unprocessable(detail, self.errors)
 
 
-def _fields(checks: _Checks, body: LinkBody | LinkPatch) -> dict[str, Any]:
+def _fields(checks: _Checks, body: LinkBody | LinkPatch, own: tuple[str, int]) -> dict[str, Any]:
     """The SPEC 13 fields ``body`` sets (null clears, absent keeps), checked."""
     fields: dict[str, Any] = {}
+    if body.rules is None:
+        fields["rules"] = ()
+    elif body.rules is not msgspec.UNSET:
+        fields["rules"] = checks.run("rules", check_rules, body.rules, own) or ()
     for name, check in (
         ("max_visits", rules.check_max_visits),
         ("valid_since", rules.check_valid_since),
@@ -118,7 +127,7 @@ async def create_link(request: web.Request) -> web.Response:
     expires_at = None
     if body.expires_at is not None:
         expires_at = checks.run("expires_at", check_expiry, body.expires_at, now)
-    fields = _fields(checks, body)
+    fields = _fields(checks, body, own)
     if fields.get("redirect_status", 302) is None:  # null: the default
         del fields["redirect_status"]
     checks.done("invalid link")
@@ -183,8 +192,8 @@ async def read_link(request: web.Request) -> web.Response:
 def _changes(request: web.Request, body: LinkPatch, now: datetime) -> dict[str, Any]:
     checks = _Checks()
     changes: dict[str, Any] = {}
+    own = short_origin(request.app[CONFIG].base_url)
     if body.url is not msgspec.UNSET:
-        own = short_origin(request.app[CONFIG].base_url)
         changes["url"] = checks.run("url", check_url, body.url, own)
     if body.expires_at is None:
         changes["expires_at"] = None
@@ -192,15 +201,15 @@ def _changes(request: web.Request, body: LinkPatch, now: datetime) -> dict[str, 
         changes["expires_at"] = checks.run("expires_at", check_expiry, body.expires_at, now)
     if body.disabled is not msgspec.UNSET:
         changes["disabled"] = body.disabled
-    changes |= _fields(checks, body)
+    changes |= _fields(checks, body, own)
     checks.done("invalid link change")
     return changes
 
 
 async def patch_link(request: web.Request) -> web.Response:
     """Change any field but the code; absent fields keep their value, null clears
-    ``expires_at``, ``max_visits``, ``valid_since``, ``tags`` and ``title``. Every PATCH
-    commits ``LinkUpdated`` with the link's full new state."""
+    ``expires_at``, ``max_visits``, ``valid_since``, ``tags``, ``title`` and ``rules``.
+    Every PATCH commits ``LinkUpdated`` with the link's full new state."""
     user = await require_user(request)
     code = request.match_info["code"]
     body = await read_json(request, LinkPatch)
@@ -241,8 +250,12 @@ ROUTES = (
             "replica; HEAD never counts), 410. `valid_since`: RFC 3339 with an offset; "
             "before it the code answers 404, as an unknown one. `redirect_status`: 301, "
             "302 (default), 307 or 308. `tags`: up to 10 distinct of ^[a-z0-9-]{1,32}$ "
-            "(duplicates dropped). `title`: at most 200 characters. Unknown fields are "
-            "refused (400)."
+            "(duplicates dropped). `title`: at most 200 characters. `rules`: up to 10 of "
+            "`{when: {device?, os?, language?, country?}, url}`; a redirect goes to the "
+            "`url` of the first rule whose conditions all hold, else to `url` (device "
+            "mobile|tablet|desktop, os android|ios|windows|macos|linux, language a primary "
+            "tag such as `fr`, country ISO 3166-1 alpha-2 such as `FR`; each rule's `url` "
+            "follows the rules of `url`). Unknown fields are refused (400)."
         ),
         "security": USER,
         "requestBody": request_body(LinkBody),
@@ -253,7 +266,8 @@ ROUTES = (
             "409": problem("the alias is taken"),
             "422": problem("invalid or missing url, invalid or reserved alias, "
                            "expiry not in the future, or an invalid max_visits, "
-                           "valid_since, redirect_status, tags or title"),
+                           "valid_since, redirect_status, tags, title or rules (each "
+                           "broken rule named by its path, as `rules[2].when.os`)"),
         },
     }, structs=(LinkBody, LinkOut)),
     Route("GET", "/v1/links", list_links, {
@@ -281,6 +295,7 @@ ROUTES = (
     Route("GET", "/v1/links/{code}", read_link, {
         "operationId": "getLink",
         "summary": "One of the caller's links",
+        "description": "Every field as stored, `rules` included (`[]` for none).",
         "security": USER,
         "parameters": [CODE],
         "responses": {"200": ok(LinkOut, "the link"), "401": UNAUTHORIZED, "404": NO_LINK},
@@ -290,7 +305,8 @@ ROUTES = (
         "summary": "Change a link's fields",
         "description": (
             "Absent fields keep their value; null clears `expires_at`, `max_visits`, "
-            "`valid_since`, `tags` and `title`. The fields follow the rules of createLink; "
+            "`valid_since`, `tags`, `title` and `rules`. The fields follow the rules of "
+            "createLink; "
             "a new `max_visits` applies at once (visits already served count). Every API "
             "replica redirects by the new state within a second. The code never changes "
             "and links are never deleted."
@@ -304,7 +320,8 @@ ROUTES = (
             "401": UNAUTHORIZED,
             "404": NO_LINK,
             "422": problem("invalid url, an expiry not in the future, or an invalid "
-                           "max_visits, valid_since, redirect_status, tags or title"),
+                           "max_visits, valid_since, redirect_status, tags, title or "
+                           "rules"),
             "503": problem("a visit limit is being set and Redis, which counts the "
                            "visits, is unavailable; nothing was changed"),
         },

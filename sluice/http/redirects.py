@@ -6,6 +6,9 @@ the group-commit writer, which commits buffered visits every few milliseconds.
 HEAD answers the same status and headers and records nothing. The one exception
 is a link with ``max_visits``: one Redis script call counts its visit across
 replicas (sluice/links/limits.py).
+
+A link with ``rules`` picks its target per request (``destination``), in process:
+the facts its rules look at come from the request's headers and address alone.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from datetime import datetime
 import structlog
 from aiohttp import hdrs, web
 
+from sluice.config import Network, trusted_networks
 from sluice.errors import DependencyDown
 from sluice.events import LinkVisited, utcnow
 from sluice.http.apidoc import Route, problem
+from sluice.http.client_address import client_ip
 from sluice.http.keys import (
     CONFIG,
     KEYS,
@@ -48,6 +53,7 @@ from sluice.links.cache import (
     target_of,
 )
 from sluice.links.limits import LimitUnknown, VisitLimiter
+from sluice.links.targeting import Facts, choose
 from sluice.links.visits import VisitRecorder, classify, referrer_host, warm_up
 from sluice.resources import redis_client
 from sluice.store.links import get_link
@@ -60,6 +66,8 @@ CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")
 # On 404 and 410 too: a link can be created, re-enabled or extended later.
 NO_STORE = "private, no-store"
 FOLLOW_BLOCK_MS = 5_000
+# SLUICE_TRUSTED_PROXIES, parsed once: whose forwarded headers name the client for rules.
+TRUSTED_PROXIES: web.AppKey[tuple[Network, ...]] = web.AppKey("trusted_proxies")
 
 
 async def redirect(request: web.Request) -> web.StreamResponse:
@@ -83,9 +91,22 @@ async def redirect(request: web.Request) -> web.StreamResponse:
         visit = visit_of(request, key, code, now, request[TRACE_ID])
         request.app[VISITS].record(visit, counted=target.max_visits is not None)
         request[QUIET] = request.app[CONFIG].redirect_log == "errors"
-    return web.Response(
-        status=target.status, headers={"Location": target.url, "Cache-Control": NO_STORE}
+    url = destination(request, target, request.app[TRUSTED_PROXIES])
+    return web.Response(status=target.status, headers={"Location": url, "Cache-Control": NO_STORE})
+
+
+def destination(request: web.BaseRequest, target: Target, trusted: tuple[Network, ...]) -> str:
+    """Where this request goes: the first of the link's rules that matches, else its url.
+    Each fact is read from the request only when a rule gets to it."""
+    if not target.rules:
+        return target.url
+    headers = request.headers
+    facts = Facts(
+        headers.get(hdrs.USER_AGENT),
+        headers.get(hdrs.ACCEPT_LANGUAGE),
+        functools.partial(client_ip, request, trusted),
     )
+    return choose(target.rules, facts) or target.url
 
 
 async def _visit_left(request: web.Request, code: str, target: Target, get: bool) -> bool:
@@ -143,6 +164,7 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
 
     cache = LinkCache(load)
     app[LINK_CACHE] = cache
+    app[TRUSTED_PROXIES] = trusted_networks(app[CONFIG].trusted_proxies)
     app[VISIT_LIMITER] = VisitLimiter(app[REDIS], app[KEYS], store)
     channel = app[KEYS].links_changed_channel()
     origin = secrets.token_hex(8)  # this process, in its hints
@@ -197,7 +219,7 @@ _CODE_IN_PATH = {
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"},
 }  # fmt: skip
 _REDIRECT = {
-    "description": "to the link's URL",
+    "description": "to the link's URL, or the url of its first matching rule",
     "headers": {
         "Location": {"schema": {"type": "string", "format": "uri"}},
         "Cache-Control": {"schema": {"const": NO_STORE}},
@@ -221,7 +243,10 @@ ROUTES = (
     Route("GET", "/{code}", redirect, {
         "operationId": "redirect",
         "summary": "Follow a short link: a redirect to its URL, recording a visit",
-        "description": "Every answer carries `Cache-Control: private, no-store` and"
+        "description": "The target is the `url` of the link's first `rule` whose conditions"
+        " all hold (device and os from `User-Agent`, language from `Accept-Language`,"
+        " country from the client address), else the link's `url`. Every answer carries"
+        " `Cache-Control: private, no-store` and"
         " `X-Trace-Id`, the trace id its visit is recorded with. A redirect that records"
         " a visit writes no request log line unless `SLUICE_REDIRECT_LOG=all`; 404, 410"
         " and 5xx answers are logged.",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from sluice.errors import FieldError
+from sluice.links.rule_shapes import Rule
 from sluice.projections.article_views import PERIODS
 
 VIEWER_MAX_LENGTH = 256
@@ -145,6 +146,18 @@ Tags = Annotated[list[Tag], msgspec.Meta(description="at most 10 distinct tags")
 Title = Annotated[str, msgspec.Meta(extra_json_schema={"maxLength": 200})]
 
 
+# Checked by the view (sluice/links/targeting.py), so that each broken rule is named by
+# its path in one 422; the schema documents the shape (as LinkOut's rules).
+Rules = Annotated[
+    list[Any],
+    msgspec.Meta(
+        description="Up to 10 of {when: {device?, os?, language?, country?}, url}; the first"
+        " whose conditions all hold gives the redirect's target, else `url` does",
+        extra_json_schema={"maxItems": 10},
+    ),
+]
+
+
 class LinkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     url: LinkUrl | None = None
     alias: LinkAlias | None = None
@@ -156,11 +169,12 @@ class LinkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     redirect_status: RedirectStatus | None = None  # 302 when absent
     tags: Tags | None = None  # duplicates are dropped; at most 10 distinct
     title: Title | None = None
+    rules: Rules | None = None  # [] or null: none
 
 
 class LinkPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Absent fields keep their value; null clears `expires_at`, `max_visits`,
-    `valid_since`, `tags` and `title`."""
+    `valid_since`, `tags`, `title` and `rules`."""
 
     url: LinkUrl | msgspec.UnsetType = msgspec.UNSET
     expires_at: Rfc3339 | msgspec.UnsetType | None = msgspec.UNSET
@@ -170,6 +184,7 @@ class LinkPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     redirect_status: RedirectStatus | msgspec.UnsetType = msgspec.UNSET
     tags: Tags | msgspec.UnsetType | None = msgspec.UNSET
     title: Title | msgspec.UnsetType | None = msgspec.UNSET
+    rules: Rules | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class LinkOut(msgspec.Struct, kw_only=True):
@@ -184,6 +199,7 @@ class LinkOut(msgspec.Struct, kw_only=True):
     redirect_status: RedirectStatus
     tags: list[str]
     title: str | None
+    rules: list[Rule]  # absent conditions are left out
 
 
 class LinkPage(msgspec.Struct, kw_only=True):

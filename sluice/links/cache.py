@@ -45,6 +45,7 @@ import yarl
 from redis.typing import KeyT, StreamIdT
 
 from sluice.events import LinkCreated, LinkUpdated, decode
+from sluice.links.rule_shapes import Rule
 from sluice.redis_cluster import refresh_topology, slot_groups
 from sluice.store.links import Link
 from sluice.streams.waiting import cancel_and_wait
@@ -71,6 +72,7 @@ class Target(msgspec.Struct, frozen=True):
     status: int = 302  # the redirect's status: 301, 302, 307 or 308
     valid_since: datetime | None = None  # before it, the code answers as unknown (404)
     max_visits: int | None = None  # GET redirects counted across replicas (links.limits)
+    rules: tuple[Rule, ...] = ()  # their urls as Location values, as ``url``
 
     def gone(self, now: datetime) -> bool:
         """Disabled or expired: the redirect answers 410."""
@@ -98,9 +100,10 @@ def location(url: str) -> str:
 
 
 def target_of(link: Link | LinkCreated | LinkUpdated) -> Target:
+    rules = tuple(msgspec.structs.replace(rule, url=location(rule.url)) for rule in link.rules)
     return Target(
         location(link.url), link.expires_at, link.disabled, link.redirect_status,
-        link.valid_since, link.max_visits,
+        link.valid_since, link.max_visits, rules,
     )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ import msgspec
 from sluice.errors import SluiceError
 from sluice.events import LinkCreated, LinkUpdated
 from sluice.links.pool import ALPHABET, CODE_LENGTH, mark_taken, new_code, take_code
+from sluice.links.rule_shapes import encode_rules
 from sluice.links.rules import Invalid
 from sluice.store.base import Store, Tx
 from sluice.store.links import LINK_COLUMNS, Link, link_from_row, tags_column
@@ -41,11 +42,11 @@ async def _insert(tx: Tx, link: Link, code: str) -> bool:
     created = db_time(link.created_at)
     inserted = await tx.execute(
         f"INSERT INTO links ({LINK_COLUMNS}, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING",
         (
             code, link.owner_id, link.url, _db_time(link.expires_at), int(link.disabled),
             created, link.max_visits, _db_time(link.valid_since), link.redirect_status,
-            tags_column(link.tags), link.title, created,
+            tags_column(link.tags), link.title, encode_rules(link.rules), created,
         ),
     )  # fmt: skip
     if inserted == 1 and link.tags:
@@ -110,12 +111,12 @@ async def save_link(tx: Tx, link: Link, now: datetime, *, old_tags: tuple[str, .
     ``link_tags`` rows where the tags changed from ``old_tags``."""
     await tx.execute(
         "UPDATE links SET url = ?, expires_at = ?, disabled = ?, max_visits = ?,"
-        " valid_since = ?, redirect_status = ?, tags = ?, title = ?, updated_at = ?"
+        " valid_since = ?, redirect_status = ?, tags = ?, title = ?, rules = ?, updated_at = ?"
         " WHERE code = ?",
         (
             link.url, _db_time(link.expires_at), int(link.disabled), link.max_visits,
             _db_time(link.valid_since), link.redirect_status, tags_column(link.tags),
-            link.title, db_time(now), link.code,
+            link.title, encode_rules(link.rules), db_time(now), link.code,
         ),
     )  # fmt: skip
     gone = [tag for tag in old_tags if tag not in link.tags]
@@ -132,7 +133,7 @@ def link_event(kind: type[_E], link: Link, trace_id: str) -> _E:
         code=link.code, owner_id=link.owner_id, url=link.url, expires_at=link.expires_at,
         disabled=link.disabled, max_visits=link.max_visits, valid_since=link.valid_since,
         redirect_status=link.redirect_status, tags=link.tags, title=link.title,
-        trace_id=trace_id,
+        rules=link.rules, trace_id=trace_id,
     )  # fmt: skip
 
 

@@ -27,24 +27,22 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from importlib import resources
-from typing import Annotated, Any, Literal
-
-import msgspec
+from typing import Any
 
 from sluice.errors import FieldError
 from sluice.links import geo
-from sluice.links.rules import URL_MAX, Invalid, check_url
+from sluice.links.rule_shapes import Rule, When, decode_rules, encode_rules
+from sluice.links.rules import Invalid, check_url
 from sluice.links.visits import _parser
 
 MAX_RULES = 10
 DEVICES = ("mobile", "tablet", "desktop")
 SYSTEMS = ("android", "ios", "windows", "macos", "linux")
 CONDITIONS = ("device", "os", "language", "country")
-
-Device = Literal["mobile", "tablet", "desktop"]
-System = Literal["android", "ios", "windows", "macos", "linux"]
-Language = Annotated[str, msgspec.Meta(pattern="^[a-z]{2,3}$")]
-Country = Annotated[str, msgspec.Meta(pattern="^[A-Z]{2}$")]
+__all__ = [
+    "MAX_RULES", "Facts", "InvalidRules", "Rule", "When", "accepted_languages", "check_rules",
+    "choose", "decode_rules", "encode_rules", "platform",
+]  # fmt: skip
 
 _LANGUAGE = re.compile(r"[a-z]{2,3}")
 _COUNTRY = re.compile(r"[A-Z]{2}")
@@ -65,40 +63,12 @@ _SYSTEM_OF = {
 }  # fmt: skip
 
 
-class When(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """The conditions of a rule; absent ones hold for everyone."""
-
-    device: Device | None = None
-    os: System | None = None
-    language: Language | None = None
-    country: Country | None = None
-
-
-class Rule(msgspec.Struct, frozen=True, kw_only=True):
-    when: When
-    url: Annotated[str, msgspec.Meta(max_length=URL_MAX)]
-
-
 class InvalidRules(Invalid):
     """Every rule violation, each with its field path (``rules[2].when.os``)."""
 
     def __init__(self, errors: list[FieldError]) -> None:
         super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
         self.errors = errors
-
-
-_ENCODER = msgspec.json.Encoder()
-_DECODER = msgspec.json.Decoder(tuple[Rule, ...])
-
-
-def encode_rules(rules: Sequence[Rule]) -> str | None:
-    """Rules as JSON text to store; None for no rules (a NULL column)."""
-    return _ENCODER.encode(tuple(rules)).decode() if rules else None
-
-
-def decode_rules(text: str | bytes | None) -> tuple[Rule, ...]:
-    """Stored rules back; NULL or empty text is no rules."""
-    return _DECODER.decode(text) if text else ()
 
 
 @functools.cache

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import msgspec
 
+from sluice.links.rule_shapes import Rule, decode_rules
 from sluice.store.base import Row, Store
 from sluice.store.users import db_time
 
@@ -24,6 +25,7 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
     redirect_status: int = 302
     tags: tuple[str, ...] = ()
     title: str | None = None
+    rules: tuple[Rule, ...] = ()  # the first that matches picks the target (links.targeting)
 
     def gone(self, now: datetime) -> bool:
         """Disabled or expired: the redirect answers 410."""
@@ -32,7 +34,7 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
 
 LINK_COLUMNS = (
     "code, owner_id, url, expires_at, disabled, created_at,"
-    " max_visits, valid_since, redirect_status, tags, title"
+    " max_visits, valid_since, redirect_status, tags, title, rules"
 )
 
 
@@ -58,6 +60,7 @@ def link_from_row(row: Row) -> Link:
         redirect_status=int(row[8]),
         tags=tuple(str(row[9]).split()),
         title=None if row[10] is None else str(row[10]),
+        rules=decode_rules(row[11]),
     )
 
 

@@ -507,6 +507,15 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        22,
+        "link redirect rules",
+        # SPEC 13 rules (issue 18): the JSON list of sluice/links/rule_shapes.py's Rule,
+        # NULL for none; read with the link's row, so a redirect reads nothing more.
+        """
+        ALTER TABLE links ADD COLUMN rules TEXT;
+        """,
+    ),
 ]
 
 

@@ -70,8 +70,9 @@ async def test_a_link_gets_a_random_code_and_its_event(
     link = await response.json()
     assert set(link) == {
         "code", "short_url", "url", "expires_at", "disabled", "created_at",
-        "max_visits", "valid_since", "redirect_status", "tags", "title",
+        "max_visits", "valid_since", "redirect_status", "tags", "title", "rules",
     }  # fmt: skip
+    assert link["rules"] == []
     assert CODE.fullmatch(link["code"])
     assert link["short_url"] == f"{config.base_url}/{link['code']}"
     assert response.headers["Location"] == f"/v1/links/{link['code']}"

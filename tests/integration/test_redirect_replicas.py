@@ -23,9 +23,10 @@ CODE = "moving"
 
 
 async def answers(urls: list[str], code: str = CODE) -> list[tuple[int, str | None]]:
-    """(status, Location) of HEAD /{code} on every replica (HEAD records no visit)."""
+    """(status, Location) of HEAD /{code} on every replica (HEAD records no visit), for a
+    client that accepts English (for a link's redirect rules)."""
     seen = []
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers={"Accept-Language": "en-GB"}) as http:
         for url in urls:
             async with http.head(f"{url}/{code}", allow_redirects=False) as response:
                 seen.append((response.status, response.headers.get("Location")))
@@ -91,6 +92,10 @@ async def test_a_patch_through_one_api_redirects_by_the_new_state_everywhere_wit
     await patch({"disabled": True})
     await wait_for(everywhere(replicas, (410, None)), timeout=1.0)
     await patch({"disabled": False})
+    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    await patch({"rules": [{"when": {"language": "en"}, "url": "https://example.org/en"}]})
+    await wait_for(everywhere(replicas, (302, "https://example.org/en")), timeout=1.0)
+    await patch({"rules": None})
     await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
 
 

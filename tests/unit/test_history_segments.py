@@ -157,6 +157,10 @@ def _event_values(kind: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
         return st.one_of(*(_event_values(member) for member in kind.types))
     if isinstance(kind, msgspec.inspect.VarTupleType):  # LinkCreated.tags
         return st.lists(_event_values(kind.item_type), max_size=4).map(tuple)
+    if isinstance(kind, msgspec.inspect.StructType):  # LinkCreated.rules: Rule, When
+        return st.builds(kind.cls, **{f.name: _event_values(f.type) for f in kind.fields})
+    if isinstance(kind, msgspec.inspect.LiteralType):  # When.device, When.os
+        return st.sampled_from(kind.values)
     return {
         msgspec.inspect.StrType: st.text(),
         msgspec.inspect.BoolType: st.booleans(),

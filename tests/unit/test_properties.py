@@ -50,6 +50,14 @@ def _values(kind: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
         return st.one_of(*(_values(member) for member in kind.types))
     if isinstance(kind, msgspec.inspect.VarTupleType):
         return st.lists(_values(kind.item_type), max_size=5).map(tuple)
+    if isinstance(kind, msgspec.inspect.StructType):  # LinkCreated.rules: Rule, When
+        return st.builds(kind.cls, **{f.name: _values(f.type) for f in kind.fields})
+    if isinstance(kind, msgspec.inspect.LiteralType):  # When.device, When.os
+        return st.sampled_from(kind.values)
+    if isinstance(kind, msgspec.inspect.StrType) and kind.pattern is not None:  # When.country
+        return st.from_regex(kind.pattern, fullmatch=True)
+    if isinstance(kind, msgspec.inspect.StrType) and kind.max_length is not None:  # Rule.url
+        return st.text(max_size=kind.max_length)
     if type(kind) not in _SCALARS:
         raise AssertionError(f"no strategy for {kind!r}: teach test_properties.py the new type")
     return _SCALARS[type(kind)]

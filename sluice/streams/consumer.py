@@ -134,7 +134,6 @@ class Consumer:
         self._drained = False
         self._pending_after = dict.fromkeys(self.streams, "0")
         self._stop = asyncio.Event()
-        self._settling: asyncio.Future[None] | None = None  # a batch's record and ack
 
     # Groups.
 
@@ -158,11 +157,6 @@ class Consumer:
         try:
             await self._consume(stop)
         finally:
-            try:
-                await self._settled()
-            except Exception as exc:  # its entries stay pending: handled again later
-                log.warning("consumer: the last batch was not acked", group=self.group,
-                            error=str(exc))  # fmt: skip
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
@@ -200,7 +194,7 @@ class Consumer:
             async with self.gate.batch():
                 batch = await self._read_new()
                 if batch:
-                    await self.process(batch, overlap=True)
+                    await self.process(batch)
             return len(batch)
         if not await self._pending_left():
             self._drained = True
@@ -304,11 +298,7 @@ class Consumer:
 
     # Handling and outcomes.
 
-    async def process(self, messages: Sequence[Message], *, overlap: bool = False) -> None:
-        """Handle ``messages``, then record their attempts and ack them (or retry or
-        dead-letter them). ``overlap``: the record and ack go on while the caller reads
-        and handles its next batch; the next call waits for them before its own, so
-        batches are acked in order and each attempt is recorded before its ack."""
+    async def process(self, messages: Sequence[Message]) -> None:
         deliveries: list[Delivery] = []
         failed: dict[tuple[str, str], BaseException] = {}
         started, duration_ms = time.time(), 0.0
@@ -325,18 +315,7 @@ class Consumer:
         if deliveries:
             failed.update(await self._handle(deliveries))
             duration_ms = (time.time() - started) * 1000
-        await self._settled()
-        settle = self._settle(messages, failed, started, duration_ms)
-        if overlap:
-            self._settling = asyncio.ensure_future(settle)
-        else:
-            await settle
-
-    async def _settled(self) -> None:
-        """Wait for the batch being recorded and acked, if one is; raises what it raised."""
-        settling, self._settling = self._settling, None
-        if settling is not None:
-            await settling
+        await self._settle(messages, failed, started, duration_ms)
 
     async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
         keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))

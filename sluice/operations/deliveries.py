@@ -2,9 +2,9 @@
 
 The consumer runtime hands each batch's attempts to the process's ``DeliveryLog``
 after the handler returned and before it acks them, and waits for them to be
-written: an acked entry's attempt is in the database (while the consumer reads and
-handles its next batch: ``Consumer.process(overlap=True)``). Consumers of one
-process that finish batches while a write runs are written together by the next
+written: an acked entry's attempt is in the database. A write slower than
+``RECORD_WAIT_S`` (a database that hangs) is not waited for: its rows stay queued and
+the consumer acks. Consumers of one process that finish batches while a write runs are written together by the next
 one (a group commit), so a busy worker writes one transaction per round, not one
 per batch: multi-row INSERTs on SQLite, a binary ``COPY`` on PostgreSQL. Those
 commits do not wait for the disk (``Store.insert_rows(durable=False)``, as the
@@ -42,6 +42,8 @@ Outcome = Literal["handled", "duplicate", "failed", "dead_lettered", "cancelled"
 OUTCOMES: tuple[Outcome, ...] = ("handled", "duplicate", "failed", "dead_lettered", "cancelled")
 
 BACKLOG_MAX = 100_000
+# The longest a consumer waits for its batch's records before it acks anyway.
+RECORD_WAIT_S = 5.0
 PURGE_BATCH = 5_000
 _COLUMNS = ("event_id", "group_name", "consumer", "stream", "entry_id", "attempt", "outcome",
             "error", "started_at", "duration_ms")  # fmt: skip
@@ -103,7 +105,14 @@ class DeliveryLog:
         done = self._next
         if self._writing is None:
             self._writing = asyncio.create_task(self._write_rounds())
-        await asyncio.shield(done)
+        try:
+            # A write that takes longer (a database that hangs) must not stop the
+            # consumer: its rows stay queued, written when the database answers.
+            async with asyncio.timeout(RECORD_WAIT_S):
+                await asyncio.shield(done)
+        except TimeoutError:
+            log.warning("deliveries: a write is slow, acking without waiting for it",
+                        wait_s=RECORD_WAIT_S)  # fmt: skip
 
     async def _write_rounds(self) -> None:
         """Write what waits, then what came meanwhile, until nothing waits."""
@@ -118,9 +127,14 @@ class DeliveryLog:
                     self._waiting[:0] = batch
                     log.warning("deliveries: not recorded yet, kept", rows=len(batch),
                                 error=str(exc))  # fmt: skip
-                done.set_result(None)
+                finally:  # whatever happened, no consumer waits on this round any longer
+                    if not done.done():
+                        done.set_result(None)
         finally:
             self._writing = None
+            if self._next is not None and not self._next.done():
+                self._next.set_result(None)  # left by a round that ended abnormally
+                self._next = None
 
     async def flush(self) -> None:
         """Write what a failed round kept (a worker stopping calls this once)."""

@@ -135,8 +135,10 @@ async def test_a_worker_process_stops_within_2s_of_a_pause_and_resume_drains_it(
 
     resumed = time.monotonic()
     await ask(api, "resume")
-    await wait_for(counted(resources, total), timeout=10)
-    assert time.monotonic() - resumed < 5
+    # Generous for a loaded CI machine (a fresh-clone run once took over 10 s here);
+    # an idle one drains this backlog in well under a second.
+    await wait_for(counted(resources, total), timeout=25)
+    assert time.monotonic() - resumed < 20
     assert all(lag == 0 for _, lag, _ in await delivered(resources))
 
 

@@ -3,18 +3,19 @@
 The consumer runtime hands each batch's attempts to the process's ``DeliveryLog``
 after the handler returned and before it acks them, and waits for them to be
 written: an acked entry's attempt is in the database. A write slower than
-``RECORD_WAIT_S`` (a database that hangs) is not waited for: its rows stay queued and
-the consumer acks. Consumers of one process that finish batches while a write runs are written together by the next
-one (a group commit), so a busy worker writes one transaction per round, not one
-per batch: multi-row INSERTs on SQLite, a binary ``COPY`` on PostgreSQL. Those
-commits do not wait for the disk (``Store.insert_rows(durable=False)``, as the
-relay's position): a crash of a process loses none of them, a crash of the machine
-(or of the PostgreSQL server) may lose the last moment's records, never an effect.
-A write the database refuses (an outage) keeps its rows for the next
-one and lets the consumer ack: the effect committed, only its record waits. At
-most ``BACKLOG_MAX`` rows wait; past that the oldest are dropped and counted
-(``sluice_deliveries_dropped_total``). A ``kill -9`` loses the rows not yet
-written, which are those of batches not yet acked: they are delivered again.
+``RECORD_WAIT_S`` (a database that hangs) is not waited for: its rows stay queued
+and the consumer acks. Consumers of one process that finish batches while a write
+runs are written together by the next one (a group commit), so a busy worker writes
+one transaction per round, not one per batch: multi-row INSERTs on SQLite, a binary
+``COPY`` on PostgreSQL. Those commits do not wait for the disk
+(``Store.insert_rows(durable=False)``, as the relay's position): a crash of a process
+loses none of them, a crash of the machine (or of the PostgreSQL server) may lose
+the last moment's records, never an effect. A write the database refuses (an
+outage) keeps its rows for the next one and lets the consumer ack: the effect
+committed, only its record waits. At most ``BACKLOG_MAX`` rows wait; past that the
+oldest are dropped and counted (``sluice_deliveries_dropped_total``). A ``kill -9``
+loses the rows not yet written, which are those of batches not yet acked: they are
+delivered again.
 
 The ``purge-deliveries`` task deletes rows older than ``SLUICE_DELIVERY_RETENTION``
 from the low ids up (ids are in time order: rows are written as they happen), a

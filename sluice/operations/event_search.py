@@ -32,6 +32,7 @@ from sluice.events import AGGREGATES, EVENT_TYPES
 
 if TYPE_CHECKING:
     from sluice.store import Store
+    from sluice.store.base import Row
 
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 500
@@ -39,7 +40,8 @@ LIMIT_MAX = 500
 # middleware's alphabet); anything else cannot name a trace.
 _TRACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _CURSOR = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?\+00:00) (\d{1,19})")
-_COLUMNS = "seq, event_id, type, aggregate, trace_id, created_at, payload"
+# The columns of an event as ``found`` reads them.
+COLUMNS = "seq, event_id, type, aggregate, trace_id, created_at, payload"
 
 
 class Invalid(SluiceError):
@@ -165,7 +167,7 @@ def _types(query: EventQuery) -> list[str]:
 
 def _select(conditions: list[str]) -> str:
     return (
-        f"SELECT {_COLUMNS} FROM events WHERE {' AND '.join(conditions)}"
+        f"SELECT {COLUMNS} FROM events WHERE {' AND '.join(conditions)}"
         " ORDER BY created_at DESC, seq DESC LIMIT ?"
     )
 
@@ -200,14 +202,17 @@ def page_sql(query: EventQuery) -> tuple[str, list[object]]:
     return sql, [p for t in types for p in (t, *params, rows)] + [rows]
 
 
+def found(row: Row) -> FoundEvent:
+    """An event from a row of ``COLUMNS``."""
+    seq, event_id, kind, aggr, trace, created, payload = row
+    return FoundEvent(int(seq), str(event_id), str(kind), str(aggr), str(trace), str(created),
+                      msgspec.Raw(bytes(payload)))  # fmt: skip
+
+
 async def search(store: Store, query: EventQuery) -> EventPage:
     sql, params = page_sql(query)
     rows = await store.fetchall(sql, params)
-    items = [
-        FoundEvent(int(seq), str(event_id), str(kind), str(aggr), str(trace), str(created),
-                   msgspec.Raw(bytes(payload)))
-        for seq, event_id, kind, aggr, trace, created, payload in rows[: query.limit]
-    ]  # fmt: skip
+    items = [found(row) for row in rows[: query.limit]]
     more = len(rows) > query.limit
     oldest = await store.fetchone("SELECT created_at FROM events ORDER BY seq LIMIT 1")
     return EventPage(

@@ -17,13 +17,13 @@ import msgspec
 
 from sluice.operations import deliveries
 from sluice.operations.deliveries import DeliveryView
+from sluice.operations.event_search import COLUMNS, FoundEvent, found
 
 if TYPE_CHECKING:
     from sluice.store import Store
     from sluice.store.base import Row
 
 TRACE_EVENTS_MAX = 1_000
-_COLUMNS = "seq, event_id, type, aggregate, trace_id, created_at, payload"
 
 
 class StreamEntry(msgspec.Struct, frozen=True):
@@ -33,14 +33,9 @@ class StreamEntry(msgspec.Struct, frozen=True):
     entry_id: str
 
 
-class EventStory(msgspec.Struct, frozen=True):
-    seq: int
-    event_id: str
-    type: str
-    aggregate: str
-    trace_id: str
-    created_at: str
-    data: msgspec.Raw
+class EventStory(FoundEvent, frozen=True):
+    """The event as the search finds it, then its stream entries and deliveries."""
+
     stream_entries: list[StreamEntry]
     deliveries: list[DeliveryView]
 
@@ -55,19 +50,17 @@ class TraceStory(msgspec.Struct, frozen=True):
 
 
 def _story(row: Row, attempts: list[DeliveryView]) -> EventStory:
-    seq, event_id, kind, aggregate, trace, created, payload = row
     entries = dict.fromkeys((a.stream, a.entry_id) for a in attempts)
     return EventStory(
-        seq=int(seq), event_id=str(event_id), type=str(kind), aggregate=str(aggregate),
-        trace_id=str(trace), created_at=str(created), data=msgspec.Raw(bytes(payload)),
+        **msgspec.structs.asdict(found(row)),
         stream_entries=[StreamEntry(stream, entry) for stream, entry in entries],
         deliveries=attempts,
-    )  # fmt: skip
+    )
 
 
 async def event_story(store: Store, event_id: str) -> EventStory | None:
     """The event and its deliveries; None when the hot history does not hold it."""
-    row = await store.fetchone(f"SELECT {_COLUMNS} FROM events WHERE event_id = ?", (event_id,))
+    row = await store.fetchone(f"SELECT {COLUMNS} FROM events WHERE event_id = ?", (event_id,))
     if row is None:
         return None
     found = await deliveries.of_events(store, [event_id])
@@ -77,7 +70,7 @@ async def event_story(store: Store, event_id: str) -> EventStory | None:
 async def trace_story(store: Store, trace_id: str) -> TraceStory:
     """Every event of the trace in the hot history, oldest first, with its deliveries."""
     rows = await store.fetchall(
-        f"SELECT {_COLUMNS} FROM events WHERE trace_id = ? ORDER BY created_at, seq LIMIT ?",
+        f"SELECT {COLUMNS} FROM events WHERE trace_id = ? ORDER BY created_at, seq LIMIT ?",
         (trace_id, TRACE_EVENTS_MAX + 1),
     )
     shown = sorted(rows[:TRACE_EVENTS_MAX], key=lambda row: int(row[0]))

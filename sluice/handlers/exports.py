@@ -24,17 +24,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 
-import structlog
-
 from sluice.events import Event, ExportRequested
-from sluice.exports import jobs
 from sluice.exports.runner import ExportDeps, run_export
+from sluice.handlers.job_dead_letters import give_up_job
 from sluice.resources import Resources
 from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.messages import Delivery, Message, NoOutcome, PoisonMessage
+from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-
-log = structlog.get_logger(__name__)
 
 NAME = "exports"
 
@@ -61,19 +57,7 @@ def in_turns(deliveries: Sequence[Delivery]) -> list[Delivery]:
 def group(resources: Resources, deps: ExportDeps | None = None) -> GroupSpec:
     aggregates = tuple(sorted({event_type.aggregate for event_type in HANDLERS}))
     deps = deps or ExportDeps.from_resources(resources)
-
-    async def on_dead_letter(message: Message, error: BaseException) -> None:
-        if not isinstance(error, NoOutcome):
-            return
-        try:
-            event = message.decode()
-        except PoisonMessage:
-            return
-        if isinstance(event, ExportRequested):
-            reason = f"given up after {message.deliveries} deliveries: {error}"
-            if await jobs.give_up(deps.store, event.job_id, reason):
-                log.error("export failed: its entry is in the dead letters", job_id=event.job_id)
-
+    on_dead_letter = give_up_job(deps.store, ExportRequested, "export")
     spec = event_group(
         NAME, aggregates, HANDLERS, deps, resources.config.worker_concurrency, on_dead_letter
     )

@@ -11,17 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import structlog
-
 from sluice.events import Event, ImportRequested
-from sluice.exports import jobs
+from sluice.handlers.job_dead_letters import give_up_job
 from sluice.imports.runner import ImportDeps, run_import
 from sluice.resources import Resources
 from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.messages import Message, NoOutcome, PoisonMessage
 from sluice.streams.spec import GroupSpec
-
-log = structlog.get_logger(__name__)
 
 NAME = "imports"
 
@@ -36,19 +31,7 @@ HANDLERS: Mapping[type[Event], EventHandler] = {ImportRequested: on_import_reque
 def group(resources: Resources, deps: ImportDeps | None = None) -> GroupSpec:
     aggregates = tuple(sorted({event_type.aggregate for event_type in HANDLERS}))
     deps = deps or ImportDeps.from_resources(resources)
-
-    async def on_dead_letter(message: Message, error: BaseException) -> None:
-        if not isinstance(error, NoOutcome):
-            return
-        try:
-            event = message.decode()
-        except PoisonMessage:
-            return
-        if isinstance(event, ImportRequested):
-            reason = f"given up after {message.deliveries} deliveries: {error}"
-            if await jobs.give_up(deps.store, event.job_id, reason):
-                log.error("import failed: its entry is in the dead letters", job_id=event.job_id)
-
+    on_dead_letter = give_up_job(deps.store, ImportRequested, "import")
     return event_group(
         NAME, aggregates, HANDLERS, deps, resources.config.worker_concurrency, on_dead_letter
     )

@@ -313,18 +313,8 @@ class SqliteStore:
             "INSERT INTO positions (name, seq) VALUES (?, ?)"
             " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq"
         )
-        if durable:
-            async with self.transaction() as tx:
-                await tx.execute(sql, (name, seq))
-            return
-        # One statement in autocommit, with no fsync of its own (WAL mode: a crash of the
-        # process loses nothing, a power cut may lose this commit), then FULL again.
-        async with self._lock:
-            await _pragma(self._writer, "PRAGMA synchronous=NORMAL")
-            try:
-                await self._writer.execute(sql, (name, seq))
-            finally:
-                await _pragma(self._writer, "PRAGMA synchronous=FULL")
+        async with self.transaction(durable=durable) as tx:
+            await tx.execute(sql, (name, seq))
 
     async def _roll_back_and_release(self) -> None:
         try:

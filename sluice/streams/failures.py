@@ -42,34 +42,9 @@ end
 return #due
 """
 
-_REDRIVE = """
-local entries = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
-if #entries == 0 then return false end
-local fields = entries[1][2]
-local out = {}
-for i = 1, #fields, 2 do
-  local name = fields[i]
-  if name == 'event_id' or name == 'seq' or name == 'type' or name == 'trace_id'
-     or name == 'data' or name == 'origin' then
-    table.insert(out, name)
-    table.insert(out, fields[i + 1])
-  end
-end
-local id = redis.call('XADD', KEYS[2], '*', unpack(out))
-redis.call('XDEL', KEYS[1], ARGV[1])
-return id
-"""
-
-# One batch of a bulk redrive: the dead letters after ARGV[1] (exclusive; '-' from the
-# start), at most ARGV[2] of them, whose type is ARGV[3] ('' any), go to the retry stream
-# as _REDRIVE sends one. Returns {moved, last id looked at ('' none), ids looked at}.
-_REDRIVE_MATCHING = """
-local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
-local moved = 0
-local last = ''
-for _, entry in ipairs(entries) do
-  last = entry[1]
-  local fields = entry[2]
+# Lua: an entry's CARRIED fields as a flat list for XADD, and its event type.
+_CARRY = """
+local function carried(fields)
   local out = {}
   local kind = ''
   for i = 1, #fields, 2 do
@@ -81,6 +56,29 @@ for _, entry in ipairs(entries) do
       table.insert(out, fields[i + 1])
     end
   end
+  return out, kind
+end
+"""
+
+_REDRIVE = _CARRY + """
+local entries = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+if #entries == 0 then return false end
+local out = carried(entries[1][2])
+local id = redis.call('XADD', KEYS[2], '*', unpack(out))
+redis.call('XDEL', KEYS[1], ARGV[1])
+return id
+"""
+
+# One batch of a bulk redrive: the dead letters after ARGV[1] (exclusive; '-' from the
+# start), at most ARGV[2] of them, whose type is ARGV[3] ('' any), go to the retry stream
+# as _REDRIVE sends one. Returns {moved, last id looked at ('' none), ids looked at}.
+_REDRIVE_MATCHING = _CARRY + """
+local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
+local moved = 0
+local last = ''
+for _, entry in ipairs(entries) do
+  last = entry[1]
+  local out, kind = carried(entry[2])
   if #out > 0 and (ARGV[3] == '' or kind == ARGV[3]) then
     redis.call('XADD', KEYS[2], '*', unpack(out))
     redis.call('XDEL', KEYS[1], entry[1])

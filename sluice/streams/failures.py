@@ -60,7 +60,9 @@ local function carried(fields)
 end
 """
 
-_REDRIVE = _CARRY + """
+_REDRIVE = (
+    _CARRY
+    + """
 local entries = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #entries == 0 then return false end
 local out = carried(entries[1][2])
@@ -68,11 +70,14 @@ local id = redis.call('XADD', KEYS[2], '*', unpack(out))
 redis.call('XDEL', KEYS[1], ARGV[1])
 return id
 """
+)
 
 # One batch of a bulk redrive: the dead letters after ARGV[1] (exclusive; '-' from the
 # start), at most ARGV[2] of them, whose type is ARGV[3] ('' any), go to the retry stream
 # as _REDRIVE sends one. Returns {moved, last id looked at ('' none), ids looked at}.
-_REDRIVE_MATCHING = _CARRY + """
+_REDRIVE_MATCHING = (
+    _CARRY
+    + """
 local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
 local moved = 0
 local last = ''
@@ -87,6 +92,7 @@ for _, entry in ipairs(entries) do
 end
 return {moved, last, #entries}
 """
+)
 
 # Fields carried from the original entry onto retries and dead letters.
 CARRIED = ("event_id", "seq", "type", "trace_id", "data", "origin")

@@ -17,6 +17,12 @@ oldest are dropped and counted (``sluice_deliveries_dropped_total``). A ``kill -
 loses the rows not yet written, which are those of batches not yet acked: they are
 delivered again.
 
+Projection groups write their attempts themselves, in the transaction of their
+effect (``record_in``, a ``COPY`` on PostgreSQL): the rows ride on a commit the batch
+makes anyway, which is most of the records' cost on PostgreSQL (bench/README.md, the
+deliveries section). The consumer then neither writes them again nor waits for a
+write. The attempt's duration is then up to that write, not the handler's return.
+
 The ``purge-deliveries`` task deletes rows older than ``SLUICE_DELIVERY_RETENTION``
 from the low ids up (ids are in time order: rows are written as they happen), a
 batch at a time; it reads no index but the primary key.
@@ -25,8 +31,11 @@ batch at a time; it reads no index but the primary key.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import time
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
@@ -35,7 +44,8 @@ import structlog
 from sluice.metrics import DELIVERIES_DROPPED, DELIVERIES_RECORDED
 
 if TYPE_CHECKING:
-    from sluice.store import Store
+    from sluice.store import Store, Tx
+    from sluice.streams.messages import Message
 
 log = structlog.get_logger(__name__)
 
@@ -79,6 +89,36 @@ class DeliveryView(msgspec.Struct, frozen=True):
     error: str | None
     started_at: str
     duration_ms: float
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The batch a consumer is handling, for a handler that records its own attempts;
+    ``started``: when the consumer called the handler (epoch seconds)."""
+
+    group: str
+    consumer: str
+    started: float
+
+
+# Set by the consumer around its handler call when the process records deliveries.
+BATCH: contextvars.ContextVar[Batch | None] = contextvars.ContextVar("batch", default=None)
+
+
+async def record_in(
+    tx: Tx, batch: Batch, handled: Sequence[Message], duplicates: Sequence[Message]
+) -> None:
+    """Write the attempts of a batch's entries in ``tx``, the transaction of their effect."""
+    at = datetime.fromtimestamp(batch.started, UTC).isoformat()
+    ms = round((time.time() - batch.started) * 1000, 3)
+    rows = [
+        (m.event_id, batch.group, batch.consumer, m.stream, m.entry_id, m.deliveries, outcome,
+         None, at, ms)
+        for outcome, messages in (("handled", handled), ("duplicate", duplicates))
+        for m in messages
+    ]  # fmt: skip
+    await tx.insert_rows("deliveries", _COLUMNS, rows)
+    DELIVERIES_RECORDED.inc(len(rows))
 
 
 class DeliveryLog:

@@ -1,14 +1,16 @@
-"""Run a projection as a handler group: dedupe and effect in one transaction."""
+"""Run a projection as a handler group: dedupe, effect and the batch's delivery records
+in one transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from sluice.events import AnyEvent, type_name
+from sluice.operations.deliveries import BATCH, record_in
 from sluice.projections.base import Projection
 from sluice.resources import Resources
 from sluice.store import Tx
-from sluice.streams.messages import Delivery, Duplicate
+from sluice.streams.messages import Delivery, Duplicate, Message, Recorded
 from sluice.streams.spec import GroupSpec
 
 
@@ -59,18 +61,29 @@ async def _watermark(tx: Tx, projection: Projection) -> int:
     return int(row[0]) if row else 0
 
 
-def _duplicates(
-    relevant: Sequence[Delivery], fresh: set[str]
-) -> Mapping[tuple[str, str], BaseException]:
-    """The deliveries whose event was applied before (or twice in the batch: the first
-    copy counts): acked, and recorded ``duplicate``."""
+def _split(relevant: Sequence[Delivery], fresh: set[str]) -> tuple[list[Message], list[Message]]:
+    """The messages applied now, and those whose event was applied before (or comes twice
+    in the batch: the first copy counts)."""
     seen: set[str] = set()
-    found: dict[tuple[str, str], BaseException] = {}
+    applied: list[Message] = []
+    duplicates: list[Message] = []
     for delivery in relevant:
         event_id = delivery.event.event_id
-        if event_id not in fresh or event_id in seen:
-            found[delivery.message.key] = Duplicate("applied before")
+        is_copy = event_id not in fresh or event_id in seen
+        (duplicates if is_copy else applied).append(delivery.message)
         seen.add(event_id)
+    return applied, duplicates
+
+
+def _outcomes(
+    applied: Sequence[Message], duplicates: Sequence[Message], recorded: bool
+) -> Mapping[tuple[str, str], BaseException]:
+    """The outcomes the consumer acks: ``Recorded`` when the attempts went in with the
+    effect, else ``Duplicate`` for copies (recorded by the consumer)."""
+    if not recorded:
+        return {m.key: Duplicate("applied before") for m in duplicates}
+    found: dict[tuple[str, str], BaseException] = {m.key: Recorded() for m in applied}
+    found.update((m.key, Recorded(duplicate=True)) for m in duplicates)
     return found
 
 
@@ -79,15 +92,19 @@ def projection_group(projection: Projection, resources: Resources) -> GroupSpec:
         relevant = [d for d in deliveries if type_name(d.event) in projection.event_types]
         if not relevant:
             return {}
+        batch = BATCH.get()
         async with resources.store.transaction() as tx:
             fresh = await fresh_events(tx, projection, relevant)
             if fresh:
                 await projection.apply(tx, fresh, "", resources.config)
+            applied, duplicates = _split(relevant, {event.event_id for event in fresh})
+            if batch is not None:
+                await record_in(tx, batch, applied, duplicates)
         if projection.publish is not None:
             # Every relevant event, fresh or not: a redelivery after a crash
             # between commit and publish must still publish.
             await projection.publish(resources, [d.event for d in relevant])
-        return _duplicates(relevant, {event.event_id for event in fresh})
+        return _outcomes(applied, duplicates, recorded=batch is not None)
 
     return GroupSpec(
         name=projection.name,

@@ -42,7 +42,7 @@ import structlog
 
 from sluice.errors import ServiceUnavailable
 from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, HANDLER_TIMEOUTS, RETRIES
-from sluice.operations.deliveries import Attempt, DeliveryLog, Outcome
+from sluice.operations.deliveries import BATCH, Attempt, Batch, DeliveryLog, Outcome
 from sluice.operations.pause import READ_BLOCK_MS, PauseWatch
 from sluice.store.errors import database_unavailable
 from sluice.streams.failures import Failures, backoff_ms
@@ -56,6 +56,7 @@ from sluice.streams.messages import (
     Message,
     NoOutcome,
     PoisonMessage,
+    Recorded,
     fields_from_redis,
 )
 from sluice.streams.outage import REDIS_DOWN
@@ -313,7 +314,12 @@ class Consumer:
             except PoisonMessage as exc:
                 failed[message.key] = exc
         if deliveries:
-            failed.update(await self._handle(deliveries))
+            batch = Batch(self.group, self.name, started) if self.deliveries is not None else None
+            token = BATCH.set(batch)
+            try:
+                failed.update(await self._handle(deliveries))
+            finally:
+                BATCH.reset(token)
             duration_ms = (time.time() - started) * 1000
         await self._settle(messages, failed, started, duration_ms)
 
@@ -425,6 +431,8 @@ class Consumer:
         attempts: list[Attempt] = []
         for m in messages:
             error = failed.get(m.key)
+            if isinstance(error, Recorded):
+                continue  # the handler wrote it with its effect
             outcome = _outcome(error, self._given_up(m, error))
             text = None if error is None or outcome in ("duplicate", "cancelled") else _text(error)
             ms = 0.0 if isinstance(error, (NoOutcome, PoisonMessage)) else duration_ms

@@ -82,12 +82,22 @@ class Cancelled(Exception):
     recorded ``cancelled``."""
 
 
+class Recorded(Exception):
+    """Not a failure: the handler applied the entry (``duplicate``: found it applied
+    before) and wrote its attempt itself, in the transaction of the effect (projections,
+    ``sluice.operations.deliveries.record_in``). Acked, and not recorded again."""
+
+    def __init__(self, duplicate: bool = False) -> None:
+        super().__init__("applied before" if duplicate else "handled")
+        self.duplicate = duplicate
+
+
 # Outcomes that ack the entry like success; every other exception is a failure.
-SETTLED = (Duplicate, Cancelled)
+SETTLED = (Duplicate, Cancelled, Recorded)
 
 # A group's handler gets a batch and returns the failures, keyed by Message.key.
-# Anything it does not name as failed is acked; ``Duplicate`` and ``Cancelled`` are
-# acked too, and recorded as such.
+# Anything it does not name as failed is acked; ``Duplicate``, ``Cancelled`` and
+# ``Recorded`` are acked too, the first two recorded as such.
 BatchHandler = Callable[[Sequence[Delivery]], Awaitable[Mapping[tuple[str, str], BaseException]]]
 
 

@@ -98,6 +98,42 @@ async def test_a_registrations_trace_shows_the_mail_handled_then_a_redelivery_as
     assert one["seq"] == registered["seq"] and one["type"] == "UserRegistered"
 
 
+async def test_a_projection_records_its_attempts_with_its_effect_once_each(
+    admin: Client,
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    # Projections write their attempts in the transaction of the effect: each attempt
+    # is there once (the consumer does not write it again), and a copy is a duplicate.
+    async with resources.store.transaction() as tx:
+        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="views-trace-1"))
+    start_relay()
+    start_worker("article-views", name="v1")
+
+    async def counted() -> bool:
+        return await outcomes(admin, "views-trace-1", "article-views") == [(1, "handled")]
+
+    await wait_for(counted)
+    [event] = await resources.store.events_after(0, 10, types=("ArticleViewed",))
+    async with Relay(resources.store, resources.redis, resources.keys) as publisher:
+        await publisher.publish([event])
+
+    async def duplicate_seen() -> bool:
+        found = await outcomes(admin, "views-trace-1", "article-views")
+        return found == [(1, "handled"), (1, "duplicate")]
+
+    await wait_for(duplicate_seen)
+    story = await get(admin, "/v1/admin/traces/views-trace-1")
+    views = [d for d in story["events"][0]["deliveries"] if d["group"] == "article-views"]
+    assert all(d["consumer"] == "v1" and d["error"] is None for d in views)
+    assert len({d["entry_id"] for d in views}) == 2
+    rows = await resources.store.fetchall(
+        "SELECT views FROM article_views WHERE article_id = ?", ("a1",)
+    )
+    assert [tuple(r) for r in rows] == [(1,)]
+
+
 async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_letter(
     admin: Client,
     make_config: Callable[..., Config],

@@ -2,7 +2,9 @@
 
 Run by hand: ``.venv/bin/python bench/redirect.py [--duration 15] [--connections 64]
 [--threads 2] [--log-level info] [--processes 1,2] [--redirect-log errors|all|errors,all]
-[--store sqlite|postgres|sqlite,postgres]``. Needs ``wrk`` on PATH (``apt-get install
+[--store sqlite|postgres|sqlite,postgres] [--rules]``. ``--rules`` adds each variant
+again on a link with three redirect rules, none of which matches (SPEC 13: rules add
+only in-process work). Needs ``wrk`` on PATH (``apt-get install
 wrk``).
 
 With ``--store sqlite,postgres`` the whole measurement below runs once per store
@@ -52,6 +54,12 @@ from sluice.store.users import db_time
 
 CODE = "bench1"
 TARGET = "https://example.org/landing"
+# --rules: a link whose three rules (SPEC 13) all get evaluated and none matches wrk's
+# requests (no User-Agent, no Accept-Language, a loopback address), the worst case.
+RULED = "bench2"
+RULES = ('[{"when": {"device": "mobile"}, "url": "https://example.org/m"},'
+         ' {"when": {"language": "fr"}, "url": "https://example.org/fr"},'
+         ' {"when": {"country": "DE"}, "url": "https://example.org/de"}]')  # fmt: skip
 
 
 def bare_app(port: int) -> None:
@@ -112,25 +120,28 @@ async def create_link(env: dict[str, str]) -> None:
                 " VALUES ('bench', 'bench@example.org', 'bench@example.org', NULL, 'x', ?)",
                 (now,),
             )
-            await tx.execute(
-                "INSERT INTO links (code, owner_id, url, expires_at, disabled, created_at,"
-                " updated_at) VALUES (?, 'bench', ?, NULL, 0, ?, ?)",
-                (CODE, TARGET, now, now),
-            )
-            await tx.append(LinkCreated(code=CODE, owner_id="bench", url=TARGET))
+            for code, rules in ((CODE, None), (RULED, RULES)):
+                await tx.execute(
+                    "INSERT INTO links (code, owner_id, url, expires_at, disabled, created_at,"
+                    " updated_at, rules) VALUES (?, 'bench', ?, NULL, 0, ?, ?, ?)",
+                    (code, TARGET, now, now, rules),
+                )
+                await tx.append(LinkCreated(code=code, owner_id="bench", url=TARGET))
     finally:
         await store.close()
 
 
 async def link_total(env: dict[str, str]) -> tuple[int, int]:
-    """(link-stats total of the link, LinkVisited events committed)."""
+    """(link-stats total of the links, LinkVisited events committed)."""
     store = await open_store(load_config(env))
     try:
-        row = await store.fetchone("SELECT total FROM link_stats WHERE code = ?", (CODE,))
+        row = await store.fetchone(
+            "SELECT SUM(total) FROM link_stats WHERE code IN (?, ?)", (CODE, RULED)
+        )
         events = await store.fetchone("SELECT COUNT(*) FROM events WHERE type = 'LinkVisited'")
     finally:
         await store.close()
-    return (int(row[0]) if row else 0), (int(events[0]) if events else 0)
+    return (int(row[0] or 0) if row else 0), (int(events[0]) if events else 0)
 
 
 def wait_listening(port: int, timeout: float = 20.0) -> None:
@@ -234,13 +245,18 @@ def run_store(store: str, pg: Stores, args: argparse.Namespace) -> StoreRun:
             pg.drop(env)
 
 
-def _variants(args: argparse.Namespace) -> list[tuple[str, int, str]]:
-    """(name, processes, SLUICE_REDIRECT_LOG) of each sluice run, in order."""
+def _variants(args: argparse.Namespace) -> list[tuple[str, int, str, str]]:
+    """(name, processes, SLUICE_REDIRECT_LOG, code) of each sluice run, in order."""
     found = []
-    for log in args.redirect_log.split(","):
-        for n in (int(p) for p in args.processes.split(",")):
-            name = f"{n} process{'es' if n > 1 else ''}" + (" (log all)" if log == "all" else "")
-            found.append((name, n, log))
+    for code in (CODE, RULED) if args.rules else (CODE,):
+        for log in args.redirect_log.split(","):
+            for n in (int(p) for p in args.processes.split(",")):
+                name = (
+                    f"{n} process{'es' if n > 1 else ''}"
+                    + (" (log all)" if log == "all" else "")
+                    + (" (3 rules)" if code == RULED else "")
+                )
+                found.append((name, n, log, code))
     return found
 
 
@@ -256,14 +272,14 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
         print(f"{store}: wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency",
               flush=True)  # fmt: skip
         bare_result = run_wrk(f"http://127.0.0.1:{bare_port}/{CODE}", args)
-        for name, processes, log in _variants(args):
+        for name, processes, log, code in _variants(args):
             port = free_port()
             api_env = {**env, "SLUICE_PORT": str(port), "SLUICE_REDIRECT_LOG": log}
             api = sluice(["api", "--processes", str(processes)], api_env, tmp / f"api-{port}.log")
             try:
                 wait_listening(port)
                 time.sleep(2.0 if processes > 1 else 0.0)  # every child listening
-                result = run_wrk(f"http://127.0.0.1:{port}/{CODE}", args)
+                result = run_wrk(f"http://127.0.0.1:{port}/{code}", args)
                 time.sleep(1.5)  # each process publishes its tally every second
                 # The data dir's metrics hold the earlier variants' counts too.
                 served = served_redirects(port) - sum(v.served for v in variants)
@@ -341,6 +357,7 @@ if __name__ == "__main__":
     parser.add_argument("--store", default="sqlite", help="sqlite, postgres or both")
     parser.add_argument("--processes", default="1,2", help="API processes per variant: 1,2")
     parser.add_argument("--redirect-log", default="errors", help="errors, all or errors,all")
+    parser.add_argument("--rules", action="store_true", help="also a link with 3 rules")
     parser.add_argument("--no-readme", action="store_true")
     options = parser.parse_args()
     if options.bare:

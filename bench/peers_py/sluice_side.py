@@ -26,11 +26,15 @@ from sluice.config import load_config
 from sluice.events import ArticleViewed
 from sluice.groups import GROUPS
 from sluice.resources import Resources, open_resources
-from sluice.streams.messages import Delivery
+from sluice.streams.messages import Delivery, Recorded
 from sluice.streams.notify import CommitNotifier
 from sluice.streams.spec import GroupSpec
 
 Failures = Mapping[tuple[str, str], BaseException]
+
+
+def _applied(outcome: BaseException) -> bool:
+    return isinstance(outcome, Recorded) and not outcome.duplicate
 
 
 def counted(make: Callable[[Resources], GroupSpec]) -> Callable[[Resources], GroupSpec]:
@@ -38,9 +42,12 @@ def counted(make: Callable[[Resources], GroupSpec]) -> Callable[[Resources], Gro
         spec = make(resources)
 
         async def handle(deliveries: Sequence[Delivery]) -> Failures:
-            failures = await spec.handler(deliveries)
-            done(len(deliveries) - len(failures))
-            return failures
+            outcomes = await spec.handler(deliveries)
+            # Entries named with Recorded were applied (and their attempt written with the
+            # effect); every other name is a failure or a duplicate.
+            named = sum(not _applied(e) for e in outcomes.values())
+            done(len(deliveries) - named)
+            return outcomes
 
         return replace(spec, handler=handle)  # the group's own batch size and hooks kept
 

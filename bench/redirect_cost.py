@@ -18,6 +18,8 @@ Variants (``sluice`` is the real API; the others switch parts of it off):
 
 - ``bare``: the baseline, one aiohttp handler answering the same 302;
 - ``sluice``: ``GET /{code}`` as shipped (the fast redirect path, no request line);
+- ``rules``: the same on a link with three redirect rules, none of which matches
+  (every fact a rule looks at is worked out: SPEC 13 allows only in-process work);
 - ``logged``: ``SLUICE_REDIRECT_LOG=all``: the full path through the app's router
   and middleware with its request line at level info (release 1's redirect);
 - ``no-write``: the visit is built but not handed to the group commit;
@@ -42,11 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redirect import CODE, TARGET, create_link, wait_listening
+from redirect import CODE, RULED, TARGET, create_link, wait_listening
 
 from sluice.redis_server import RedisServer, free_port
 
-VARIANTS = ("bare", "sluice", "logged", "no-write", "no-visit", "plain-view",
+VARIANTS = ("bare", "sluice", "rules", "logged", "no-write", "no-visit", "plain-view",
             "plain-view-no-middleware")  # fmt: skip
 
 
@@ -111,8 +113,8 @@ def _switch_off(variant: str, plain: Any) -> None:
         sluice.http.create_app = without_middleware
 
 
-def wrk(port: int, seconds: int) -> int:
-    url = f"http://127.0.0.1:{port}/{CODE}"
+def wrk(port: int, seconds: int, code: str = CODE) -> int:
+    url = f"http://127.0.0.1:{port}/{code}"
     out = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds}s", url],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     return int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
@@ -134,10 +136,11 @@ def measure(variant: str, seconds: int, flush_ms: int) -> tuple[int, float]:
             api = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
             wait_listening(port, timeout=300)
-            wrk(port, 4)  # warm-up: caches filled, code paths compiled
+            code = RULED if variant == "rules" else CODE
+            wrk(port, 4, code)  # warm-up: caches filled, code paths compiled
             subprocess.run(["callgrind_control", "-z", str(api.pid)], check=True,
                            capture_output=True)  # fmt: skip
-            requests = wrk(port, seconds)
+            requests = wrk(port, seconds, code)
             subprocess.run(["callgrind_control", "-d", str(api.pid)], check=True,
                            capture_output=True)  # fmt: skip
             dumps = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)

@@ -78,6 +78,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     visit_batch: int = 500
     # Visits waiting for the database (an outage) beyond this many are dropped and counted.
     visit_buffer: int = 100_000
+    # Orphan visits (GETs of unknown codes, SPEC 13): written every this many ms; at most
+    # this many distinct codes stored per UTC day (the rest count as "other"); days older
+    # than this many are deleted.
+    orphan_flush_ms: int = 1_000
+    orphan_codes_per_day: int = 1_000
+    orphan_retention_days: int = 90
     # Scheduler: a run's lock lives this long unless its watchdog renews it (every third).
     task_lock_ttl_ms: int = 30_000
     # Built-in tasks: six-field cron and an IANA zone each ("" zone: SLUICE_TIMEZONE).
@@ -250,7 +256,8 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
     positive = (
         "max_deliveries", "relay_batch", "worker_batch", "projection_batch", "worker_concurrency",
-        "visit_batch", "import_max_bytes",
+        "visit_batch", "import_max_bytes", "orphan_flush_ms", "orphan_codes_per_day",
+        "orphan_retention_days",
         "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",

@@ -96,6 +96,8 @@ class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
     tags: tuple[str, ...] = ()
     title: str | None = None
     rules: tuple[Rule, ...] = ()
+    # SPEC 13 password: whether the link has one, never the password or its hash.
+    has_password: bool = False
 
 
 class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
@@ -114,6 +116,8 @@ class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
     tags: tuple[str, ...] = ()
     title: str | None = None
     rules: tuple[Rule, ...] = ()
+    # SPEC 13 password: whether the link has one, never the password or its hash.
+    has_password: bool = False
 
 
 class LinkVisited(Event, frozen=True, kw_only=True, tag=True):
@@ -123,6 +127,10 @@ class LinkVisited(Event, frozen=True, kw_only=True, tag=True):
     referrer_host: str | None = None
     browser: str = "Other"
     is_bot: bool = False
+    # Since migration 24; None in older events and when it cannot be told.
+    country: str | None = None  # ISO 3166-1 alpha-2 of the client address
+    os: str | None = None  # android, ios, windows, macos or linux
+    device: str | None = None  # mobile, tablet or desktop
 
 
 class ArticleViewed(Event, frozen=True, kw_only=True, tag=True):

@@ -7,7 +7,16 @@ from collections.abc import AsyncIterator
 from aiohttp import hdrs, web
 
 from sluice.config import Config
-from sluice.http import fast_redirect, links, metrics, redirects, tasks, users
+from sluice.http import (
+    fast_redirect,
+    link_passwords,
+    links,
+    metrics,
+    orphan_visits,
+    redirects,
+    tasks,
+    users,
+)
 from sluice.http.admin_token import AdminToken
 from sluice.http.client_limit import ClientLimits
 from sluice.http.connections import GuardedSite
@@ -97,6 +106,8 @@ def create_app(config: Config) -> web.Application:
     app.cleanup_ctx.append(users.password_hashing)
     app.cleanup_ctx.append(tasks.task_runner)
     app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])
+    app.cleanup_ctx.append(link_passwords.password_limits)
+    app.cleanup_ctx.append(orphan_visits.count_orphans)
     app.cleanup_ctx.append(metrics.publish_counters)
     _add_routes(app.router)
     return app

@@ -75,6 +75,16 @@ def client_ip(request: web.BaseRequest, trusted: Sequence[Network]) -> Address |
     return client
 
 
+def client_host(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
+    """``client_ip`` as text ("" when not over IP). With no trusted proxy it is the peer
+    as the transport gives it, unparsed: the redirect asks on every visit."""
+    remote = request.remote or ""
+    if not trusted:
+        return remote
+    client = client_ip(request, trusted)
+    return remote if client is None else str(client)
+
+
 def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
     """The client's address as a key for limits: an IPv4 address, or an IPv6 /64."""
     client = client_ip(request, trusted)

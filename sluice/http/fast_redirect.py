@@ -13,8 +13,9 @@ committed ``LinkVisited`` is the redirect's durable record (``SLUICE_REDIRECT_LO
 Everything else takes the full path through the app, unchanged: a code not in the
 cache (its database lookup), unknown, disabled, expired or not yet valid links (404
 and 410 as problem+json, logged), links with ``max_visits`` (their count is a Redis
-call), ``HEAD`` (logged), a request with a body, a path of another
-route, and every request when ``SLUICE_REDIRECT_LOG=all``. A failure here falls back
+call), password links (their form; ``Target.plain`` tests one more attribute), ``HEAD``
+(logged), a request with a body, a path of another route, and every request when
+``SLUICE_REDIRECT_LOG=all``. A failure here falls back
 to the full path before any visit was recorded, so a request never fails for it.
 """
 
@@ -83,7 +84,7 @@ def install(server: web.Server, app: web.Application) -> None:
             return None  # 404 or 410, as problem+json, logged; or a visit limit to count
         try:
             trace_id = incoming_trace_id(request.headers) or new_trace_id()
-            visit = visit_of(request, key, code, now, trace_id)
+            visit = visit_of(request, key, code, now, trace_id, trusted)
             return destination(request, target, trusted), target.status, trace_id, visit
         except Exception:
             log.exception("fast redirect failed, answering through the app")

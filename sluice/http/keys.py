@@ -11,6 +11,7 @@ from sluice.http.client_limit import ClientLimits
 from sluice.http.login_limit import LoginLimiter
 from sluice.links.cache import ChangeHints, LinkCache, LinkFollower
 from sluice.links.limits import VisitLimiter
+from sluice.links.orphans import OrphanTally
 from sluice.links.visits import VisitRecorder
 from sluice.mail.links import LinkKey
 from sluice.passwords import PasswordHasher
@@ -42,6 +43,8 @@ LINK_CACHE = web.AppKey("link_cache", LinkCache)
 LINK_FOLLOWER = web.AppKey("link_follower", LinkFollower)
 LINK_HINTS = web.AppKey("link_hints", ChangeHints)
 VISITS = web.AppKey("visits", VisitRecorder)
+# GETs of unknown codes, counted in process and written in batches (SPEC 13).
+ORPHANS = web.AppKey("orphans", OrphanTally)
 # The Redis gate of links with max_visits.
 VISIT_LIMITER = web.AppKey("visit_limiter", VisitLimiter)
 

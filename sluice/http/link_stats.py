@@ -1,4 +1,5 @@
-"""``GET /v1/links/{code}/stats``: a link's visit statistics, for its owner only."""
+"""``GET /v1/links/{code}/stats``: a link's visit statistics over a range of UTC days, for
+its owner only. Every figure follows the range (sluice/projections/link_stats_reads.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,16 @@ from sluice.http.apidoc import CODE, NO_LINK, UNAUTHORIZED, USER, Route, ok, pro
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response
 from sluice.http.keys import STORE
-from sluice.http.schemas import BrowserVisits, LinkStatsDay, LinkStatsOut, ReferrerVisits
-from sluice.projections.link_stats import read_stats
+from sluice.http.link_stats_schemas import (
+    BrowserVisits,
+    CountryVisits,
+    DeviceVisits,
+    LinkStatsDay,
+    LinkStatsOut,
+    OsVisits,
+    ReferrerVisits,
+)
+from sluice.projections.link_stats_reads import TOP_ROWS, read_stats
 from sluice.store.links import get_link
 
 DEFAULT_DAYS = 30
@@ -64,9 +73,12 @@ async def link_stats(request: web.Request) -> web.Response:
     now = utcnow()
     first, last = stats_range(request.query, now.astimezone(UTC).date())
     stats = await read_stats(store, code, first, last)
+    facets = stats.facets
     return json_response(
         LinkStatsOut(
             code=code,
+            from_=first,
+            to=last,
             total=stats.total,
             human=stats.total - stats.bots,
             bots=stats.bots,
@@ -75,41 +87,51 @@ async def link_stats(request: web.Request) -> web.Response:
                 LinkStatsDay(date=d.day, visits=d.visits, unique_visitors=d.unique_visitors)
                 for d in stats.days
             ],
-            referrers=[ReferrerVisits(referrer=r, visits=n) for r, n in stats.referrers],
-            browsers=[BrowserVisits(browser=b, visits=n) for b, n in stats.browsers],
+            referrers=[ReferrerVisits(referrer=r, visits=n) for r, n in facets["referrer"]],
+            browsers=[BrowserVisits(browser=b or "Other", visits=n) for b, n in facets["browser"]],
+            countries=[CountryVisits(country=c, visits=n) for c, n in facets["country"]],
+            os=[OsVisits(os=o, visits=n) for o, n in facets["os"]],
+            devices=[DeviceVisits(device=d, visits=n) for d, n in facets["device"]],
             as_of=now,
         )
     )
 
+
+# The query parameters of a range, as stats_range reads them.
+RANGE = [
+    {"name": "from", "in": "query", "required": False,
+     "description": "first UTC day, YYYY-MM-DD; default `to` minus 29 days",
+     "schema": {"type": "string", "format": "date"}},
+    {"name": "to", "in": "query", "required": False,
+     "description": f"last UTC day, YYYY-MM-DD; default today; at most {MAX_DAYS} days in all",
+     "schema": {"type": "string", "format": "date"}},
+]  # fmt: skip
+RANGE_422 = f"a date not YYYY-MM-DD, `from` after `to`, or more than {MAX_DAYS} days"
 
 ROUTES = (
     Route("GET", "/v1/links/{code}/stats", link_stats, {
         "operationId": "linkStats",
         "summary": "Visit statistics of one of the caller's links",
         "description": (
-            "`total` counts GET redirects (never HEAD); `bots` those from a known crawler or "
-            "link previewer; `human = total - bots`; `unique_visitors` counts distinct keyed "
-            "hashes of IP + User-Agent. Totals, `referrers` (by host; null for no Referer) and "
-            "`browsers` (the 100 busiest each) cover the link's whole life; `days` lists every "
-            "UTC day from `from` to `to`, zeros included. Eventually consistent (seconds), "
-            "exact once the workers drain; `as_of` is the time of the read."
+            "Every figure covers the UTC days `from` to `to` (both answered). `total` counts "
+            "GET redirects (never HEAD); `bots` those from a known crawler or link previewer; "
+            "`human = total - bots`; `unique_visitors` counts distinct keyed hashes of the "
+            "client address + User-Agent over the whole range (a visitor of several days "
+            "counts once), each day's over that day. `days` lists every day, zeros included. "
+            "`referrers` (by host), `browsers`, `countries` (ISO 3166-1 alpha-2 of the "
+            "client address, forwarded by a trusted proxy), `os` (android, ios, windows, "
+            f"macos, linux) and `devices` (mobile, tablet, desktop) list the {TOP_ROWS} busiest "
+            "values each, most visits first; null stands for no Referer or a value that "
+            "could not be told. Eventually consistent (seconds), exact once the workers "
+            "drain; `as_of` is the time of the read."
         ),
         "security": USER,
-        "parameters": [
-            CODE,
-            {"name": "from", "in": "query", "required": False,
-             "description": "first UTC day, YYYY-MM-DD; default `to` minus 29 days",
-             "schema": {"type": "string", "format": "date"}},
-            {"name": "to", "in": "query", "required": False,
-             "description": "last UTC day, YYYY-MM-DD; default today",
-             "schema": {"type": "string", "format": "date"}},
-        ],
+        "parameters": [CODE, *RANGE],
         "responses": {
             "200": ok(LinkStatsOut, "the statistics"),
             "401": UNAUTHORIZED,
             "404": NO_LINK,
-            "422": problem(f"a date not YYYY-MM-DD, `from` after `to`, or more than {MAX_DAYS} "
-                           "days"),
+            "422": problem(RANGE_422),
         },
     }, structs=(LinkStatsOut,)),
 )  # fmt: skip

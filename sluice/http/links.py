@@ -25,7 +25,7 @@ from sluice.http.apidoc import (
 )
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
-from sluice.http.keys import CONFIG, STORE, TRACE_ID, VISIT_LIMITER
+from sluice.http.keys import CONFIG, PASSWORDS, STORE, TRACE_ID, VISIT_LIMITER
 from sluice.http.redirects import link_changed
 from sluice.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.links import repository, rules
@@ -69,6 +69,7 @@ def _out(request: web.Request, link: Link) -> LinkOut:
         tags=list(link.tags),
         title=link.title,
         rules=list(link.rules),
+        has_password=link.has_password,
     )
 
 
@@ -112,7 +113,21 @@ def _fields(checks: _Checks, body: LinkBody | LinkPatch, own: tuple[str, int]) -
             fields[name] = () if name == "tags" else None
         elif value is not msgspec.UNSET:
             fields[name] = checks.run(name, check, value)
+    if body.password is None:
+        fields["password"] = None
+    elif body.password is not msgspec.UNSET:
+        fields["password"] = checks.run("password", rules.check_password, body.password)
     return fields
+
+
+async def _hashed(request: web.Request, fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with a new password as its scrypt hash, made in a thread of the bounded
+    hasher (as a registration's: 503 at its bound), never on the event loop."""
+    if "password" not in fields:
+        return fields
+    password = fields.pop("password")
+    hashed = None if password is None else await request.app[PASSWORDS].hash(password)
+    return {**fields, "password_hash": hashed}
 
 
 async def create_link(request: web.Request) -> web.Response:
@@ -131,6 +146,7 @@ async def create_link(request: web.Request) -> web.Response:
     if fields.get("redirect_status", 302) is None:  # null: the default
         del fields["redirect_status"]
     checks.done("invalid link")
+    fields = await _hashed(request, fields)
     draft = Link(
         code="", owner_id=user.id, url=url, expires_at=expires_at, disabled=False,
         created_at=now, **fields,
@@ -208,13 +224,14 @@ def _changes(request: web.Request, body: LinkPatch, now: datetime) -> dict[str, 
 
 async def patch_link(request: web.Request) -> web.Response:
     """Change any field but the code; absent fields keep their value, null clears
-    ``expires_at``, ``max_visits``, ``valid_since``, ``tags``, ``title`` and ``rules``.
+    ``expires_at``, ``max_visits``, ``valid_since``, ``tags``, ``title``, ``rules`` and
+    ``password``.
     Every PATCH commits ``LinkUpdated`` with the link's full new state."""
     user = await require_user(request)
     code = request.match_info["code"]
     body = await read_json(request, LinkPatch)
     now = utcnow()
-    changes = _changes(request, body, now)
+    changes = await _hashed(request, _changes(request, body, now))  # before the row is locked
     async with request.app[STORE].transaction() as tx:
         old = await repository.link_for_update(tx, code)
         if old is None or old.owner_id != user.id:
@@ -255,7 +272,10 @@ ROUTES = (
             "`url` of the first rule whose conditions all hold, else to `url` (device "
             "mobile|tablet|desktop, os android|ios|windows|macos|linux, language a primary "
             "tag such as `fr`, country ISO 3166-1 alpha-2 such as `FR`; each rule's `url` "
-            "follows the rules of `url`). Unknown fields are refused (400)."
+            "follows the rules of `url`). `password`: 8 to 128 characters; `GET /{code}` "
+            "then answers a form and only `POST /{code}` with the password redirects (and "
+            "records the visit). It is kept as a scrypt hash and never answered: links "
+            "show `has_password`. Unknown fields are refused (400)."
         ),
         "security": USER,
         "requestBody": request_body(LinkBody),
@@ -266,8 +286,9 @@ ROUTES = (
             "409": problem("the alias is taken"),
             "422": problem("invalid or missing url, invalid or reserved alias, "
                            "expiry not in the future, or an invalid max_visits, "
-                           "valid_since, redirect_status, tags, title or rules (each "
-                           "broken rule named by its path, as `rules[2].when.os`)"),
+                           "valid_since, redirect_status, tags, title, rules (each "
+                           "broken rule named by its path, as `rules[2].when.os`) or "
+                           "password (not 8 to 128 characters)"),
         },
     }, structs=(LinkBody, LinkOut)),
     Route("GET", "/v1/links", list_links, {
@@ -305,8 +326,8 @@ ROUTES = (
         "summary": "Change a link's fields",
         "description": (
             "Absent fields keep their value; null clears `expires_at`, `max_visits`, "
-            "`valid_since`, `tags`, `title` and `rules`. The fields follow the rules of "
-            "createLink; "
+            "`valid_since`, `tags`, `title`, `rules` and `password` (the link redirects "
+            "again without a form). The fields follow the rules of createLink; "
             "a new `max_visits` applies at once (visits already served count). Every API "
             "replica redirects by the new state within a second. The code never changes "
             "and links are never deleted."
@@ -320,8 +341,8 @@ ROUTES = (
             "401": UNAUTHORIZED,
             "404": NO_LINK,
             "422": problem("invalid url, an expiry not in the future, or an invalid "
-                           "max_visits, valid_since, redirect_status, tags, title or "
-                           "rules"),
+                           "max_visits, valid_since, redirect_status, tags, title, "
+                           "rules or password"),
             "503": problem("a visit limit is being set and Redis, which counts the "
                            "visits, is unavailable; nothing was changed"),
         },

@@ -97,6 +97,11 @@ class _Local:
 
 
 class LoginLimiter:
+    # What a refusal says. A subclass limits other guesses with the same windows and
+    # script under keys and words of its own (sluice/http/link_passwords.py: link passwords).
+    BUSY = "other logins for this email are being checked; try again in a moment"
+    USED_UP = "too many failed logins for this email; try again later"
+
     def __init__(
         self, redis: aioredis.Redis, keys: Keys, clock: Callable[[], float] = time.time
     ) -> None:
@@ -127,13 +132,9 @@ class LoginLimiter:
             log.warning("login failures counted in this process only", error=repr(exc))
             wait_ms = self._local_attempt(keys[0], token, now)
         if wait_ms < 0:
-            raise TooManyRequests(
-                "other logins for this email are being checked; try again in a moment", 1
-            )
+            raise TooManyRequests(self.BUSY, 1)
         if wait_ms > 0:
-            raise TooManyRequests(
-                "too many failed logins for this email; try again later", math.ceil(wait_ms / 1000)
-            )
+            raise TooManyRequests(self.USED_UP, math.ceil(wait_ms / 1000))
         return token
 
     async def failed(self, email: str, token: str) -> None:

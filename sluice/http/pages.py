@@ -1,4 +1,5 @@
-"""Small HTML pages for people who follow a link from a mail (verify, unsubscribe).
+"""Small HTML pages for people who follow a link from a mail (verify, unsubscribe), and
+the password form of a password-protected short link.
 
 A mail link is opened by a person in a browser, and also fetched by mail
 scanners and link previewers, which follow GET links but never submit forms:
@@ -37,11 +38,15 @@ _HEADERS = {
 
 @dataclass(frozen=True)
 class Form:
-    """A POST form with hidden fields and one button; ``action`` None: this page's URL."""
+    """A POST form with hidden fields and one button; ``action`` None: this page's URL.
+    ``password``: the label of a password field named ``password``, focused on load;
+    ``error``: what was wrong with the last one sent, announced to screen readers."""
 
     button: str
     action: str | None = None
     fields: Mapping[str, str] = field(default_factory=dict)
+    password: str | None = None
+    error: str | None = None
 
     def render(self) -> str:
         action = "" if self.action is None else f' action="{html.escape(self.action)}"'
@@ -50,11 +55,32 @@ class Form:
             for name, value in self.fields.items()
         )
         button = f"<button>{html.escape(self.button)}</button>"
-        return f'<form method="post"{action}>{hidden}{button}</form>'
+        return f'<form method="post"{action}>{hidden}{self._password()}{button}</form>'
+
+    def _password(self) -> str:
+        if self.password is None:
+            return ""
+        error = described = ""
+        if self.error is not None:
+            alert = f"<strong>{html.escape(self.error)}</strong>"
+            error = f'<p id="form-error" role="alert">{alert}</p>'
+            described = ' aria-invalid="true" aria-describedby="form-error"'
+        return (
+            f'{error}<p><label for="password">{html.escape(self.password)}</label><br>'
+            '<input id="password" name="password" type="password" required autofocus'
+            f' autocomplete="current-password"{described}></p>'
+        )
 
 
-def page(title: str, *paragraphs: str, form: Form | None = None) -> web.Response:
-    """A 200 page: the title, the paragraphs (plain text, escaped), then the form."""
+def page(
+    title: str,
+    *paragraphs: str,
+    form: Form | None = None,
+    status: int = 200,
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    """A page (200 unless ``status``): the title, the paragraphs (plain text, escaped),
+    then the form; ``headers`` join the page's own."""
     body = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
     document = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -63,7 +89,26 @@ def page(title: str, *paragraphs: str, form: Form | None = None) -> web.Response
         f"<body><h1>{html.escape(title)}</h1>{body}{form.render() if form else ''}</body></html>"
     )
     return web.Response(
-        text=document, content_type="text/html", charset="utf-8", headers=dict(_HEADERS)
+        status=status,
+        text=document,
+        content_type="text/html",
+        charset="utf-8",
+        headers={**_HEADERS, **(headers or {})},
+    )
+
+
+def password_page(
+    error: str | None = None, *, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """The form of a password link (SPEC 13): it POSTs ``password`` to the link's own URL
+    (sluice/http/link_passwords.py). Names neither the link nor its target."""
+    form = Form("Open the link", password="Password", error=error)
+    return page(
+        "Password required",
+        "This short link is protected by a password. Enter it to follow the link.",
+        form=form,
+        status=status,
+        headers=headers,
     )
 
 

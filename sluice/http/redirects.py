@@ -5,7 +5,8 @@ from the cache (a database read only on a miss), and a GET hands its visit to
 the group-commit writer, which commits buffered visits every few milliseconds.
 HEAD answers the same status and headers and records nothing. The one exception
 is a link with ``max_visits``: one Redis script call counts its visit across
-replicas (sluice/links/limits.py).
+replicas (sluice/links/limits.py). A GET of a code no link has is counted as an orphan
+visit in process (sluice/links/orphans.py), written in batches: a 404 stays as cheap.
 
 A link with ``rules`` picks its target per request (``destination``), in process:
 the facts its rules look at come from the request's headers and address alone.
@@ -26,14 +27,15 @@ from aiohttp import hdrs, web
 from sluice.config import Network, trusted_networks
 from sluice.errors import DependencyDown
 from sluice.events import LinkVisited, utcnow
-from sluice.http.apidoc import Route, problem
-from sluice.http.client_address import client_ip
+from sluice.http.apidoc import Route, html_page, problem
+from sluice.http.client_address import client_host, client_ip
 from sluice.http.keys import (
     CONFIG,
     KEYS,
     LINK_CACHE,
     LINK_FOLLOWER,
     LINK_HINTS,
+    ORPHANS,
     QUIET,
     REDIS,
     STORE,
@@ -42,8 +44,11 @@ from sluice.http.keys import (
     VISITOR_KEY,
     VISITS,
 )
+from sluice.http.pages import password_page
 from sluice.http.problems import problem_response
 from sluice.http.visitors import VisitorHasher
+from sluice.links import geo
+from sluice.links.agents import describe, warm_up
 from sluice.links.cache import (
     ChangeHints,
     ChangeListener,
@@ -54,7 +59,7 @@ from sluice.links.cache import (
 )
 from sluice.links.limits import LimitUnknown, VisitLimiter
 from sluice.links.targeting import Facts, choose
-from sluice.links.visits import VisitRecorder, classify, referrer_host, warm_up
+from sluice.links.visits import VisitRecorder, referrer_host
 from sluice.resources import redis_client
 from sluice.store.links import get_link
 from sluice.streams.waiting import cancel_and_wait
@@ -80,19 +85,30 @@ async def redirect(request: web.Request) -> web.StreamResponse:
     except KeyError:
         target = await _target(request, code) if CODE.fullmatch(code) else None
     if target is None or target.hidden(now):
+        if target is None and request.method == "GET" and CODE.fullmatch(code):
+            request.app[ORPHANS].count(code, now)  # an orphan visit: a few dict operations
         return _problem(404, f"no short link at {request.path}")
     if target.gone(now):
         return _problem(410, f"the short link {code} is disabled or expired")
     get = request.method == "GET"
-    if target.max_visits is not None and not await _visit_left(request, code, target, get):
+    count = get and not target.password  # a password link counts the POST that unlocks it
+    if target.max_visits is not None and not await _visit_left(request, code, target, count):
         return _problem(410, f"the short link {code} has served all its visits")
+    if target.password:  # its form, to GET and HEAD alike, no visit (http/link_passwords.py)
+        return password_page()
     if get:
-        key = request.app[VISITOR_KEY]
-        visit = visit_of(request, key, code, now, request[TRACE_ID])
-        request.app[VISITS].record(visit, counted=target.max_visits is not None)
-        request[QUIET] = request.app[CONFIG].redirect_log == "errors"
+        record_visit(request, code, target, now)
     url = destination(request, target, request.app[TRUSTED_PROXIES])
     return web.Response(status=target.status, headers={"Location": url, "Cache-Control": NO_STORE})
+
+
+def record_visit(request: web.Request, code: str, target: Target, now: datetime) -> None:
+    """Hand the visit of a served redirect to the group commit: a GET's, or the POST that
+    unlocked a password link (sluice/http/link_passwords.py)."""
+    key = request.app[VISITOR_KEY]
+    visit = visit_of(request, key, code, now, request[TRACE_ID], request.app[TRUSTED_PROXIES])
+    request.app[VISITS].record(visit, counted=target.max_visits is not None)
+    request[QUIET] = request.app[CONFIG].redirect_log == "errors"
 
 
 def destination(request: web.BaseRequest, target: Target, trusted: tuple[Network, ...]) -> str:
@@ -135,19 +151,34 @@ def _hasher(key: bytes) -> VisitorHasher:
     return VisitorHasher(key)
 
 
+# Country of a client address, cached: a visitor's next redirects cost a dict lookup.
+_country = functools.lru_cache(maxsize=4096)(geo.country_of)
+
+
 def visit_of(
-    request: web.BaseRequest, key: bytes, code: str, now: datetime, trace_id: str
+    request: web.BaseRequest,
+    key: bytes,
+    code: str,
+    now: datetime,
+    trace_id: str,
+    trusted: tuple[Network, ...],
 ) -> LinkVisited:
-    """The visit a GET redirect records; ``key``: the visitor key (``VISITOR_KEY``)."""
+    """The visit a GET redirect records; ``key``: the visitor key (``VISITOR_KEY``);
+    ``trusted``: the proxies whose forwarded headers name the client (``TRUSTED_PROXIES``):
+    the visitor hash and the country are the client's, never the proxy's."""
     headers = request.headers
     user_agent = headers.get(hdrs.USER_AGENT, "")
-    browser, is_bot = classify(user_agent)
+    agent = describe(user_agent)
+    client = client_host(request, trusted)
     return LinkVisited(
         code=code,
-        visitor=_hasher(key)(request.remote or "", user_agent),
+        visitor=_hasher(key)(client, user_agent),
         referrer_host=referrer_host(headers.get(hdrs.REFERER)),
-        browser=browser,
-        is_bot=is_bot,
+        browser=agent.browser,
+        is_bot=agent.is_bot,
+        country=_country(client) if client else None,
+        os=agent.os,
+        device=agent.device,
         occurred_at=now,
         trace_id=trace_id,
     )
@@ -226,6 +257,13 @@ _REDIRECT = {
     },
 }
 _RESPONSES = {
+    "200": {
+        **html_page(
+            "the link has a password: a form that posts it to `POST /{code}` (no visit is "
+            "recorded or counted; no script, no asset from elsewhere)"
+        ),
+        "headers": {"Cache-Control": {"schema": {"const": "no-store"}}},
+    },
     "301": {**_REDIRECT, "description": "to the link's URL (its redirect_status is 301)"},
     "302": {**_REDIRECT, "description": "to the link's URL (the default redirect_status)"},
     "307": {**_REDIRECT, "description": "to the link's URL (its redirect_status is 307)"},

@@ -144,6 +144,10 @@ Tag = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": "^[a-z0-9-]{1,32
 # Up to 10 distinct tags: a list of 11 with a duplicate is fine, hence no maxItems.
 Tags = Annotated[list[Tag], msgspec.Meta(description="at most 10 distinct tags")]
 Title = Annotated[str, msgspec.Meta(extra_json_schema={"maxLength": 200})]
+# Checked by the view (422 outside 8..128); never answered: LinkOut has has_password.
+LinkPassword = Annotated[
+    str, msgspec.Meta(extra_json_schema={"minLength": 8, "maxLength": 128, "writeOnly": True})
+]
 
 
 # Checked by the view (sluice/links/targeting.py), so that each broken rule is named by
@@ -170,11 +174,13 @@ class LinkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tags: Tags | None = None  # duplicates are dropped; at most 10 distinct
     title: Title | None = None
     rules: Rules | None = None  # [] or null: none
+    # GET /{code} then answers a form, and POST /{code} with it redirects.
+    password: LinkPassword | None = None
 
 
 class LinkPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Absent fields keep their value; null clears `expires_at`, `max_visits`,
-    `valid_since`, `tags`, `title` and `rules`."""
+    `valid_since`, `tags`, `title`, `rules` and `password`."""
 
     url: LinkUrl | msgspec.UnsetType = msgspec.UNSET
     expires_at: Rfc3339 | msgspec.UnsetType | None = msgspec.UNSET
@@ -185,6 +191,7 @@ class LinkPatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tags: Tags | msgspec.UnsetType | None = msgspec.UNSET
     title: Title | msgspec.UnsetType | None = msgspec.UNSET
     rules: Rules | msgspec.UnsetType | None = msgspec.UNSET
+    password: LinkPassword | msgspec.UnsetType | None = msgspec.UNSET  # null: none any more
 
 
 class LinkOut(msgspec.Struct, kw_only=True):
@@ -200,6 +207,7 @@ class LinkOut(msgspec.Struct, kw_only=True):
     tags: list[str]
     title: str | None
     rules: list[Rule]  # absent conditions are left out
+    has_password: bool  # the password itself is never answered
 
 
 class LinkPage(msgspec.Struct, kw_only=True):
@@ -207,36 +215,7 @@ class LinkPage(msgspec.Struct, kw_only=True):
     next_cursor: str | None
 
 
-# Link statistics (GET /v1/links/{code}/stats): totals, referrers and browsers
-# cover the link's whole life; `days` covers the requested range, zeros included.
-
-
-class LinkStatsDay(msgspec.Struct, kw_only=True):
-    date: date
-    visits: int
-    unique_visitors: int
-
-
-class ReferrerVisits(msgspec.Struct, kw_only=True):
-    referrer: str | None  # the host of the Referer header; null when none was sent
-    visits: int
-
-
-class BrowserVisits(msgspec.Struct, kw_only=True):
-    browser: str
-    visits: int
-
-
-class LinkStatsOut(msgspec.Struct, kw_only=True):
-    code: str
-    total: int
-    human: int
-    bots: int
-    unique_visitors: int
-    days: list[LinkStatsDay]
-    referrers: list[ReferrerVisits]
-    browsers: list[BrowserVisits]
-    as_of: datetime
+# Link statistics: sluice/http/link_stats_schemas.py.
 
 
 # Reminders. Missing fields are checked by the view (422 with the field named).

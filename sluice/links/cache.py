@@ -73,6 +73,9 @@ class Target(msgspec.Struct, frozen=True):
     valid_since: datetime | None = None  # before it, the code answers as unknown (404)
     max_visits: int | None = None  # GET redirects counted across replicas (links.limits)
     rules: tuple[Rule, ...] = ()  # their urls as Location values, as ``url``
+    # A password link answers its form, and redirects only after a POST of the password
+    # (sluice/http/link_passwords.py). Only the flag: the hash is read when one is posted.
+    password: bool = False
 
     def gone(self, now: datetime) -> bool:
         """Disabled or expired: the redirect answers 410."""
@@ -83,9 +86,10 @@ class Target(msgspec.Struct, frozen=True):
         return self.valid_since is not None and now < self.valid_since
 
     def plain(self, now: datetime) -> bool:
-        """Live, valid and unlimited: the cache alone answers (the fast path)."""
+        """Live, valid, unlimited and open: the cache alone answers (the fast path)."""
         return (
             self.max_visits is None
+            and not self.password
             and not self.disabled
             and (self.expires_at is None or self.expires_at > now)
             and (self.valid_since is None or self.valid_since <= now)
@@ -103,7 +107,7 @@ def target_of(link: Link | LinkCreated | LinkUpdated) -> Target:
     rules = tuple(msgspec.structs.replace(rule, url=location(rule.url)) for rule in link.rules)
     return Target(
         location(link.url), link.expires_at, link.disabled, link.redirect_status,
-        link.valid_since, link.max_visits, rules,
+        link.valid_since, link.max_visits, rules, link.has_password,
     )  # fmt: skip
 
 

@@ -42,11 +42,12 @@ async def _insert(tx: Tx, link: Link, code: str) -> bool:
     created = db_time(link.created_at)
     inserted = await tx.execute(
         f"INSERT INTO links ({LINK_COLUMNS}, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING",
         (
             code, link.owner_id, link.url, _db_time(link.expires_at), int(link.disabled),
             created, link.max_visits, _db_time(link.valid_since), link.redirect_status,
-            tags_column(link.tags), link.title, encode_rules(link.rules), created,
+            tags_column(link.tags), link.title, encode_rules(link.rules), link.password_hash,
+            created,
         ),
     )  # fmt: skip
     if inserted == 1 and link.tags:
@@ -111,12 +112,12 @@ async def save_link(tx: Tx, link: Link, now: datetime, *, old_tags: tuple[str, .
     ``link_tags`` rows where the tags changed from ``old_tags``."""
     await tx.execute(
         "UPDATE links SET url = ?, expires_at = ?, disabled = ?, max_visits = ?,"
-        " valid_since = ?, redirect_status = ?, tags = ?, title = ?, rules = ?, updated_at = ?"
-        " WHERE code = ?",
+        " valid_since = ?, redirect_status = ?, tags = ?, title = ?, rules = ?,"
+        " password_hash = ?, updated_at = ? WHERE code = ?",
         (
             link.url, _db_time(link.expires_at), int(link.disabled), link.max_visits,
             _db_time(link.valid_since), link.redirect_status, tags_column(link.tags),
-            link.title, encode_rules(link.rules), db_time(now), link.code,
+            link.title, encode_rules(link.rules), link.password_hash, db_time(now), link.code,
         ),
     )  # fmt: skip
     gone = [tag for tag in old_tags if tag not in link.tags]
@@ -128,12 +129,13 @@ async def save_link(tx: Tx, link: Link, now: datetime, *, old_tags: tuple[str, .
 
 
 def link_event(kind: type[_E], link: Link, trace_id: str) -> _E:
-    """The ``LinkCreated`` or ``LinkUpdated`` carrying ``link``'s whole state."""
+    """The ``LinkCreated`` or ``LinkUpdated`` carrying ``link``'s whole state; of its
+    password, only whether it has one (the hash never leaves the links table)."""
     return kind(
         code=link.code, owner_id=link.owner_id, url=link.url, expires_at=link.expires_at,
         disabled=link.disabled, max_visits=link.max_visits, valid_since=link.valid_since,
         redirect_status=link.redirect_status, tags=link.tags, title=link.title,
-        rules=link.rules, trace_id=trace_id,
+        rules=link.rules, has_password=link.has_password, trace_id=trace_id,
     )  # fmt: skip
 
 

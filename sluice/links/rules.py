@@ -22,6 +22,7 @@ ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")
 RESERVED = frozenset({
     "api", "admin", "v1", "v2", "healthz", "readyz", "health", "metrics", "openapi.json",
     "static", "assets", "login", "logout", "favicon.ico", "robots.txt", "docs", "status",
+    "stats",  # GET /v1/links/stats lists the caller's busiest links, not a link so named
 })  # fmt: skip
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOOPBACK = "localhost"  # what every loopback host compares as
@@ -241,4 +242,15 @@ def check_tag(value: str) -> str:
 def check_title(value: str) -> str:
     if len(value) > TITLE_MAX:
         raise Invalid(f"must be at most {TITLE_MAX} characters")
+    return value
+
+
+# SPEC 13 password: the bounds of a user's password (sluice/http/users.py).
+PASSWORD_MIN, PASSWORD_MAX = 8, 128
+
+
+def check_password(value: str) -> str:
+    """8 to 128 characters (code points), any of them; stored only as its scrypt hash."""
+    if not PASSWORD_MIN <= len(value) <= PASSWORD_MAX:
+        raise Invalid(f"must be {PASSWORD_MIN} to {PASSWORD_MAX} characters")
     return value

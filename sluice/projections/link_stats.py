@@ -1,34 +1,43 @@
-"""The ``link-stats`` projection: visit totals, days, referrers, browsers, unique visitors.
+"""The ``link-stats`` projection: visits of each link per UTC day, with what they came from.
+
+Every figure of a stats answer is kept per day, so any range of days can be
+answered (sluice/projections/link_stats_reads.py): visits and bots in
+``link_stats_days``; referrers, browsers, countries, OSes and devices in
+``link_day_facets``; each owner's links per day in ``link_owner_days`` (the
+owner's busiest links of a range). ``link_stats`` keeps the whole-life totals
+(``sluice/links/limits.py`` reads them), and ``link_stats_referrers`` and
+``link_stats_browsers`` the whole-life lists of the first release.
 
 Pre-aggregated: a batch's fresh visits are summed in memory and written as
-deltas, so a hot link costs one UPDATE per table per batch, not one per visit.
+deltas, so a hot link costs one upsert per table per batch, not one per visit.
 Unique visitors are exact: ``link_visitors`` holds one row per (link,
 visitor) and ``link_day_visitors`` one per (link, UTC day, visitor); a batch
 inserts its pairs with ON CONFLICT DO NOTHING and counts only the rows that
-were really inserted (RETURNING), which are the first visits. The reads never
-touch the events table or those visitor tables.
+were really inserted (RETURNING), which are the first visits. A range's
+unique visitors are counted from ``link_day_visitors`` when read.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sluice.config import Config
 from sluice.events import AnyEvent, LinkVisited, utcnow
 from sluice.projections.base import Projection
-from sluice.store import Store, Tx
-from sluice.store.migrations import LINK_STATS_DDL
+from sluice.store import Tx
+from sluice.store.migrations import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
 
-# Rows per multi-row INSERT: far below SQLite's bound on statement parameters.
+# Rows per multi-row statement: far below SQLite's bound on statement parameters.
 _CHUNK = 300
-# Most referrers and browsers a stats answer lists (the busiest first).
-TOP_ROWS = 100
-# A visit without a (valid) Referer is stored under this name and answered as null.
-DIRECT = ""
+# A visit without a (valid) Referer, or whose country, OS or device cannot be told, is
+# stored under this value and answered as null.
+UNKNOWN = ""
+DIRECT = UNKNOWN
+FACETS = ("referrer", "browser", "country", "os", "device")
 
 
 def utc_day(moment: datetime) -> str:
@@ -37,24 +46,33 @@ def utc_day(moment: datetime) -> str:
 
 @dataclass
 class _Batch:
-    totals: Counter[str]
-    bots: Counter[str]
-    days: Counter[tuple[str, str]]
-    referrers: Counter[tuple[str, str]]
-    browsers: Counter[tuple[str, str]]
-    visitors: set[tuple[str, str]]
-    day_visitors: set[tuple[str, str, str]]
+    totals: Counter[str] = field(default_factory=Counter)
+    bots: Counter[str] = field(default_factory=Counter)
+    days: Counter[tuple[str, str]] = field(default_factory=Counter)
+    day_bots: Counter[tuple[str, str]] = field(default_factory=Counter)
+    referrers: Counter[tuple[str, str]] = field(default_factory=Counter)  # whole life
+    browsers: Counter[tuple[str, str]] = field(default_factory=Counter)  # whole life
+    facets: Counter[tuple[str, str, str, str]] = field(default_factory=Counter)
+    visitors: set[tuple[str, str]] = field(default_factory=set)
+    day_visitors: set[tuple[str, str, str]] = field(default_factory=set)
 
 
 def _aggregate(visits: Iterable[LinkVisited]) -> _Batch:
-    batch = _Batch(Counter(), Counter(), Counter(), Counter(), Counter(), set(), set())
+    batch = _Batch()
     for visit in visits:
         code, day = visit.code, utc_day(visit.occurred_at)
+        referrer = visit.referrer_host or DIRECT
         batch.totals[code] += 1
         batch.bots[code] += visit.is_bot
         batch.days[(code, day)] += 1
-        batch.referrers[(code, visit.referrer_host or DIRECT)] += 1
+        batch.day_bots[(code, day)] += visit.is_bot
+        batch.referrers[(code, referrer)] += 1
         batch.browsers[(code, visit.browser)] += 1
+        for facet, value in (
+            ("referrer", referrer), ("browser", visit.browser),
+            ("country", visit.country), ("os", visit.os), ("device", visit.device),
+        ):  # fmt: skip
+            batch.facets[(code, day, facet, value or UNKNOWN)] += 1
         batch.visitors.add((code, visit.visitor))
         batch.day_visitors.add((code, day, visit.visitor))
     return batch
@@ -77,6 +95,19 @@ async def _insert_new(
             )
         )
     return inserted
+
+
+async def _owners(tx: Tx, codes: Sequence[str]) -> dict[str, str]:
+    """The owner of each of ``codes`` that is a link (one primary-key read each)."""
+    owners: dict[str, str] = {}
+    for i in range(0, len(codes), _CHUNK):
+        chunk = codes[i : i + _CHUNK]
+        rows = await tx.fetchall(
+            f"SELECT code, owner_id FROM links WHERE code IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        )
+        owners.update((str(code), str(owner)) for code, owner in rows)
+    return owners
 
 
 async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> None:
@@ -106,14 +137,18 @@ async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> N
         f" total = link_stats{s}.total + excluded.total, bots = link_stats{s}.bots + excluded.bots,"
         f" unique_visitors = link_stats{s}.unique_visitors + excluded.unique_visitors,"
         " updated_at = excluded.updated_at",
-        [(c, n, batch.bots[c], new_visitors[c], now) for c, n in batch.totals.items()],
+        [(c, n, batch.bots[c], new_visitors[c], now) for c, n in sorted(batch.totals.items())],
     )
     await tx.executemany(
-        f"INSERT INTO link_stats_days{s} (code, day, visits, unique_visitors) VALUES (?, ?, ?, ?)"
-        f" ON CONFLICT (code, day) DO UPDATE SET visits = link_stats_days{s}.visits"
-        f" + excluded.visits, unique_visitors = link_stats_days{s}.unique_visitors"
-        " + excluded.unique_visitors",
-        [(c, d, n, new_day_visitors[(c, d)]) for (c, d), n in batch.days.items()],
+        f"INSERT INTO link_stats_days{s} (code, day, visits, unique_visitors, bots)"
+        f" VALUES (?, ?, ?, ?, ?) ON CONFLICT (code, day) DO UPDATE SET"
+        f" visits = link_stats_days{s}.visits + excluded.visits,"
+        f" unique_visitors = link_stats_days{s}.unique_visitors + excluded.unique_visitors,"
+        f" bots = link_stats_days{s}.bots + excluded.bots",
+        [
+            (c, d, n, new_day_visitors[(c, d)], batch.day_bots[(c, d)])
+            for (c, d), n in sorted(batch.days.items())
+        ],
     )
     for table, column, counts in (
         ("link_stats_referrers", "referrer", batch.referrers),
@@ -123,84 +158,47 @@ async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> N
             f"INSERT INTO {table}{s} (code, {column}, visits) VALUES (?, ?, ?)"
             f" ON CONFLICT (code, {column}) DO UPDATE"
             f" SET visits = {table}{s}.visits + excluded.visits",
-            [(c, key, n) for (c, key), n in counts.items()],
+            [(c, key, n) for (c, key), n in sorted(counts.items())],
         )
+    await tx.executemany(
+        f"INSERT INTO link_day_facets{s} (code, day, facet, value, visits) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (code, day, facet, value) DO UPDATE"
+        f" SET visits = link_day_facets{s}.visits + excluded.visits",
+        [(*key, n) for key, n in sorted(batch.facets.items())],
+    )
+    await _add_owner_days(tx, batch, s)
+
+
+async def _add_owner_days(tx: Tx, batch: _Batch, s: str) -> None:
+    owners = await _owners(tx, sorted(batch.totals))
+    rows = sorted(
+        (owners[c], d, c, n, batch.day_bots[(c, d)])
+        for (c, d), n in batch.days.items()
+        if c in owners  # a code that is no link has no owner to count it for
+    )
+    if not rows:
+        return
+    await tx.executemany(
+        f"INSERT INTO link_owner_days{s} (owner_id, day, code, visits, bots)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner_id, day, code) DO UPDATE SET"
+        f" visits = link_owner_days{s}.visits + excluded.visits,"
+        f" bots = link_owner_days{s}.bots + excluded.bots",
+        rows,
+    )
 
 
 TABLES = (
     "link_stats", "link_stats_days", "link_stats_referrers", "link_stats_browsers",
     "link_visitors", "link_day_visitors", "link_stats_processed",
+    "link_day_facets", "link_owner_days",
 )  # fmt: skip
 
 PROJECTION = Projection(
     name="link-stats",
     aggregates=("visits",),
     event_types=("LinkVisited",),
-    ddl=LINK_STATS_DDL,
+    # A replay builds the tables as a fresh database gets them: migration 6, then 24.
+    ddl=LINK_STATS_DDL + LINK_STATS_RANGES_DDL,
     tables=TABLES,
     apply=apply,
 )
-
-
-# Reads used by the HTTP view.
-
-
-@dataclass(frozen=True)
-class DayStats:
-    day: date
-    visits: int
-    unique_visitors: int
-
-
-@dataclass(frozen=True)
-class LinkStats:
-    total: int
-    bots: int
-    unique_visitors: int
-    days: list[DayStats]  # every day of the range, zeros included
-    referrers: list[tuple[str | None, int]]  # None: no Referer
-    browsers: list[tuple[str, int]]
-
-
-# One statement, so one consistent snapshot: the totals, the days, the
-# referrers and the browsers all include the same batches.
-_NO_TEXT = "CAST(NULL AS TEXT)"
-_NO_NUMBER = "CAST(NULL AS INTEGER)"
-_STATS = f"""
-SELECT 't', {_NO_TEXT}, total, bots, unique_visitors FROM link_stats WHERE code = ?
-UNION ALL
-SELECT 'd', day, visits, unique_visitors, {_NO_NUMBER} FROM link_stats_days
- WHERE code = ? AND day >= ? AND day <= ?
-UNION ALL
-SELECT * FROM (SELECT 'r', referrer, visits, {_NO_NUMBER}, {_NO_NUMBER}
- FROM link_stats_referrers WHERE code = ? ORDER BY visits DESC, referrer LIMIT {TOP_ROWS}) AS r
-UNION ALL
-SELECT * FROM (SELECT 'b', browser, visits, {_NO_NUMBER}, {_NO_NUMBER}
- FROM link_stats_browsers WHERE code = ? ORDER BY visits DESC, browser LIMIT {TOP_ROWS}) AS b
-"""
-
-
-async def read_stats(store: Store, code: str, first: date, last: date) -> LinkStats:
-    """All-time totals, referrers and browsers of ``code``, and its days ``first..last``."""
-    rows = await store.fetchall(
-        _STATS, (code, code, first.isoformat(), last.isoformat(), code, code)
-    )
-    total = bots = unique = 0
-    days: dict[str, tuple[int, int]] = {}
-    referrers: list[tuple[str | None, int]] = []
-    browsers: list[tuple[str, int]] = []
-    for kind, key, a, b, c in rows:
-        if kind == "t":
-            total, bots, unique = int(a), int(b), int(c)
-        elif kind == "d":
-            days[str(key)] = (int(a), int(b))
-        elif kind == "r":
-            referrers.append((str(key) or None, int(a)))
-        else:
-            browsers.append((str(key), int(a)))
-    series = []
-    for offset in range((last - first).days + 1):
-        day = first + timedelta(days=offset)
-        visits, uniques = days.get(day.isoformat(), (0, 0))
-        series.append(DayStats(day, visits, uniques))
-    return LinkStats(total, bots, unique, series, referrers, browsers)

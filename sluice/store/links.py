@@ -26,6 +26,21 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
     tags: tuple[str, ...] = ()
     title: str | None = None
     rules: tuple[Rule, ...] = ()  # the first that matches picks the target (links.targeting)
+    # The scrypt hash of the link's password (sluice/http/link_passwords.py), None for none.
+    # Only the POST of the password form reads it: events, responses and the link cache
+    # carry ``has_password``, and the repr leaves it out, should a link ever be logged.
+    password_hash: str | None = None
+
+    @property
+    def has_password(self) -> bool:
+        return self.password_hash is not None
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={'<hidden>' if name == 'password_hash' and value else repr(value)}"
+            for name, value in msgspec.structs.asdict(self).items()
+        )
+        return f"Link({fields})"
 
     def gone(self, now: datetime) -> bool:
         """Disabled or expired: the redirect answers 410."""
@@ -34,7 +49,7 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
 
 LINK_COLUMNS = (
     "code, owner_id, url, expires_at, disabled, created_at,"
-    " max_visits, valid_since, redirect_status, tags, title, rules"
+    " max_visits, valid_since, redirect_status, tags, title, rules, password_hash"
 )
 
 
@@ -61,6 +76,7 @@ def link_from_row(row: Row) -> Link:
         tags=tuple(str(row[9]).split()),
         title=None if row[10] is None else str(row[10]),
         rules=decode_rules(row[11]),
+        password_hash=None if row[12] is None else str(row[12]),
     )
 
 

@@ -77,6 +77,32 @@ CREATE TABLE link_stats_processed{s} (
 ) WITHOUT ROWID;
 """
 
+# Link statistics of any UTC day range (SPEC 13), added by migration 24 to the tables
+# above, which stay as migration 6 made them (a fresh database runs 6, then 24; a
+# replay runs both templates). Per day: the bots; link_day_facets counts visits per
+# (day, facet, value), facet one of referrer, browser, country, os, device, value ''
+# when unknown; link_owner_days counts each owner's links per day, for the owner's
+# busiest links of a range.
+LINK_STATS_RANGES_DDL = """
+ALTER TABLE link_stats_days{s} ADD COLUMN bots INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE link_day_facets{s} (
+    code TEXT NOT NULL,
+    day TEXT NOT NULL,
+    facet TEXT NOT NULL,
+    value TEXT NOT NULL,
+    visits INTEGER NOT NULL,
+    PRIMARY KEY (code, day, facet, value)
+) WITHOUT ROWID;
+CREATE TABLE link_owner_days{s} (
+    owner_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    code TEXT NOT NULL,
+    visits INTEGER NOT NULL,
+    bots INTEGER NOT NULL,
+    PRIMARY KEY (owner_id, day, code)
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -514,6 +540,89 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         # NULL for none; read with the link's row, so a redirect reads nothing more.
         """
         ALTER TABLE links ADD COLUMN rules TEXT;
+        """,
+    ),
+    (
+        25,
+        "orphan visits",
+        # SPEC 13 orphan visits: GETs of codes no link has, per UTC day ('YYYY-MM-DD').
+        # A day keeps at most SLUICE_ORPHAN_CODES_PER_DAY code rows; `other` counts the
+        # visits of codes beyond them (sluice/links/orphans.py).
+        """
+        CREATE TABLE orphan_visit_days (
+            day TEXT PRIMARY KEY,
+            visits INTEGER NOT NULL,
+            other INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE orphan_visit_codes (
+            day TEXT NOT NULL,
+            code TEXT NOT NULL,
+            visits INTEGER NOT NULL,
+            PRIMARY KEY (day, code)
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        24,
+        "link statistics of any day range",
+        # SPEC 13 (sluice/projections/link_stats.py). The new rows start empty for the
+        # visits before it: `sluice replay link-stats` fills them from the history.
+        LINK_STATS_RANGES_DDL.format(s=""),
+    ),
+    (
+        23,
+        "link passwords",
+        # SPEC 13 password (sluice/http/link_passwords.py): the scrypt hash of the link's
+        # password (sluice/passwords.py's format), NULL for none. Read with the link's
+        # row; never in an event (they carry has_password), a response or an export.
+        """
+        ALTER TABLE links ADD COLUMN password_hash TEXT;
+        """,
+    ),
+    (
+        26,
+        "one-shot reminders, reminder edits",
+        # SPEC 14 (sluice/scheduler/one_shots.py). at: a one-shot's instant (NULL for a
+        # cron reminder, whose cron and timezone a one-shot leaves ''); due_at: set while
+        # a one-shot is pending (not fired, paused or deleted), NULL otherwise, so the
+        # partial index holds the pending ones only and schedulers read "due <= now"
+        # from it; done_at: when it fired. rescheduled_at: the last PATCH of the
+        # schedule (or resume), before which no occurrence of the new schedule fires.
+        """
+        ALTER TABLE reminders ADD COLUMN at TEXT;
+        ALTER TABLE reminders ADD COLUMN due_at TEXT;
+        ALTER TABLE reminders ADD COLUMN done_at TEXT;
+        ALTER TABLE reminders ADD COLUMN rescheduled_at TEXT;
+        CREATE INDEX reminders_due ON reminders (due_at, id) WHERE due_at IS NOT NULL;
+        """,
+    ),
+    (
+        27,
+        "task scheduling policies: skipped and cancelled runs, catch-up, backfill, pauses",
+        # SPEC 14 (sluice/scheduler/policy.py, overlap.py, pauses.py). status gains
+        # 'cancelled' and 'skipped', trigger 'catchup' and 'backfill': the columns are
+        # replaced as in migration 18 (a CHECK cannot be altered in SQLite). One run per
+        # occurrence, whatever triggered it (cron, catch-up, backfill); a skipped record
+        # does not count, so a backfill can still run an occurrence that was skipped.
+        """
+        DROP INDEX task_runs_occurrence;
+        ALTER TABLE task_runs ADD COLUMN trigger_new TEXT NOT NULL DEFAULT 'cron'
+            CHECK (trigger_new IN ('cron', 'manual', 'catchup', 'backfill'));
+        UPDATE task_runs SET trigger_new = trigger;
+        ALTER TABLE task_runs DROP COLUMN trigger;
+        ALTER TABLE task_runs RENAME COLUMN trigger_new TO trigger;
+        ALTER TABLE task_runs ADD COLUMN status_new TEXT NOT NULL DEFAULT 'running'
+            CHECK (status_new IN ('running', 'succeeded', 'failed', 'cancelled', 'skipped'));
+        UPDATE task_runs SET status_new = status;
+        ALTER TABLE task_runs DROP COLUMN status;
+        ALTER TABLE task_runs RENAME COLUMN status_new TO status;
+        CREATE UNIQUE INDEX task_runs_occurrence ON task_runs (task, scheduled_for)
+            WHERE trigger != 'manual' AND status != 'skipped';
+        CREATE INDEX task_runs_running ON task_runs (task) WHERE status = 'running';
+        CREATE TABLE paused_tasks (
+            name TEXT PRIMARY KEY,
+            paused_at TEXT NOT NULL
+        ) WITHOUT ROWID;
         """,
     ),
 ]

@@ -93,6 +93,15 @@ class Keys:
         """A sorted set of the login attempts in progress (token, start time)."""
         return f"{self.prefix}:login:attempts:{{{email_digest}}}"
 
+    def link_password_failures(self, digest: str) -> str:
+        """Failed passwords of one link from one client (``digest``: of both), a sorted
+        set as ``login_failures``, tagged alike for the limiter's script."""
+        return f"{self.prefix}:linkpw:failures:{{{digest}}}"
+
+    def link_password_attempts(self, digest: str) -> str:
+        """Password checks of one link from one client in progress."""
+        return f"{self.prefix}:linkpw:attempts:{{{digest}}}"
+
     def client_limit(self, kind: str, address_digest: str) -> str:
         """One client address's bucket of logins, registrations or admin failures."""
         return f"{self.prefix}:client:{kind}:{address_digest}"

@@ -71,6 +71,7 @@ async def test_a_link_gets_a_random_code_and_its_event(
     assert set(link) == {
         "code", "short_url", "url", "expires_at", "disabled", "created_at",
         "max_visits", "valid_since", "redirect_status", "tags", "title", "rules",
+        "has_password",
     }  # fmt: skip
     assert link["rules"] == []
     assert CODE.fullmatch(link["code"])

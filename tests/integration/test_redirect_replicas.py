@@ -97,6 +97,11 @@ async def test_a_patch_through_one_api_redirects_by_the_new_state_everywhere_wit
     await wait_for(everywhere(replicas, (302, "https://example.org/en")), timeout=1.0)
     await patch({"rules": None})
     await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    # A password: its form (200, no Location) everywhere, and the redirect once removed.
+    await patch({"password": "correct horse battery"})
+    await wait_for(everywhere(replicas, (200, None)), timeout=1.0)
+    await patch({"password": None})
+    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
 
 
 async def test_a_patch_is_seen_everywhere_however_far_behind_the_relay_is(

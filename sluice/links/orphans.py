@@ -55,12 +55,7 @@ class DayTally:
 
     def add(self, code: str, visits: int, cap: int) -> None:
         self.visits += visits
-        if code in self.codes:
-            self.codes[code] += visits
-        elif len(self.codes) < cap:
-            self.codes[code] = visits
-        else:
-            self.other += visits
+        self._place(code, visits, cap)
 
     def merge(self, older: DayTally, cap: int) -> None:
         """Add a tally whose write failed; its codes go first (they were seen first)."""
@@ -68,12 +63,16 @@ class DayTally:
         self.visits += older.visits
         self.other += older.other
         for code, visits in newer.items():
-            if code in self.codes:
-                self.codes[code] += visits
-            elif len(self.codes) < cap:
-                self.codes[code] = visits
-            else:
-                self.other += visits
+            self._place(code, visits, cap)
+
+    def _place(self, code: str, visits: int, cap: int) -> None:
+        """Count ``visits`` under ``code`` while the day has room for it, else in ``other``."""
+        if code in self.codes:
+            self.codes[code] += visits
+        elif len(self.codes) < cap:
+            self.codes[code] = visits
+        else:
+            self.other += visits
 
 
 class OrphanTally:

@@ -25,7 +25,8 @@ from sluice.history.reader import read_history
 from sluice.store.base import Store
 
 VISIT_TYPES = ("LinkVisited",)
-HEADER = ("visited_at", "visitor", "referrer_host", "browser", "is_bot")
+# country, os and device since migration 24 (SPEC 13); empty in older visits and when unknown.
+HEADER = ("visited_at", "visitor", "referrer_host", "browser", "is_bot", "country", "os", "device")
 
 _SCAN = (
     "SELECT payload FROM events WHERE seq > ? AND seq <= ? AND type = 'LinkVisited'"
@@ -43,6 +44,9 @@ class Visit(msgspec.Struct, frozen=True):
     referrer_host: str | None = None
     browser: str = "Other"
     is_bot: bool = False
+    country: str | None = None
+    os: str | None = None
+    device: str | None = None
 
 
 _decoder = msgspec.json.Decoder(Visit)
@@ -115,7 +119,7 @@ def csv_rows(visits: Sequence[Visit]) -> bytes:
     return _rows_to_bytes(
         (
             utc_time(v.occurred_at), v.visitor, _cell(v.referrer_host), _cell(v.browser),
-            "true" if v.is_bot else "false",
+            "true" if v.is_bot else "false", v.country or "", v.os or "", v.device or "",
         )
         for v in visits
     )  # fmt: skip

@@ -40,7 +40,7 @@ def _visit(event: LinkVisited) -> dict[str, Any]:
     return {
         "event_id": event.event_id, "occurred_at": _when(event.occurred_at),
         "code": event.code, "referrer_host": event.referrer_host, "browser": event.browser,
-        "is_bot": event.is_bot,
+        "is_bot": event.is_bot, "country": event.country, "os": event.os, "device": event.device,
     }  # fmt: skip
 
 

@@ -174,7 +174,7 @@ async def test_a_finished_export_serves_its_csv_until_retention_removes_it(
     async with store.transaction() as tx:
         await tx.append(
             LinkVisited(code=CODE, visitor="v1", referrer_host="news.example.com",
-                        browser="Firefox"),
+                        browser="Firefox", country="DE", os="linux", device="desktop"),
             LinkVisited(code="theirs", visitor="v2"),
             LinkVisited(code=CODE, visitor="v3", browser="=cmd()", is_bot=True),
         )  # fmt: skip
@@ -191,10 +191,11 @@ async def test_a_finished_export_serves_its_csv_until_retention_removes_it(
     disposition = response.headers["Content-Disposition"]
     assert disposition.startswith('attachment; filename="export1-visits-')
     rows = list(csv.reader(io.StringIO(await response.text())))
-    assert rows[0] == ["visited_at", "visitor", "referrer_host", "browser", "is_bot"]
+    assert rows[0] == ["visited_at", "visitor", "referrer_host", "browser", "is_bot",
+                       "country", "os", "device"]  # fmt: skip
     assert [row[1:] for row in rows[1:]] == [
-        ["v1", "news.example.com", "Firefox", "false"],
-        ["v3", "", "'=cmd()", "true"],  # a formula is defused for spreadsheets
+        ["v1", "news.example.com", "Firefox", "false", "DE", "linux", "desktop"],
+        ["v3", "", "'=cmd()", "true", "", "", ""],  # a formula is defused for spreadsheets
     ]
     assert all(row[0].endswith("Z") for row in rows[1:])
 

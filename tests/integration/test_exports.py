@@ -121,7 +121,8 @@ async def stored_csv(store: Store, job_id: str) -> bytes:
 async def csv_rows(store: Store, job_id: str) -> list[tuple[datetime, str, str, str, str]]:
     text = (await stored_csv(store, job_id)).decode()
     header, *rows = list(csv.reader(io.StringIO(text, newline="")))
-    assert header == ["visited_at", "visitor", "referrer_host", "browser", "is_bot"]
+    assert header == ["visited_at", "visitor", "referrer_host", "browser", "is_bot",
+                      "country", "os", "device"]  # fmt: skip
     assert all(row[0].endswith("Z") for row in rows)
     return [
         (datetime.fromisoformat(row[0].replace("Z", "+00:00")), row[1], row[2], row[3], row[4])

@@ -152,6 +152,8 @@ async def test_link_created_and_visits_in_signed_batches(
     changes = [p["data"]["url"] for p in created if p["type"] == "link.updated"]
     assert changes == ["https://example.org/b"]
     assert {v["code"] for v in visits()} == {code}
+    # What the visit knows of its client (a loopback address has no country).
+    assert all(v["country"] is None and "os" in v and "device" in v for v in visits())
     answer = await api.get(f"/v1/webhooks/{hook['id']}/deliveries", headers=ada)
     items = (await answer.json())["items"]
     assert {i["event_type"] for i in items} == {"link.created", "link.updated", "link.visited"}

@@ -143,9 +143,10 @@ class ReminderCreated(Event, frozen=True, kw_only=True, tag=True):
     aggregate: ClassVar[str] = "reminders"
     reminder_id: str
     owner_id: str
-    cron: str
-    timezone: str
+    cron: str  # '' for a one-shot
+    timezone: str  # '' for a one-shot
     text: str
+    at: datetime | None = None  # a one-shot's instant (SPEC 14)
 
 
 class ReminderDeleted(Event, frozen=True, kw_only=True, tag=True):
@@ -155,7 +156,7 @@ class ReminderDeleted(Event, frozen=True, kw_only=True, tag=True):
 
 
 class ReminderUpdated(Event, frozen=True, kw_only=True, tag=True):
-    """The reminder's whole new state (paused by a one-click unsubscribe, for one)."""
+    """The reminder's whole new state (paused by a one-click unsubscribe, or a PATCH)."""
 
     aggregate: ClassVar[str] = "reminders"
     reminder_id: str
@@ -164,6 +165,7 @@ class ReminderUpdated(Event, frozen=True, kw_only=True, tag=True):
     timezone: str
     text: str
     paused: bool = False
+    at: datetime | None = None  # a one-shot's instant (SPEC 14)
 
 
 class ReminderDue(Event, frozen=True, kw_only=True, tag=True):

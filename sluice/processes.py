@@ -112,6 +112,7 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
 async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
     """Cron tasks and user reminders; run any number of these."""
     from sluice.scheduler.loop import Scheduler
+    from sluice.scheduler.one_shots import OneShotRunner
     from sluice.scheduler.registry import all_tasks
     from sluice.scheduler.reminders import ReminderRunner
 
@@ -119,7 +120,8 @@ async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
     async with open_resources(config) as resources:
         scheduler = Scheduler(resources, list(tasks.values()))
         reminders = ReminderRunner(resources, holder=scheduler.holder)
-        await asyncio.gather(scheduler.run(stop), reminders.run(stop))
+        one_shots = OneShotRunner(resources, holder=scheduler.holder)
+        await asyncio.gather(scheduler.run(stop), reminders.run(stop), one_shots.run(stop))
 
 
 async def run_api(

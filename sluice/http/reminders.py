@@ -1,4 +1,4 @@
-"""The caller's reminders: create (validated cron), list, delete.
+"""The caller's reminders: create (a validated cron, or a one-shot's instant), list, delete.
 
 A reminder and its ``ReminderCreated`` (or its deletion and
 ``ReminderDeleted``) commit in one transaction; every scheduler replica
@@ -8,7 +8,6 @@ each occurrence fires.
 
 from __future__ import annotations
 
-import unicodedata
 from datetime import datetime
 
 from aiohttp import web
@@ -20,91 +19,32 @@ from sluice.http.apidoc import BAD_BODY, UNAUTHORIZED, USER, Route, ok, problem,
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, read_json
 from sluice.http.keys import CONFIG, STORE, TRACE_ID, UPCOMING
-from sluice.http.schemas import (
-    REMINDER_CRON_MAX,
-    REMINDER_TEXT_MAX,
-    ReminderBody,
-    ReminderList,
-    ReminderOut,
+from sluice.http.reminder_checks import (
+    check_at,
+    check_cron,
+    check_text,
+    check_timezone,
+    one_shot_runs,
+    reminder_out,
 )
-from sluice.scheduler.cron import CronError, CronSchedule, min_interval, parse_cron, zone
+from sluice.http.schemas import REMINDER_TEXT_MAX, ReminderBody, ReminderList, ReminderOut
+from sluice.scheduler.cron import CronSchedule
 from sluice.scheduler.upcoming import Window, to_stored, window
 from sluice.store import next_runs
 from sluice.store import reminders as store
 from sluice.store.reminders import Reminder
 
-ACTIVE_MAX = 100  # active reminders per user
-
-
-def _out(reminder: Reminder, next_runs: list[datetime]) -> ReminderOut:
-    return ReminderOut(
-        id=reminder.id, cron=reminder.cron, timezone=reminder.timezone, text=reminder.text,
-        next_runs=next_runs, created_at=reminder.created_at,
-        status="active" if reminder.paused_at is None else "paused",
-    )  # fmt: skip
-
-
-def _check_timezone(value: str | None, errors: list[FieldError]) -> str | None:
-    if not value:
-        errors.append(FieldError("timezone", "required: an IANA time zone such as Europe/Berlin"))
-        return None
-    try:
-        zone(value)
-    except CronError as exc:
-        errors.append(FieldError("timezone", str(exc)))
-        return None
-    return value
-
-
-def _check_cron(
-    value: str | None, timezone: str | None, config: Config, now: datetime, errors: list[FieldError]
-) -> CronSchedule | None:
-    """Syntax, then the shortest gap between occurrences (in the zone given, else UTC)."""
-    expr = " ".join((value or "").split())
-    if not expr:
-        errors.append(FieldError("cron", "required: six fields, seconds first (sec min hour "
-                                         "day-of-month month day-of-week)"))  # fmt: skip
-        return None
-    if len(expr) > REMINDER_CRON_MAX:
-        errors.append(FieldError("cron", f"longer than {REMINDER_CRON_MAX} characters"))
-        return None
-    try:
-        schedule = parse_cron(expr, timezone or "UTC")
-        gap = min_interval(schedule, now)
-    except (CronError, ValueError) as exc:
-        errors.append(FieldError("cron", str(exc)))
-        return None
-    least = config.reminder_min_interval
-    if gap < least:
-        errors.append(FieldError(
-            "cron", f"occurrences come as close as {gap:g} seconds apart; reminders must be at "
-                    f"least {least} seconds apart (SLUICE_REMINDER_MIN_INTERVAL)",
-        ))  # fmt: skip
-        return None
-    return schedule
-
-
-def _blank(text: str) -> bool:
-    """Nothing a reader would see: spaces, controls, invisible formatting (zero-width)."""
-    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
-
-
-def _check_text(value: str | None, errors: list[FieldError]) -> str | None:
-    if value is None or _blank(value):
-        errors.append(FieldError("text", "required: what to remind you of, not blank"))
-        return None
-    if len(value) > REMINDER_TEXT_MAX:
-        errors.append(FieldError("text", f"longer than {REMINDER_TEXT_MAX} characters"))
-        return None
-    return value
+ACTIVE_MAX = 100  # cron reminders per user (paused ones count, deleted ones do not)
+PENDING_MAX = 1000  # one-shots per user that have not fired yet
+_SHAPES = "a one-shot reminder takes {at, text}, a cron reminder {cron, timezone, text}"
 
 
 def _validated(body: ReminderBody, config: Config, now: datetime) -> tuple[CronSchedule, str]:
     """The schedule (in the reminder's zone) and the text, or a 422 naming every bad field."""
     errors: list[FieldError] = []
-    timezone = _check_timezone(body.timezone, errors)
-    schedule = _check_cron(body.cron, timezone, config, now, errors)
-    text = _check_text(body.text, errors)
+    timezone = check_timezone(body.timezone, errors)
+    schedule = check_cron(body.cron, timezone, config, now, errors)
+    text = check_text(body.text, errors)
     if errors or schedule is None or timezone is None or text is None:
         raise Unprocessable("invalid reminder", errors)
     return schedule, text
@@ -121,10 +61,46 @@ def _over_cap(count: int) -> Unprocessable:
     return Unprocessable("too many reminders", [FieldError("reminders", message)])
 
 
+def _over_pending(count: int) -> Unprocessable:
+    message = (f"you have {count} one-shot reminders still to fire, the most allowed is "
+               f"{PENDING_MAX}; delete one or wait for one to fire")  # fmt: skip
+    return Unprocessable("too many reminders", [FieldError("reminders", message)])
+
+
+async def _create_one_shot(request: web.Request, user_id: str, body: ReminderBody) -> web.Response:
+    """``{at, text}``: fires once, from the store's due index (``sluice.scheduler.one_shots``)."""
+    now = utcnow()
+    errors: list[FieldError] = []
+    for name in ("cron", "timezone"):
+        if getattr(body, name) is not None:
+            errors.append(FieldError(name, _SHAPES))
+    at = check_at(body.at, now, errors)
+    text = check_text(body.text, errors)
+    if errors or at is None or text is None:
+        raise Unprocessable("invalid reminder", errors)
+    reminder = Reminder(
+        id=uuid7(), owner_id=user_id, cron="", timezone="", text=text, created_at=now, at=at
+    )
+    async with request.app[STORE].transaction() as tx:
+        if (count := await store.count_pending(tx, user_id)) >= PENDING_MAX:
+            raise _over_pending(count)
+        await store.insert_reminder(tx, reminder)
+        await tx.append(
+            ReminderCreated(
+                reminder_id=reminder.id, owner_id=user_id, cron="", timezone="", text=text,
+                at=at, occurred_at=now, trace_id=request[TRACE_ID],
+            )
+        )  # fmt: skip
+    out = reminder_out(reminder, one_shot_runs(reminder))
+    return json_response(out, 201, headers={"Location": f"/v1/reminders/{reminder.id}"})
+
+
 async def create_reminder(request: web.Request) -> web.Response:
     """A new reminder and ``ReminderCreated`` in one transaction; 201 with its next runs."""
     user = await require_user(request)
     body = await read_json(request, ReminderBody)
+    if body.at is not None:
+        return await _create_one_shot(request, user.id, body)
     now = utcnow()
     if (count := await store.count_active(request.app[STORE], user.id)) >= ACTIVE_MAX:
         raise _over_cap(count)  # before the costly checks; the transaction checks again
@@ -151,7 +127,7 @@ async def create_reminder(request: web.Request) -> web.Response:
             )
         )  # fmt: skip
     upcoming.remember(key, runs)
-    out = _out(reminder, runs.next_runs(now) or [])
+    out = reminder_out(reminder, runs.next_runs(now) or [])
     return json_response(out, 201, headers={"Location": f"/v1/reminders/{reminder.id}"})
 
 
@@ -162,9 +138,10 @@ async def list_reminders(request: web.Request) -> web.Response:
     now = utcnow()
     mine = await store.active_of(request.app[STORE], user.id)
     # Stored or cached, computed off the loop when neither holds (sluice.scheduler.upcoming).
-    firing = {r.id: (r.cron, r.timezone) for r in mine if not r.paused_at}
+    firing = {r.id: (r.cron, r.timezone) for r in mine if not r.paused_at and not r.one_shot}
     runs = await request.app[UPCOMING].of(request.app[STORE], firing, now)
-    return json_response(ReminderList(items=[_out(r, runs.get(r.id, [])) for r in mine]))
+    items = [reminder_out(r, one_shot_runs(r) if r.one_shot else runs.get(r.id, [])) for r in mine]
+    return json_response(ReminderList(items=items))
 
 
 async def delete_reminder(request: web.Request) -> web.Response:
@@ -183,8 +160,12 @@ async def delete_reminder(request: web.Request) -> web.Response:
 ROUTES = (
     Route("POST", "/v1/reminders", create_reminder, {
         "operationId": "createReminder",
-        "summary": "A cron reminder: one e-mail to you at each occurrence",
+        "summary": "A reminder: one e-mail to you at each occurrence, or once at `at`",
         "description": (
+            "Either `{cron, timezone, text}` (a cron reminder) or `{at, text}` (a one-shot), "
+            "not both. `at`: an RFC 3339 instant with an offset, in the future and at most "
+            "365 days ahead; the one-shot fires once, within a second of it, then reads "
+            f"`status: done`; at most {PENDING_MAX} one-shots not fired yet per user. "
             "`cron`: six fields, seconds first (`sec min hour dom mon dow`), with ranges, "
             "steps, lists, three-letter month and day names, day of week 0-7 (0 and 7 are "
             "Sunday); Quartz tokens (`?`, `L`, `W`, `#`) and a seventh field are refused. "
@@ -202,16 +183,22 @@ ROUTES = (
             **BAD_BODY,
             "401": UNAUTHORIZED,
             "422": problem("bad cron (the reason named), unknown time zone, occurrences "
-                           "closer than the minimum interval, blank or too long text, or "
-                           f"{ACTIVE_MAX} active reminders already"),
+                           "closer than the minimum interval, blank or too long text, "
+                           "`at` not an instant with an offset, past or over a year ahead, "
+                           "`at` with `cron` or `timezone`, or "
+                           f"{ACTIVE_MAX} active (or {PENDING_MAX} pending one-shot) "
+                           "reminders already"),
         },
     }, structs=(ReminderBody, ReminderOut)),
     Route("GET", "/v1/reminders", list_reminders, {
         "operationId": "listReminders",
         "summary": "The caller's reminders that are not deleted, newest first",
         "description": (
-            "`status` is `paused` for a reminder paused by its mails' one-click "
-            "unsubscribe: it does not fire, and its `next_runs` is empty."
+            "`status` is `paused` for a reminder paused by a PATCH or its mails' "
+            "one-click unsubscribe: it does not fire, and its `next_runs` is empty; "
+            "`done` for a one-shot that fired. A one-shot has `at` (and `cron`, `timezone` "
+            "null), its `next_runs` is `[at]` while it will fire. Every reminder not done "
+            f"is listed, and the newest {store.DONE_LISTED} done one-shots."
         ),
         "security": USER,
         "responses": {"200": ok(ReminderList, "each with its next three occurrences"),

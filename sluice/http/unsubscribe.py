@@ -78,7 +78,7 @@ async def unsubscribe(request: web.Request) -> web.Response:
             await tx.append(
                 ReminderUpdated(
                     reminder_id=reminder.id, owner_id=reminder.owner_id, cron=reminder.cron,
-                    timezone=reminder.timezone, text=reminder.text, paused=True,
+                    timezone=reminder.timezone, text=reminder.text, paused=True, at=reminder.at,
                     trace_id=request[TRACE_ID],
                 )
             )  # fmt: skip

@@ -1,7 +1,8 @@
 """The next occurrence of every active reminder, earliest first: a runner's plan, no I/O.
 
-Catch-up policy: a reminder's first slot is the first one after the later of
-its creation and its last fired slot; a slot older than ``catch_up`` before
+Catch-up policy: a reminder's first slot is the first one after the latest of
+its creation, its last fired slot and its last reschedule (a PATCH of the
+schedule, or a resume); a slot older than ``catch_up`` before
 now is skipped (logged once per skip), and the reminder resumes with the
 first slot inside the window. Deletions seen on the stream leave a tombstone
 until a database load that began after them, so a load read just before the
@@ -56,7 +57,9 @@ class Agenda:
         try:
             schedule = parse_cron(reminder.cron, reminder.timezone)
             plan = Plan(reminder, schedule, reminder.created_at, time.monotonic())
-            after = max(reminder.created_at, last_fired or reminder.created_at)
+            # Nothing before a PATCH of the schedule (or a resume) fires, however recent.
+            after = max(reminder.created_at, last_fired or reminder.created_at,
+                        reminder.rescheduled_at or reminder.created_at)  # fmt: skip
             plan.next_slot = self._skip_stale(plan, schedule.next_after(after), now)
         except ValueError as exc:  # CronError, or a stored time without a zone
             log.error("reminder cannot be scheduled", reminder_id=reminder.id, error=str(exc))

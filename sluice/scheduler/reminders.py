@@ -2,7 +2,7 @@
 
 Each replica runs a ``ReminderRunner``. It loads the active reminders (neither
 deleted nor paused) from the database, follows ``ReminderCreated``,
-``ReminderDeleted`` and ``ReminderUpdated`` (a pause) on the reminders stream
+``ReminderDeleted`` and ``ReminderUpdated`` (a pause or a PATCH) on the reminders stream
 of every partition with a plain ``XREAD`` (each stream's end is pinned before
 the load, so no change falls between; on a cluster, a reader per partition),
 and reloads everything every ``reload_seconds`` to heal whatever an outage hid.
@@ -226,7 +226,10 @@ class ReminderRunner:
         traces = [secrets.token_hex(16) for _ in mine]
         outcomes = await stored.fire_many(
             self.resources.store,
-            [(p.reminder.id, p.next_slot, t) for p, t in zip(mine, traces, strict=True)],
+            [
+                (p.reminder.id, p.next_slot, t, (p.reminder.cron, p.reminder.timezone))
+                for p, t in zip(mine, traces, strict=True)
+            ],
             now,
         )
         for plan, outcome, trace_id in zip(mine, outcomes, traces, strict=True):
@@ -249,6 +252,12 @@ class ReminderRunner:
         elif outcome is Fired.PAUSED:
             log.info("reminder paused, not fired", reminder_id=reminder_id, slot=slot.isoformat())
             self.agenda.drop(reminder_id)
+        elif outcome is Fired.CHANGED:
+            # PATCHed before this slot's transaction: plan the new schedule from the database.
+            log.info("reminder changed, old slot not fired", reminder_id=reminder_id,
+                     slot=slot.isoformat())  # fmt: skip
+            self.agenda.drop(reminder_id)
+            self._reload_wanted = True
         else:
             log.info("reminder deleted, not fired", reminder_id=reminder_id, slot=slot.isoformat())
             self.agenda.drop(reminder_id)
@@ -318,6 +327,8 @@ class ReminderRunner:
         except ValueError as exc:  # msgspec's DecodeError and ValidationError
             log.warning("undecodable entry on the reminders stream, skipped", error=str(exc))
             return
+        if getattr(event, "at", None) is not None:
+            return  # a one-shot: fired from the store's due index (sluice.scheduler.one_shots)
         if isinstance(event, ReminderCreated):
             reminder = Reminder(
                 id=event.reminder_id, owner_id=event.owner_id, cron=event.cron,
@@ -328,7 +339,9 @@ class ReminderRunner:
             self.agenda.drop(event.reminder_id)
         elif isinstance(event, ReminderUpdated):
             # Out of the plan at once; unless paused, a load that begins after this brings
-            # it back in its new state (from the database, with its last fired slot).
+            # it back in its new state (from the database, with its last fired slot and
+            # its rescheduled_at). A slot of the old plan already in its firing transaction
+            # is ordered by the database: before the PATCH it fires, after it is CHANGED.
             self.agenda.drop(event.reminder_id)
             if not event.paused:
                 self._reload_wanted = True

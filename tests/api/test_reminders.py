@@ -66,9 +66,9 @@ async def test_a_reminder_answers_its_next_three_runs_in_its_zone(
     assert response.status == 201, await response.text()
     reminder = await response.json()
     assert set(reminder) == {
-        "id", "cron", "timezone", "text", "next_runs", "created_at", "status",
+        "id", "cron", "timezone", "at", "text", "next_runs", "created_at", "status",
     }  # fmt: skip
-    assert reminder["status"] == "active"
+    assert reminder["status"] == "active" and reminder["at"] is None
     assert (reminder["cron"], reminder["timezone"], reminder["text"]) == (
         "0 30 8 * * mon-fri", "Europe/Berlin", "stand-up",
     )  # fmt: skip

@@ -1,0 +1,197 @@
+"""One-shot reminders and PATCH with real ``sluice scheduler`` processes (SPEC 14).
+
+The API runs in the test process (``reminder_min_interval`` one second); the
+schedulers are children, started with their logs in files so the test knows
+when each one's runners run; the relay (in the test process) publishes the
+events the cron runners follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.config import Config
+from sluice.events import ReminderDue, decode, utcnow
+from sluice.http import create_app
+from sluice.resources import Resources
+from sluice.store.users import from_db_time
+from sluice.streams.relay import Relay
+from tests.integration.conftest import Child, wait_for
+from tests.integration.test_reminders import create, fired_at_least
+
+SECOND = timedelta(seconds=1)
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    return make_config(reminder_min_interval=1)
+
+
+@pytest.fixture
+async def auth(config: Config, aiohttp_client: Callable[..., Any]) -> tuple[Any, dict[str, str]]:
+    client = await aiohttp_client(create_app(config))
+    user = {"email": "ada@example.org", "password": "correct horse"}
+    assert (await client.post("/v1/users", json=user)).status == 201
+    token = (await (await client.post("/v1/tokens", json=user)).json())["token"]
+    return client, {"Authorization": f"Bearer {token}"}
+
+
+def scheduler(spawn: Callable[..., Child], log: Path) -> Child:
+    return spawn("scheduler", log=log, SLUICE_LOG_LEVEL="info")
+
+
+def started(*logs: Path) -> Callable[[], Awaitable[bool]]:
+    """Every scheduler's runners run (their start lines are in its log)."""
+
+    async def all_started() -> bool:
+        texts = [log.read_text() if log.exists() else "" for log in logs]
+        return all("one-shot runner started" in t and "reminders loaded" in t for t in texts)
+
+    return all_started
+
+
+async def one_shot(client: Any, auth: dict[str, str], at: datetime, text: str = "once") -> str:
+    body = {"at": at.isoformat(), "text": text}
+    response = await client.post("/v1/reminders", json=body, headers=auth)
+    assert response.status == 201, await response.text()
+    reminder_id: str = (await response.json())["id"]
+    return reminder_id
+
+
+async def fired(resources: Resources) -> dict[str, list[tuple[datetime, datetime]]]:
+    """(slot, fired_at) of every recorded occurrence, per reminder."""
+    rows = await resources.store.fetchall(
+        "SELECT reminder_id, scheduled_for, fired_at FROM reminder_occurrences"
+    )
+    found: dict[str, list[tuple[datetime, datetime]]] = {}
+    for reminder_id, slot, at in rows:
+        found.setdefault(str(reminder_id), []).append((from_db_time(slot), from_db_time(at)))
+    return found
+
+
+async def due_events(resources: Resources) -> list[ReminderDue]:
+    rows = await resources.store.events_after(0, 100_000, types=["ReminderDue"])
+    return [e for e in (decode(r.payload) for r in rows) if isinstance(e, ReminderDue)]
+
+
+async def assert_fired_once_on_time(
+    resources: Resources, client: Any, auth: dict[str, str], ids: list[str], at: datetime
+) -> None:
+    """One occurrence row and one ReminderDue each, fired within a second of ``at``,
+    and ``status: done``."""
+    occurrences = await fired(resources)
+    due = [e.reminder_id for e in await due_events(resources)]
+    for reminder_id in ids:
+        [(slot, fired_at)] = occurrences[reminder_id]
+        assert slot == at and timedelta(0) <= fired_at - at < SECOND, (slot, fired_at)
+        assert due.count(reminder_id) == 1
+        answer = await (await client.get(f"/v1/reminders/{reminder_id}", headers=auth)).json()
+        assert answer["status"] == "done"
+
+
+@pytest.mark.timeout(90)
+async def test_one_shots_fire_once_within_a_second_with_two_schedulers(
+    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    client, headers = auth
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    for log in logs:
+        scheduler(spawn, log)
+    await wait_for(started(*logs), timeout=30)
+    at = (utcnow() + 2 * SECOND).replace(microsecond=0)
+    ids = [await one_shot(client, headers, at, f"order {i}") for i in range(30)]
+
+    async def all_fired() -> bool:
+        return len((await fired(resources)).keys() & set(ids)) == len(ids)
+
+    await wait_for(all_fired, timeout=10)
+    await asyncio.sleep(0.5)  # a second firing, were there one, would come now: there is none
+    await assert_fired_once_on_time(resources, client, headers, ids, at)
+
+
+@pytest.mark.timeout(90)
+async def test_a_one_shot_survives_a_scheduler_restart_before_it_is_due(
+    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    client, headers = auth
+    first = scheduler(spawn, tmp_path / "first.log")
+    await wait_for(started(tmp_path / "first.log"), timeout=30)
+    at = (utcnow() + 15 * SECOND).replace(microsecond=0)  # past a slow start (a loaded host)
+    reminder_id = await one_shot(client, headers, at)
+    first.kill()
+    scheduler(spawn, tmp_path / "second.log")
+    await wait_for(started(tmp_path / "second.log"), timeout=30)
+    assert utcnow() < at - SECOND, "the second scheduler came up too late to tell"
+
+    async def done() -> bool:
+        return reminder_id in await fired(resources)
+
+    await wait_for(done, timeout=15)
+    await assert_fired_once_on_time(resources, client, headers, [reminder_id], at)
+
+
+@pytest.mark.timeout(120)
+async def test_a_patch_is_followed_by_every_scheduler_within_two_seconds(
+    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    start_relay: Callable[..., Relay], tmp_path: Path,
+) -> None:  # fmt: skip
+    client, headers = auth
+    reminder_id = await create(client, headers, "* * * * * *", "every second")
+    start_relay()
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    for log in logs:
+        scheduler(spawn, log)
+    await wait_for(started(*logs), timeout=30)
+    await wait_for(fired_at_least(resources, reminder_id, 2), timeout=10)
+
+    path = f"/v1/reminders/{reminder_id}"
+    body = {"cron": "*/3 * * * * *", "text": "every third second"}
+    before = utcnow()
+    response = await client.patch(path, json=body, headers=headers)
+    assert response.status == 200, await response.text()
+    changed = utcnow()
+    count = len((await fired(resources))[reminder_id])
+    await wait_for(fired_at_least(resources, reminder_id, count + 3), timeout=12)
+    await _assert_new_schedule(resources, reminder_id, before, changed, "every third second")
+
+    response = await client.patch(path, json={"paused": True}, headers=headers)
+    assert (await response.json())["status"] == "paused"
+    paused = utcnow()
+    await asyncio.sleep(3.5)  # a paused reminder's slots pass: none may fire
+    assert await _after(resources, reminder_id, paused) == []
+    resuming = utcnow()
+    response = await client.patch(path, json={"paused": False}, headers=headers)
+    assert (await response.json())["status"] == "active"
+    count = len((await fired(resources))[reminder_id])
+    await wait_for(fired_at_least(resources, reminder_id, count + 2), timeout=10)
+    slots = await _after(resources, reminder_id, resuming)
+    assert len(slots) >= 2 and all(s > resuming for s in slots)  # nothing missed while paused
+
+
+async def _after(resources: Resources, reminder_id: str, moment: datetime) -> list[datetime]:
+    """The slots of the occurrences fired after ``moment``."""
+    return sorted(s for s, f in (await fired(resources))[reminder_id] if f > moment)
+
+
+async def _assert_new_schedule(
+    resources: Resources, reminder_id: str, before: datetime, changed: datetime, text: str
+) -> None:
+    """What fired after the PATCH answered: slots of the new schedule (every third second)
+    after the PATCH began, each once with the new text, each on time from 2 s after the
+    change (every replica has followed by then)."""
+    new = [(s, f) for s, f in sorted((await fired(resources))[reminder_id]) if f > changed]
+    assert len(new) >= 3
+    assert all(s > before and s.second % 3 == 0 for s, _ in new), new
+    assert all(f - s < SECOND for s, f in new if s >= changed + 2 * SECOND), new
+    slots = {s for s, _ in new}
+    due = [e for e in await due_events(resources) if e.reminder_id == reminder_id]
+    assert sorted(e.scheduled_for for e in due if e.scheduled_for in slots) == sorted(slots)
+    assert {e.text for e in due if e.scheduled_for in slots} == {text}

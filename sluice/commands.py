@@ -227,6 +227,8 @@ async def replay(config: Config, name: str, *, progress: bool) -> int:
 async def tasks_command(config: Config, args: argparse.Namespace) -> int:
     from sluice.scheduler import runs
     from sluice.scheduler.loop import default_holder
+    from sluice.scheduler.pauses import paused_tasks
+    from sluice.scheduler.policy import describe
     from sluice.scheduler.registry import all_tasks
     from sluice.scheduler.runner import AlreadyRan, Busy, Runner
 
@@ -234,6 +236,7 @@ async def tasks_command(config: Config, args: argparse.Namespace) -> int:
     async with open_resources(config) as resources:
         if args.action == "list":
             now = utcnow()
+            paused = await paused_tasks(resources.store)
             for task in tasks.values():
                 last = await runs.newest(resources.store, task.name, 1)
                 next_run = task.schedule.next_after(now)
@@ -243,9 +246,10 @@ async def tasks_command(config: Config, args: argparse.Namespace) -> int:
                     else "never"
                 )
                 next_text = f"{next_run:%Y-%m-%dT%H:%M:%SZ}" if next_run else "none"
+                state = "  PAUSED" if task.name in paused else ""
                 print(
                     f"{task.name:<22} {task.schedule.describe():<34}"
-                    f" next {next_text}  last {last_text}"
+                    f" next {next_text}  last {last_text}  {describe(task.policy)}{state}"
                 )
             return 0
         chosen = tasks.get(args.name)

@@ -6,8 +6,9 @@ import ipaddress
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
@@ -54,6 +55,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     purge_deliveries_timezone: str = "UTC"
     handler_timeout_seconds: float = 300.0
     group_timeouts: dict[str, float] = msgspec.field(default_factory=dict)
+    # Scheduling policies (SPEC 14), by task name: SLUICE_<TASK>_OVERLAP, _CATCHUP_SECONDS,
+    # _JITTER_SECONDS (sluice/scheduler/policy.py); a task's timeout is its entry in
+    # ``group_timeouts`` (the same SLUICE_<NAME>_TIMEOUT_SECONDS words).
+    task_overlaps: dict[str, str] = msgspec.field(default_factory=dict)
+    task_catchup_seconds: dict[str, float] = msgspec.field(default_factory=dict)
+    task_jitter_seconds: dict[str, float] = msgspec.field(default_factory=dict)
     stall_seconds: int = 60
     stream_prefix: str = "sluice"
     stream_retention: int = 86_400
@@ -200,6 +207,9 @@ def _convert(name: str, raw: str) -> object:
     return raw
 
 
+# What a run of a task does when the previous one still runs (sluice/scheduler/overlap.py).
+TASK_OVERLAPS = ("skip", "buffer_one", "cancel_other", "allow_all")
+
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -217,6 +227,9 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
         if raw is not None and raw != "":
             values[name] = _convert(name, raw)
     values["group_timeouts"] = _group_timeouts(env)
+    values["task_overlaps"] = _by_name(env, "OVERLAP", str)
+    values["task_catchup_seconds"] = _by_name(env, "CATCHUP_SECONDS", _seconds)
+    values["task_jitter_seconds"] = _by_name(env, "JITTER_SECONDS", _seconds)
     values.update(overrides)
     values.setdefault("log_format", "console" if sys.stderr.isatty() else "json")
     config = Config(**values)  # type: ignore[arg-type]
@@ -247,6 +260,34 @@ def _group_timeouts(env: Mapping[str, str]) -> dict[str, float]:
         except ValueError:
             raise ConfigError(f"{key} must be a number of seconds, got {raw!r}") from None
     return timeouts
+
+
+T = TypeVar("T")
+
+
+def _seconds(raw: str) -> float:
+    seconds = float(raw)
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(raw)
+    return seconds
+
+
+def _by_name(env: Mapping[str, str], suffix: str, parse: Callable[[str], T]) -> dict[str, T]:
+    """``SLUICE_<NAME>_<SUFFIX>`` by name (``REFILL_CODE_POOL``: refill-code-pool), as
+    ``_group_timeouts`` reads them; a value ``parse`` refuses is a configuration error."""
+    pattern = re.compile(rf"SLUICE_([A-Z0-9_]+)_{suffix}")
+    found: dict[str, T] = {}
+    for key, raw in env.items():
+        match = pattern.fullmatch(key)
+        if match is None or raw == "" or f"{match[1].lower()}_{suffix.lower()}" in _FIELDS:
+            continue
+        try:
+            found[match[1].lower().replace("_", "-")] = parse(raw.strip())
+        except ValueError:
+            raise ConfigError(
+                f"{key} must be a number of seconds, 0 or more, got {raw!r}"
+            ) from None
+    return found
 
 
 def _validate(config: Config) -> None:
@@ -282,8 +323,19 @@ def _validate(config: Config) -> None:
         if not seconds > 0:
             env_name = group.upper().replace("-", "_")
             raise ConfigError(f"SLUICE_{env_name}_TIMEOUT_SECONDS must be more than 0")
+    _validate_overlaps(config)
     trusted_networks(config.trusted_proxies)
     urls.check(config.database_url)
+
+
+def _validate_overlaps(config: Config) -> None:
+    for task, overlap in config.task_overlaps.items():
+        if overlap not in TASK_OVERLAPS:
+            env_name = task.upper().replace("-", "_")
+            raise ConfigError(
+                f"SLUICE_{env_name}_OVERLAP must be one of {' | '.join(TASK_OVERLAPS)},"
+                f" got {overlap!r}"
+            )
 
 
 def _validate_logs(config: Config) -> None:

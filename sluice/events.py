@@ -199,8 +199,8 @@ class TaskRunFinished(Event, frozen=True, kw_only=True, tag=True):
     aggregate: ClassVar[str] = "tasks"
     run_id: str
     task: str
-    trigger: str  # cron | manual
-    status: str  # succeeded | failed
+    trigger: str  # cron | manual | catchup | backfill
+    status: str  # succeeded | failed | cancelled
     scheduled_for: datetime | None = None
     error: str | None = None
 

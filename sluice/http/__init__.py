@@ -14,6 +14,7 @@ from sluice.http import (
     metrics,
     orphan_visits,
     redirects,
+    task_controls,
     tasks,
     users,
 )
@@ -105,6 +106,7 @@ def create_app(config: Config) -> web.Application:
     app.cleanup_ctx.append(links.code_pool)
     app.cleanup_ctx.append(users.password_hashing)
     app.cleanup_ctx.append(tasks.task_runner)
+    app.cleanup_ctx.append(task_controls.backfills)
     app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])
     app.cleanup_ctx.append(link_passwords.password_limits)
     app.cleanup_ctx.append(orphan_visits.count_orphans)

@@ -16,7 +16,7 @@ import msgspec
 import structlog
 from aiohttp import web
 
-from sluice.errors import Conflict, DependencyDown, NotFound
+from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.events import utcnow
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem, ref
 from sluice.http.auth import require_admin
@@ -26,6 +26,8 @@ from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TASK_RUNNER, TASKS
 from sluice.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.loop import default_holder
+from sluice.scheduler.pauses import paused_tasks
+from sluice.scheduler.policy import Policy
 from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task
@@ -45,6 +47,10 @@ class TaskInfo(msgspec.Struct, frozen=True):
     next_run: datetime | None
     last_run: runs.RunRecord | None
     description: str
+    # SPEC 14: SLUICE_<TASK>_OVERLAP etc. as this process read them; paused_at when paused.
+    policy: Policy
+    paused: bool
+    paused_at: datetime | None
 
 
 class RunStarted(msgspec.Struct, frozen=True):
@@ -67,7 +73,7 @@ async def task_runner(app: web.Application) -> AsyncIterator[None]:
             await cancel_and_wait(run)
 
 
-def _task(request: web.Request) -> Task:
+def task_named(request: web.Request) -> Task:
     name = request.match_info["name"]
     task = request.app[TASKS].get(name)
     if task is None:
@@ -75,7 +81,9 @@ def _task(request: web.Request) -> Task:
     return task
 
 
-async def _info(request: web.Request, task: Task, now: datetime) -> TaskInfo:
+async def _info(
+    request: web.Request, task: Task, now: datetime, paused: dict[str, datetime]
+) -> TaskInfo:
     last = await runs.newest(request.app[STORE], task.name, 1)
     schedule = task.schedule
     return TaskInfo(
@@ -85,18 +93,24 @@ async def _info(request: web.Request, task: Task, now: datetime) -> TaskInfo:
         next_run=schedule.next_after(now),
         last_run=last[0] if last else None,
         description=task.description,
+        policy=task.policy,
+        paused=task.name in paused,
+        paused_at=paused.get(task.name),
     )
 
 
 async def list_tasks(request: web.Request) -> web.Response:
     await require_admin(request)
     now = utcnow()
-    return json_response([await _info(request, task, now) for task in request.app[TASKS].values()])
+    paused = await paused_tasks(request.app[STORE])
+    return json_response(
+        [await _info(request, task, now, paused) for task in request.app[TASKS].values()]
+    )
 
 
 async def start_run(request: web.Request) -> web.Response:
     await require_admin(request)
-    task = _task(request)
+    task = task_named(request)
     runner = request.app[TASK_RUNNER]
     try:
         async with asyncio.timeout(REDIS_TIMEOUT * 4):
@@ -124,9 +138,23 @@ async def start_run(request: web.Request) -> web.Response:
 
 async def list_runs(request: web.Request) -> web.Response:
     await require_admin(request)
-    task = _task(request)
+    task = task_named(request)
     limit = query_limit(request, RUNS_DEFAULT, RUNS_MAX)
-    return json_response(await runs.newest(request.app[STORE], task.name, limit))
+    status = _choice(request, "status", runs.STATUSES)
+    trigger = _choice(request, "trigger", runs.TRIGGERS)
+    records = await runs.newest(
+        request.app[STORE], task.name, limit, status=status, trigger=trigger
+    )
+    return json_response(records)
+
+
+def _choice(request: web.Request, name: str, allowed: tuple[str, ...]) -> str | None:
+    value = request.query.get(name)
+    if value is not None and value not in allowed:
+        raise Unprocessable(
+            "invalid query parameters", [FieldError(name, f"must be one of {', '.join(allowed)}")]
+        )
+    return value
 
 
 _TASK_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -134,7 +162,7 @@ _TASK_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type":
 ROUTES = (
     Route("GET", "/v1/admin/tasks", list_tasks, {
         "operationId": "listTasks",
-        "summary": "Every scheduled task with its cron, zone, next run and last run record",
+        "summary": "Every scheduled task with its cron, zone, policy, pause, next and last run",
         "security": ADMIN,
         "responses": {
             "200": {"description": "the tasks", "content": {JSON: {"schema": {
@@ -142,7 +170,7 @@ ROUTES = (
             "401": UNAUTHORIZED,
             "403": FORBIDDEN,
         },
-    }, structs=(TaskInfo,)),
+    }, structs=(TaskInfo, Policy)),
     Route("POST", "/v1/admin/tasks/{name}/runs", start_run, {
         "operationId": "runTask",
         "summary": "Run a task now, under the same lock as its scheduled runs",
@@ -167,6 +195,12 @@ ROUTES = (
             {"name": "limit", "in": "query", "required": False,
              "schema": {"type": "integer", "minimum": 1, "maximum": RUNS_MAX,
                         "default": RUNS_DEFAULT}},
+            {"name": "status", "in": "query", "required": False,
+             "description": "only the records of this status",
+             "schema": {"type": "string", "enum": list(runs.STATUSES)}},
+            {"name": "trigger", "in": "query", "required": False,
+             "description": "only the records of this trigger",
+             "schema": {"type": "string", "enum": list(runs.TRIGGERS)}},
         ],
         "responses": {
             "200": {"description": "the run records", "content": {JSON: {"schema": {
@@ -174,7 +208,7 @@ ROUTES = (
             "401": UNAUTHORIZED,
             "403": FORBIDDEN,
             "404": problem("no task has this name"),
-            "422": problem(f"a limit outside 1..{RUNS_MAX}"),
+            "422": problem(f"a limit outside 1..{RUNS_MAX}, an unknown status or trigger"),
         },
     }, structs=(runs.RunRecord,)),
 )  # fmt: skip

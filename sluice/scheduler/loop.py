@@ -6,7 +6,8 @@ tries ``SET <task>:slot:<slot> NX``. The replica that wins takes the task's run
 lock and writes the run record, whose unique index on (task, scheduled_for) is
 the last word when Redis lost the claim in a restart. Clock skew between
 replicas only changes who wins, never how many run. An occurrence that finds a
-run of the task still in progress is skipped (logged and counted), not queued.
+run of the task still in progress follows the task's overlap policy
+(sluice/scheduler/overlap.py); by default it is skipped, not queued.
 
 "In progress" is as this replica's clock sees it, so a replica that finds the
 lock busy gives its claim back before it skips: under skew, a replica whose
@@ -16,7 +17,15 @@ although by the true clock that run ends before this occurrence is due.
 Keeping the claim would lose the occurrence on every replica; given back, the
 next replica to reach the occurrence by its own clock tries again and runs it
 if the lock is free by then. A task that really overruns its period is still
-skipped: every replica finds its lock busy.
+skipped: every replica finds its lock busy, and ``CONFIRM_SKIP_S`` after the
+occurrence, when every replica has reached it, the first to claim it again
+records it ``skipped`` (a record, so the history shows it).
+
+A task's jitter delays each occurrence by the same amount on every replica (a
+hash of the task and the slot), before the claim, so it still runs once. A
+paused task's occurrences are recorded ``skipped`` (sluice/scheduler/pauses.py).
+At start, a task with a catch-up window runs the occurrences it missed
+(sluice/scheduler/catchup.py).
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -35,6 +44,11 @@ import structlog
 from sluice.events import utcnow
 from sluice.metrics import TASK_SKIPPED
 from sluice.resources import Resources
+from sluice.scheduler import overlap, runs
+from sluice.scheduler.catchup import catch_up
+from sluice.scheduler.overlap import Skipped
+from sluice.scheduler.pauses import PAUSED, is_paused
+from sluice.scheduler.policy import jitter
 from sluice.scheduler.runner import AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task
 from sluice.streams.lock import RedisLock
@@ -79,10 +93,14 @@ class Scheduler:
     async def run(self, stop: asyncio.Event) -> None:
         log.info("scheduler started", holder=self.holder,
                  tasks=[f"{t.name}: {t.schedule.describe()}" for t in self.tasks])  # fmt: skip
+        started = self.clock()
         followers = [
-            asyncio.create_task(self._follow(task, stop), name=f"follow:{task.name}")
+            asyncio.create_task(self._follow(task, stop, started), name=f"follow:{task.name}")
             for task in self.tasks
         ]
+        for task in self.tasks:
+            if task.policy.catchup_seconds > 0:
+                self._spawn(catch_up(self.resources, task, started, self.holder, self.occurrence))
         try:
             await stop.wait()
         finally:
@@ -93,8 +111,7 @@ class Scheduler:
                 await cancel_and_wait(run)
         log.info("scheduler stopped", holder=self.holder)
 
-    async def _follow(self, task: Task, stop: asyncio.Event) -> None:
-        after = self.clock()
+    async def _follow(self, task: Task, stop: asyncio.Event, after: datetime) -> None:
         while not stop.is_set():
             slot = task.schedule.next_after(after)
             if slot is None:
@@ -128,9 +145,12 @@ class Scheduler:
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
 
-    async def occurrence(self, task: Task, slot: datetime) -> None:
+    async def occurrence(self, task: Task, slot: datetime, trigger: runs.Trigger = "cron") -> None:
         """Claim the occurrence and, if this replica won it, run it. Never raises."""
-        fields = {"task": task.name, "scheduled_for": slot.isoformat()}
+        fields = {"task": task.name, "scheduled_for": slot.isoformat(), "trigger": trigger}
+        delay = jitter(task.policy, task.name, slot)
+        if delay and trigger == "cron":
+            await asyncio.sleep(max(0.0, (slot + delay - self.clock()).total_seconds()))
         key = self.resources.keys.task_occurrence(task.name, slot_id(slot))
         # Given back by compare-and-delete, should the task's lock be busy (see above).
         claim = RedisLock(self.resources.redis, key, OCCURRENCE_CLAIM_MS, token=self.holder)
@@ -144,12 +164,19 @@ class Scheduler:
         if not claimed:
             return  # another replica has it
         try:
-            run = await self.runner.begin(task, "cron", slot)
+            if await is_paused(self.resources.store, task.name):
+                await self._skip(task, trigger, slot, PAUSED)
+                return
+            run = await overlap.begin(self.runner, task, trigger, slot)
+        except Skipped as skipped:
+            await self._skip(task, trigger, slot, str(skipped))
+            return
         except Busy:
             TASK_SKIPPED.labels(task.name).inc()
             log.warning("occurrence skipped: the previous run is still in progress", **fields)
             with contextlib.suppress(*REDIS_DOWN):  # kept, it only stops the others trying
                 await claim.release()  # a replica whose clock is behind may find it free
+            await self._confirm_skip(task, trigger, slot, claim)
             return
         except AlreadyRan:
             log.info("occurrence already has a run record", **fields)
@@ -161,3 +188,26 @@ class Scheduler:
             log.exception("occurrence skipped: could not start the run", **fields)
             return
         await self.runner.execute(run)
+
+    async def _confirm_skip(
+        self, task: Task, trigger: runs.Trigger, slot: datetime, claim: RedisLock
+    ) -> None:
+        """Record the skip once every replica has reached the occurrence, unless one ran it."""
+        moment = slot + timedelta(seconds=overlap.CONFIRM_SKIP_S)
+        await asyncio.sleep(max(0.0, (moment - self.clock()).total_seconds()))
+        try:
+            if not await claim.acquire():
+                return  # a replica whose clock is behind took it
+        except REDIS_DOWN:
+            return
+        await self._skip(task, trigger, slot, overlap.OVERRUN)
+
+    async def _skip(self, task: Task, trigger: runs.Trigger, slot: datetime, reason: str) -> None:
+        fields = {"task": task.name, "scheduled_for": slot.isoformat(), "trigger": trigger}
+        if reason != overlap.OVERRUN:  # that one was counted and logged when found busy
+            TASK_SKIPPED.labels(task.name).inc()
+            log.warning("occurrence skipped", reason=reason, **fields)
+        try:
+            await self.runner.skip(task, trigger, slot, reason)
+        except Exception:
+            log.exception("could not record the skipped occurrence", **fields)

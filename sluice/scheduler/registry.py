@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Iterable
 
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.scheduler.builtin import builtin_tasks
+from sluice.scheduler.policy import check_names, policy_for
 from sluice.scheduler.tasks import Task
 
 
@@ -24,11 +26,13 @@ def _extra(config: Config) -> Iterable[Task]:
 
 
 def all_tasks(config: Config) -> dict[str, Task]:
-    """Tasks by name; a bad schedule or a duplicate name is a configuration error."""
+    """Tasks by name, each with its policy; a bad schedule, a duplicate name or a policy
+    setting for no task is a configuration error."""
     tasks = [*builtin_tasks(config), *_extra(config)]
     by_name: dict[str, Task] = {}
     for task in tasks:
         if task.name in by_name:
             raise ConfigError(f"two tasks are named {task.name!r}")
-        by_name[task.name] = task
+        by_name[task.name] = dataclasses.replace(task, policy=policy_for(config, task.name))
+    check_names(config, by_name)
     return by_name

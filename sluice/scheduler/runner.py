@@ -6,6 +6,13 @@ renews the lock every third of its TTL, then records the outcome. A run whose
 lock cannot be renewed is cancelled and recorded as failed; an exception in a
 task is logged with the run's trace id and stored on its record, and never
 escapes.
+
+Under the ``allow_all`` overlap policy the lock is the occurrence's, not the
+task's, so runs of different occurrences overlap. A run also stops when it is
+cancelled (``POST .../runs/{id}/cancel``, or a newer occurrence under
+``cancel_other``: a signal polled through ``sluice.operations.cancel``), recorded
+``cancelled``, and when it outlives the task's timeout, recorded ``failed`` with
+an error that starts with ``deadline``. Either way its lock goes back.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import structlog
 
 from sluice.events import utcnow, uuid7
 from sluice.metrics import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
+from sluice.operations.cancel import CancelWatch, forget_signal
 from sluice.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.tasks import LockLost, Task, TaskContext
@@ -35,6 +43,8 @@ log = structlog.get_logger(__name__)
 
 LOST_LOCK = "lost its lock (renewal failed); stopped"
 INTERRUPTED = "interrupted: the process running it was asked to stop"
+CANCELLED = "cancelled on request (an operator, or a newer occurrence under cancel_other)"
+CANCEL_KIND = "task-run"
 ERROR_LIMIT = 4000
 
 
@@ -79,15 +89,13 @@ class Runner:
 
         Redis errors propagate: without Redis there is no lock, so no run.
         """
-        lock = RedisLock(
-            self.resources.redis, self.resources.keys.task_lock(task.name), self.ttl_ms
-        )
+        lock = RedisLock(self.resources.redis, self.lock_key(task, scheduled_for), self.ttl_ms)
         if not await lock.acquire():
             raise Busy(task.name)
         try:
             store = self.resources.store
             now = self.clock()
-            abandoned = await runs.abandon_stale(store, task.name, now)
+            abandoned = await runs.abandon_stale(store, task.name, now, await self._dead_runs(task))
             if abandoned:
                 log.warning("task: earlier runs died without finishing", task=task.name,
                             records=abandoned)  # fmt: skip
@@ -104,6 +112,36 @@ class Runner:
                 await lock.release()
             raise
         return Run(task, lock, TaskContext(self.resources, record, cursor))
+
+    def lock_key(self, task: Task, scheduled_for: datetime) -> str:
+        """The task's lock; the occurrence's own under ``allow_all``."""
+        key = self.resources.keys.task_lock(task.name)
+        if task.policy.overlap == "allow_all":
+            return f"{key}:{scheduled_for.strftime('%Y%m%dT%H%M%S.%fZ')}"
+        return key
+
+    async def _dead_runs(self, task: Task) -> list[str] | None:
+        """Under ``allow_all``, the ``running`` records whose lock is gone (their process
+        died); else None: holding the task's lock, every ``running`` record is dead."""
+        if task.policy.overlap != "allow_all":
+            return None
+        dead = []
+        for record in await runs.running(self.resources.store, task.name):
+            if not await self.resources.redis.exists(self.lock_key(task, record.scheduled_for)):
+                dead.append(record.id)
+        return dead
+
+    async def skip(
+        self, task: Task, trigger: runs.Trigger, scheduled_for: datetime, reason: str
+    ) -> bool:
+        """Record that this occurrence did not run, and why; False if it had a record."""
+        now = self.clock()
+        record = runs.RunRecord(
+            id=uuid7(), task=task.name, trigger=trigger, status="skipped",
+            scheduled_for=scheduled_for, started_at=now, finished_at=now, error=reason,
+            trace_id=new_trace_id(),
+        )  # fmt: skip
+        return await runs.skipped(self.resources.store, record, self.holder, reason)
 
     async def execute(self, run: Run) -> runs.RunRecord:
         """Run the task under its lock and record the outcome; never raises (but cancels)."""
@@ -128,6 +166,8 @@ class Runner:
             final = await self._conclude(run, watchdog, status, error)
             if status == "succeeded":
                 log.info("task run succeeded", seconds=elapsed, checkpoints=run.context.checkpoints)
+            elif status == "cancelled":
+                log.warning("task run cancelled", seconds=elapsed)
             else:
                 log.error("task run failed", seconds=elapsed, error=error)
             return final
@@ -136,17 +176,29 @@ class Runner:
         context = run.context
         work = asyncio.create_task(run.task.run(context), name=f"task:{run.task.name}")
         lost = asyncio.create_task(context.lost.wait())
+        cancel = asyncio.create_task(self._watch(context.run.id).wait())
+        timeout = run.task.policy.timeout_seconds
         try:
-            await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {work, lost, cancel}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         except asyncio.CancelledError:
             await cancel_and_wait(work)  # the process is stopping: stop the task too
             raise
         finally:
             lost.cancel()
+            await cancel_and_wait(cancel)
         if not work.done():
             await cancel_and_wait(work)
-            LOCK_LOSSES.labels(run.task.name).inc()
-            return "failed", LOST_LOCK
+            if context.lost.is_set():
+                LOCK_LOSSES.labels(run.task.name).inc()
+                return "failed", LOST_LOCK
+            if cancel.done() and not cancel.cancelled():
+                await forget_signal(
+                    self.resources.redis, self.resources.keys, CANCEL_KIND, context.run.id
+                )
+                return "cancelled", CANCELLED
+            return "failed", f"deadline: ran past its timeout of {timeout:g} s; stopped"
         if work.cancelled():
             return "failed", "cancelled"
         exc = work.exception()
@@ -157,6 +209,15 @@ class Runner:
             return "failed", LOST_LOCK
         log.error("task raised", exc_info=exc)
         return "failed", _describe(exc)
+
+    def _watch(self, run_id: str) -> CancelWatch:
+        async def never_recorded() -> bool:
+            # The signal is the only record: a run whose Redis is down loses its lock anyway.
+            return False
+
+        return CancelWatch(
+            self.resources.redis, self.resources.keys, CANCEL_KIND, run_id, never_recorded
+        )
 
     async def _watchdog(self, run: Run) -> None:
         """Renew the lock every third of its TTL; on losing it, tell the run to stop."""

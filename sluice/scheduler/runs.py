@@ -1,12 +1,16 @@
 """Run records: one row per run of a task, cron or manual, in the database.
 
-A cron occurrence has at most one record (a unique index on task and
-``scheduled_for`` for cron runs), so the database refuses a second run of the
-same occurrence even when its Redis claim was lost with a Redis restart.
+An occurrence has at most one run (a unique index on task and ``scheduled_for``
+for every trigger but manual, skipped records aside), so the database refuses a
+second run of the same occurrence even when its Redis claim was lost with a Redis
+restart, and a backfill never runs again an occurrence that ran. An occurrence
+that did not run (its overlap policy, a pause) gets a ``skipped`` record, so the
+history shows it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -16,8 +20,10 @@ from sluice.events import TaskRunFinished
 from sluice.store.base import Row, Store
 from sluice.store.users import db_time, from_db_time, optional_db_time
 
-Trigger = Literal["cron", "manual"]
-Status = Literal["running", "succeeded", "failed"]
+Trigger = Literal["cron", "manual", "catchup", "backfill"]
+Status = Literal["running", "succeeded", "failed", "cancelled", "skipped"]
+TRIGGERS: tuple[Trigger, ...] = ("cron", "manual", "catchup", "backfill")
+STATUSES: tuple[Status, ...] = ("running", "succeeded", "failed", "cancelled", "skipped")
 
 ABANDONED = "abandoned: its process stopped before the run finished (lock expired)"
 
@@ -64,20 +70,51 @@ async def start(store: Store, record: RunRecord, holder: str) -> bool:
     return inserted == 1
 
 
-async def abandon_stale(store: Store, task: str, now: datetime) -> int:
-    """Mark every ``running`` record of ``task`` as failed.
+async def skipped(store: Store, record: RunRecord, holder: str, reason: str) -> bool:
+    """Record an occurrence that did not run; False when it already has a record (a
+    replica whose clock is behind reached it after another one had decided)."""
+    async with store.transaction() as tx:
+        inserted = await tx.execute(
+            f"INSERT INTO task_runs ({_COLUMNS}, holder)"
+            " SELECT ?, ?, ?, 'skipped', ?, ?, ?, NULL, ?, ?, ?"
+            " WHERE NOT EXISTS (SELECT 1 FROM task_runs WHERE task = ? AND scheduled_for = ?"
+            " AND trigger != 'manual')",
+            (
+                record.id, record.task, record.trigger, db_time(record.scheduled_for),
+                db_time(record.started_at), db_time(record.started_at), reason,
+                record.trace_id, holder, record.task, db_time(record.scheduled_for),
+            ),
+        )  # fmt: skip
+    return inserted == 1
+
+
+async def abandon_stale(
+    store: Store, task: str, now: datetime, only: Sequence[str] | None = None
+) -> int:
+    """Mark ``running`` records of ``task`` as failed: every one, or those in ``only``.
 
     Called by the holder of the task's lock before it records its own run: while
     it holds the lock no other run of the task is alive, so a ``running`` record
     belongs to a process that died (its lock expired). Cursors stay, for the next
-    run to resume from.
+    run to resume from. Under ``allow_all`` runs hold a lock each, and the caller
+    names the records whose lock is gone (``only``).
     """
+    ids = "" if only is None else f" AND id IN ({', '.join('?' * len(only))})"
+    if only is not None and not only:
+        return 0
     async with store.transaction() as tx:
         return await tx.execute(
             "UPDATE task_runs SET status = 'failed', finished_at = ?, error = ?"
-            " WHERE task = ? AND status = 'running'",
-            (db_time(now), ABANDONED, task),
+            f" WHERE task = ? AND status = 'running'{ids}",
+            (db_time(now), ABANDONED, task, *(only or ())),
         )
+
+
+async def running(store: Store, task: str) -> list[RunRecord]:
+    rows = await store.fetchall(
+        f"SELECT {_COLUMNS} FROM task_runs WHERE task = ? AND status = 'running'", (task,)
+    )
+    return [_record(row) for row in rows]
 
 
 async def save_cursor(store: Store, run_id: str, cursor: str) -> None:
@@ -103,13 +140,14 @@ async def finish(
 
 
 async def resume_cursor(store: Store, task: str) -> str | None:
-    """The cursor to resume from: the newest run's, if it failed (or died) midway."""
+    """The cursor to resume from: the newest run's, if it failed, died or was cancelled
+    midway (skipped records never ran and do not count)."""
     row = await store.fetchone(
-        "SELECT status, cursor FROM task_runs WHERE task = ? AND status != 'running'"
-        " ORDER BY id DESC LIMIT 1",
+        "SELECT status, cursor FROM task_runs WHERE task = ?"
+        " AND status NOT IN ('running', 'skipped') ORDER BY id DESC LIMIT 1",
         (task,),
     )
-    if row is None or row[0] != "failed":
+    if row is None or row[0] not in ("failed", "cancelled"):
         return None
     return str(row[1]) if row[1] is not None else None
 
@@ -119,10 +157,33 @@ async def get(store: Store, run_id: str) -> RunRecord | None:
     return _record(row) if row else None
 
 
-async def newest(store: Store, task: str, limit: int) -> list[RunRecord]:
-    """Run records of ``task``, newest first (run ids are UUIDv7: ordered by start)."""
+async def newest(
+    store: Store, task: str, limit: int, *, status: str | None = None, trigger: str | None = None
+) -> list[RunRecord]:
+    """Run records of ``task``, newest first (run ids are UUIDv7: ordered by start),
+    of one status and one trigger when given."""
+    where, params = "task = ?", [task]
+    for column, value in (("status", status), ("trigger", trigger)):
+        if value is not None:
+            where += f" AND {column} = ?"
+            params.append(value)
     rows = await store.fetchall(
-        f"SELECT {_COLUMNS} FROM task_runs WHERE task = ? ORDER BY id DESC LIMIT ?",
-        (task, limit),
+        f"SELECT {_COLUMNS} FROM task_runs WHERE {where} ORDER BY id DESC LIMIT ?",
+        (*params, limit),
     )
     return [_record(row) for row in rows]
+
+
+async def recorded(store: Store, task: str, slots: Sequence[datetime]) -> set[datetime]:
+    """Those of ``slots`` that have a record (a run or a skip), whatever its trigger
+    but manual."""
+    found: set[datetime] = set()
+    for start in range(0, len(slots), 500):  # under every backend's parameter limit
+        chunk = slots[start : start + 500]
+        rows = await store.fetchall(
+            "SELECT scheduled_for FROM task_runs WHERE task = ? AND trigger != 'manual'"
+            f" AND scheduled_for IN ({', '.join('?' * len(chunk))})",
+            (task, *(db_time(slot) for slot in chunk)),
+        )
+        found.update(from_db_time(row[0]) for row in rows)
+    return found

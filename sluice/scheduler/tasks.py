@@ -13,6 +13,7 @@ from structlog.typing import FilteringBoundLogger
 from sluice.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.cron import Schedule
+from sluice.scheduler.policy import Policy
 
 
 class LockLost(Exception):
@@ -57,3 +58,5 @@ class Task:
     schedule: Schedule
     run: TaskFunction
     description: str = ""
+    # Set from the configuration by the registry (sluice/scheduler/policy.py).
+    policy: Policy = field(default_factory=Policy)

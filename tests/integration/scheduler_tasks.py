@@ -34,6 +34,13 @@ async def long_run(ctx: TaskContext) -> None:
     await _effect(ctx, ctx.run.scheduled_for.isoformat())
 
 
+async def overrun(ctx: TaskContext) -> None:
+    """Outlives its period when the test says so (scheduling policies, SPEC 14)."""
+    await _effect(ctx, f"start {ctx.run.scheduled_for.isoformat()}")
+    await asyncio.sleep(float(os.environ.get("TEST_OVERRUN_SECONDS", "3")))
+    await _effect(ctx, f"end {ctx.run.scheduled_for.isoformat()}")
+
+
 async def batches(ctx: TaskContext) -> None:
     """A checkpointed batch task: one effect and one checkpoint per batch."""
     start = int(ctx.cursor) + 1 if ctx.cursor is not None else 0
@@ -51,4 +58,10 @@ def tasks(config: Config) -> list[Task]:
             "long", parse_cron(os.environ.get("TEST_LONG_CRON", "*/5 * * * * *"), "UTC"), long_run
         ),
         Task("batches", never, batches),
+        # Runs only in the tests that give it a schedule.
+        Task(
+            "overrun",
+            parse_cron(os.environ.get("TEST_OVERRUN_CRON", "0 0 0 1 1 *"), "UTC"),
+            overrun,
+        ),
     ]

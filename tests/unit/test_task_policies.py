@@ -1,0 +1,63 @@
+"""SLUICE_<TASK>_OVERLAP, _CATCHUP_SECONDS, _JITTER_SECONDS, _TIMEOUT_SECONDS (SPEC 14)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from sluice.config import load_config
+from sluice.errors import ConfigError
+from sluice.scheduler.policy import Policy, describe, jitter
+from sluice.scheduler.registry import all_tasks
+
+
+def test_each_task_gets_its_policy_from_the_environment(tmp_path: Path) -> None:
+    config = load_config({
+        "SLUICE_DATA_DIR": str(tmp_path),
+        "SLUICE_TRIM_STREAMS_OVERLAP": "buffer_one",
+        "SLUICE_TRIM_STREAMS_CATCHUP_SECONDS": "3600",
+        "SLUICE_REFILL_CODE_POOL_JITTER_SECONDS": "30",
+        "SLUICE_REFILL_CODE_POOL_TIMEOUT_SECONDS": "900",
+    })  # fmt: skip
+    tasks = all_tasks(config)
+    assert tasks["trim-streams"].policy == Policy(overlap="buffer_one", catchup_seconds=3600)
+    assert tasks["refill-code-pool"].policy == Policy(jitter_seconds=30, timeout_seconds=900)
+    assert tasks["reap-consumers"].policy == Policy()
+    assert describe(tasks["refill-code-pool"].policy) == (
+        "overlap=skip catchup=0s jitter=30s timeout=900s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("SLUICE_TRIM_STREAMS_OVERLAP", "queue", "must be one of skip | buffer_one"),
+        ("SLUICE_TRIM_STREAMS_CATCHUP_SECONDS", "-5", "0 or more"),
+        ("SLUICE_TRIM_STREAMS_JITTER_SECONDS", "soon", "number of seconds"),
+        ("SLUICE_TRIM_STREAMS_TIMEOUT_SECONDS", "0", "more than 0"),
+    ],
+)
+def test_bad_policy_values_are_refused_at_start(
+    tmp_path: Path, variable: str, value: str, words: str
+) -> None:
+    with pytest.raises(ConfigError, match=variable) as refused:
+        load_config({"SLUICE_DATA_DIR": str(tmp_path), variable: value})
+    assert words in str(refused.value)
+
+
+def test_a_policy_for_no_task_is_refused(tmp_path: Path) -> None:
+    config = load_config({"SLUICE_DATA_DIR": str(tmp_path), "SLUICE_TRIM_STREEMS_OVERLAP": "skip"})
+    with pytest.raises(ConfigError, match="SLUICE_TRIM_STREEMS_OVERLAP names no task"):
+        all_tasks(config)
+
+
+def test_jitter_is_a_function_of_the_task_and_the_occurrence() -> None:
+    policy = Policy(jitter_seconds=10)
+    slot = datetime(2026, 3, 1, 4, tzinfo=UTC)
+    delays = {jitter(policy, "refill-code-pool", slot + timedelta(days=d)) for d in range(50)}
+    assert len(delays) == 50 and all(timedelta(0) <= d < timedelta(seconds=10) for d in delays)
+    assert jitter(policy, "refill-code-pool", slot) == jitter(policy, "refill-code-pool", slot)
+    assert jitter(policy, "a", slot) != jitter(policy, "b", slot)
+    assert jitter(Policy(), "a", slot) == timedelta(0)

@@ -30,7 +30,7 @@ from sluice.webhooks.repository import Webhook
 from sluice.webhooks.sender import Sender
 from sluice.webhooks.signing import generate_secret
 from tests.api.test_links import user_token
-from tests.integration.conftest import wait_for
+from tests.integration.conftest import Child, wait_for
 
 Client = TestClient[Any, Any]
 Call = tuple[dict[str, str], bytes]
@@ -50,12 +50,15 @@ class Receiver:
     def __init__(self) -> None:
         self.calls: dict[str, list[Call]] = defaultdict(list)
         self.release = asyncio.Event()
+        self.delay = 0.0  # seconds every call takes before its answer
 
     async def view(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         self.calls[name].append(
             ({k.lower(): v for k, v in request.headers.items()}, await request.read())
         )
+        if self.delay:
+            await asyncio.sleep(self.delay)
         if name.startswith("fail"):
             return web.Response(status=500)
         if name.startswith("slow"):
@@ -265,3 +268,49 @@ async def test_private_targets_are_refused_at_delivery(
     dead: Any = await resources.redis.xrange(resources.keys.dead(NAME))
     assert b"TargetRefused" in dead[0][1][b"error"]
     assert json.loads(dead[0][1][b"data"])["type"] == "LinkCreated"
+
+
+async def test_visit_batches_are_complete_and_exact_under_kill_9_of_the_worker(
+    api: Client, receiver: tuple[Receiver, str], resources: Resources,
+    start_relay: Callable[..., Any], spawn: Callable[..., Child],
+) -> None:  # fmt: skip
+    """A real ``sluice worker webhooks`` killed with SIGKILL while it delivers: the next
+    worker sends what was missing, and a receiver that drops a ``webhook-id`` it has seen
+    (as Standard Webhooks advises) gets every visit exactly once."""
+    hooks, base = receiver
+    hooks.delay = 0.02  # a call takes a moment: the kill lands while messages are out
+    ada = await user_token(api)
+    hook = await add_webhook(api, ada, f"{base}/ada", "link.visited")
+    code = await add_link(api, ada)
+    start_relay()
+    env = {"SLUICE_WEBHOOK_ALLOW_PRIVATE": "1", "SLUICE_WORKER_BATCH": "50"}
+    first = spawn("worker", NAME, "--consumer", "w1", **env)
+    for _ in range(400):
+        assert (await api.get(f"/{code}", allow_redirects=False)).status == 302
+
+    def messages() -> dict[str, set[str]]:
+        """The visits of each message received, by its webhook-id (all copies alike)."""
+        found: dict[str, set[str]] = {}
+        for call in hooks.calls["ada"]:
+            visits = {v["event_id"] for v in verified(hook["secret"], call)["data"]["visits"]}
+            assert found.setdefault(call[0]["webhook-id"], visits) == visits
+        return found
+
+    async def some_sent() -> bool:
+        return len(messages()) >= 2
+
+    await wait_for(some_sent, timeout=30)
+    first.kill()
+    sent_before = sum(len(v) for v in messages().values())
+    spawn("worker", NAME, "--consumer", "w2", **env)
+    stored = await resources.store.events_after(0, 10_000, types=("LinkVisited",))
+    assert len(stored) == 400
+
+    async def complete() -> bool:
+        return len(set().union(*messages().values())) == 400
+
+    await wait_for(complete, timeout=60)
+    by_id = messages()
+    assert set().union(*by_id.values()) == {event.event_id for event in stored}
+    assert sum(len(v) for v in by_id.values()) == 400, "a visit in two different messages"
+    assert sent_before < 400, "the worker had sent everything before the kill: nothing tested"

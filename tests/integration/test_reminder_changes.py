@@ -19,6 +19,7 @@ import pytest
 from sluice.config import Config
 from sluice.events import ReminderDue, decode, utcnow
 from sluice.http import create_app
+from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.store.users import from_db_time
 from sluice.streams.relay import Relay
@@ -136,6 +137,34 @@ async def test_a_one_shot_survives_a_scheduler_restart_before_it_is_due(
 
     await wait_for(done, timeout=15)
     await assert_fired_once_on_time(resources, client, headers, [reminder_id], at)
+
+
+@pytest.mark.timeout(90)
+async def test_a_one_shot_fires_on_time_while_redis_is_down(
+    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    redis_server: RedisServer, tmp_path: Path,
+) -> None:  # fmt: skip
+    """One-shots are claimed and fired in the database alone: a Redis outage around their
+    instant changes nothing (ReminderDue waits in the outbox for the relay)."""
+    client, headers = auth
+    scheduler(spawn, tmp_path / "s.log")
+    await wait_for(started(tmp_path / "s.log"), timeout=30)
+    at = (utcnow() + 4 * SECOND).replace(microsecond=0)
+    reminder_id = await one_shot(client, headers, at)
+    await asyncio.to_thread(redis_server.stop)
+    try:
+        assert utcnow() < at, "Redis stopped too late to tell"
+
+        async def done() -> bool:
+            return reminder_id in await fired(resources)
+
+        await wait_for(done, timeout=15)
+        occurrences = await fired(resources)
+        [(slot, fired_at)] = occurrences[reminder_id]
+        assert slot == at and timedelta(0) <= fired_at - at < SECOND, (slot, fired_at)
+        assert [e.reminder_id for e in await due_events(resources)].count(reminder_id) == 1
+    finally:
+        await asyncio.to_thread(redis_server.start)
 
 
 @pytest.mark.timeout(120)

@@ -9,6 +9,7 @@ events the cron runners follow.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,13 +19,17 @@ import pytest
 
 from sluice.config import Config
 from sluice.events import ReminderDue, decode, utcnow
+from sluice.handlers import mail
 from sluice.http import create_app
+from sluice.mail.sending import reminder_key
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.store.users import from_db_time
+from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 from tests.integration.conftest import Child, wait_for
-from tests.integration.test_reminders import create, fired_at_least
+from tests.integration.mail_helpers import Received, smtp_server
+from tests.integration.test_reminders import create, drained, fired_at_least, verify_address
 
 SECOND = timedelta(seconds=1)
 
@@ -175,7 +180,7 @@ async def test_a_patch_is_followed_by_every_scheduler_within_two_seconds(
     client, headers = auth
     reminder_id = await create(client, headers, "* * * * * *", "every second")
     start_relay()
-    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    logs = [tmp_path / f"{name}.log" for name in "abc"]
     for log in logs:
         scheduler(spawn, log)
     await wait_for(started(*logs), timeout=30)
@@ -224,3 +229,70 @@ async def _assert_new_schedule(
     due = [e for e in await due_events(resources) if e.reminder_id == reminder_id]
     assert sorted(e.scheduled_for for e in due if e.scheduled_for in slots) == sorted(slots)
     assert {e.text for e in due if e.scheduled_for in slots} == {text}
+
+
+@pytest.mark.timeout(120)
+async def test_two_hundred_one_shots_due_together_mail_once_each_across_three_schedulers(
+    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    make_config: Callable[..., Config], start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer], tmp_path: Path,
+) -> None:  # fmt: skip
+    client, headers = auth
+    with smtp_server() as server:
+        mail_config = make_config(
+            smtp_url=server.url, mail_from="Sluice <hi@sluice.test>", mail_rate=1000.0,
+            mail_user_hourly=1000, mail_user_daily=1000,
+        )  # fmt: skip
+        start_relay()
+        start_worker(spec=mail.group(dataclasses.replace(resources, config=mail_config)),
+                     config=mail_config)  # fmt: skip
+        await verify_address(client, headers, resources)
+        logs = [tmp_path / f"{name}.log" for name in "abc"]
+        for log in logs:
+            scheduler(spawn, log)
+        await wait_for(started(*logs), timeout=30)
+        at = (utcnow() + 4 * SECOND).replace(microsecond=0)
+        ids = [await one_shot(client, headers, at, f"order {i}") for i in range(200)]
+        assert utcnow() < at, "the one-shots were made too late to be due together"
+
+        def mailed() -> list[Received]:
+            return [r for r in server.messages() if r.message_id.strip().startswith("<reminder_")]
+
+        async def all_mailed() -> bool:
+            return len(mailed()) >= len(ids)
+
+        await wait_for(all_mailed, timeout=30)
+        await wait_for(drained(resources), timeout=10)
+        await assert_fired_once_on_time(resources, client, headers, ids, at)
+        expected = sorted(f"<{reminder_key(i, at)}@sluice.test>" for i in ids)
+        assert sorted(r.message_id.strip() for r in mailed()) == expected
+
+
+@pytest.mark.timeout(90)
+async def test_a_one_shot_due_while_no_scheduler_runs_fires_once_when_one_starts(
+    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    client, headers = auth
+    at = (utcnow() + 2 * SECOND).replace(microsecond=0)
+    reminder_id = await one_shot(client, headers, at)
+
+    async def past_due() -> bool:
+        return utcnow() > at + SECOND
+
+    await wait_for(past_due, timeout=10)
+    assert reminder_id not in await fired(resources)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    for log in logs:
+        scheduler(spawn, log)
+
+    async def done() -> bool:
+        return reminder_id in await fired(resources)
+
+    await wait_for(done, timeout=30)
+    await wait_for(started(*logs), timeout=30)
+    [(slot, fired_at)] = (await fired(resources))[reminder_id]
+    assert slot == at and fired_at > at + SECOND  # late, once: never skipped
+    assert [e.reminder_id for e in await due_events(resources)].count(reminder_id) == 1
+    answer = await (await client.get(f"/v1/reminders/{reminder_id}", headers=headers)).json()
+    assert answer["status"] == "done"

@@ -18,6 +18,9 @@ from sluice.store import Store
 from tests.api.conftest import Client, problem
 from tests.link_helpers import OTHER, add_link, add_user, bearer
 
+# SQLite only: the image of a link's short URL: the store only reads the link.
+pytestmark = pytest.mark.stores("sqlite")
+
 CODE = "qr-link"
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

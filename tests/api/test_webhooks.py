@@ -12,6 +12,10 @@ from sluice.config import Config
 from tests.api.conftest import Client, problem
 from tests.api.test_links import user_token
 
+# SQLite only: the routes' validation and ownership; delivery runs on both stores in
+# tests/integration/test_webhooks.py.
+pytestmark = pytest.mark.stores("sqlite")
+
 
 @pytest.fixture
 def config(make_config: Callable[..., Config]) -> Config:

@@ -123,6 +123,7 @@ async def test_one_shots_fire_once_within_a_second_with_two_schedulers(
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_one_shot_survives_a_scheduler_restart_before_it_is_due(
     auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
     tmp_path: Path,
@@ -145,6 +146,7 @@ async def test_a_one_shot_survives_a_scheduler_restart_before_it_is_due(
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_one_shot_fires_on_time_while_redis_is_down(
     auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
     redis_server: RedisServer, tmp_path: Path,
@@ -173,6 +175,7 @@ async def test_a_one_shot_fires_on_time_while_redis_is_down(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_patch_is_followed_by_every_scheduler_within_two_seconds(
     auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
     start_relay: Callable[..., Relay], tmp_path: Path,
@@ -269,6 +272,7 @@ async def test_two_hundred_one_shots_due_together_mail_once_each_across_three_sc
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_one_shot_due_while_no_scheduler_runs_fires_once_when_one_starts(
     auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
     tmp_path: Path,

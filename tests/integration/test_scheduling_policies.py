@@ -83,6 +83,7 @@ async def test_skip_records_the_occurrences_a_long_run_leaves_out(
     assert all(s.scheduled_for - timedelta(seconds=2) in ran_slots for s in skipped[:-1])
 
 
+@pytest.mark.stores("sqlite")  # run records on PostgreSQL: the skip, cancel, catch-up tests
 async def test_buffer_one_runs_one_waiting_occurrence_right_after_the_run(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
@@ -126,6 +127,7 @@ async def test_cancel_other_cancels_the_running_run_on_any_host_and_starts_the_n
     assert not [r for r in found if r.status == "succeeded"]
 
 
+@pytest.mark.stores("sqlite")  # run records on PostgreSQL: the skip, cancel, catch-up tests
 async def test_allow_all_overlaps_runs_and_still_runs_each_occurrence_once(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
@@ -146,6 +148,7 @@ async def test_allow_all_overlaps_runs_and_still_runs_each_occurrence_once(
     assert all(ends[r.id.encode()] == 1 for r in done)
 
 
+@pytest.mark.stores("sqlite")  # run records on PostgreSQL: the skip, cancel, catch-up tests
 async def test_jitter_is_the_same_on_every_replica_and_the_occurrence_runs_once(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
@@ -165,6 +168,7 @@ async def test_jitter_is_the_same_on_every_replica_and_the_occurrence_runs_once(
     assert len(set(delays)) > 1  # a delay per occurrence, not one for all
 
 
+@pytest.mark.stores("sqlite")  # run records on PostgreSQL: the skip, cancel, catch-up tests
 async def test_a_run_past_its_timeout_fails_with_deadline_and_gives_its_lock_back(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
@@ -211,6 +215,7 @@ async def test_missed_occurrences_inside_the_catchup_window_run_once_oldest_firs
     assert cron and max(slots) < min(cron)  # the window before the start, no later
 
 
+@pytest.mark.stores("sqlite")  # run records on PostgreSQL: the skip, cancel, catch-up tests
 async def test_pause_holds_across_processes_and_restarts_and_resume_lets_it_run(
     make_config: Callable[..., Config],
     resources: Resources,
@@ -248,6 +253,7 @@ async def test_pause_holds_across_processes_and_restarts_and_resume_lets_it_run(
     once_each(await records(resources, "tick"))
 
 
+@pytest.mark.stores("sqlite")  # run records on PostgreSQL: the skip, cancel, catch-up tests
 async def test_a_running_run_is_cancelled_on_its_host_within_two_seconds(
     make_config: Callable[..., Config],
     resources: Resources,

@@ -65,7 +65,7 @@ async def test_skip_records_the_occurrences_a_long_run_leaves_out(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
     env = {**ENV, "TEST_OVERRUN_CRON": "*/2 * * * * *", "TEST_OVERRUN_SECONDS": "3"}
-    for _ in range(2):
+    for _ in range(3):
         spawn("scheduler", **env)
     await wait_for(count("skipped", 2, resources, "overrun"), timeout=60)
     await wait_for(count("succeeded", 2, resources, "overrun"), timeout=20)

@@ -14,7 +14,7 @@ from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, proble
 from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response
 from sluice.http.keys import CONFIG, ORPHANS, STORE
-from sluice.http.link_stats import MAX_DAYS, stats_range
+from sluice.http.link_stats import RANGE, RANGE_422, stats_range
 from sluice.links.orphan_report import TOP_CODES, read_orphans
 from sluice.links.orphans import OrphanTally
 
@@ -92,20 +92,12 @@ ROUTES = (
             "(1000) ms, the one answering right before it reads."
         ),
         "security": ADMIN,
-        "parameters": [
-            {"name": "from", "in": "query", "required": False,
-             "description": "first UTC day, YYYY-MM-DD; default `to` minus 29 days",
-             "schema": {"type": "string", "format": "date"}},
-            {"name": "to", "in": "query", "required": False,
-             "description": "last UTC day, YYYY-MM-DD; default today",
-             "schema": {"type": "string", "format": "date"}},
-        ],
+        "parameters": RANGE,
         "responses": {
             "200": ok(OrphanVisits, "the orphan visits of the range"),
             "401": UNAUTHORIZED,
             "403": FORBIDDEN,
-            "422": problem(f"a date not YYYY-MM-DD, `from` after `to`, or more than {MAX_DAYS} "
-                           "days"),
+            "422": problem(RANGE_422),
         },
     }, structs=(OrphanVisits,)),
 )  # fmt: skip

@@ -244,22 +244,10 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
     return config
 
 
-_GROUP_TIMEOUT = re.compile(r"SLUICE_([A-Z0-9_]+)_TIMEOUT_SECONDS")
-
-
 def _group_timeouts(env: Mapping[str, str]) -> dict[str, float]:
     """``SLUICE_<GROUP>_TIMEOUT_SECONDS`` by group name (``ARTICLE_VIEWS``: article-views);
     the config's own ``*_TIMEOUT_SECONDS`` settings are not groups."""
-    timeouts: dict[str, float] = {}
-    for key, raw in env.items():
-        match = _GROUP_TIMEOUT.fullmatch(key)
-        if match is None or raw == "" or f"{match[1].lower()}_timeout_seconds" in _FIELDS:
-            continue
-        try:
-            timeouts[match[1].lower().replace("_", "-")] = float(raw)
-        except ValueError:
-            raise ConfigError(f"{key} must be a number of seconds, got {raw!r}") from None
-    return timeouts
+    return _by_name(env, "TIMEOUT_SECONDS", float, "a number of seconds")
 
 
 T = TypeVar("T")
@@ -272,9 +260,15 @@ def _seconds(raw: str) -> float:
     return seconds
 
 
-def _by_name(env: Mapping[str, str], suffix: str, parse: Callable[[str], T]) -> dict[str, T]:
-    """``SLUICE_<NAME>_<SUFFIX>`` by name (``REFILL_CODE_POOL``: refill-code-pool), as
-    ``_group_timeouts`` reads them; a value ``parse`` refuses is a configuration error."""
+def _by_name(
+    env: Mapping[str, str],
+    suffix: str,
+    parse: Callable[[str], T],
+    expected: str = "a number of seconds, 0 or more",
+) -> dict[str, T]:
+    """``SLUICE_<NAME>_<SUFFIX>`` by name (``REFILL_CODE_POOL``: refill-code-pool; the
+    config's own ``*_<SUFFIX>`` settings are not names); a value ``parse`` refuses is a
+    configuration error saying it must be ``expected``."""
     pattern = re.compile(rf"SLUICE_([A-Z0-9_]+)_{suffix}")
     found: dict[str, T] = {}
     for key, raw in env.items():
@@ -284,9 +278,7 @@ def _by_name(env: Mapping[str, str], suffix: str, parse: Callable[[str], T]) -> 
         try:
             found[match[1].lower().replace("_", "-")] = parse(raw.strip())
         except ValueError:
-            raise ConfigError(
-                f"{key} must be a number of seconds, 0 or more, got {raw!r}"
-            ) from None
+            raise ConfigError(f"{key} must be {expected}, got {raw!r}") from None
     return found
 
 

@@ -30,6 +30,18 @@ carries the same deterministic ``Message-ID``, so many mail systems fold the
 two) is a lesser harm than a user who never receives a mail the system
 recorded as due. Everything outside that window is exactly once.
 
+A reservation whose outcome this process does not know
+------------------------------------------------------
+A reserve whose COMMIT lost the connection (the database crashed or restarted
+right then) may have committed; a release that failed left the row reserved.
+Either way the row carries a holder token nobody uses any more, with a live
+lease, and the retry of the delivery would wait out that lease (two minutes)
+although the holder is this very process. ``SendLog`` therefore remembers such
+in-doubt holders per key, and the next ``reserve`` of the key in this process
+reuses the token, so it takes over its own row at once. Only one caller gets a
+remembered token (it is taken from the map), so two deliveries of one key
+running side by side still never both hold it.
+
 Leases compare timestamps written by the workers' own clocks; with SQLite all
 workers share one host, and with a shared database clocks must agree to well
 under the lease.
@@ -65,8 +77,12 @@ ON CONFLICT (key) DO UPDATE SET
     lease_until = excluded.lease_until,
     recipient = excluded.recipient,
     reserved_at = excluded.reserved_at
-WHERE mail_sends.state = 'reserved' AND mail_sends.lease_until < ?
+WHERE mail_sends.state = 'reserved' AND (mail_sends.lease_until < ? OR mail_sends.holder = ?)
 """
+
+# In-doubt holders kept per SendLog; past this the oldest are forgotten (their keys then
+# wait for their lease, as before).
+IN_DOUBT_MAX = 10_000
 
 
 class Outcome(enum.Enum):
@@ -110,6 +126,13 @@ class SendLog:
         self.store = store
         self.lease = lease
         self.clock = clock
+        self._in_doubt: dict[str, str] = {}  # key -> a holder whose row may exist
+
+    def _remember(self, key: str, holder: str) -> None:
+        """``holder`` may hold ``key`` in the database: the next reserve of it reuses it."""
+        self._in_doubt[key] = holder
+        if len(self._in_doubt) > IN_DOUBT_MAX:
+            del self._in_doubt[next(iter(self._in_doubt))]
 
     async def is_sent(self, key: str) -> bool:
         """A cheap read before queueing for the rate limit; ``reserve`` decides."""
@@ -120,18 +143,18 @@ class SendLog:
         return row is not None and row[0] == "sent"
 
     async def reserve(self, key: str, recipient: str) -> Reservation:
-        holder = uuid.uuid4().hex
+        holder = self._in_doubt.pop(key, None) or uuid.uuid4().hex
         now = self.clock()
         lease_until = stamp(now + self.lease)
+        params = (key, holder, lease_until, recipient, stamp(now), stamp(now), holder)
         try:
             async with self.store.transaction() as tx:
-                changed = await tx.execute(
-                    _RESERVE, (key, holder, lease_until, recipient, stamp(now), stamp(now))
-                )
+                changed = await tx.execute(_RESERVE, params)
                 row = None if changed else await tx.fetchone(
                     "SELECT state, lease_until FROM mail_sends WHERE key = ?", (key,)
                 )  # fmt: skip
         except Exception as exc:
+            self._remember(key, holder)  # the COMMIT may have happened without its answer
             raise CouldNotCheck(f"could not check mail {key}: {exc}") from exc
         if changed:
             return Reservation(key, recipient, holder, Outcome.RESERVED, lease_until)
@@ -149,8 +172,9 @@ class SendLog:
                     (reservation.key, reservation.holder),
                 )
         except Exception as exc:
+            self._remember(reservation.key, reservation.holder)
             log.warning(
-                "mail: could not release reservation; it expires with its lease",
+                "mail: could not release reservation; this process takes it back on its next try",
                 key=reservation.key, lease_until=reservation.lease_until, error=str(exc),
             )  # fmt: skip
 

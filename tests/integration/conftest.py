@@ -208,12 +208,18 @@ class Child:
         return self.process.pid
 
     def terminate(self) -> int | None:
+        """SIGTERM and its exit code; a process still running 30 s later fails the test
+        and is killed, so it cannot outlive it (and hold its ports)."""
         if self.process is None:
             return None
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(30)
-        self.process = None
-        return code
+        process, self.process = self.process, None
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+            raise
 
 
 def child_env(config: Config, **extra: str) -> dict[str, str]:

@@ -13,6 +13,7 @@ could not be known), and only those may appear beyond the answered ones.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -106,8 +107,9 @@ async def processes(outage_config: Config) -> AsyncIterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        for child in children:
-            child.terminate()
+        with contextlib.ExitStack() as stops:  # each one stopped, even after one failed
+            for child in children:
+                stops.callback(child.terminate)
 
 
 async def test_a_database_crash_under_traffic_loses_nothing_and_redirects_never_fail(

@@ -5,6 +5,7 @@ The clock is injected, so lease expiry is tested without waiting for it.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -124,3 +125,60 @@ async def test_a_database_error_is_could_not_check_never_sent_nor_reserved() -> 
         await log.is_sent("welcome_u1")
     assert not reserve_error.value.permanent
     assert "database is locked" in str(reserve_error.value)
+
+
+class LostAnswer:
+    """A store whose next transaction commits and then raises, as a COMMIT does whose
+    answer was lost when the database crashed right after it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.lose_next = False
+        self.refuse_next = False  # the next transaction fails before it changes anything
+
+    def transaction(self) -> Any:
+        return self._transaction()
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Any]:
+        if self.refuse_next:
+            self.refuse_next = False
+            raise ConnectionRefusedError("the database is down")
+        async with self.store.transaction() as tx:
+            yield tx
+        if self.lose_next:
+            self.lose_next = False
+            raise ConnectionResetError("connection lost after COMMIT")
+
+    async def fetchone(self, sql: str, params: Any = ()) -> Any:
+        return await self.store.fetchone(sql, params)
+
+
+async def test_a_reserve_whose_commit_answer_was_lost_is_taken_back_at_once(store: Store) -> None:
+    flaky = LostAnswer(store)
+    log = SendLog(flaky)  # type: ignore[arg-type]
+    flaky.lose_next = True
+    with pytest.raises(CouldNotCheck):
+        await log.reserve("welcome_u1", "a@example.org")
+    assert await rows(store) == [("welcome_u1", "reserved", "a@example.org")]  # it committed
+
+    again = await log.reserve("welcome_u1", "a@example.org")  # not BUSY for the whole lease
+    assert again.outcome is Outcome.RESERVED
+    other = await SendLog(store).reserve("welcome_u1", "a@example.org")
+    assert other.outcome is Outcome.BUSY  # another process still waits for the lease
+    await log.mark_sent(again)
+    assert await rows(store) == [("welcome_u1", "sent", "a@example.org")]
+
+
+async def test_a_release_that_failed_is_taken_back_by_the_next_reserve_only(store: Store) -> None:
+    flaky = LostAnswer(store)
+    log = SendLog(flaky)  # type: ignore[arg-type]
+    first = await log.reserve("welcome_u1", "a@example.org")
+    flaky.refuse_next = True  # the send failed and so did the release: the row stays
+    await log.release(first)
+    assert await rows(store) == [("welcome_u1", "reserved", "a@example.org")]
+
+    second = await log.reserve("welcome_u1", "a@example.org")
+    assert second.outcome is Outcome.RESERVED
+    third = await log.reserve("welcome_u1", "a@example.org")  # the remembered holder is used once
+    assert third.outcome is Outcome.BUSY

@@ -27,11 +27,12 @@ from sluice.store.base import Row, Store
 CHUNK = 50_000
 
 
-def _hot_sql(types: Sequence[str], *, bounded: bool) -> str:
+def _hot_sql(store: Store, types: Sequence[str], *, bounded: bool) -> str:
     marks = ", ".join("?" * len(types))
     upper = " AND seq <= ?" if bounded else ""
     return (
-        f"SELECT seq, payload FROM events WHERE seq > ?{upper} AND type IN ({marks})"
+        f"SELECT seq, payload FROM {store.dialect.events_by_seq}"
+        f" WHERE seq > ?{upper} AND type IN ({marks})"
         " ORDER BY seq LIMIT ?"
     )
 
@@ -71,7 +72,7 @@ async def read_history(
         group, end = await _next_window(store, types, position, upto)
         window = (position, end, upto)
         rows, covered, last = await _window(store, types, window, group, chunk, short)
-        if await _moved_under_us(store, types, position, covered, group):
+        if await moved_under_us(store, types, position, covered, group):
             continue
         for start in range(0, len(rows), chunk):
             yield rows[start : start + chunk]
@@ -118,20 +119,21 @@ async def _window(
     bounded = upto is not None
     params = (position, upto, *types, chunk) if bounded else (position, *types, chunk)
     # (seq, payload) as both stores return them: int and bytes, no copy per row.
-    rows: list[Any] = await store.fetchall(_hot_sql(types, bounded=bounded), params)
+    rows: list[Any] = await store.fetchall(_hot_sql(store, types, bounded=bounded), params)
     if rows and len(rows) >= short:
         return rows, rows[-1][0], False
     return rows, upto, True
 
 
-async def _moved_under_us(
+async def moved_under_us(
     store: Store,
     types: Sequence[str],
     position: int,
     covered: int | None,
-    group: list[SegmentRef],
+    group: Sequence[SegmentRef] = (),
 ) -> bool:
-    """Whether a segment not in ``group`` now holds events of the window just read."""
+    """Whether a segment not in ``group`` now holds events of the window just read (after
+    ``position``, up to ``covered``; None: no bound)."""
     known = {s.id for s in group}
     return any(
         s.id not in known and (covered is None or s.first_seq <= covered)
@@ -143,7 +145,7 @@ async def _hot_between(
     store: Store, types: Sequence[str], after: int, upto: int, chunk: int
 ) -> list[tuple[int, bytes]]:
     rows: list[Row] = []
-    sql = _hot_sql(types, bounded=True)
+    sql = _hot_sql(store, types, bounded=True)
     while True:
         found = await store.fetchall(sql, (after, upto, *types, chunk))
         rows.extend(found)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from tqdm import tqdm
 from sluice.config import Config
 from sluice.events import AnyEvent, decode
 from sluice.history import catalog
+from sluice.history.packed import Packed, read_history_packed, read_table
 from sluice.history.reader import read_history
 from sluice.projections.base import Projection
 from sluice.resources import Resources
@@ -57,33 +58,46 @@ async def _count(resources: Resources, projection: Projection) -> int:
     return (int(row[0]) if row else 0) + await catalog.count(resources.store, types)
 
 
-def _select(projection: Projection) -> str:
+def _select(tx: Tx, projection: Projection) -> str:
     # Only what apply needs: the payload, and seq for the position.
     types = ", ".join("?" * len(projection.event_types))
     return (
-        f"SELECT seq, payload FROM events WHERE seq > ? AND type IN ({types}) ORDER BY seq LIMIT ?"
+        f"SELECT seq, payload FROM {tx.dialect.events_by_seq}"
+        f" WHERE seq > ? AND type IN ({types}) ORDER BY seq LIMIT ?"
     )
 
 
-async def _read(
-    read: Callable[[str, Sequence[Any]], Awaitable[list[Row]]],
-    projection: Projection,
-    after: int,
-    limit: int,
-) -> list[Row]:
-    return await read(_select(projection), (after, *projection.event_types, limit))
+# A chunk of the history: rows of (seq, payload), or packed for a projection that
+# takes payloads (its apply does not depend on their order within a chunk).
+Chunk = Packed | Sequence[Row]
+
+
+def _extent(chunk: Chunk) -> tuple[int, int]:
+    """The highest seq of a non-empty chunk and how many events it holds."""
+    if isinstance(chunk, Packed):
+        return chunk.last, chunk.count
+    return chunk[-1][0], len(chunk)
+
+
+async def _read_table(tx: Tx, projection: Projection, after: int, limit: int) -> Chunk | None:
+    if projection.apply_payloads is not None:
+        packed = await read_table(tx.fetchone, tx.dialect, projection.event_types, after, limit)
+        return packed if packed.count else None
+    rows = await tx.fetchall(_select(tx, projection), (after, *projection.event_types, limit))
+    return rows or None
 
 
 def _decode_all(rows: Sequence[Row]) -> list[AnyEvent]:
     return [decode(payload) for _, payload in rows]
 
 
-async def _apply(tx: Tx, projection: Projection, rows: Sequence[Row], suffix: str,
+async def _apply(tx: Tx, projection: Projection, chunk: Chunk, suffix: str,
                  config: Config) -> None:  # fmt: skip
-    if projection.apply_payloads is not None:
-        await projection.apply_payloads(tx, [payload for _, payload in rows], suffix, config)
+    if isinstance(chunk, Packed):
+        assert projection.apply_payloads is not None
+        await projection.apply_payloads(tx, chunk.payloads, suffix, config)
     else:
-        await projection.apply(tx, _decode_all(rows), suffix, config)
+        await projection.apply(tx, _decode_all(chunk), suffix, config)
 
 
 async def rebuild(
@@ -111,11 +125,12 @@ async def rebuild(
                 await tx.execute_script(indexes)
         async with store.transaction() as tx:
             await tx.lock_history()  # no event commits from here to the swap
-            while rows := await _read(tx.fetchall, projection, position, chunk):
-                await _apply(tx, projection, rows, suffix, resources.config)
-                position, applied = rows[-1][0], applied + len(rows)
+            while found := await _read_table(tx, projection, position, chunk):
+                await _apply(tx, projection, found, suffix, resources.config)
+                position, count = _extent(found)
+                applied += count
                 bar.total = max(bar.total or 0, applied)
-                bar.update(len(rows))
+                bar.update(count)
             watermark = await _swap(tx, projection, suffix)
     except BaseException:
         await _drop(resources, projection, suffix)
@@ -134,18 +149,24 @@ async def _bulk(
     """Apply reads of ``chunk`` events (archived, then hot) until a read of the table
     returns fewer than ``tail``; each read of the next chunk (the reader connection)
     overlaps the apply of the last one."""
-    store, config = resources.store, resources.config
+    store, config, types = resources.store, resources.config, projection.event_types
     position, applied = 0, 0
     # Archived events first (and the hot rows among them), then the table on.
-    history = read_history(store, projection.event_types, chunk=chunk, short=tail)
+    history: AsyncGenerator[Chunk] = (
+        read_history_packed(store, types, chunk=chunk, short=tail)
+        if projection.apply_payloads is not None
+        else read_history(store, types, chunk=chunk, short=tail)
+    )
     pending = asyncio.ensure_future(_next(history))
     try:
-        while (rows := await pending) is not None:
+        while (found := await pending) is not None:
             pending = asyncio.ensure_future(_next(history))
-            async with store.transaction() as tx:
-                await _apply(tx, projection, rows, suffix, config)
-            position, applied = rows[-1][0], applied + len(rows)
-            bar.update(len(rows))
+            last, count = _extent(found)
+            if count:
+                async with store.transaction() as tx:
+                    await _apply(tx, projection, found, suffix, config)
+                position, applied = last, applied + count
+                bar.update(count)
     finally:
         pending.cancel()  # after a failure: the read in flight is not wanted
         await asyncio.gather(pending, return_exceptions=True)
@@ -153,8 +174,8 @@ async def _bulk(
     return position, applied
 
 
-async def _next(rows: AsyncIterator[list[tuple[int, bytes]]]) -> list[tuple[int, bytes]] | None:
-    return await anext(rows, None)
+async def _next(chunks: AsyncIterator[Chunk]) -> Chunk | None:
+    return await anext(chunks, None)
 
 
 def _split_ddl(ddl: str) -> tuple[str, str]:

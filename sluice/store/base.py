@@ -52,6 +52,15 @@ class Dialect(Protocol):
     def payload_field(self, field: str) -> str:
         """An SQL expression for a top-level text field of ``events.payload``."""
 
+    @property
+    def events_by_seq(self) -> str:
+        """``events`` as a FROM clause for a read of a range of seq numbers filtered by
+        type: scanned in seq order, whatever the statistics say of the type index."""
+
+    def json_array_agg(self, column: str) -> str:
+        """An aggregate joining the JSON documents of a BLOB/bytea ``column`` into one JSON
+        array (``[a,b,...]``; NULL for no rows), in no guaranteed order."""
+
     def row_lock(
         self, mode: Literal["update", "share"], *tables: str, skip_locked: bool = False
     ) -> str:

@@ -93,11 +93,17 @@ class PostgresDialect:
     """SQL that differs from SQLite's, for the code above the store."""
 
     name = "postgres"
+    events_by_seq = "events"  # a replay refreshes the statistics first (refresh_statistics)
 
     @staticmethod
     def payload_field(field: str) -> str:
         """An expression for a top-level text field of ``events.payload`` (JSON)."""
         return f"(convert_from(payload, 'UTF8')::jsonb ->> '{field_name(field)}')"
+
+    @staticmethod
+    def json_array_agg(column: str) -> str:
+        """``[a,b,...]`` as bytea."""
+        return f"'['::bytea || string_agg({field_name(column)}, ','::bytea) || ']'::bytea"
 
     @staticmethod
     def row_lock(mode: Literal["update", "share"], *tables: str, skip_locked: bool = False) -> str:

@@ -9,12 +9,14 @@ import dataclasses
 import io
 from collections.abc import Callable
 
+import msgspec
 import pytest
 
 from sluice.events import ArticleViewed, LinkVisited
 from sluice.exports import jobs, visits
 from sluice.exports.runner import ExportDeps, run_export
 from sluice.history import CorruptSegment, catalog
+from sluice.history.packed import Packed, read_history_packed
 from sluice.history.reader import read_history
 from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
@@ -114,6 +116,35 @@ async def test_the_history_reader_gives_archived_and_hot_rows_once_in_seq_order(
     read = [row async for chunk in read_history(store, types, middle, upto=middle + 90)
             for row in chunk]  # fmt: skip
     assert read == [(e.seq, e.payload) for e in everything if middle < e.seq <= middle + 90]
+
+
+async def test_the_packed_reader_gives_every_event_once_while_an_archive_run_moves_rows(
+    resources: Resources,
+) -> None:
+    store = resources.store
+    await traffic(store, range(6))
+    everything = await store.events_after(0, 10_000)
+    views = [e for e in everything if e.type == "ArticleViewed"]
+    await make_old(store, everything[-1].seq)
+    await store.set_position(POSITION, everything[200].seq)
+    assert await run_archive(store, segment_events=25)  # the oldest first, views among them
+
+    def payloads(chunk: Packed) -> list[dict[str, object]]:
+        return sorted(msgspec.json.decode(chunk.payloads), key=str)  # type: ignore[no-any-return]
+
+    chunks: list[Packed] = []
+    reader = read_history_packed(store, ("ArticleViewed",), chunk=20, short=20)
+    async for chunk in reader:
+        chunks.append(chunk)
+        if len(chunks) == 2:  # mid-read, an archive run takes the rest of the table
+            await store.set_position(POSITION, everything[-1].seq)
+            assert await run_archive(store, segment_events=25)
+    read = [p for chunk in chunks for p in payloads(chunk)]
+    assert len(read) == len(views) == sum(c.count for c in chunks)
+    assert sorted(read, key=str) == sorted((msgspec.json.decode(e.payload) for e in views), key=str)
+    # Chunks follow each other in seq order without a gap or an overlap.
+    assert [c.after for c in chunks[1:]] == [c.last for c in chunks[:-1]]
+    assert chunks[-1].last == views[-1].seq
 
 
 async def test_an_export_of_visits_spanning_segments_and_the_table_lists_each_once(

@@ -40,7 +40,8 @@ def test_payload_counts_are_the_event_counts(
     ]
     payloads = [msgspec.json.encode(e) for e in events]
     decoded = [decode(p) for p in payloads]
-    assert _payload_views_by_day(payloads, ZoneInfo(zone)) == _views_by_day(decoded, ZoneInfo(zone))
+    array = b"[" + b",".join(payloads) + b"]"
+    assert _payload_views_by_day(array, ZoneInfo(zone)) == _views_by_day(decoded, ZoneInfo(zone))
 
 
 def test_a_minute_straddling_local_midnight_is_counted_on_each_side() -> None:
@@ -50,7 +51,7 @@ def test_a_minute_straddling_local_midnight_is_counted_on_each_side() -> None:
     after = datetime(2026, 1, 10, 23, 0, tzinfo=UTC)
     payloads = [msgspec.json.encode(ArticleViewed(article_id="a", viewer="v", occurred_at=at))
                 for at in (before, after)]  # fmt: skip
-    counts = _payload_views_by_day(payloads, zone)
+    counts = _payload_views_by_day(b"[" + b",".join(payloads) + b"]", zone)
     assert counts == {
         (before.astimezone(zone).date(), "a"): 1,
         (after.astimezone(zone).date(), "a"): 1,

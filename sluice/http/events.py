@@ -130,7 +130,8 @@ ROUTES = (
         "operationId": "showEvent",
         "summary": "One event, its stream entries and every delivery of it to every group",
         "description": (
-            "`deliveries` lists each attempt in the order it was recorded: the group, the"
+            "`deliveries` lists each attempt in time order (when its batch's handler was"
+            " called; a projection's attempt is recorded with its batch): the group, the"
             " consumer, the attempt number (Redis's delivery count across retries), the"
             " outcome (`handled`, `duplicate`: applied before, `failed`: retried later,"
             " `dead_lettered`, `cancelled`), the error, when the batch's handler was"

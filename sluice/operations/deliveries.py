@@ -18,14 +18,15 @@ loses the rows not yet written, which are those of batches not yet acked: they a
 delivered again.
 
 Projection groups write their attempts themselves, in the transaction of their
-effect (``record_in``, a ``COPY`` on PostgreSQL): the rows ride on a commit the batch
-makes anyway, which is most of the records' cost on PostgreSQL (bench/README.md, the
-deliveries section). The consumer then neither writes them again nor waits for a
-write. The attempt's duration is then up to that write, not the handler's return.
+effect (``record_in``): the attempts they handled as one row per batch
+(``sluice.operations.delivery_batches``, found by event through the projection's
+processed rows), their duplicates a row each. The records ride on a commit the batch
+makes anyway, and the consumer neither writes them again nor waits for a write. The
+attempt's duration is then up to that write, not the handler's return.
 
-The ``purge-deliveries`` task deletes rows older than ``SLUICE_DELIVERY_RETENTION``
-from the low ids up (ids are in time order: rows are written as they happen), a
-batch at a time; it reads no index but the primary key.
+The ``purge-deliveries`` task deletes rows and batches older than
+``SLUICE_DELIVERY_RETENTION`` from the low ids up (ids are in time order: rows are
+written as they happen), a batch at a time; it reads no index but the primary key.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
@@ -42,6 +43,8 @@ import msgspec
 import structlog
 
 from sluice.metrics import DELIVERIES_DROPPED, DELIVERIES_RECORDED
+from sluice.operations.delivery_batches import new_batch_id, write_batch
+from sluice.operations.delivery_batches import of_events as batched_of_events
 
 if TYPE_CHECKING:
     from sluice.store import Store, Tx
@@ -94,11 +97,13 @@ class DeliveryView(msgspec.Struct, frozen=True):
 @dataclass(frozen=True)
 class Batch:
     """The batch a consumer is handling, for a handler that records its own attempts;
-    ``started``: when the consumer called the handler (epoch seconds)."""
+    ``started``: when the consumer called the handler (epoch seconds); ``id``: the id of
+    its row of handled attempts (``sluice.operations.delivery_batches``)."""
 
     group: str
     consumer: str
     started: float
+    id: int = field(default_factory=new_batch_id)
 
 
 # Set by the consumer around its handler call when the process records deliveries.
@@ -108,17 +113,19 @@ BATCH: contextvars.ContextVar[Batch | None] = contextvars.ContextVar("batch", de
 async def record_in(
     tx: Tx, batch: Batch, handled: Sequence[Message], duplicates: Sequence[Message]
 ) -> None:
-    """Write the attempts of a batch's entries in ``tx``, the transaction of their effect."""
-    at = datetime.fromtimestamp(batch.started, UTC).isoformat()
-    ms = round((time.time() - batch.started) * 1000, 3)
-    rows = [
-        (m.event_id, batch.group, batch.consumer, m.stream, m.entry_id, m.deliveries, outcome,
-         None, at, ms)
-        for outcome, messages in (("handled", handled), ("duplicate", duplicates))
-        for m in messages
-    ]  # fmt: skip
-    await tx.insert_rows("deliveries", _COLUMNS, rows)
-    DELIVERIES_RECORDED.inc(len(rows))
+    """Write the attempts of a batch's entries in ``tx``, the transaction of their effect:
+    the handled ones as the batch's row (``batch.id``), the duplicates a row each."""
+    await write_batch(tx, batch, handled)
+    if duplicates:
+        at = datetime.fromtimestamp(batch.started, UTC).isoformat()
+        ms = round((time.time() - batch.started) * 1000, 3)
+        rows = [
+            (m.event_id, batch.group, batch.consumer, m.stream, m.entry_id, m.deliveries,
+             "duplicate", None, at, ms)
+            for m in duplicates
+        ]  # fmt: skip
+        await tx.insert_rows("deliveries", _COLUMNS, rows)
+    DELIVERIES_RECORDED.inc(len(handled) + len(duplicates))
 
 
 class DeliveryLog:
@@ -201,6 +208,8 @@ async def of_events(store: Store, event_ids: Iterable[str]) -> dict[str, list[De
     found: dict[str, list[DeliveryView]] = {event_id: [] for event_id in ids}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
+        for event_id, views in (await batched_of_events(store, chunk)).items():
+            found[event_id] += views
         rows = await store.fetchall(
             f"SELECT {', '.join(_COLUMNS)} FROM deliveries"
             f" WHERE event_id IN ({', '.join('?' for _ in chunk)}) ORDER BY id",
@@ -220,6 +229,8 @@ async def of_events(store: Store, event_ids: Iterable[str]) -> dict[str, list[De
                     float(ms),
                 )
             )
+    for views in found.values():  # recorded apart: put each event's in time order
+        views.sort(key=lambda view: view.started_at)
     return found
 
 
@@ -231,15 +242,18 @@ async def purge(store: Store, now: datetime, retention_s: int, batch: int = PURG
     """
     cutoff = (now - timedelta(seconds=retention_s)).isoformat()
     removed = 0
-    while True:
-        rows = await store.fetchall(
-            "SELECT id, started_at FROM deliveries ORDER BY id LIMIT ?", (batch,)
-        )
-        old = [int(row_id) for row_id, started in rows if str(started) < cutoff]
-        if old:
-            async with store.transaction() as tx:
-                removed += await tx.execute(
-                    "DELETE FROM deliveries WHERE id <= ? AND started_at < ?", (old[-1], cutoff)
-                )
-        if len(old) < batch:
-            return removed
+    for table in ("deliveries", "delivery_batches"):
+        while True:
+            rows = await store.fetchall(
+                f"SELECT id, started_at FROM {table} ORDER BY id LIMIT ?", (batch,)
+            )
+            old = [int(row_id) for row_id, started in rows if str(started) < cutoff]
+            if old:
+                async with store.transaction() as tx:
+                    removed += await tx.execute(
+                        f"DELETE FROM {table} WHERE id <= ? AND started_at < ?",
+                        (old[-1], cutoff),
+                    )
+            if len(old) < batch:
+                break
+    return removed

@@ -190,7 +190,8 @@ def _split_ddl(ddl: str) -> tuple[str, str]:
 
 
 async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
-    """Set the watermark to the head, then put the new tables in place of the old.
+    """Set the watermark to the head, then put the new tables in place of the old (all
+    but the processed table, which stays).
 
     The caller holds the history lock and has applied every event up to the
     head. The watermark row is written first: it waits for live batches that
@@ -205,6 +206,12 @@ async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
         (projection.watermark, head),
     )
     for table in projection.tables:
+        if table == projection.processed_table:
+            # Kept: its rows stay true of the new tables (every event at or below the
+            # watermark is in them), and they name the batches of the deliveries
+            # recorded so far (sluice.operations.delivery_batches).
+            await tx.execute(f"DROP TABLE {table}{suffix}")
+            continue
         await tx.execute(f"DROP TABLE {table}")
         await tx.execute(f"ALTER TABLE {table}{suffix} RENAME TO {table}")
     return head

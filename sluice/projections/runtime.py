@@ -15,9 +15,10 @@ from sluice.streams.spec import GroupSpec
 
 
 async def fresh_events(
-    tx: Tx, projection: Projection, deliveries: Sequence[Delivery]
+    tx: Tx, projection: Projection, deliveries: Sequence[Delivery], batch_id: int | None = None
 ) -> list[AnyEvent]:
-    """The events not applied yet, recorded as applied in the same transaction.
+    """The events not applied yet, recorded as applied in the same transaction (each
+    processed row naming ``batch_id``, the row of the batch's delivery records).
 
     An event is already applied when its ``seq`` is at or below the watermark a
     rebuild left, or when its id is in the projection's processed table. The
@@ -35,9 +36,9 @@ async def fresh_events(
         return []
     ids = list(candidates)
     fresh = await tx.fetchall(
-        f"INSERT INTO {projection.processed_table} (event_id)"
-        f" VALUES {', '.join('(?)' for _ in ids)} ON CONFLICT DO NOTHING RETURNING event_id",
-        ids,
+        f"INSERT INTO {projection.processed_table} (event_id, batch_id)"
+        f" VALUES {', '.join('(?, ?)' for _ in ids)} ON CONFLICT DO NOTHING RETURNING event_id",
+        [value for event_id in ids for value in (event_id, batch_id)],
     )
     return [candidates[str(event_id)] for (event_id,) in fresh]
 
@@ -94,7 +95,8 @@ def projection_group(projection: Projection, resources: Resources) -> GroupSpec:
             return {}
         batch = BATCH.get()
         async with resources.store.transaction() as tx:
-            fresh = await fresh_events(tx, projection, relevant)
+            batch_id = None if batch is None else batch.id
+            fresh = await fresh_events(tx, projection, relevant, batch_id)
             if fresh:
                 await projection.apply(tx, fresh, "", resources.config)
             applied, duplicates = _split(relevant, {event.event_id for event in fresh})

@@ -625,6 +625,26 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        28,
+        "a projection batch's handled attempts in one row, named by its processed rows",
+        # sluice/operations/delivery_batches.py. entries: msgpack (zlib) of (event_id,
+        # stream, entry_id, attempt) per handled entry; the id is drawn by the writing process, in
+        # time order. No index but the key: a batch is found through a processed row's
+        # batch_id, and the purge goes by id as for deliveries.
+        """
+        CREATE TABLE delivery_batches (
+            id INTEGER PRIMARY KEY,
+            group_name TEXT NOT NULL,
+            consumer TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            duration_ms REAL NOT NULL,
+            entries BLOB NOT NULL
+        );
+        ALTER TABLE article_views_processed ADD COLUMN batch_id INTEGER;
+        ALTER TABLE link_stats_processed ADD COLUMN batch_id INTEGER;
+        """,
+    ),
 ]
 
 

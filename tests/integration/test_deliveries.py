@@ -5,10 +5,12 @@ them, the handler deadline, and the purge of old records."""
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
 
@@ -18,6 +20,8 @@ from sluice.http import create_app
 from sluice.metrics import HANDLER_TIMEOUTS
 from sluice.operations import deliveries
 from sluice.operations.deliveries import Attempt
+from sluice.projections.registry import PROJECTIONS
+from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
@@ -228,6 +232,60 @@ async def test_the_purge_removes_only_records_older_than_the_retention(
     left = await deliveries.of_events(resources.store, [f"e{n}" for n in (0, 100, 101, 102)])
     assert [len(v) for v in left.values()] == [0, 1, 1, 1]
     assert await deliveries.purge(resources.store, now, 7 * 86_400) == 0
+
+
+async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_events_attempt(
+    admin: Client,
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    store = resources.store
+    async with store.transaction() as tx:
+        await tx.append(*(ArticleViewed(article_id="a1", viewer=f"v{i}", trace_id="views-batch")
+                          for i in range(40)))  # fmt: skip
+    start_relay()
+    start_worker("article-views", name="v1")
+
+    async def each_handled_once() -> bool:
+        return await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
+
+    await wait_for(each_handled_once)
+    # The 40 attempts are in the rows of their batches (one per XREADGROUP), none alone.
+    batches = await store.fetchone("SELECT COUNT(*) FROM delivery_batches")
+    assert batches is not None and 1 <= batches[0] <= 4
+    alone = await store.fetchone("SELECT COUNT(*) FROM deliveries WHERE group_name = ?",
+                                 ("article-views",))  # fmt: skip
+    assert alone == (0,)
+    [event, *_] = await store.events_after(0, 1, types=("ArticleViewed",))
+    detail = await get(admin, f"/v1/admin/events/{event.event_id}")
+    [attempt] = [d for d in detail["deliveries"] if d["group"] == "article-views"]
+    assert attempt["consumer"] == "v1" and attempt["attempt"] == 1 and attempt["error"] is None
+    assert {"stream": attempt["stream"], "entry_id": attempt["entry_id"]} in detail[
+        "stream_entries"
+    ]
+
+    await rebuild(resources, PROJECTIONS["article-views"], progress=False)
+    assert await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
+
+
+async def test_the_purge_removes_old_batches_of_projection_attempts_too(
+    resources: Resources,
+) -> None:
+    store, now = resources.store, utcnow()
+    async with store.transaction() as tx:
+        for n, age in enumerate([timedelta(days=9)] * 3 + [timedelta(days=1)] * 2):
+            await tx.execute(
+                "INSERT INTO delivery_batches (id, group_name, consumer, started_at,"
+                " duration_ms, entries) VALUES (?, 'article-views', 'c', ?, 1.0, ?)",
+                (
+                    n + 1,
+                    (now - age).isoformat(),
+                    zlib.compress(msgspec.msgpack.encode([(f"e{n}", "s", f"{n}-0", 1)])),
+                ),
+            )
+    assert await deliveries.purge(store, now, 7 * 86_400, batch=2) == 3
+    assert await store.fetchone("SELECT COUNT(*) FROM delivery_batches") == (2,)
 
 
 async def test_the_event_and_trace_routes_answer_their_errors(admin: Client) -> None:

@@ -135,9 +135,10 @@ async def test_a_worker_process_stops_within_2s_of_a_pause_and_resume_drains_it(
 
     resumed = time.monotonic()
     await ask(api, "resume")
-    # Generous for a loaded CI machine (a fresh-clone run once took over 10 s here);
-    # an idle one drains this backlog in well under a second.
-    await wait_for(counted(resources, total), timeout=25)
+    # Generous for a loaded CI machine (fresh-clone runs took over 10 s here, and once
+    # over 25 s in a full run; not reproduced alone, nor three at once beside two CPU
+    # hogs); an idle one drains this backlog in well under a second.
+    await wait_for(counted(resources, total), timeout=60)
     assert time.monotonic() - resumed < 20
     assert all(lag == 0 for _, lag, _ in await delivered(resources))
 

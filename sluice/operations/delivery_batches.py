@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 Entry = tuple[str, str, str, int]  # event_id, stream, entry_id, attempt
 
-_entries = msgspec.msgpack.Decoder(list[tuple[str, str, str, int]])
+_entries = msgspec.msgpack.Decoder(list[Entry])
 
 
 # Batch ids are chosen by the process: milliseconds since 2024 (time order, for the

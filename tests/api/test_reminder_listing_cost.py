@@ -25,9 +25,12 @@ from tests.api.conftest import AiohttpClient, Client
 from tests.api.test_links import user_token
 
 # Walking the crons on the loop: 0.35-0.6 s of loop CPU per list, and as long a lag.
+# The loop thread's CPU time is the measure the machine's load does not move; the two
+# wall-clock bounds only catch a loop blocked without CPU (a synchronous wait), and
+# leave room for a full run on two busy cores (a lag of 0.29 s was seen there).
 LOOP_CPU_MAX = 0.1  # seconds; 10-30 ms here, more when a collection of the whole heap falls in
-LOOP_LAG_MAX = 0.25  # seconds, wall clock: other processes on a busy machine add to it
-ANSWER_MAX = 0.5  # seconds, from stored runs
+LOOP_LAG_MAX = 1.0  # seconds, wall clock: other processes on a busy machine add to it
+ANSWER_MAX = 2.0  # seconds, from stored runs; 10-50 ms on an idle machine
 
 
 def rare(n: int) -> str:

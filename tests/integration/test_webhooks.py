@@ -157,11 +157,17 @@ async def test_link_created_and_visits_in_signed_batches(
     assert {v["code"] for v in visits()} == {code}
     # What the visit knows of its client (a loopback address has no country).
     assert all(v["country"] is None and "os" in v and "device" in v for v in visits())
-    answer = await api.get(f"/v1/webhooks/{hook['id']}/deliveries", headers=ada)
-    items = (await answer.json())["items"]
+    items: list[dict[str, Any]] = []
+
+    async def each_call_recorded() -> bool:
+        # A call's attempt is written after its answer came: the receiver sees it first.
+        answer = await api.get(f"/v1/webhooks/{hook['id']}/deliveries", headers=ada)
+        items[:] = (await answer.json())["items"]
+        return len(items) == len(hooks.calls["ada"])
+
+    await wait_for(each_call_recorded)
     assert {i["event_type"] for i in items} == {"link.created", "link.updated", "link.visited"}
     assert all(i["status"] == 204 and i["error"] is None for i in items)
-    assert len(items) == len(hooks.calls["ada"])
 
 
 async def test_a_failing_endpoint_is_retried_then_dead_lettered(

@@ -122,18 +122,20 @@ async def _write(tx: Tx, days: Counter[tuple[date, str]], s: str) -> None:
         for period, start in zip(PERIODS, _starts(local), strict=True):
             periods[(period, start, article)] += n
     now = utcnow().isoformat()
-    await tx.executemany(
-        f"INSERT INTO article_views{s} (article_id, views, updated_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (article_id) DO UPDATE"
-        f" SET views = article_views{s}.views + excluded.views, updated_at = excluded.updated_at",
-        [(article, n, now) for article, n in totals.items()],
+    await tx.upsert_rows(
+        f"article_views{s}",
+        ("article_id", "views", "updated_at"),
+        sorted((article, n, now) for article, n in totals.items()),
+        keys=("article_id",),
+        add=("views",),
+        replace=("updated_at",),
     )
-    await tx.executemany(
-        f"INSERT INTO article_view_periods{s} (period, start, article_id, views)"
-        " VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (period, start, article_id)"
-        f" DO UPDATE SET views = article_view_periods{s}.views + excluded.views",
-        [(*key, n) for key, n in periods.items()],
+    await tx.upsert_rows(
+        f"article_view_periods{s}",
+        ("period", "start", "article_id", "views"),
+        sorted((*key, n) for key, n in periods.items()),
+        keys=("period", "start", "article_id"),
+        add=("views",),
     )
 
 

@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from sluice.config import Config
 from sluice.events import AnyEvent, LinkVisited, utcnow
@@ -78,25 +77,6 @@ def _aggregate(visits: Iterable[LinkVisited]) -> _Batch:
     return batch
 
 
-async def _insert_new(
-    tx: Tx, table: str, columns: Sequence[str], returning: str, rows: Sequence[Any]
-) -> list[Any]:
-    """Insert the ``rows`` not in ``table`` yet; returns ``returning`` of each row inserted."""
-    names = ", ".join(columns)
-    inserted: list[Any] = []
-    for i in range(0, len(rows), _CHUNK):
-        chunk = rows[i : i + _CHUNK]
-        values = ", ".join([f"({', '.join('?' * len(columns))})"] * len(chunk))
-        inserted.extend(
-            await tx.fetchall(
-                f"INSERT INTO {table} ({names}) VALUES {values}"
-                f" ON CONFLICT ({names}) DO NOTHING RETURNING {returning}",
-                [value for row in chunk for value in row],
-            )
-        )
-    return inserted
-
-
 async def _owners(tx: Tx, codes: Sequence[str]) -> dict[str, str]:
     """The owner of each of ``codes`` that is a link (one primary-key read each)."""
     owners: dict[str, str] = {}
@@ -116,55 +96,55 @@ async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> N
         return
     new_visitors = Counter(
         str(code)
-        for (code,) in await _insert_new(
-            tx, f"link_visitors{s}", ("code", "visitor"), "code", sorted(batch.visitors)
+        for (code,) in await tx.insert_new(
+            f"link_visitors{s}", ("code", "visitor"), sorted(batch.visitors), "code"
         )
     )
     new_day_visitors = Counter(
         (str(code), str(day))
-        for code, day in await _insert_new(
-            tx,
+        for code, day in await tx.insert_new(
             f"link_day_visitors{s}",
             ("code", "day", "visitor"),
-            "code, day",
             sorted(batch.day_visitors),
+            "code, day",
         )
     )
     now = utcnow().isoformat()
-    await tx.executemany(
-        f"INSERT INTO link_stats{s} (code, total, bots, unique_visitors, updated_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (code) DO UPDATE SET"
-        f" total = link_stats{s}.total + excluded.total, bots = link_stats{s}.bots + excluded.bots,"
-        f" unique_visitors = link_stats{s}.unique_visitors + excluded.unique_visitors,"
-        " updated_at = excluded.updated_at",
+    await tx.upsert_rows(
+        f"link_stats{s}",
+        ("code", "total", "bots", "unique_visitors", "updated_at"),
         [(c, n, batch.bots[c], new_visitors[c], now) for c, n in sorted(batch.totals.items())],
+        keys=("code",),
+        add=("total", "bots", "unique_visitors"),
+        replace=("updated_at",),
     )
-    await tx.executemany(
-        f"INSERT INTO link_stats_days{s} (code, day, visits, unique_visitors, bots)"
-        f" VALUES (?, ?, ?, ?, ?) ON CONFLICT (code, day) DO UPDATE SET"
-        f" visits = link_stats_days{s}.visits + excluded.visits,"
-        f" unique_visitors = link_stats_days{s}.unique_visitors + excluded.unique_visitors,"
-        f" bots = link_stats_days{s}.bots + excluded.bots",
+    await tx.upsert_rows(
+        f"link_stats_days{s}",
+        ("code", "day", "visits", "unique_visitors", "bots"),
         [
             (c, d, n, new_day_visitors[(c, d)], batch.day_bots[(c, d)])
             for (c, d), n in sorted(batch.days.items())
         ],
+        keys=("code", "day"),
+        add=("visits", "unique_visitors", "bots"),
     )
     for table, column, counts in (
         ("link_stats_referrers", "referrer", batch.referrers),
         ("link_stats_browsers", "browser", batch.browsers),
     ):
-        await tx.executemany(
-            f"INSERT INTO {table}{s} (code, {column}, visits) VALUES (?, ?, ?)"
-            f" ON CONFLICT (code, {column}) DO UPDATE"
-            f" SET visits = {table}{s}.visits + excluded.visits",
+        await tx.upsert_rows(
+            f"{table}{s}",
+            ("code", column, "visits"),
             [(c, key, n) for (c, key), n in sorted(counts.items())],
+            keys=("code", column),
+            add=("visits",),
         )
-    await tx.executemany(
-        f"INSERT INTO link_day_facets{s} (code, day, facet, value, visits) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (code, day, facet, value) DO UPDATE"
-        f" SET visits = link_day_facets{s}.visits + excluded.visits",
+    await tx.upsert_rows(
+        f"link_day_facets{s}",
+        ("code", "day", "facet", "value", "visits"),
         [(*key, n) for key, n in sorted(batch.facets.items())],
+        keys=("code", "day", "facet", "value"),
+        add=("visits",),
     )
     await _add_owner_days(tx, batch, s)
 
@@ -178,12 +158,12 @@ async def _add_owner_days(tx: Tx, batch: _Batch, s: str) -> None:
     )
     if not rows:
         return
-    await tx.executemany(
-        f"INSERT INTO link_owner_days{s} (owner_id, day, code, visits, bots)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner_id, day, code) DO UPDATE SET"
-        f" visits = link_owner_days{s}.visits + excluded.visits,"
-        f" bots = link_owner_days{s}.bots + excluded.bots",
+    await tx.upsert_rows(
+        f"link_owner_days{s}",
+        ("owner_id", "day", "code", "visits", "bots"),
         rows,
+        keys=("owner_id", "day", "code"),
+        add=("visits", "bots"),
     )
 
 

@@ -34,11 +34,11 @@ async def fresh_events(
         candidates.setdefault(delivery.event.event_id, delivery.event)
     if not candidates:
         return []
-    ids = list(candidates)
-    fresh = await tx.fetchall(
-        f"INSERT INTO {projection.processed_table} (event_id, batch_id)"
-        f" VALUES {', '.join('(?, ?)' for _ in ids)} ON CONFLICT DO NOTHING RETURNING event_id",
-        [value for event_id in ids for value in (event_id, batch_id)],
+    fresh = await tx.insert_new(
+        projection.processed_table,
+        ("event_id", "batch_id"),
+        [(event_id, batch_id) for event_id in candidates],
+        "event_id",
     )
     return [candidates[str(event_id)] for (event_id,) in fresh]
 

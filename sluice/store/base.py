@@ -45,6 +45,16 @@ def field_name(field: str) -> str:
     return field
 
 
+def upsert_clause(
+    table: str, keys: Sequence[str], add: Sequence[str], replace: Sequence[str]
+) -> str:
+    """``ON CONFLICT (keys) DO UPDATE``: the ``add`` columns added to the row there, the
+    ``replace`` columns overwritten."""
+    sets = [f"{field_name(c)} = {table}.{c} + excluded.{c}" for c in add]
+    sets += [f"{field_name(c)} = excluded.{c}" for c in replace]
+    return f" ON CONFLICT ({', '.join(map(field_name, keys))}) DO UPDATE SET {', '.join(sets)}"
+
+
 class Dialect(Protocol):
     @property
     def name(self) -> str: ...
@@ -97,6 +107,31 @@ class Tx(Protocol):
     ) -> None:
         """Insert many rows into ``table`` the cheapest way the backend has (SQLite:
         multi-row INSERTs; PostgreSQL: a binary ``COPY``)."""
+
+    async def upsert_rows(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        keys: Sequence[str],
+        add: Sequence[str] = (),
+        replace: Sequence[str] = (),
+    ) -> None:
+        """Insert ``rows``; where a row with the same ``keys`` (the primary key) is there,
+        add the new row's ``add`` columns to it and overwrite its ``replace`` columns.
+        In one statement per backend limit (SQLite: multi-row VALUES; PostgreSQL: one
+        INSERT of ``unnest`` arrays), not one per row. The rows' keys must be distinct;
+        they are written in the order given (sorted, two transactions lock rows in one
+        order and cannot deadlock)."""
+
+    async def insert_new(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str
+    ) -> list[Row]:
+        """Insert the ``rows`` that conflict with no row of ``table`` (its keys); the
+        ``returning`` expression of each row inserted, in no particular order. Two
+        transactions inserting one key at once: the second waits for the first to end
+        and then inserts nothing if it committed."""
 
     async def lock_history(self) -> None:
         """Keep every other transaction from appending until this one ends, so the

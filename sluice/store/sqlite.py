@@ -18,7 +18,7 @@ import structlog
 
 from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
-from sluice.store.base import HEAD, Row, StoredEvent, field_name
+from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrations import apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
 
@@ -143,16 +143,51 @@ class SqliteTx(SqliteCatalog):
     async def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     ) -> None:
-        if not rows:
-            return
+        await self._insert(table, columns, rows, "")
+
+    async def upsert_rows(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        keys: Sequence[str],
+        add: Sequence[str] = (),
+        replace: Sequence[str] = (),
+    ) -> None:
+        await self._insert(table, columns, rows, upsert_clause(table, keys, add, replace))
+
+    async def insert_new(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str
+    ) -> list[Row]:
+        tail = f" ON CONFLICT DO NOTHING RETURNING {returning}"
+        return await self._insert(table, columns, rows, tail, returns=True)
+
+    async def _insert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        tail: str,
+        *,
+        returns: bool = False,
+    ) -> list[Row]:
+        """Multi-row INSERTs (``executemany`` hands the GIL back and forth with the
+        event loop for every row), each ending with ``tail``; the rows they return
+        (``returns``: ``tail`` has a RETURNING clause)."""
+        returned: list[Row] = []
         head = f"INSERT INTO {field_name(table)} ({', '.join(map(field_name, columns))}) VALUES "
         one = f"({', '.join('?' for _ in columns)})"
         per = max(1, INSERT_PARAMS // len(columns))
         for start in range(0, len(rows), per):
             chunk = rows[start : start + per]
-            await self._db.execute(
-                head + ", ".join(one for _ in chunk), [v for row in chunk for v in row]
-            )
+            sql = head + ", ".join(one for _ in chunk) + tail
+            params = [v for row in chunk for v in row]
+            if returns:
+                returned += await self.fetchall(sql, params)
+            else:  # one hop to the database's thread, not two
+                await self._db.execute(sql, params)
+        return returned
 
     async def lock_history(self) -> None:
         """Nothing to take: BEGIN IMMEDIATE already holds every other writer back."""

@@ -26,6 +26,7 @@ from sluice.processes import runtime_settings
 from sluice.redis_server import die_with_parent, free_port
 from sluice.resources import Resources, open_resources, redis_client
 from sluice.scheduler.reminders import ReminderRunner
+from sluice.store import Store, open_store
 from sluice.streams.consumer import Consumer
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
@@ -44,6 +45,16 @@ async def wait_for(
             return
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s: {predicate.__qualname__}")
+
+
+@pytest.fixture
+async def store(config: Config) -> AsyncIterator[Store]:
+    """The test's store alone (no Redis client), migrated."""
+    opened = await open_store(config)
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 
 import pytest
 import structlog
@@ -25,15 +24,6 @@ from sluice.store import Store, open_store
 from tests.integration.conftest import wait_for
 
 CODE = re.compile(r"[0-9A-Za-z]{6}")
-
-
-@pytest.fixture
-async def store(config: Config) -> AsyncIterator[Store]:
-    opened = await open_store(config)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def pool(store: Store) -> list[tuple[str, int]]:

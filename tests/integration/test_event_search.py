@@ -5,7 +5,6 @@ query plans (an index range read in page order, never a scan or a sort), and
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -24,19 +23,10 @@ from sluice.operations.event_search import (
     search,
     stored_time,
 )
-from sluice.store import Store, open_store
+from sluice.store import Store
 from tests.integration.test_cli import sluice
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(config: Config) -> AsyncIterator[Store]:
-    opened = await open_store(config)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _event(i: int) -> Event:

@@ -93,7 +93,11 @@ def _outcome(error: BaseException | None, given_up: bool) -> Outcome:
 
 
 def _outage(error: BaseException) -> bool:
-    """Whether ``error`` is an outage, not the entry's fault: held, not retried."""
+    """Whether ``error`` is an outage, not the entry's fault: held, not retried. A settled
+    outcome (a projection names every entry ``Recorded``) is none, and is told apart
+    before the walk along the exception's chain."""
+    if isinstance(error, SETTLED):
+        return False
     return isinstance(error, ServiceUnavailable) or database_unavailable(error)
 
 

@@ -39,9 +39,10 @@ from asyncpg.transaction import Transaction
 
 from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
-from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
+from sluice.store.base import HEAD, Row, StoredEvent, field_name
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrations import apply_migrations
+from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 
 log = structlog.get_logger(__name__)
@@ -74,11 +75,6 @@ _STALE_STATISTICS = (
     "SELECT c.reltuples < 0 OR s.n_mod_since_analyze > 1000 + c.reltuples / 10"
     " FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid"
     " WHERE c.oid = to_regclass($1)"
-)
-# Each column's type as SQL (``bigint``, ``text``), for the casts of ``unnest`` arrays.
-_COLUMN_TYPES = (
-    "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
-    " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped"
 )
 # Seconds to wait for a new connection: a database that cannot be reached fails fast.
 CONNECT_TIMEOUT = 5.0
@@ -171,7 +167,7 @@ def _rowcount(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-class PostgresTx(PostgresCatalog):
+class PostgresTx(PostgresCatalog, PostgresBulkWrites):
     def __init__(
         self,
         conn: asyncpg.Connection | PoolConnectionProxy,
@@ -200,61 +196,6 @@ class PostgresTx(PostgresCatalog):
     async def append(self, *events: Event) -> None:
         # Inserted at commit, under the history lock: see the module docstring.
         self._events.extend(events)
-
-    async def insert_rows(
-        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
-    ) -> None:
-        """``COPY`` in binary: a quarter cheaper than an INSERT of ``unnest`` arrays."""
-        if rows:
-            await self._conn.copy_records_to_table(
-                field_name(table), records=rows, columns=[field_name(c) for c in columns]
-            )
-
-    async def upsert_rows(
-        self,
-        table: str,
-        columns: Sequence[str],
-        rows: Sequence[Sequence[Any]],
-        *,
-        keys: Sequence[str],
-        add: Sequence[str] = (),
-        replace: Sequence[str] = (),
-    ) -> None:
-        """One ``INSERT ... SELECT FROM unnest(...)``: the rows go as one array per
-        column, where ``executemany`` runs the statement once per row (the projections'
-        upserts took two thirds of the server's statement time so)."""
-        if rows:
-            sql = self._unnest_insert(table, columns, await self._types(table))
-            await self._conn.execute(
-                sql + upsert_clause(table, keys, add, replace), *zip(*rows, strict=True)
-            )
-
-    async def insert_new(
-        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], returning: str
-    ) -> list[Row]:
-        """One ``INSERT ... SELECT FROM unnest(...)``, a single prepared statement for any
-        number of rows (a multi-row VALUES was a new statement to parse and plan for each
-        batch size)."""
-        if not rows:
-            return []
-        sql = self._unnest_insert(table, columns, await self._types(table))
-        sql += f" ON CONFLICT DO NOTHING RETURNING {returning}"
-        return [tuple(r) for r in await self._conn.fetch(sql, *zip(*rows, strict=True))]
-
-    @staticmethod
-    def _unnest_insert(table: str, columns: Sequence[str], types: dict[str, str]) -> str:
-        arrays = ", ".join(f"${i}::{types[c]}[]" for i, c in enumerate(columns, 1))
-        return (
-            f"INSERT INTO {field_name(table)} ({', '.join(map(field_name, columns))})"
-            f" SELECT * FROM unnest({arrays})"
-        )
-
-    async def _types(self, table: str) -> dict[str, str]:
-        types = self._column_types.get(table)
-        if types is None:
-            rows = await self._conn.fetch(_COLUMN_TYPES, field_name(table))
-            types = self._column_types[table] = {str(c): str(t) for c, t in rows}
-        return types
 
     async def lock_history(self) -> None:
         """Hold back every other append until this transaction ends: the history's head,

@@ -225,6 +225,9 @@ async def test_repeated_redirects_read_the_database_once(client: Client, store: 
 async def test_a_cached_link_still_redirects_with_the_database_down_and_others_are_503(
     client: Client, store: Store
 ) -> None:
+    assert client.app is not None
+    # The follower clears the cache when it starts following: the link is cached after.
+    await asyncio.wait_for(client.app[LINK_FOLLOWER].following.wait(), 5)
     await add_link(store, "abc123", "https://example.org/one")
     # HEAD throughout: a GET answers the same but also hands a visit to the writer, which
     # keeps retrying it with the database closed (tested on its own above).

@@ -309,8 +309,12 @@ async def test_visit_batches_are_complete_and_exact_under_kill_9_of_the_worker(
     first.kill()
     sent_before = sum(len(v) for v in messages().values())
     spawn("worker", NAME, "--consumer", "w2", **env)
+
+    async def all_stored() -> bool:  # the API's writer commits visits in the background
+        return len(await resources.store.events_after(0, 10_000, types=("LinkVisited",))) == 400
+
+    await wait_for(all_stored, timeout=30)
     stored = await resources.store.events_after(0, 10_000, types=("LinkVisited",))
-    assert len(stored) == 400
 
     async def complete() -> bool:
         return len(set().union(*messages().values())) == 400

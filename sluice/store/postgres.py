@@ -171,11 +171,10 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
     def __init__(
         self,
         conn: asyncpg.Connection | PoolConnectionProxy,
-        column_types: dict[str, dict[str, str]] | None = None,
+        column_types: dict[str, dict[str, str]],
     ) -> None:
         self._conn = conn
-        # The store's, shared by its transactions: table -> column -> type.
-        self._column_types = {} if column_types is None else column_types
+        self._column_types = column_types  # the store's, shared by its transactions
         self._events: list[Event] = []
         self._history_locked = False
         self.dialect = DIALECT

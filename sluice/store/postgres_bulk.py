@@ -48,7 +48,7 @@ class PostgresBulkWrites:
         column, where ``executemany`` runs the statement once per row (the projections'
         upserts took two thirds of the server's statement time so)."""
         if rows:
-            sql = self._unnest_insert(table, columns, await self._types(table))
+            sql = await self._unnest_insert(table, columns)
             await self._conn.execute(
                 sql + upsert_clause(table, keys, add, replace), *zip(*rows, strict=True)
             )
@@ -61,21 +61,19 @@ class PostgresBulkWrites:
         batch size)."""
         if not rows:
             return []
-        sql = self._unnest_insert(table, columns, await self._types(table))
+        sql = await self._unnest_insert(table, columns)
         sql += f" ON CONFLICT DO NOTHING RETURNING {returning}"
         return [tuple(r) for r in await self._conn.fetch(sql, *zip(*rows, strict=True))]
 
-    @staticmethod
-    def _unnest_insert(table: str, columns: Sequence[str], types: dict[str, str]) -> str:
+    async def _unnest_insert(self, table: str, columns: Sequence[str]) -> str:
+        """``INSERT ... SELECT * FROM unnest(...)`` of one array per column, each cast to
+        its column's type (read from the catalog once per table and store)."""
+        types = self._column_types.get(table)
+        if types is None:
+            rows = await self._conn.fetch(_COLUMN_TYPES, field_name(table))
+            types = self._column_types[table] = {str(c): str(t) for c, t in rows}
         arrays = ", ".join(f"${i}::{types[c]}[]" for i, c in enumerate(columns, 1))
         return (
             f"INSERT INTO {field_name(table)} ({', '.join(map(field_name, columns))})"
             f" SELECT * FROM unnest({arrays})"
         )
-
-    async def _types(self, table: str) -> dict[str, str]:
-        types = self._column_types.get(table)
-        if types is None:
-            rows = await self._conn.fetch(_COLUMN_TYPES, field_name(table))
-            types = self._column_types[table] = {str(c): str(t) for c, t in rows}
-        return types

@@ -13,12 +13,12 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
 
 from sluice.config import Config
+from sluice.redis_packing import PackedConnection
 
 
 def cluster_client(config: Config, *, socket_timeout: float, retry: bool) -> aioredis.Redis:
@@ -65,7 +65,7 @@ class _Cluster(RedisCluster):
         return await super().execute_command(*args, **kwargs)
 
 
-class _GuardedConnection(Connection):
+class _GuardedConnection(PackedConnection):
     """A cluster connection that writes only while its transport is open.
 
     When a command fails on a node, redis-py 8.1's cluster client disconnects that

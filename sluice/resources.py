@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sluice.config import Config
 from sluice.redis_cluster import cluster_client
+from sluice.redis_packing import packed
 from sluice.store import Store, open_store
 from sluice.streams.keys import Keys
 
@@ -43,7 +44,7 @@ def redis_client(
         return cluster_client(config, socket_timeout=socket_timeout, retry=retry)
     if not config.redis_url:
         raise RuntimeError("SLUICE_REDIS_URL is not set and no embedded Redis was started")
-    return aioredis.Redis.from_url(
+    client = aioredis.Redis.from_url(
         config.redis_url,
         socket_timeout=socket_timeout,
         socket_connect_timeout=2.0,
@@ -51,6 +52,9 @@ def redis_client(
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1 if retry else 0),
         retry_on_error=[RedisConnectionError] if retry else [],
     )
+    pool = client.connection_pool
+    pool.connection_class = packed(pool.connection_class)  # the URL's TCP, TLS or socket
+    return client
 
 
 def keys_for(config: Config) -> Keys:

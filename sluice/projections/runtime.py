@@ -82,9 +82,13 @@ def _outcomes(
     """The outcomes the consumer acks: ``Recorded`` when the attempts went in with the
     effect, else ``Duplicate`` for copies (recorded by the consumer)."""
     if not recorded:
-        return {m.key: Duplicate("applied before") for m in duplicates}
-    found: dict[tuple[str, str], BaseException] = {m.key: Recorded() for m in applied}
-    found.update((m.key, Recorded(duplicate=True)) for m in duplicates)
+        return dict.fromkeys([m.key for m in duplicates], Duplicate("applied before"))
+    # One outcome object per kind, shared: outcomes are read, never raised.
+    found: dict[tuple[str, str], BaseException] = dict.fromkeys(
+        [m.key for m in applied], Recorded()
+    )
+    if duplicates:
+        found.update(dict.fromkeys([m.key for m in duplicates], Recorded(duplicate=True)))
     return found
 
 

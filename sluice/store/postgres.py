@@ -218,21 +218,24 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
         The rows are built first: the lock is held only for the one INSERT that takes
         it and for the COMMIT after it.
         """
-        types: collections.Counter[str] = collections.Counter()
-        if not self._events:
-            return types
-        now = utcnow().isoformat()
-        columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
-        for e in self._events:
-            kind = type_name(e)
-            types[kind] += 1
-            for column, value in zip(
-                columns, (e.event_id, kind, e.aggregate, encode(e), e.trace_id, now), strict=True
-            ):
-                column.append(value)
-        await self._conn.execute(_APPEND, *columns, HISTORY_LOCK)
+        events = self._events
+        if not events:
+            return collections.Counter()
+        # Column by column: a comprehension per column costs a quarter of a loop
+        # appending each event's six values (the producer's share of an append).
+        kinds = [type_name(e) for e in events]
+        await self._conn.execute(
+            _APPEND,
+            [e.event_id for e in events],
+            kinds,
+            [e.aggregate for e in events],
+            [encode(e) for e in events],
+            [e.trace_id for e in events],
+            [utcnow().isoformat()] * len(events),
+            HISTORY_LOCK,
+        )
         self._history_locked = True
-        return types
+        return collections.Counter(kinds)
 
 
 class PostgresStore:

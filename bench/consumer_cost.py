@@ -1,0 +1,110 @@
+"""CPU instructions per event of one ``article-views`` consumer draining its stream.
+
+Run by hand: ``.venv/bin/python bench/consumer_cost.py [N] [--store sqlite,postgres]``
+(default 20,000 events, SQLite). Needs ``valgrind`` (``apt-get install -y valgrind``).
+
+The two worker processes are most of the CPU of ``bench/peers.py``'s pipeline, whose
+wall-clock ratios move by a tenth from run to run on the shared 2-core machine. The
+instructions a worker spends per event do not. Each store gets one child process under
+callgrind on its own Redis and store (``bench/stores.py``): N ``ArticleViewed`` committed
+and published by the relay, then the counters are zeroed, one consumer (the group's
+production batch, its deliveries recorded as a worker records them) drains the stream,
+and the counters are dumped once it has acked the last entry. Every thread of the
+process counts (aiosqlite's included); the Redis and PostgreSQL servers do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from stores import Stores, parse_stores
+
+
+async def _callgrind(flag: str) -> None:
+    """``callgrind_control flag`` on this process, the event loop running meanwhile (the
+    request is served between the instructions this process runs)."""
+    control = await asyncio.create_subprocess_exec(
+        "callgrind_control", flag, str(os.getpid()), stdout=subprocess.DEVNULL
+    )
+    await control.wait()
+
+
+async def drain(n: int, env: dict[str, str]) -> None:
+    """The child, under callgrind: publish ``n`` events, then drain them, counted."""
+    from deliveries import publish
+
+    from sluice.config import load_config
+    from sluice.groups import GROUPS
+    from sluice.logs import configure_logging
+    from sluice.operations.deliveries import DeliveryLog
+    from sluice.processes import runtime_settings
+    from sluice.resources import open_resources, redis_client
+    from sluice.streams.consumer import Consumer
+
+    config = load_config(env, log_level="warning", log_format="json")
+    configure_logging(config)
+    async with open_resources(config) as res:
+        await publish(res, n)
+        stop = asyncio.Event()
+        reader = redis_client(config, socket_timeout=120)
+        group, log = GROUPS["article-views"](res), DeliveryLog(res.store)
+        consumer = Consumer(group, reader, res.keys, "bench", runtime_settings(config),
+                            deliveries=log)  # fmt: skip
+        await _callgrind("-z")
+        task = asyncio.create_task(consumer.run(stop))
+        while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
+            await asyncio.sleep(0.002)
+        await _callgrind("-d")
+        stop.set()
+        await task
+        await reader.aclose()
+
+
+def measure(stores: Stores, store: str, n: int) -> float:
+    """Instructions per event of one consumer draining ``n`` events on ``store``."""
+    from sluice.redis_server import RedisServer
+
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        env.update(stores.env(store, Path(tmp) / "data"), SLUICE_REDIS_URL=server.url)
+        out = Path(tmp) / "callgrind.out"
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                   "--dump-instr=no", sys.executable, __file__, "--child", str(n)]  # fmt: skip
+        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)  # fmt: skip
+        dump = Path(f"{out}.1")  # the first dump: the drain alone; the last is the exit
+        if not dump.exists():
+            dumps = sorted(Path(tmp).glob("callgrind.out.*.1"))
+            dump = dumps[0]
+        total = re.search(r"^(?:summary|totals): (\d+)", dump.read_text(errors="replace"), re.M)
+        if total is None:
+            raise SystemExit(f"no instruction count in {dump}")
+        return int(total[1]) / n
+
+
+def main(args: argparse.Namespace) -> None:
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("valgrind is not on PATH: apt-get install -y valgrind")
+    with Stores(args.store) as stores:
+        for store in args.store:
+            per_event = measure(stores, store, args.n)
+            print(f"{store}: {per_event:,.0f} instructions per event "
+                  f"({args.n:,} events, one article-views consumer)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        asyncio.run(drain(int(sys.argv[2]), dict(os.environ)))
+        sys.exit(0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=20_000)
+    parser.add_argument("--store", type=parse_stores, default=["sqlite"])
+    main(parser.parse_args())

@@ -3,8 +3,9 @@
 redis-py with hiredis packs a command in two steps: a Python call per argument to its
 ``Encoder`` (``str`` to UTF-8 ``bytes``, numbers to their ``repr``), then one
 ``hiredis.pack_command`` of the tuple. hiredis takes ``str``, ``bytes``, ``int`` and
-``float`` itself, and writes them the same way (UTF-8, strict; the ``repr`` of a float,
-checked on 200,000 random doubles), so the first step only costs: an ``XACK`` of a
+``float`` itself (exactly those types: subclasses are refused), and writes them the same
+way (UTF-8, strict, redis-py's default encoding; the ``repr`` of a float, checked on
+200,000 random doubles), so the first step only costs: an ``XACK`` of a
 batch's 500 entry ids paid 500 Python calls, 8 % of an ``article-views`` consumer's
 instructions (callgrind; bench/README.md). ``PackedCommands`` hands the tuple straight
 to hiredis and leaves to redis-py what hiredis refuses (``bool``, ``None``,
@@ -19,13 +20,22 @@ from typing import Any
 import hiredis
 from redis.asyncio.connection import AbstractConnection, Connection
 
+_UTF8_STRICT = {("utf-8", "strict"), ("utf8", "strict"), ("UTF-8", "strict")}
+
 
 class PackedCommands(AbstractConnection):
     """A connection whose commands hiredis packs in one call (see the module docstring)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # hiredis writes str as UTF-8 and fails on what UTF-8 cannot encode: redis-py's
+        # defaults, which sluice keeps; a client set otherwise is left to redis-py.
+        encoder = self.encoder
+        self._by_hiredis = (encoder.encoding, encoder.encoding_errors) in _UTF8_STRICT
+
     def pack_command(self, *args: Any) -> list[bytes]:
         name = args[0]
-        if isinstance(name, str) and " " not in name:
+        if self._by_hiredis and isinstance(name, str) and " " not in name:
             try:
                 return [hiredis.pack_command(args)]
             except TypeError:  # an argument hiredis does not take: redis-py's way

@@ -28,6 +28,13 @@ def test_a_command_is_packed_into_the_bytes_redis_py_sends(args: tuple[object, .
     assert b"".join(ours.pack_command(*args)) == b"".join(theirs.pack_command(*args))
 
 
+def test_a_client_with_another_encoding_packs_as_redis_py_does() -> None:
+    args = ("SET", "k", "caf\u00e9")
+    ours, theirs = PackedConnection(encoding="latin-1"), Connection(encoding="latin-1")
+    assert b"".join(ours.pack_command(*args)) == b"".join(theirs.pack_command(*args))
+    assert b"caf\xe9" in b"".join(ours.pack_command(*args))
+
+
 @pytest.mark.parametrize("bad", [True, None, object()])
 def test_an_argument_redis_py_refuses_is_still_refused(bad: object) -> None:
     with pytest.raises(DataError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -83,10 +84,19 @@ def broken_for(resources: Resources, article_id: str, broken: dict[str, bool]) -
     return GroupSpec("article-views", ("articles",), handle)
 
 
-async def sign_in(page: Page, url: str, token: str) -> None:
+async def sign_in(page: Page, url: str, token: str, *, refused: bool = False) -> None:
+    """Sign in and, unless the token is to be ``refused``, wait until the dashboard's
+    first refresh is drawn: its tables filling in move what is below them, and a click
+    during that move can land beside its button (one loaded full-suite run: the events
+    search's click sent no request)."""
+    from playwright.async_api import expect
+
     await page.goto(url)
     await page.get_by_label("Admin token").fill(token)
     await page.get_by_role("button", name="Open dashboard").click()
+    if not refused:
+        drawn = re.compile(r"^(Updated|Last attempt) ")
+        await expect(page.locator("#refreshed")).to_have_text(drawn, timeout=WAIT_MS)
 
 
 async def test_a_dead_letter_is_redriven_with_a_click(
@@ -152,7 +162,7 @@ async def test_refusals_conflicts_and_outages_are_shown(
 ) -> None:
     from playwright.async_api import expect
 
-    await sign_in(page, admin_url, "not-the-admin-token")
+    await sign_in(page, admin_url, "not-the-admin-token", refused=True)
     await expect(page.get_by_role("alert")).to_contain_text("refused (401)")
     await expect(page.get_by_label("Admin token")).to_be_visible()
 

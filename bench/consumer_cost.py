@@ -80,10 +80,9 @@ def measure(stores: Stores, store: str, n: int) -> float:
                    "--dump-instr=no", sys.executable, __file__, "--child", str(n)]  # fmt: skip
         subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)  # fmt: skip
-        dump = Path(f"{out}.1")  # the first dump: the drain alone; the last is the exit
-        if not dump.exists():
-            dumps = sorted(Path(tmp).glob("callgrind.out.*.1"))
-            dump = dumps[0]
+        # The first dump is the drain alone (as redirect_cost.py reads its own); the
+        # file without a number is written at exit.
+        dump = min(Path(tmp).glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
         total = re.search(r"^(?:summary|totals): (\d+)", dump.read_text(errors="replace"), re.M)
         if total is None:
             raise SystemExit(f"no instruction count in {dump}")

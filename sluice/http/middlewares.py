@@ -7,8 +7,6 @@ be: the redirect goes through it too, and it is the hottest path of the API.
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 import re
 import time
 from collections.abc import Mapping
@@ -20,6 +18,7 @@ from multidict import istr
 
 from sluice import logs
 from sluice.errors import DependencyDown, ProblemError, RequestTimeout
+from sluice.events import new_trace_id
 from sluice.http.bodies import buffer_body, close_with
 from sluice.http.body_limits import with_body_limit
 from sluice.http.degrade import unavailable
@@ -37,17 +36,6 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{7,127}")
 _TRACEPARENT_HEADER = istr("traceparent")
 _REQUEST_ID_HEADER = istr("X-Request-ID")
 TRACE_ID_HEADER = istr("X-Trace-Id")
-
-# Trace ids are not secrets, only unique: 128 bits from a generator seeded from the
-# OS (again in a forked child), at a sixth of uuid4's cost. Not a counter: the
-# header would tell every client how many requests the process has served.
-_random = random.Random()
-os.register_at_fork(after_in_child=_random.seed)
-
-
-def new_trace_id() -> str:
-    """32 lowercase hex digits, never all zero (the W3C trace-id format)."""
-    return f"{_random.getrandbits(128) or 1:032x}"
 
 
 def incoming_trace_id(headers: Mapping[str, str]) -> str | None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,7 +41,14 @@ import redis.exceptions
 import structlog
 from redis.typing import KeyT, StreamIdT
 
-from sluice.events import ReminderCreated, ReminderDeleted, ReminderUpdated, decode, utcnow
+from sluice.events import (
+    ReminderCreated,
+    ReminderDeleted,
+    ReminderUpdated,
+    decode,
+    new_trace_id,
+    utcnow,
+)
 from sluice.redis_cluster import slot_groups
 from sluice.resources import Resources
 from sluice.scheduler.reminder_agenda import Agenda, Plan
@@ -223,7 +229,7 @@ class ReminderRunner:
         claims = await self._claims(due)
         mine = [plan for plan, claimed in zip(due, claims, strict=True) if claimed]
         self.counters.claimed_elsewhere += len(due) - len(mine)
-        traces = [secrets.token_hex(16) for _ in mine]
+        traces = [new_trace_id() for _ in mine]
         outcomes = await stored.fire_many(
             self.resources.store,
             [

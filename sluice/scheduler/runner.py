@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import time
 import traceback
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from datetime import datetime
 import msgspec
 import structlog
 
-from sluice.events import utcnow, uuid7
+from sluice.events import new_trace_id, utcnow, uuid7
 from sluice.metrics import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
 from sluice.operations.cancel import CancelWatch, forget_signal
 from sluice.resources import Resources
@@ -65,10 +64,6 @@ class Run:
     @property
     def record(self) -> runs.RunRecord:
         return self.context.run
-
-
-def new_trace_id() -> str:
-    return secrets.token_hex(16)
 
 
 class Runner:

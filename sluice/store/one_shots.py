@@ -22,10 +22,9 @@ with the claim: once that commits, the old instant fires nowhere.
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 
-from sluice.events import ReminderDue, uuid7
+from sluice.events import ReminderDue, new_trace_id, uuid7
 from sluice.store.base import Store
 from sluice.store.users import db_time, from_db_time
 
@@ -74,7 +73,7 @@ async def fire_due(store: Store, now: datetime, limit: int) -> list[ReminderDue]
                 scheduled_for=from_db_time(at), timezone=ONE_SHOT_ZONE,
                 email="" if user is None else str(user[1]),
                 name=None if user is None or user[2] is None else str(user[2]),
-                event_id=uuid7(), trace_id=secrets.token_hex(16),
+                event_id=uuid7(), trace_id=new_trace_id(),
             ))  # fmt: skip
         # The same record as a cron occurrence's (purged after 7 days like them); the
         # UPDATE above already made this the only firing, so a conflict cannot happen.

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import time
 import uuid
 from typing import Any
 
@@ -19,8 +20,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import Histogram
 
-from sluice.events import uuid7
-from sluice.http.middlewares import new_trace_id
+from sluice.events import new_trace_id, uuid7
 from sluice.http.visitors import VisitorHasher, visitor_hash
 from sluice.links.cache import LinkCache, Target
 from sluice.logs import (
@@ -196,6 +196,19 @@ def test_generated_ids_are_well_formed_and_unique_in_forked_children_too() -> No
     parent_trace, parent_id = new_trace_id(), uuid7()
     assert child_trace != parent_trace
     assert child_id[-12:] != parent_id[-12:]
+
+
+def test_trace_ids_sluice_starts_sort_by_the_time_their_trace_began() -> None:
+    # Time first: the history's trace index grows at its right edge (bench/trace_ids.py).
+    before_ms = time.time_ns() // 1_000_000
+    first = new_trace_id()
+    while time.time_ns() // 1_000_000 == before_ms:  # the next millisecond
+        pass
+    later = [new_trace_id() for _ in range(1000)]
+    after_ms = time.time_ns() // 1_000_000
+    assert all(first < t for t in later)
+    assert before_ms <= int(first[:12], 16) < int(later[0][:12], 16) <= after_ms
+    assert len({t[12:] for t in later}) == 1000  # 80 random bits each
 
 
 async def test_cached_answers_fresh_entries_only() -> None:

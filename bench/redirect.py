@@ -23,6 +23,12 @@ responses still in flight when its time is up, so the server's own count is the
 truth) and it is stopped (SIGTERM: its writers commit what they still buffer). Then
 the pipeline drains, and the link's ``total`` is compared with the redirects all
 variants served.
+
+``--history N`` first commits N visits to 1,000 other links (transactions of 500, each
+visit with a trace id from the generator of the sluice under test, as its API would
+have made them) and waits until the relay has published them and ``link-stats`` has
+counted them: the redirects then run against a history of that size, as in a
+deployment (the hot history keeps 7 days), not against an empty table.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import re
 import shutil
 import signal
@@ -39,6 +46,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +55,7 @@ from readme import record
 from stores import Stores, parse_stores
 
 from sluice.config import load_config
-from sluice.events import LinkCreated, utcnow
+from sluice.events import LinkCreated, LinkVisited, utcnow
 from sluice.redis_server import RedisServer, free_port
 from sluice.store import open_store
 from sluice.store.users import db_time
@@ -129,6 +137,44 @@ async def create_link(env: dict[str, str]) -> None:
                 await tx.append(LinkCreated(code=code, owner_id="bench", url=TARGET))
     finally:
         await store.close()
+
+
+def _trace_ids() -> Callable[[], str]:
+    """The trace-id generator of the sluice under test. A checkout from before
+    ``sluice.events.new_trace_id`` (on ``PYTHONPATH``, for a before/after) drew 128
+    random bits."""
+    import sluice.events
+
+    rng = random.Random()
+    return getattr(sluice.events, "new_trace_id", lambda: f"{rng.getrandbits(128):032x}")
+
+
+async def prefill(env: dict[str, str], visits: int) -> None:
+    """``--history``: ``visits`` committed visits to 1,000 other links."""
+    store = await open_store(load_config(env))
+    rng, trace_id = random.Random(7), _trace_ids()
+    visitors = [f"{rng.getrandbits(256):064x}" for _ in range(5_000)]
+    try:
+        for done in range(0, visits, 500):
+            batch = [
+                LinkVisited(code=f"old{rng.randrange(1000):04d}", visitor=rng.choice(visitors),
+                            browser="Chrome", trace_id=trace_id())
+                for _ in range(min(500, visits - done))
+            ]  # fmt: skip
+            async with store.transaction() as tx:
+                await tx.append(*batch)
+    finally:
+        await store.close()
+
+
+async def counted_visits(env: dict[str, str]) -> int:
+    """Visits ``link-stats`` has counted, every link."""
+    store = await open_store(load_config(env))
+    try:
+        row = await store.fetchone("SELECT SUM(total) FROM link_stats")
+    finally:
+        await store.close()
+    return int(row[0] or 0) if row else 0
 
 
 async def link_total(env: dict[str, str]) -> tuple[int, int]:
@@ -262,12 +308,22 @@ def _variants(args: argparse.Namespace) -> list[tuple[str, int, str, str]]:
 
 def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namespace) -> StoreRun:
     asyncio.run(create_link(env))
+    if args.history:
+        started = time.monotonic()
+        asyncio.run(prefill(env, args.history))
+        print(f"{store}: {args.history:,} visits committed in {time.monotonic() - started:.0f} s",
+              flush=True)  # fmt: skip
     quiet = {**env, "SLUICE_LOG_LEVEL": "warning"}
     children = [sluice(["relay"], quiet), sluice(["worker", "link-stats"], quiet)]
     bare_port = free_port()
     bare = subprocess.Popen([sys.executable, __file__, "--bare", str(bare_port)])
     variants = []
     try:
+        deadline = time.monotonic() + args.drain_timeout
+        while asyncio.run(counted_visits(env)) < args.history:
+            if time.monotonic() > deadline:
+                raise SystemExit("--history: the visits were not counted in time")
+            time.sleep(1.0)
         wait_listening(bare_port)
         print(f"{store}: wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency",
               flush=True)  # fmt: skip
@@ -299,14 +355,16 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
             process.send_signal(signal.SIGTERM)
         for process in (bare, *children):
             process.wait(30)
-    return StoreRun(store, bare_result, variants, total, committed)
+    return StoreRun(store, bare_result, variants, total, committed - args.history)
 
 
 def table(runs: list[StoreRun], args: argparse.Namespace) -> str:
     lines = [
         f"`wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency`, API log level"
         f" {args.log_level}; per store a bare run, then each sluice variant, one after the"
-        " other (`sluice api --processes N`; \"log all\": `SLUICE_REDIRECT_LOG=all`):", "",
+        " other (`sluice api --processes N`; \"log all\": `SLUICE_REDIRECT_LOG=all`)"
+        + (f", a history of {args.history:,} visits before (`--history`)" if args.history else "")
+        + ":", "",
         "| store | variant | bare req/s | sluice req/s | throughput ratio (target >= 0.8) |"
         " bare p99 | sluice p99 | p99 ratio (target <= 1.5) |",
         "|---|---|---|---|---|---|---|---|",
@@ -358,6 +416,7 @@ if __name__ == "__main__":
     parser.add_argument("--processes", default="1,2", help="API processes per variant: 1,2")
     parser.add_argument("--redirect-log", default="errors", help="errors, all or errors,all")
     parser.add_argument("--rules", action="store_true", help="also a link with 3 rules")
+    parser.add_argument("--history", type=int, default=0, help="visits committed before")
     parser.add_argument("--no-readme", action="store_true")
     options = parser.parse_args()
     if options.bare:

@@ -342,7 +342,7 @@ class Relay:
         partition's stream lacks (``position`` when none is missing)."""
         present = [await self._last_seq_in_stream(aggregate, p) for p in self.keys.numbers]
         if 0 in present:
-            floor = await self._retention_floor(aggregate)
+            floor = await self._retention_floor(aggregate, position)
             present = [p or floor for p in present]
         if self.keys.partitions == 1:
             expected = await self._last_seq_in_db(aggregate, position)
@@ -379,14 +379,20 @@ class Relay:
             return 0
         return int(entries[0][1].get(b"seq", 0))
 
-    async def _retention_floor(self, aggregate: str) -> int:
-        """Entries older than the retention may be trimmed; republish what is younger."""
+    async def _retention_floor(self, aggregate: str, position: int) -> int:
+        """Entries older than the retention may be trimmed; republish what is younger.
+
+        An aggregate with no event that young has nothing to republish: its stream held
+        only entries a trim may drop. (Taking 0 then rewound the relay to the start of
+        the hot history, every aggregate's, for one aggregate quiet for a day.)"""
         since = (utcnow() - timedelta(seconds=self.retention_s)).isoformat()
         row = await self.store.fetchone(
-            "SELECT COALESCE(MIN(seq), 1) - 1 FROM events WHERE aggregate = ? AND created_at >= ?",
+            "SELECT MIN(seq) FROM events WHERE aggregate = ? AND created_at >= ?",
             (aggregate, since),
         )
-        return int(row[0]) if row else 0
+        if row is None or row[0] is None:
+            return await self._last_seq_in_db(aggregate, position)
+        return int(row[0]) - 1
 
     async def _listen(self, stop: asyncio.Event) -> None:
         """Wake on commits announced by other processes; reconnects after outages. It

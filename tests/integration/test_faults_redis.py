@@ -16,12 +16,14 @@ from collections.abc import Callable, Sequence
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.events import ArticleViewed, ReminderCreated
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.store import StoredEvent
 from sluice.streams.consumer import Consumer
 from sluice.streams.publisher import Sent
 from sluice.streams.relay import POSITION, Relay
+from tests.integration.archive_helpers import make_old
 from tests.integration.conftest import Child, post_views, views, wait_for
 from tests.integration.faults_helpers import (
     Trickle,
@@ -196,3 +198,29 @@ async def test_redis_restarting_between_the_relays_check_and_its_publish(
     start_worker()
     state = await settle(resources, redis, ARTICLE, 500)
     assert state.entries >= 500
+
+
+async def test_a_redis_that_lost_everything_gets_back_only_the_retention_window(
+    resources: Resources, redis: aioredis.Redis
+) -> None:
+    """A stream that vanished is republished from the start of the retention window,
+    per aggregate: one whose events are all older than the retention (its stream held
+    only what a trim may drop) adds nothing, and does not rewind the relay to the start
+    of the history for the others."""
+    async with resources.store.transaction() as tx:
+        await tx.append(*(ArticleViewed(article_id=ARTICLE, viewer=f"old-{i}") for i in range(20)))
+    async with resources.store.transaction() as tx:
+        await tx.append(ReminderCreated(reminder_id="r1", owner_id="u1", cron="0 0 9 * * *",
+                                        timezone="UTC", text="quiet for days"))  # fmt: skip
+    await make_old(resources.store, 21)
+    await post_views(resources, ARTICLE, 30, start=20)  # seq 22 to 51, young
+    config = resources.config
+    async with Relay(resources.store, resources.redis, resources.keys,
+                     retention_s=config.stream_retention) as relay:  # fmt: skip
+        while await relay.run_once():
+            pass
+        await published_up_to(resources, 51)
+
+        await redis.flushall()  # what a restart without its data leaves
+        await relay.reconcile()
+        assert await resources.store.position(POSITION) == 21  # the first young view's turn

@@ -382,9 +382,9 @@ class Relay:
     async def _retention_floor(self, aggregate: str, position: int) -> int:
         """Entries older than the retention may be trimmed; republish what is younger.
 
-        An aggregate with no event that young has nothing to republish: its stream held
-        only entries a trim may drop. (Taking 0 then rewound the relay to the start of
-        the hot history, every aggregate's, for one aggregate quiet for a day.)"""
+        An aggregate with no event that young gets nothing back, as the older entries of
+        the others do not. (Taking 0 then rewound the relay to the start of the hot
+        history, every aggregate's, for one aggregate quiet for a day.)"""
         since = (utcnow() - timedelta(seconds=self.retention_s)).isoformat()
         row = await self.store.fetchone(
             "SELECT MIN(seq) FROM events WHERE aggregate = ? AND created_at >= ?",

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from callgrind import dumped_instructions
 from stores import Stores, parse_stores
 
 
@@ -80,13 +80,7 @@ def measure(stores: Stores, store: str, n: int) -> float:
                    "--dump-instr=no", sys.executable, __file__, "--child", str(n)]  # fmt: skip
         subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)  # fmt: skip
-        # The first dump is the drain alone (as redirect_cost.py reads its own); the
-        # file without a number is written at exit.
-        dump = min(Path(tmp).glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
-        total = re.search(r"^(?:summary|totals): (\d+)", dump.read_text(errors="replace"), re.M)
-        if total is None:
-            raise SystemExit(f"no instruction count in {dump}")
-        return int(total[1]) / n
+        return dumped_instructions(Path(tmp)) / n  # the drain alone
 
 
 def main(args: argparse.Namespace) -> None:

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from callgrind import dumped_instructions
 from redirect import CODE, RULED, TARGET, create_link, wait_listening
 
 from sluice.redis_server import RedisServer, free_port
@@ -143,10 +144,7 @@ def measure(variant: str, seconds: int, flush_ms: int) -> tuple[int, float]:
             requests = wrk(port, seconds, code)
             subprocess.run(["callgrind_control", "-d", str(api.pid)], check=True,
                            capture_output=True)  # fmt: skip
-            dumps = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
-            text = dumps[-1].read_text(errors="replace")
-            total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-            instructions = int(total[1]) if total else 0
+            instructions = dumped_instructions(Path(tmp))
         finally:
             api.send_signal(signal.SIGTERM)
             try:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import random
 import re
 import shutil
 import signal
@@ -53,9 +52,10 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 from readme import record
 from stores import Stores, parse_stores
+from visits import Visits, random_trace_id
 
 from sluice.config import load_config
-from sluice.events import LinkCreated, LinkVisited, utcnow
+from sluice.events import LinkCreated, utcnow
 from sluice.redis_server import RedisServer, free_port
 from sluice.store import open_store
 from sluice.store.users import db_time
@@ -145,24 +145,18 @@ def _trace_ids() -> Callable[[], str]:
     random bits."""
     import sluice.events
 
-    rng = random.Random()
-    return getattr(sluice.events, "new_trace_id", lambda: f"{rng.getrandbits(128):032x}")
+    made: Callable[[], str] = getattr(sluice.events, "new_trace_id", random_trace_id)
+    return made
 
 
 async def prefill(env: dict[str, str], visits: int) -> None:
     """``--history``: ``visits`` committed visits to 1,000 other links."""
     store = await open_store(load_config(env))
-    rng, trace_id = random.Random(7), _trace_ids()
-    visitors = [f"{rng.getrandbits(256):064x}" for _ in range(5_000)]
+    made = Visits("old", _trace_ids())
     try:
         for done in range(0, visits, 500):
-            batch = [
-                LinkVisited(code=f"old{rng.randrange(1000):04d}", visitor=rng.choice(visitors),
-                            browser="Chrome", trace_id=trace_id())
-                for _ in range(min(500, visits - done))
-            ]  # fmt: skip
             async with store.transaction() as tx:
-                await tx.append(*batch)
+                await tx.append(*made.batch(min(500, visits - done)))
     finally:
         await store.close()
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import random
 import sys
 import tempfile
 import time
@@ -28,19 +26,13 @@ from pathlib import Path
 
 from readme import record
 from stores import Stores, parse_stores
+from visits import Visits, random_trace_id
 
 from sluice.config import load_config
-from sluice.events import LinkVisited, new_trace_id
+from sluice.events import new_trace_id
 from sluice.store import open_store
 
 BATCH = 500
-_random = random.Random(1)
-
-
-def random_trace_id() -> str:
-    """What ``new_trace_id`` drew before: 128 random bits."""
-    return f"{_random.getrandbits(128):032x}"
-
 
 KINDS: dict[str, Callable[[], str]] = {"random": random_trace_id, "time-ordered": new_trace_id}
 
@@ -48,18 +40,13 @@ KINDS: dict[str, Callable[[], str]] = {"random": random_trace_id, "time-ordered"
 async def append(env: dict[str, str], visits: int, trace_id: Callable[[], str]) -> list[float]:
     """Microseconds of commit per visit over each tenth of ``visits``."""
     store = await open_store(load_config(env))
-    rng = random.Random(os.getpid())
-    visitors = [f"{rng.getrandbits(256):064x}" for _ in range(5_000)]
+    made = Visits("c0", trace_id)
     tenth = visits // 10
     windows: list[float] = []
     spent = 0.0
     try:
         for done in range(0, visits, BATCH):
-            batch = [
-                LinkVisited(code=f"c{rng.randrange(1000):05d}", visitor=rng.choice(visitors),
-                            browser="Chrome", trace_id=trace_id())
-                for _ in range(BATCH)
-            ]  # fmt: skip
+            batch = made.batch(BATCH)
             started = time.perf_counter()
             async with store.transaction() as tx:
                 await tx.append(*batch)

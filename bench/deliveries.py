@@ -8,9 +8,9 @@ SPEC 12 records every attempt of every group durably, and the pipeline targets o
 section 8 must still hold. Each measurement starts from a fresh store and an empty
 Redis (``bench/stores.py``: SQLite with ``synchronous=FULL``, a private PostgreSQL
 with fsync on): N ``ArticleViewed`` committed and published by the relay, then one
-``article-views`` consumer (its production batch of 500) drains the stream, timed
-from its start to its last ack; with records, each of its batches writes its 500
-attempts before the ack, as a worker does. The two variants alternate, so the
+``article-views`` consumer (its production batch, ``SLUICE_PROJECTION_BATCH``) drains
+the stream, timed from its start to its last ack; with records, each of its batches
+writes its attempts before the ack, as a worker does. The two variants alternate, so the
 machine's drift falls on both; the ratio is with / without.
 """
 
@@ -103,7 +103,8 @@ async def main(args: argparse.Namespace) -> None:
             lines.append(f"| {store} | {without:,.0f} | {with_:,.0f} | **{with_ / without:.2f}** |")
             print(lines[-1], flush=True)
     table = "\n".join([
-        f"{args.n:,} events, one article-views consumer (batch 500), medians of {args.turns}"
+        f"{args.n:,} events, one article-views consumer"
+        f" (batch {load_config({}).projection_batch:,}), medians of {args.turns}"
         " turns, each on a fresh store:", "", *lines,
     ])  # fmt: skip
     print(table)

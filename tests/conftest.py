@@ -32,13 +32,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from hypothesis.configuration import set_hypothesis_home_dir
+from yarl import URL
 
 from sluice.config import Config, load_config
-from sluice.http import fast_redirect
+from sluice.http import listen
 from sluice.http.keys import CONFIG
 from sluice.postgres_server import PostgresServer
 from sluice.redis_cluster_server import RedisCluster
@@ -335,15 +338,28 @@ async def redis(
         await client.aclose()
 
 
+class ServedAsApi(TestServer):
+    """A sluice app on a loopback port as ``sluice api`` serves it (``listen``): cached
+    redirects answered on the wire (``sluice.http.redirect_wire``) or before the app
+    (``sluice.http.fast_redirect``), connections under the deadlines and the cap."""
+
+    async def start_server(self, loop: asyncio.AbstractEventLoop | None = None, **_: Any) -> None:
+        if self.runner:
+            return
+        self._loop = loop
+        self.app[CONFIG] = msgspec.structs.replace(self.app[CONFIG], host="127.0.0.1", port=0)
+        self.runner, site = await listen(self.app)
+        self.host, self.port, self.scheme = "127.0.0.1", site.port, "http"
+        self._root = URL(f"http://127.0.0.1:{site.port}")
+
+
 @pytest.fixture
 def aiohttp_client(aiohttp_client: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """pytest-aiohttp's client, with a sluice app served as ``sluice api`` serves it:
-    cached redirects answered before the app (``sluice.http.fast_redirect``)."""
+    """pytest-aiohttp's client; a sluice app is served as ``sluice api`` serves it."""
 
     async def client(app: Any, *args: Any, **kwargs: Any) -> Any:
-        test_client = await aiohttp_client(app, *args, **kwargs)
         if isinstance(app, web.Application) and CONFIG in app:
-            fast_redirect.install(test_client.server.runner.server, app)
-        return test_client
+            app = ServedAsApi(app)
+        return await aiohttp_client(app, *args, **kwargs)
 
     return client

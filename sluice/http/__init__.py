@@ -37,6 +37,7 @@ from sluice.http.keys import (
 from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import request_context
 from sluice.http.openapi import ROUTES
+from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import load_visitor_key
 from sluice.mail.links import LinkKey
 from sluice.resources import keys_for, redis_client
@@ -119,15 +120,17 @@ async def listen(
     app: web.Application, *, reuse_port: bool = False
 ) -> tuple[web.AppRunner, GuardedSite]:
     """``app`` started and listening as ``sluice api`` serves it: redirects answered
-    first (``fast_redirect``), connections under the deadlines and cap of SPEC 15
+    first, as their heads are parsed (``redirect_wire``) or before the router
+    (``fast_redirect``), connections under the deadlines and cap of SPEC 15
     (``GuardedSite``); ``reuse_port``: beside other processes on the same port
     (``SO_REUSEPORT``). Clean up with ``runner.cleanup()``."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
         assert runner.server is not None
-        fast_redirect.install(runner.server, app)
-        site = GuardedSite(runner, app[CONFIG], reuse_port=reuse_port)
+        redirects = fast_redirect.install(runner.server, app)
+        wire = None if redirects is None else WireRedirects(redirects)
+        site = GuardedSite(runner, app[CONFIG], reuse_port=reuse_port, wire=wire)
         await site.start()
     except BaseException:
         await runner.cleanup()

@@ -17,9 +17,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
-from aiohttp import web
-from multidict import istr
+from multidict import CIMultiDictProxy, istr
 
 from sluice.config import Network
 
@@ -29,6 +29,18 @@ _FORWARDED_FOR = re.compile(r'(?:^|[;,\s])for\s*=\s*("[^"]*"|[^;,\s]*)', re.IGNO
 _PORT = re.compile(r"^\[(?P<v6>[^\]]+)\](?::\d+)?$|^(?P<v4>[\d.]+):\d+$")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class Caller(Protocol):
+    """Who asks, as this module reads it: a request (``web.BaseRequest``), or a request
+    head parsed before aiohttp made a request of it (``sluice.http.redirect_wire``)."""
+
+    @property
+    def headers(self) -> CIMultiDictProxy[str]: ...
+
+    @property
+    def remote(self) -> str | None:
+        """The peer's address as the transport gives it; None when not over IP."""
 
 
 def _parse(raw: str) -> Address | None:
@@ -44,7 +56,7 @@ def _parse(raw: str) -> Address | None:
     return address
 
 
-def _hops(request: web.BaseRequest) -> list[str]:
+def _hops(request: Caller) -> list[str]:
     """The addresses the forwarded headers name, client side first."""
     headers = request.headers
     if _XFF in headers:
@@ -58,7 +70,7 @@ def _trusted(address: Address, trusted: Sequence[Network]) -> bool:
     return any(address.version == net.version and address in net for net in trusted)
 
 
-def client_ip(request: web.BaseRequest, trusted: Sequence[Network]) -> Address | None:
+def client_ip(request: Caller, trusted: Sequence[Network]) -> Address | None:
     """The client's own address (IPv4-mapped IPv6 as IPv4); None when not over IP."""
     peer = _parse(request.remote or "")
     if peer is None:  # not over IP (a unix socket, a test transport)
@@ -75,7 +87,7 @@ def client_ip(request: web.BaseRequest, trusted: Sequence[Network]) -> Address |
     return client
 
 
-def client_host(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
+def client_host(request: Caller, trusted: Sequence[Network]) -> str:
     """``client_ip`` as text ("" when not over IP). With no trusted proxy it is the peer
     as the transport gives it, unparsed: the redirect asks on every visit."""
     remote = request.remote or ""
@@ -85,7 +97,7 @@ def client_host(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
     return remote if client is None else str(client)
 
 
-def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
+def client_address(request: Caller, trusted: Sequence[Network]) -> str:
     """The client's address as a key for limits: an IPv4 address, or an IPv6 /64."""
     client = client_ip(request, trusted)
     if client is None:

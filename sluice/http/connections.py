@@ -36,13 +36,16 @@ import asyncio
 import contextlib
 import resource
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 import structlog
 from aiohttp import web
+from aiohttp.streams import EMPTY_PAYLOAD
 
 from sluice.config import Config
+from sluice.http.redirect_wire import WireRedirects
 from sluice.http.schemas import Problem
 
 log = structlog.get_logger(__name__)
@@ -99,16 +102,37 @@ class ConnectionLimits:
 
 
 class GuardedRequestHandler(web.RequestHandler):
-    """aiohttp's request handler with the head deadline and the connection cap."""
+    """aiohttp's request handler with the head deadline, the connection cap and, given
+    ``wire``, redirects answered as their heads are parsed (``sluice.http.redirect_wire``)."""
 
-    __slots__ = ("_counted", "_head_timer", "_heads_at_arming", "_limits")
+    __slots__ = (
+        "_counted",
+        "_head_deadline",
+        "_head_timer",
+        "_heads_at_arming",
+        "_limits",
+        "_remote",
+        "_wire",
+    )
 
-    def __init__(self, manager: web.Server, limits: ConnectionLimits, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        manager: web.Server,
+        limits: ConnectionLimits,
+        *,
+        wire: WireRedirects | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(manager, **kwargs)
         self._limits = limits
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_deadline = 0.0
         self._heads_at_arming = -1
         self._counted = False
+        self._wire = wire
+        self._remote: str | None = None
+        if wire is not None:
+            self._parser = _AnsweringParser(self._parser, self)  # type: ignore[assignment]
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         limits = self._limits
@@ -121,6 +145,8 @@ class GuardedRequestHandler(web.RequestHandler):
         limits.open += 1
         self._counted = True
         super().connection_made(transport)
+        peer = transport.get_extra_info("peername")
+        self._remote = str(peer[0]) if isinstance(peer, (list, tuple)) else peer  # as aiohttp
         self._arm_head_deadline()
 
     def connection_lost(self, exc: BaseException | None) -> None:
@@ -139,32 +165,108 @@ class GuardedRequestHandler(web.RequestHandler):
             self._arm_head_deadline()
         super().data_received(data)
 
+    def answer_first(self, messages: Sequence[Any]) -> Sequence[Any]:
+        """``messages`` (what the parser made of the bytes just received) minus the
+        leading ones answered here and now, on the wire. Only while aiohttp waits for a
+        head with none queued (so answers keep their requests' order) and the client
+        reads what it is sent (a client that does not is left to aiohttp's writer,
+        which waits for it)."""
+        waiter, transport, wire = self._waiter, self.transport, self._wire
+        if self._messages or waiter is None or waiter.done() or transport is None:
+            return messages
+        assert wire is not None
+        answered = 0
+        for message, payload in messages:
+            if self._paused or payload is not EMPTY_PAYLOAD:
+                break
+            response = wire.response(message, self._remote)
+            if response is None:
+                break
+            transport.write(response)
+            answered += 1
+        if not answered:
+            return messages
+        self._request_count += answered
+        # aiohttp's start() after each request: the keep-alive timer runs again from now.
+        if self._keepalive and not self._close and not self._force_close:
+            close_time = self._loop.time() + self._keepalive_timeout
+            self._next_keepalive_close_time = close_time
+            if self._keepalive_handle is None:
+                self._keepalive_handle = self._loop.call_at(close_time, self._process_keepalive)
+        return messages[answered:]
+
     def _waiting_for_head(self) -> bool:
         waiter = self._waiter
         return waiter is not None and not waiter.done()
 
     def _arm_head_deadline(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
+        # One timer at a time, moved forward when it fires early (as aiohttp's keep-alive
+        # timer is): a kept-alive connection re-arms for every head.
         self._heads_at_arming = self._request_count
-        self._head_timer = self._loop.call_later(self._limits.header_timeout, self._head_overdue)
+        self._head_deadline = self._loop.time() + self._limits.header_timeout
+        if self._head_timer is None:
+            self._head_timer = self._loop.call_at(self._head_deadline, self._head_overdue)
 
     def _head_overdue(self) -> None:
         self._head_timer = None
+        if self._loop.time() < self._head_deadline:
+            self._head_timer = self._loop.call_at(self._head_deadline, self._head_overdue)
+            return
         # No head parsed since the deadline started, and none being handled: close.
         if self._request_count == self._heads_at_arming and self._waiting_for_head():
             log.debug("connection closed: no complete request head in time", peer=self.peername)
             self.force_close()
 
 
+class _AnsweringParser:
+    """aiohttp's request parser, whose parsed heads go to ``answer_first`` before
+    aiohttp sees them; everything else is the parser's own."""
+
+    __slots__ = ("_consumed", "_handler", "_limit", "_parser")
+
+    def __init__(self, parser: Any, handler: GuardedRequestHandler) -> None:
+        self._parser = parser
+        self._handler = handler
+        # Since aiohttp 3.14 the parser counts the heads it handed out and aiohttp has not
+        # handled yet, and stops at a limit with the rest of the bytes kept: aiohttp
+        # parses them once its queue has drained. Heads answered here must be counted
+        # off; and a feed that reached the limit goes to aiohttp whole, or the bytes
+        # kept would wait for the next read (none comes from a client that pipelined
+        # everything already).
+        self._consumed = getattr(parser, "message_consumed", None)
+        self._limit = getattr(handler, "_max_msg_queue_size", 0) if self._consumed else 0
+
+    def feed_data(self, data: bytes) -> Any:
+        messages, upgraded, tail = self._parser.feed_data(data)
+        if messages and not upgraded and not (self._limit and len(messages) >= self._limit):
+            left = self._handler.answer_first(messages)
+            if self._consumed is not None:
+                for _ in range(len(messages) - len(left)):
+                    self._consumed()
+            messages = left
+        return messages, upgraded, tail
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parser, name)
+
+
 class GuardedSite(web.BaseSite):
-    """A TCP site (``web.TCPSite``) whose connections are ``GuardedRequestHandler``\\ s."""
+    """A TCP site (``web.TCPSite``) whose connections are ``GuardedRequestHandler``\\ s;
+    ``wire``: the redirects they answer as soon as a head is parsed."""
 
-    __slots__ = ("_config", "_host", "_port", "_reuse_port", "limits")
+    __slots__ = ("_config", "_host", "_port", "_reuse_port", "_wire", "limits")
 
-    def __init__(self, runner: web.BaseRunner, config: Config, *, reuse_port: bool = False) -> None:
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        config: Config,
+        *,
+        reuse_port: bool = False,
+        wire: WireRedirects | None = None,
+    ) -> None:
         super().__init__(runner)
         self._reuse_port = reuse_port
+        self._wire = wire
         self._host = config.host
         self._port = config.port
         self._config = config
@@ -187,12 +289,12 @@ class GuardedSite(web.BaseSite):
         assert server is not None, "runner.setup() first"
         loop = asyncio.get_running_loop()
         raise_file_limit(self._config.max_connections + _SPARE_FILES)
-        limits, keepalive = self.limits, self._config.keepalive_timeout_seconds
+        limits, keepalive, wire = self.limits, self._config.keepalive_timeout_seconds, self._wire
 
         def connection() -> GuardedRequestHandler:
             # access_log=None: the request middleware writes the one line per request.
             return GuardedRequestHandler(
-                server, limits, loop=loop, keepalive_timeout=keepalive, access_log=None
+                server, limits, wire=wire, loop=loop, keepalive_timeout=keepalive, access_log=None
             )
 
         self._server = await loop.create_server(

@@ -17,6 +17,11 @@ call), password links (their form; ``Target.plain`` tests one more attribute), `
 (logged), a request with a body, a path of another route, and every request when
 ``SLUICE_REDIRECT_LOG=all``. A failure here falls back
 to the full path before any visit was recorded, so a request never fails for it.
+
+``Redirects.answer`` is the choice and the visit. ``sluice api`` asks it twice: first
+as each request head is parsed, where the answer is written straight to the
+connection (``sluice.http.redirect_wire``), and then here, for the heads aiohttp
+handles (one pipelined behind a request still being answered, say).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from aiohttp import hdrs, web
 from aiohttp.abc import AbstractRouter
 from aiohttp.web_urldispatcher import UrlDispatcher
 
-from sluice.events import LinkVisited, new_trace_id, utcnow
+from sluice.events import new_trace_id, utcnow
+from sluice.http.client_address import Caller
 from sluice.http.keys import CONFIG, LINK_CACHE, VISITOR_KEY, VISITS
 from sluice.http.middlewares import TRACE_ID_HEADER, incoming_trace_id
 from sluice.http.redirects import CODE, NO_STORE, TRUSTED_PROXIES, destination, visit_of
@@ -39,25 +45,24 @@ log = structlog.get_logger(__name__)
 ROUTE = "/{code}"  # the tally's label, as the full path reports it
 
 
-def install(server: web.Server, app: web.Application) -> None:
+def install(server: web.Server, app: web.Application) -> Redirects | None:
     """Answer the redirects of ``app`` first on ``server`` (an ``AppRunner``'s, after
-    ``setup()`` and before connections arrive); a no-op with ``SLUICE_REDIRECT_LOG=all``."""
+    ``setup()`` and before connections arrive); what answers them, for a site to answer
+    them earlier still (``sluice.http.redirect_wire``). None, and nothing installed, with
+    ``SLUICE_REDIRECT_LOG=all``."""
     if app[CONFIG].redirect_log == "all":
-        return
+        return None
     full = server.request_handler
-    others = other_routes(app.router)
-    cache, visits, key = app[LINK_CACHE], app[VISITS], app[VISITOR_KEY]
-    trusted = app[TRUSTED_PROXIES]
+    redirects = Redirects(app)
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if request.method != "GET" or request.body_exists:
             return await full(request)
         started = time.perf_counter()
-        answer = _answer(request)
+        answer = redirects.answer(request.path[1:], request)
         if answer is None:
             return await full(request)
-        location, status, trace_id, visit = answer
-        visits.record(visit)
+        location, status, trace_id = answer
         response = web.Response(
             status=status,
             headers={
@@ -69,28 +74,44 @@ def install(server: web.Server, app: web.Application) -> None:
         REQUEST_TALLY.add("GET", ROUTE, status, time.perf_counter() - started)
         return response
 
-    def _answer(request: web.BaseRequest) -> tuple[str, int, str, LinkVisited] | None:
-        """(location, status, trace id, visit) of a redirect this path answers; None: the
-        full path answers the request (nothing was recorded)."""
-        code = request.path[1:]
-        if code in others or not CODE.fullmatch(code):
+    server.request_handler = handle
+    return redirects
+
+
+class Redirects:
+    """The redirects of one app that the way in answers, and what answering one takes."""
+
+    __slots__ = ("_cache", "_key", "_others", "_trusted", "_visits")
+
+    def __init__(self, app: web.Application) -> None:
+        self._others = other_routes(app.router)
+        self._cache, self._visits, self._key = app[LINK_CACHE], app[VISITS], app[VISITOR_KEY]
+        self._trusted = app[TRUSTED_PROXIES]
+
+    def answer(self, code: str, caller: Caller) -> tuple[str, int, str] | None:
+        """(location, status, trace id) of the redirect of ``code`` (the path after its
+        ``/``) for a ``GET`` without a body, its visit handed to the group commit; None:
+        the full path answers the request (nothing was recorded)."""
+        if code in self._others or not CODE.fullmatch(code):
             return None
         try:
-            target = cache.cached(code)
+            target = self._cache.cached(code)
         except KeyError:  # not cached: the full path looks it up
             return None
         now = utcnow()
         if target is None or not target.plain(now):
             return None  # 404 or 410, as problem+json, logged; or a visit limit to count
         try:
-            trace_id = incoming_trace_id(request.headers) or new_trace_id()
-            visit = visit_of(request, key, code, now, trace_id, trusted)
-            return destination(request, target, trusted), target.status, trace_id, visit
+            trace_id = incoming_trace_id(caller.headers) or new_trace_id()
+            visit = visit_of(caller, self._key, code, now, trace_id, self._trusted)
+            location = destination(caller, target, self._trusted)
         except Exception:
             log.exception("fast redirect failed, answering through the app")
             return None
-
-    server.request_handler = handle
+        if "\r" in location or "\n" in location:
+            return None  # never a header here; the full path's answer says what is wrong
+        self._visits.record(visit)
+        return location, target.status, trace_id
 
 
 def other_routes(router: AbstractRouter) -> frozenset[str]:

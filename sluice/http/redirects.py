@@ -28,7 +28,7 @@ from sluice.config import Network, trusted_networks
 from sluice.errors import DependencyDown
 from sluice.events import LinkVisited, utcnow
 from sluice.http.apidoc import Route, html_page, problem
-from sluice.http.client_address import client_host, client_ip
+from sluice.http.client_address import Caller, client_host, client_ip
 from sluice.http.keys import (
     CONFIG,
     KEYS,
@@ -111,7 +111,7 @@ def record_visit(request: web.Request, code: str, target: Target, now: datetime)
     request[QUIET] = request.app[CONFIG].redirect_log == "errors"
 
 
-def destination(request: web.BaseRequest, target: Target, trusted: tuple[Network, ...]) -> str:
+def destination(request: Caller, target: Target, trusted: tuple[Network, ...]) -> str:
     """Where this request goes: the first of the link's rules that matches, else its url.
     Each fact is read from the request only when a rule gets to it."""
     if not target.rules:
@@ -156,7 +156,7 @@ _country = functools.lru_cache(maxsize=4096)(geo.country_of)
 
 
 def visit_of(
-    request: web.BaseRequest,
+    request: Caller,
     key: bytes,
     code: str,
     now: datetime,

@@ -2,7 +2,8 @@
 
 Run by hand: ``.venv/bin/python bench/redirect.py [--duration 15] [--connections 64]
 [--threads 2] [--log-level info] [--processes 1,2] [--redirect-log errors|all|errors,all]
-[--store sqlite|postgres|sqlite,postgres] [--rules]``. ``--rules`` adds each variant
+[--store sqlite|postgres|sqlite,postgres] [--rules] [--pipeline during,after]``.
+``--rules`` adds each variant
 again on a link with three redirect rules, none of which matches (SPEC 13: rules add
 only in-process work). Needs ``wrk`` on PATH (``apt-get install
 wrk``).
@@ -29,6 +30,13 @@ visit with a trace id from the generator of the sluice under test, as its API wo
 have made them) and waits until the relay has published them and ``link-stats`` has
 counted them: the redirects then run against a history of that size, as in a
 deployment (the hot history keeps 7 days), not against an empty table.
+
+``--pipeline after`` adds each variant again with the relay and ``link-stats`` stopped
+while its wrk runs (SIGTERM before the API starts, started again once it stopped): the
+visits are committed by the API all the same, and published and counted afterwards.
+On two cores that wrk already shares, those two processes and Redis take CPU from the
+API process during the run (the bare handler has a core to itself); this row shows the
+API alone, as it runs on a host where they have cores of their own.
 """
 
 from __future__ import annotations
@@ -285,18 +293,21 @@ def run_store(store: str, pg: Stores, args: argparse.Namespace) -> StoreRun:
             pg.drop(env)
 
 
-def _variants(args: argparse.Namespace) -> list[tuple[str, int, str, str]]:
-    """(name, processes, SLUICE_REDIRECT_LOG, code) of each sluice run, in order."""
+def _variants(args: argparse.Namespace) -> list[tuple[str, int, str, str, bool]]:
+    """(name, processes, SLUICE_REDIRECT_LOG, code, pipeline during wrk) of each sluice
+    run, in order."""
     found = []
     for code in (CODE, RULED) if args.rules else (CODE,):
         for log in args.redirect_log.split(","):
             for n in (int(p) for p in args.processes.split(",")):
-                name = (
-                    f"{n} process{'es' if n > 1 else ''}"
-                    + (" (log all)" if log == "all" else "")
-                    + (" (3 rules)" if code == RULED else "")
-                )
-                found.append((name, n, log, code))
+                for when in args.pipeline.split(","):
+                    name = (
+                        f"{n} process{'es' if n > 1 else ''}"
+                        + (" (log all)" if log == "all" else "")
+                        + (" (3 rules)" if code == RULED else "")
+                        + (" (pipeline after)" if when == "after" else "")
+                    )
+                    found.append((name, n, log, code, when == "during"))
     return found
 
 
@@ -308,7 +319,11 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
         print(f"{store}: {args.history:,} visits committed in {time.monotonic() - started:.0f} s",
               flush=True)  # fmt: skip
     quiet = {**env, "SLUICE_LOG_LEVEL": "warning"}
-    children = [sluice(["relay"], quiet), sluice(["worker", "link-stats"], quiet)]
+
+    def pipeline() -> list[subprocess.Popen[bytes]]:
+        return [sluice(["relay"], quiet), sluice(["worker", "link-stats"], quiet)]
+
+    children = pipeline()
     bare_port = free_port()
     bare = subprocess.Popen([sys.executable, __file__, "--bare", str(bare_port)])
     variants = []
@@ -322,7 +337,9 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
         print(f"{store}: wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency",
               flush=True)  # fmt: skip
         bare_result = run_wrk(f"http://127.0.0.1:{bare_port}/{CODE}", args)
-        for name, processes, log, code in _variants(args):
+        for name, processes, log, code, during in _variants(args):
+            if not during:  # stopped before the API starts, started again once it stopped
+                stop(children)
             port = free_port()
             api_env = {**env, "SLUICE_PORT": str(port), "SLUICE_REDIRECT_LOG": log}
             api = sluice(["api", "--processes", str(processes)], api_env, tmp / f"api-{port}.log")
@@ -336,6 +353,8 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
             finally:
                 api.send_signal(signal.SIGTERM)  # commits what the writers still buffer
                 api.wait(60)
+                if not during:
+                    children = pipeline()
             variants.append(Variant(name, result, served))
             if args.verbose:
                 print(result.text)
@@ -345,11 +364,15 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
             time.sleep(0.2)
             total, committed = asyncio.run(link_total(env))
     finally:
-        for process in (bare, *children):
-            process.send_signal(signal.SIGTERM)
-        for process in (bare, *children):
-            process.wait(30)
+        stop([bare, *children])
     return StoreRun(store, bare_result, variants, total, committed - args.history)
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.wait(30)
 
 
 def table(runs: list[StoreRun], args: argparse.Namespace) -> str:
@@ -410,6 +433,9 @@ if __name__ == "__main__":
     parser.add_argument("--processes", default="1,2", help="API processes per variant: 1,2")
     parser.add_argument("--redirect-log", default="errors", help="errors, all or errors,all")
     parser.add_argument("--rules", action="store_true", help="also a link with 3 rules")
+    parser.add_argument("--pipeline", default="during",
+                        help="the relay and link-stats during each variant's wrk run, after"
+                             " it (stopped while it runs), or during,after")  # fmt: skip
     parser.add_argument("--history", type=int, default=0, help="visits committed before")
     parser.add_argument("--no-readme", action="store_true")
     options = parser.parse_args()

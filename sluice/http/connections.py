@@ -179,7 +179,11 @@ class GuardedRequestHandler(web.RequestHandler):
         for message, payload in messages:
             if self._paused or payload is not EMPTY_PAYLOAD:
                 break
-            response = wire.response(message, self._remote)
+            try:
+                response = wire.response(message, self._remote)
+            except Exception:  # a bug here must not cost the connection: aiohttp answers
+                log.exception("redirect on the wire failed, answering through aiohttp")
+                break
             if response is None:
                 break
             transport.write(response)

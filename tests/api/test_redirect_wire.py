@@ -22,6 +22,7 @@ from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.http import create_app
 from sluice.http.keys import STORE, VISITOR_KEY, VISITS
+from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
@@ -297,6 +298,22 @@ async def test_a_request_that_closes_its_connection_is_answered_then_closed(
     status, headers, _ = await wire.response()
     assert (status, headers["Location"]) == (answer, URL)
     assert await wire.closed() == b""
+    await wait_for(visits_stored(store, 2), timeout=5)
+
+
+async def test_a_failure_on_the_wire_leaves_the_answer_to_aiohttp(
+    client: Client, store: Store, connect: Connect, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await cached(client, store)
+
+    def broken(self: WireRedirects, message: object, remote: str | None) -> bytes:
+        raise RuntimeError("a bug on the wire")
+
+    monkeypatch.setattr(WireRedirects, "response", broken)
+    wire = await connect(client)
+    wire.send(get(f"/{CODE}"))
+    status, headers, _ = await wire.response()
+    assert (status, headers["Location"]) == ("HTTP/1.1 302 Found", URL)
     await wait_for(visits_stored(store, 2), timeout=5)
 
 

@@ -28,6 +28,13 @@ head, which aiohttp does not expose: ``GuardedRequestHandler`` reads two of its
 attributes (``_waiter``, set while it waits for the next request, and
 ``_request_count``, the heads parsed so far). tests/integration/test_connections.py
 holds the behaviour, so an aiohttp release that changes them fails there.
+
+Redirects answered on the wire (``sluice.http.redirect_wire``) read more of them: the
+parser (``_parser``, wrapped to see each feed's heads first, and its
+``message_consumed`` and the handler's ``_max_msg_queue_size`` since aiohttp 3.14),
+the queue of parsed heads (``_messages``), whether writing is paused (``_paused``) and
+the keep-alive timer's fields, which ``answer_first`` moves on as aiohttp's ``start()``
+does after each answer. tests/api/test_redirect_wire.py holds that behaviour.
 """
 
 from __future__ import annotations

@@ -172,7 +172,10 @@ async def test_a_50k_visit_export_reaches_100_with_rising_progress_and_exactly_t
     sampler.assert_rising_to_100()
 
     finished = sampler.job
-    assert finished is not None and finished.error is None and finished.attempt == 1
+    assert finished is not None and finished.error is None
+    # One attempt; or, when a loaded machine held up the lock's renewal past its TTL (1 s
+    # here, claim_idle_ms), a second one that took over from the first's checkpoint.
+    assert finished.attempt == 1 or (finished.attempt == 2 and (finished.resumed_from or 0) > 0)
     assert finished.rows == VISITS
     expected = await expected_rows(store, job.snapshot_seq)
     assert len(expected) == VISITS

@@ -23,10 +23,10 @@ goes to aiohttp as before, and from there to the request-level way in of
 from __future__ import annotations
 
 import time
-from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any, NamedTuple
 
+from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 from multidict import CIMultiDictProxy
 
@@ -46,12 +46,10 @@ class Asker(NamedTuple):
 class WireRedirects:
     """The bytes of the redirects one site answers on the wire; see the module docstring."""
 
-    __slots__ = ("_date", "_redirects", "_second")
+    __slots__ = ("_redirects",)
 
     def __init__(self, redirects: Redirects) -> None:
         self._redirects = redirects
-        self._second = -1
-        self._date = ""
 
     def response(self, message: Any, remote: str | None) -> bytes | None:
         """The whole response to ``message`` (aiohttp's parsed head, which comes without a
@@ -77,17 +75,11 @@ class WireRedirects:
             f"Cache-Control: {NO_STORE}\r\n"
             f"{TRACE_ID_HEADER}: {trace_id}\r\n"
             "Content-Length: 0\r\n"
-            f"Date: {self._http_date()}\r\n"
+            f"Date: {rfc822_formatted_time()}\r\n"  # aiohttp's, formatted once a second
             f"Server: {SERVER_SOFTWARE}\r\n\r\n"
         ).encode()
         REQUEST_TALLY.add("GET", ROUTE, status, time.perf_counter() - started)
         return response
-
-    def _http_date(self) -> str:
-        second = int(time.time())
-        if second != self._second:
-            self._second, self._date = second, formatdate(second, usegmt=True)
-        return self._date
 
 
 _REASONS = {status.value: status.phrase for status in HTTPStatus}

@@ -134,6 +134,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     keepalive_timeout_seconds: float = 75.0
     max_connections: int = 1_000
     password_hash_concurrency: int = 8
+    # Password hashes beyond the concurrency wait for a slot, at most this many (0: none
+    # waits) and each at most this many seconds; beyond either, 503 with Retry-After.
+    password_hash_queue: int = 64
+    password_hash_wait_seconds: float = 2.0
     # Per client address, shared by every replica: comma-separated CIDRs whose forwarded
     # headers are believed, and how many logins, registrations and failed admin
     # authentications one address gets per window.
@@ -304,14 +308,16 @@ def _validate(config: Config) -> None:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
     _validate_history(config)
     _validate_redis(config)
-    for name in ("mail_user_hourly", "mail_user_daily"):
+    zero = {"mail_user_hourly": "no limit", "mail_user_daily": "no limit",
+            "password_hash_queue": "no queue"}  # fmt: skip
+    for name, meaning in zero.items():
         if getattr(config, name) < 0:
-            raise ConfigError(f"SLUICE_{name.upper()} must be 0 (no limit) or more")
+            raise ConfigError(f"SLUICE_{name.upper()} must be 0 ({meaning}) or more")
     _validate_logs(config)
     _validate_admin_token(config.admin_token)
     for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
                  "handler_timeout_seconds", "stall_seconds", "delivery_retention",
-                 "webhook_timeout_seconds"):  # fmt: skip
+                 "webhook_timeout_seconds", "password_hash_wait_seconds"):  # fmt: skip
         if not getattr(config, name) > 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")
     for group, seconds in config.group_timeouts.items():

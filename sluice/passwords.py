@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import hmac
 import secrets
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -58,19 +59,37 @@ DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
 class PasswordHasher:
     """Hashes and checks passwords in threads of its own, at most ``limit`` at once.
 
-    One more is refused at once (``Overloaded``: 503, ``Retry-After: 1``) rather than
-    queued: every hash costs the same CPU, so a queue of them (logins for random
-    emails, thirty a second) only makes each login behind it wait longer, a real one
-    six seconds. A slot is taken until its thread finishes, also when the request that
-    asked for it is gone, so no more than ``limit`` hashes ever run at once.
+    A hash beyond the limit waits for a slot in a bounded queue: at most ``queue`` wait,
+    each at most ``wait`` seconds, first come first served, so a burst of sign-ups (ten
+    at once, or fifty) is answered, only later. What is beyond the queue, or still
+    waiting after ``wait`` seconds, is refused (``Overloaded``: 503, ``Retry-After``):
+    every hash costs the same CPU, so a longer queue (logins for random emails, thirty a
+    second) would only make each login behind it wait longer, a real one for many
+    seconds. A slot is taken until its thread finishes, also when the request that
+    asked for it is gone, so no more than ``limit`` hashes ever run at once; a slot
+    that frees goes to the queue's oldest waiter.
     """
 
     RETRY_AFTER = 1  # seconds: a hash takes tens of milliseconds
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, queue: int = 0, wait: float = 0.0) -> None:
         self.limit = limit
-        self.busy = 0
+        self.queue = queue
+        self.wait = wait
+        self.busy = 0  # slots taken: hashes running, or handed to a waiter about to start
+        self._waiting: deque[asyncio.Future[None]] = deque()
         self._threads = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="password")
+
+    @property
+    def waiting(self) -> int:
+        """Hashes in the queue for a slot."""
+        return len(self._waiting)  # a slot leaves it when handed over or given up
+
+    def admit(self) -> None:
+        """503 at once when a hash asked for now would be refused: a request checks this
+        first, so a refused one costs nothing else (no Redis, no database)."""
+        if self.busy >= self.limit and self.waiting >= self.queue:
+            raise self._full()
 
     async def hash(self, password: str) -> str:
         return await self._run(hash_password, password)
@@ -79,18 +98,55 @@ class PasswordHasher:
         return await self._run(verify_password, password, stored)
 
     async def _run(self, work: Callable[..., T], *args: str) -> T:
-        if self.busy >= self.limit:
-            raise Overloaded(
-                "this server is checking as many passwords as it can; try again in a moment",
-                self.RETRY_AFTER,
-            )
         loop = asyncio.get_running_loop()
-        self.busy += 1
-        future = self._threads.submit(work, *args)
+        if self.busy < self.limit and not self.waiting:
+            self.busy += 1
+        else:
+            await self._slot(loop)  # a slot handed over: ``busy`` counts it already
+        try:
+            future = self._threads.submit(work, *args)
+        except BaseException:  # shut down: the slot is not used
+            self._release()
+            raise
         future.add_done_callback(lambda _: _call_soon(loop, self._release))
         return await asyncio.wrap_future(future)
 
+    async def _slot(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait for a slot in the queue; 503 when the queue is full or the wait too long."""
+        if self.waiting >= self.queue:
+            raise self._full()
+        slot: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(slot)
+        try:
+            async with asyncio.timeout(self.wait):
+                await slot
+        except BaseException as exc:
+            if slot.done() and not slot.cancelled():
+                self._release()  # handed a slot just as the wait ended: pass it on
+            else:
+                slot.cancel()
+                with contextlib.suppress(ValueError):  # a release may have dropped it
+                    self._waiting.remove(slot)
+            if isinstance(exc, TimeoutError):
+                raise Overloaded(
+                    "this server waited too long for a free password check; try again",
+                    self.RETRY_AFTER,
+                ) from None
+            raise
+
+    def _full(self) -> Overloaded:
+        return Overloaded(
+            "this server is checking as many passwords as it can; try again in a moment",
+            self.RETRY_AFTER,
+        )
+
     def _release(self) -> None:
+        """A slot is free: the oldest waiter takes it, else it is given back."""
+        while self._waiting:
+            slot = self._waiting.popleft()
+            if not slot.done():
+                slot.set_result(None)
+                return
         self.busy -= 1
 
     def close(self) -> None:

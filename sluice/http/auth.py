@@ -7,6 +7,8 @@ a valid user token where the admin is required.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from aiohttp import web
 
 from sluice.config import printable_ascii
@@ -58,32 +60,37 @@ async def require_user_or_admin(request: web.Request) -> User | None:
     token = bearer_token(request)
     if token is None:
         raise Unauthorized("a bearer token is required")
-    limits = request.app[CLIENT_LIMITS]
-    await limits.check(ADMIN, request)
     if await request.app[ADMIN_TOKEN].matches(token):
         return None
     user = await user_for_token(request.app[STORE], token, utcnow())
     if user is not None:
         return user
-    await limits.add(ADMIN, request)
-    raise Unauthorized("the token is unknown or expired")
+    await _failed(request)
 
 
 async def require_admin(request: web.Request) -> None:
     """Pass with the admin token; 403 for a user's token, 401 for anything else.
 
-    A token that is neither counts as a failed admin authentication of the client's
-    address; an address out of them gets 429 for any token, the right one too, or
-    guessing would go on between the refusals.
+    The right token always passes, and so does a user's valid token here and on every
+    route: both are long random strings that no one guesses, and checking them costs a
+    constant-time compare and an indexed lookup, so an address that others used up (every
+    client behind a proxy not in ``SLUICE_TRUSTED_PROXIES`` shares one) cannot lock the
+    operator or a user out. A token that is neither counts as a failed admin
+    authentication of the client's address; once the address has none left, such tokens
+    get 429 instead of 401 (SPEC 15).
     """
     token = bearer_token(request)
     if token is None:
         raise Unauthorized("the admin token is required")
-    limits = request.app[CLIENT_LIMITS]
-    await limits.check(ADMIN, request)
     if await request.app[ADMIN_TOKEN].matches(token):
         return
     if await user_for_token(request.app[STORE], token, utcnow()) is not None:
         raise Forbidden("this route needs the admin token; a user token is not enough")
-    await limits.add(ADMIN, request)
+    await _failed(request)
+
+
+async def _failed(request: web.Request) -> NoReturn:
+    """A token that is neither the admin's nor a user's: 401, counted against the client's
+    address; 429 once the address has no failed admin authentications left."""
+    await request.app[CLIENT_LIMITS].take(ADMIN, request)
     raise Unauthorized("the token is unknown or expired")

@@ -6,9 +6,13 @@ accounts by the hundred, or guess the admin token. Each kind has a bucket per
 address of ``limit`` tokens that refills over ``SLUICE_CLIENT_LIMIT_WINDOW_SECONDS``
 (GCRA: ``limit`` at once, then one per ``window / limit``): beyond it, 429 with
 the ``Retry-After`` until the next token. Logins and registrations take a token
-when they start; an admin authentication takes one only when it fails, but an
-address with none left is refused (429) even with the right token, or guessing
-would go on between the refusals.
+when they start, whatever their outcome: a login's password cannot be told right
+from wrong without the hash the limit is there to spare, and passing a right one
+while refusing wrong ones would let guessing go on between the refusals. A failed
+admin authentication (a token that is neither the admin's nor a user's) takes one
+when it fails; the right admin token and a user's valid token always pass (they are
+not guessable, and checking them costs next to nothing), so an address used up by
+someone else locks no one out who holds a real token.
 
 The buckets live in Redis (one key per kind and address digest, shared by every
 replica); while Redis is down each process keeps its own, so the limits still
@@ -52,33 +56,25 @@ ADMIN = Kind(
 _LOCAL_KEYS_MAX = 10_000  # buckets remembered per process while Redis is down
 
 # GCRA. KEYS[1]: the bucket's theoretical arrival time (ms). ARGV: now (ms), interval
-# (ms per token), window (ms: limit * interval), mode: 0 check only, 1 take a token if
-# one is left, 2 take one regardless. Returns 0, or the ms until a token is back.
+# (ms per token), window (ms: limit * interval). Takes a token if one is left; returns
+# 0, or the ms until a token is back.
 _BUCKET = """
 local now, interval, window = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local mode = tonumber(ARGV[4])
 local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now)
-if mode ~= 2 then
-    local wait = tat + interval - window - now
-    if wait > 0 then return math.ceil(wait) end
-    if mode == 0 then return 0 end
-end
+local wait = tat + interval - window - now
+if wait > 0 then return math.ceil(wait) end
 tat = tat + interval
 redis.call('SET', KEYS[1], tostring(tat), 'PX', math.ceil(tat - now))
 return 0
 """
-_CHECK, _TAKE, _ADD = 0, 1, 2
 
 
-def _bucket(tat: float, now: float, interval: float, window: float, mode: int) -> tuple[int, float]:
+def _bucket(tat: float, now: float, interval: float, window: float) -> tuple[int, float]:
     """The script above in this process: (ms to wait or 0, the new arrival time)."""
     tat = max(tat, now)
-    if mode != _ADD:
-        wait = tat + interval - window - now
-        if wait > 0:
-            return math.ceil(wait), tat
-        if mode == _CHECK:
-            return 0, tat
+    wait = tat + interval - window - now
+    if wait > 0:
+        return math.ceil(wait), tat
     return 0, tat + interval
 
 
@@ -108,17 +104,6 @@ class ClientLimits:
 
     async def take(self, kind: Kind, request: web.BaseRequest) -> None:
         """Count one attempt of ``kind`` from the request's address; 429 beyond its limit."""
-        await self._call(kind, request, _TAKE)
-
-    async def check(self, kind: Kind, request: web.BaseRequest) -> None:
-        """429 while the request's address has no ``kind`` left; counts nothing."""
-        await self._call(kind, request, _CHECK)
-
-    async def add(self, kind: Kind, request: web.BaseRequest) -> None:
-        """Count one (failed) ``kind`` from the request's address, whatever is left."""
-        await self._call(kind, request, _ADD)
-
-    async def _call(self, kind: Kind, request: web.BaseRequest, mode: int) -> None:
         address = self.address(request)
         digest = hashlib.sha256(address.encode()).hexdigest()[:32]
         key = self.keys.client_limit(kind.name, digest)
@@ -126,18 +111,18 @@ class ClientLimits:
         now = self._clock() * 1000
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
-                args = [now, interval, self._window_ms, mode]
+                args = [now, interval, self._window_ms]
                 wait_ms = int(await self._script(keys=[key], args=args))
         except REDIS_ERRORS as exc:
             log.warning("client limit counted in this process only", error=repr(exc))
-            wait_ms = self._local_call(key, now, interval, mode)
+            wait_ms = self._local_take(key, now, interval)
         if wait_ms > 0:
             raise TooManyRequests(kind.refusal, math.ceil(wait_ms / 1000))
 
-    def _local_call(self, key: str, now: float, interval: float, mode: int) -> int:
+    def _local_take(self, key: str, now: float, interval: float) -> int:
         if key not in self._local and len(self._local) >= _LOCAL_KEYS_MAX:
             self._forget_old(now)
-        wait, tat = _bucket(self._local.get(key, 0.0), now, interval, self._window_ms, mode)
+        wait, tat = _bucket(self._local.get(key, 0.0), now, interval, self._window_ms)
         self._local[key] = tat
         return wait
 

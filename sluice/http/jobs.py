@@ -348,7 +348,11 @@ ROUTES = (
             "401": UNAUTHORIZED,
             "404": _NO_JOB,
             "409": problem("the job succeeded, failed or was cancelled already"),
-            "429": too_many("too many failed admin authentications from this client"),
+            "429": too_many(
+                "this client address sent too many tokens that are neither a user's nor the"
+                " admin's (SLUICE_ADMIN_FAILURES_PER_CLIENT per window): a wrong token is"
+                " refused until Retry-After; a valid one always passes"
+            ),
         },
     }, structs=(JobOut,)),
     Route("GET", "/v1/jobs/{job_id}/result", job_result, {

@@ -73,8 +73,8 @@ def _with_unavailable(paths: Doc) -> Doc:
 
 _ADMIN_LIMITED = too_many(
     "this client address failed admin authentication too often"
-    " (SLUICE_ADMIN_FAILURES_PER_CLIENT per window); refused whatever the token until"
-    " Retry-After"
+    " (SLUICE_ADMIN_FAILURES_PER_CLIENT per window): a wrong token is refused until"
+    " Retry-After; the right one always passes"
 )
 _BODY_TOO_SLOW = problem(
     "the body did not arrive within SLUICE_BODY_TIMEOUT_SECONDS; the connection closes"

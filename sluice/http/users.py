@@ -79,8 +79,14 @@ def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
 
 
 async def password_hashing(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: this process's password hasher, bounded by SLUICE_PASSWORD_HASH_CONCURRENCY."""
-    app[PASSWORDS] = PasswordHasher(app[CONFIG].password_hash_concurrency)
+    """cleanup_ctx: this process's password hasher, bounded by SLUICE_PASSWORD_HASH_CONCURRENCY
+    with a queue of SLUICE_PASSWORD_HASH_QUEUE waiting SLUICE_PASSWORD_HASH_WAIT_SECONDS."""
+    config = app[CONFIG]
+    app[PASSWORDS] = PasswordHasher(
+        config.password_hash_concurrency,
+        queue=config.password_hash_queue,
+        wait=config.password_hash_wait_seconds,
+    )
     try:
         yield
     finally:
@@ -90,6 +96,7 @@ async def password_hashing(app: web.Application) -> AsyncIterator[None]:
 async def register(request: web.Request) -> web.Response:
     """Create a user; the welcome mail follows through the ``mail`` group, never awaited here."""
     email, password, name = _registration(await read_json(request, RegisterBody))
+    request.app[PASSWORDS].admit()  # a burst beyond the queue is refused before it costs
     await request.app[CLIENT_LIMITS].take(REGISTER, request)
     password_hash = await request.app[PASSWORDS].hash(password)
     user = User(id=uuid7(), email=email, name=name, created_at=utcnow())
@@ -111,6 +118,7 @@ async def create_token(request: web.Request) -> web.Response:
             FieldError(f, "is required") for f in ("email", "password") if not getattr(body, f)
         ]
         raise Unprocessable("email and password are required", missing)
+    request.app[PASSWORDS].admit()
     # Per address first: it spares the per-email sets (and a hash) a client's flood.
     await request.app[CLIENT_LIMITS].take(LOGIN, request)
     limiter = request.app[LOGIN_LIMITER]
@@ -146,10 +154,12 @@ async def me(request: web.Request) -> web.Response:
     return json_response(_out(await require_user(request)))
 
 
-# Password hashing is bounded per process (SLUICE_PASSWORD_HASH_CONCURRENCY).
+# Password hashing is bounded per process (SLUICE_PASSWORD_HASH_CONCURRENCY, and a queue
+# of SLUICE_PASSWORD_HASH_QUEUE waiting at most SLUICE_PASSWORD_HASH_WAIT_SECONDS).
 _HASHING_UNAVAILABLE = problem(
-    "the database or Redis is unavailable, or this process is hashing as many passwords as"
-    " it may at once (try again after Retry-After, or on another replica)"
+    "the database or Redis is unavailable, or this process has as many passwords to check"
+    " running and queued as it takes, or this one waited too long for a slot (try again"
+    " after Retry-After, or on another replica)"
 )
 
 ROUTES = (

@@ -14,10 +14,12 @@ import pytest
 from sluice import passwords
 from sluice.config import Config
 from sluice.errors import Overloaded
+from sluice.events import uuid7
 from sluice.http import create_app
-from sluice.http.keys import PASSWORDS
+from sluice.http.keys import PASSWORDS, STORE
 from sluice.redis_server import RedisServer
 from tests.api.conftest import AiohttpClient, Client, problem
+from tests.link_helpers import add_user, bearer
 
 PASSWORD = "correct horse battery"
 ADMIN_TOKEN = "limits-admin-token-0123456789abcdef"
@@ -127,7 +129,7 @@ async def test_forwarded_addresses_count_only_from_a_trusted_proxy(
     assert forged.status == 429
 
 
-async def test_failed_admin_tokens_are_limited_per_address_even_for_the_right_token(
+async def test_failed_admin_tokens_are_limited_per_address_and_the_right_token_still_passes(
     aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
 ) -> None:
     config = make_config(admin_token=ADMIN_TOKEN, admin_failures_per_client=3,
@@ -143,11 +145,69 @@ async def test_failed_admin_tokens_are_limited_per_address_even_for_the_right_to
     await problem(await admin(None), 401)  # no token: nothing guessed, nothing counted
     for _ in range(3):
         await problem(await admin("guess"), 401)
-    refused = await admin(ADMIN_TOKEN)  # guessing must not go on between refusals
+    refused = await admin("guess")
     body = await problem(refused, 429)
     assert "admin" in body["detail"] and int(refused.headers["Retry-After"]) >= 1
-    await problem(await admin("guess"), 429)
-    assert (await admin(ADMIN_TOKEN, address="203.0.113.2")).status == 200  # another address
+    assert (await admin(ADMIN_TOKEN)).status == 200  # the right token is never locked out
+    await problem(await admin("guess"), 429)  # and passing it opened nothing for guesses
+    assert (await admin("guess", address="203.0.113.2")).status == 401  # another address
+
+
+async def test_wrong_admin_tokens_from_everyone_behind_an_untrusted_proxy_lock_no_operator_out(
+    aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
+) -> None:
+    """The finding: 60 wrong admin tokens from one address, and the operator's right one
+    from that address got 429 (``too many failed admin authentications``). Behind a proxy
+    not in SLUICE_TRUSTED_PROXIES every client has the proxy's address, so anyone could
+    lock the operator out of /v1/admin/* and /metrics."""
+    client = await aiohttp_client(create_app(make_config(admin_token=ADMIN_TOKEN)))
+    wrong, right = bearer("wrong-admin-token"), bearer(ADMIN_TOKEN)
+    statuses = [(await client.get("/v1/admin/streams", headers=wrong)).status for _ in range(60)]
+    assert statuses == [401] * 10 + [429] * 50  # guessing is still stopped
+    for path in ("/v1/admin/streams", "/v1/admin/tasks", "/metrics"):
+        response = await client.get(path, headers=right)
+        assert response.status == 200, (path, await response.text())
+    # DELETE /v1/jobs/{id} takes the admin token too: the right one passes there as well.
+    await problem(await client.delete(f"/v1/jobs/{uuid7()}", headers=right), 404)
+    await problem(await client.delete(f"/v1/jobs/{uuid7()}", headers=wrong), 429)
+
+
+async def test_a_user_s_valid_token_passes_where_the_address_ran_out_of_admin_failures(
+    aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
+) -> None:
+    client = await aiohttp_client(create_app(make_config(admin_failures_per_client=2)))
+    assert client.app is not None
+    await add_user(client.app[STORE])
+    wrong = bearer("neither-a-user-nor-the-admin")
+    for _ in range(2):
+        await problem(await client.get("/v1/admin/streams", headers=wrong), 401)
+    await problem(await client.delete(f"/v1/jobs/{uuid7()}", headers=wrong), 429)
+    # A user's token is a random 256-bit string: it passes wherever it is taken...
+    assert (await client.get("/v1/me", headers=bearer())).status == 200
+    await problem(await client.delete(f"/v1/jobs/{uuid7()}", headers=bearer()), 404)
+    # ...and on an admin route it is what it is, a user's (403), not a failure (429).
+    await problem(await client.get("/v1/admin/streams", headers=bearer()), 403)
+
+
+async def test_a_right_password_from_an_address_out_of_logins_waits_like_any_other(
+    aiohttp_client: AiohttpClient, make_config: Callable[..., Config], hashes: list[str]
+) -> None:
+    """Decided (SPEC 15): the per-address login limit holds for a right password too. A
+    password is not told right from wrong without the hash the limit spares, and a limit
+    that let right passwords through while refusing wrong ones would answer every guess
+    (429 wrong, 201 right) without stopping any. The remedy for clients that share an
+    address is SLUICE_TRUSTED_PROXIES, which gives each its own."""
+    config = make_config(logins_per_client=3, trusted_proxies=PROXY)
+    client = await aiohttp_client(create_app(config))
+    assert (await register(client, "ada@example.org")).status == 201
+    shared, own = from_address("203.0.113.7"), from_address("203.0.113.8")
+    for i in range(3):
+        assert (await login(client, f"guess{i}@example.org", "wrong", **shared)).status == 401
+    checked = len(hashes)
+    refused = await login(client, "ada@example.org", **shared)
+    await problem(refused, 429)
+    assert len(hashes) == checked  # refused before the hash
+    assert (await login(client, "ada@example.org", **own)).status == 201
 
 
 async def test_wrong_admin_tokens_by_the_hundred_get_429_not_401(client: Client) -> None:
@@ -157,12 +217,13 @@ async def test_wrong_admin_tokens_by_the_hundred_get_429_not_401(client: Client)
     assert statuses == [401] * 10 + [429] * 20
 
 
-async def test_password_hashing_beyond_its_bound_is_a_fast_503(
+async def test_password_hashing_beyond_its_bound_and_queue_is_a_fast_503(
     aiohttp_client: AiohttpClient,
     make_config: Callable[..., Config],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    client = await aiohttp_client(create_app(make_config(password_hash_concurrency=1)))
+    config = make_config(password_hash_concurrency=1, password_hash_queue=0)
+    client = await aiohttp_client(create_app(config))
     assert (await register(client, "ada@example.org")).status == 201
     assert client.app is not None
     hasher = client.app[PASSWORDS]

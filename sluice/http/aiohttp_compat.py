@@ -47,7 +47,8 @@ from aiohttp.streams import EMPTY_PAYLOAD
 log = structlog.get_logger(__name__)
 
 # The first and the last aiohttp minor version the wire path is written against and the
-# suite runs on; the last is pyproject.toml's upper bound (``aiohttp<3.15``).
+# suite runs on (3.14.0 and 3.14.5); the last is pyproject.toml's upper bound
+# (``aiohttp<3.15``). sluice itself needs 3.14 (``web.RequestKey``).
 WIRE_MINORS = ((3, 14), (3, 14))
 
 HEAD_DEADLINE_NAMES = ("_loop", "_request_count", "_waiter")

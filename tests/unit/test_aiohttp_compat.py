@@ -94,12 +94,14 @@ async def test_a_version_outside_the_tested_minors_turns_the_wire_off(
         ("_request_count", False),
         ("_next_keepalive_close_time", True),
         ("_messages", True),
-        ("_max_msg_queue_size", True),  # without the parser's message_consumed, its pair
+        ("_max_msg_queue_size", True),  # the parser's message_consumed without it (>= 3.14.1)
     ],
 )
 async def test_a_request_handler_without_what_the_connections_read_turns_them_off(
     server: web.Server, monkeypatch: pytest.MonkeyPatch, gone: str, head_deadline: bool
 ) -> None:
+    if not hasattr(web.RequestHandler, gone):
+        pytest.skip(f"this aiohttp ({aiohttp.__version__}) has no {gone}")
     made = web.RequestHandler.__init__
 
     def without(self: web.RequestHandler, *args: Any, **kwargs: Any) -> None:
@@ -129,8 +131,8 @@ async def test_a_parser_whose_heads_are_reshaped_turns_the_wire_off(
         def feed_data(self, data: bytes) -> Any:
             return self._parser.feed_data(data)[0]
 
-        def message_consumed(self) -> None:
-            self._parser.message_consumed()
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._parser, name)
 
     def reshaped(self: web.RequestHandler, *args: Any, **kwargs: Any) -> None:
         made(self, *args, **kwargs)

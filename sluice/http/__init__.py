@@ -8,6 +8,7 @@ from aiohttp import hdrs, web
 
 from sluice.config import Config
 from sluice.http import (
+    aiohttp_compat,
     fast_redirect,
     link_passwords,
     links,
@@ -122,15 +123,20 @@ async def listen(
     """``app`` started and listening as ``sluice api`` serves it: redirects answered
     first, as their heads are parsed (``redirect_wire``) or before the router
     (``fast_redirect``), connections under the deadlines and cap of SPEC 15
-    (``GuardedSite``); ``reuse_port``: beside other processes on the same port
-    (``SO_REUSEPORT``). Clean up with ``runner.cleanup()``."""
+    (``GuardedSite``); the first, and the head deadline, only on an aiohttp whose
+    internals they know (``aiohttp_compat``; one warning otherwise); ``reuse_port``:
+    beside other processes on the same port (``SO_REUSEPORT``). Clean up with
+    ``runner.cleanup()``."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
         assert runner.server is not None
+        fit = aiohttp_compat.check(runner.server)
         redirects = fast_redirect.install(runner.server, app)
-        wire = None if redirects is None else WireRedirects(redirects)
-        site = GuardedSite(runner, app[CONFIG], reuse_port=reuse_port, wire=wire)
+        wire = None if redirects is None or not fit.wire else WireRedirects(redirects)
+        site = GuardedSite(
+            runner, app[CONFIG], reuse_port=reuse_port, wire=wire, head_deadline=fit.head_deadline
+        )
         await site.start()
     except BaseException:
         await runner.cleanup()

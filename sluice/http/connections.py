@@ -31,10 +31,16 @@ holds the behaviour, so an aiohttp release that changes them fails there.
 
 Redirects answered on the wire (``sluice.http.redirect_wire``) read more of them: the
 parser (``_parser``, wrapped to see each feed's heads first, and its
-``message_consumed`` and the handler's ``_max_msg_queue_size`` since aiohttp 3.14),
+``message_consumed`` and the handler's ``_max_msg_queue_size`` since aiohttp 3.14.1),
 the queue of parsed heads (``_messages``), whether writing is paused (``_paused``) and
 the keep-alive timer's fields, which ``answer_first`` moves on as aiohttp's ``start()``
-does after each answer. tests/api/test_redirect_wire.py holds that behaviour.
+does after each answer. tests/api/test_redirect_wire.py holds that behaviour, and
+tests/api/test_wire_differential.py holds its answers to hostile input to aiohttp's.
+
+Which aiohttp this runs on is asked once, as ``listen`` builds the site
+(``sluice.http.aiohttp_compat``): a version or a handler it does not know turns the
+wire off (``wire=None``: every redirect through the request-level fast path), and the
+head deadline too if its two attributes are gone (``head_deadline=False``).
 """
 
 from __future__ import annotations
@@ -85,9 +91,11 @@ _REFUSAL = _refusal()
 
 
 class ConnectionLimits:
-    """What every connection of one listening site shares: the deadlines and the count."""
+    """What every connection of one listening site shares: the deadlines and the count.
+    ``head_deadline``: False on an aiohttp without what the deadline reads of it."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, head_deadline: bool = True) -> None:
+        self.head_deadline = head_deadline
         self.header_timeout = config.header_timeout_seconds
         self.max_connections = config.max_connections
         self.open = 0
@@ -154,7 +162,8 @@ class GuardedRequestHandler(web.RequestHandler):
         super().connection_made(transport)
         peer = transport.get_extra_info("peername")
         self._remote = str(peer[0]) if isinstance(peer, (list, tuple)) else peer  # as aiohttp
-        self._arm_head_deadline()
+        if limits.head_deadline:
+            self._arm_head_deadline()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._counted:
@@ -168,7 +177,12 @@ class GuardedRequestHandler(web.RequestHandler):
     def data_received(self, data: bytes) -> None:
         # The first bytes of a head after an earlier request: its deadline starts now.
         # (A connection's first head is timed from the connection's start.)
-        if data and self._waiting_for_head() and self._heads_at_arming != self._request_count:
+        if (
+            data
+            and self._limits.head_deadline
+            and self._waiting_for_head()
+            and self._heads_at_arming != self._request_count
+        ):
             self._arm_head_deadline()
         super().data_received(data)
 
@@ -263,7 +277,8 @@ class _AnsweringParser:
 
 class GuardedSite(web.BaseSite):
     """A TCP site (``web.TCPSite``) whose connections are ``GuardedRequestHandler``\\ s;
-    ``wire``: the redirects they answer as soon as a head is parsed."""
+    ``wire``: the redirects they answer as soon as a head is parsed; ``head_deadline``:
+    whether they keep one (``sluice.http.aiohttp_compat`` says whether they can)."""
 
     __slots__ = ("_config", "_host", "_port", "_reuse_port", "_wire", "limits")
 
@@ -274,6 +289,7 @@ class GuardedSite(web.BaseSite):
         *,
         reuse_port: bool = False,
         wire: WireRedirects | None = None,
+        head_deadline: bool = True,
     ) -> None:
         super().__init__(runner)
         self._reuse_port = reuse_port
@@ -281,7 +297,7 @@ class GuardedSite(web.BaseSite):
         self._host = config.host
         self._port = config.port
         self._config = config
-        self.limits = ConnectionLimits(config)
+        self.limits = ConnectionLimits(config, head_deadline=head_deadline)
 
     @property
     def name(self) -> str:

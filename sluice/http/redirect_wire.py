@@ -17,7 +17,8 @@ Only a head that can be answered out of aiohttp's sight is: ``GET`` over HTTP/1.
 kept alive, no body, no upgrade, an origin-form target. Anything else, and every head
 behind one that aiohttp is still answering (answers keep the order of their requests),
 goes to aiohttp as before, and from there to the request-level way in of
-``fast_redirect`` or the app.
+``fast_redirect`` or the app. So does every head on an aiohttp whose internals the
+connection handler does not know (``sluice.http.aiohttp_compat``, asked once at start).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 from http import HTTPStatus
 from typing import Any, NamedTuple
 
-from aiohttp.helpers import rfc822_formatted_time
+from aiohttp import helpers
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 from multidict import CIMultiDictProxy
 
@@ -46,10 +47,13 @@ class Asker(NamedTuple):
 class WireRedirects:
     """The bytes of the redirects one site answers on the wire; see the module docstring."""
 
-    __slots__ = ("_redirects",)
+    __slots__ = ("_date", "_redirects")
 
     def __init__(self, redirects: Redirects) -> None:
         self._redirects = redirects
+        # Looked up here, not on import: on an aiohttp without it (sluice.http.aiohttp_compat
+        # looks first) there is no wire, and the rest of sluice still imports.
+        self._date = helpers.rfc822_formatted_time
 
     def response(self, message: Any, remote: str | None) -> bytes | None:
         """The whole response to ``message`` (aiohttp's parsed head, which comes without a
@@ -75,7 +79,7 @@ class WireRedirects:
             f"Cache-Control: {NO_STORE}\r\n"
             f"{TRACE_ID_HEADER}: {trace_id}\r\n"
             "Content-Length: 0\r\n"
-            f"Date: {rfc822_formatted_time()}\r\n"  # aiohttp's, formatted once a second
+            f"Date: {self._date()}\r\n"  # aiohttp's, formatted once a second
             f"Server: {SERVER_SOFTWARE}\r\n\r\n"
         ).encode()
         REQUEST_TALLY.add("GET", ROUTE, status, time.perf_counter() - started)

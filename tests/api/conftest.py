@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from sluice.events import AnyEvent, decode
 from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.store import Store
+from tests.api.raw_http import Connect, Wire
 
 Client = TestClient[web.Request, web.Application]
 AiohttpClient = Callable[..., Awaitable[Client]]
@@ -44,3 +48,27 @@ async def problem(response: Any, status: int) -> dict[str, Any]:
     assert body["status"] == status
     assert body["title"] and body["detail"] and body["type"]
     return body
+
+
+@pytest.fixture
+async def connect() -> AsyncIterator[Connect]:
+    """``await connect(client)``: a raw connection to ``client``'s server (``raw_http.Wire``);
+    ``receive_buffer``: the socket's receive buffer, set before it connects (the window
+    it offers). Every one opened is closed after the test."""
+    opened: list[Wire] = []
+
+    async def open_one(client: Client, receive_buffer: int | None = None) -> Wire:
+        sock = socket.socket()
+        if receive_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", client.port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        opened.append(Wire(reader, writer))
+        return opened[-1]
+
+    yield open_one
+    for wire in opened:
+        wire.writer.close()
+        with contextlib.suppress(ConnectionError):
+            await wire.writer.wait_closed()

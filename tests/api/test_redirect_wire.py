@@ -6,14 +6,13 @@ reading, and the connection's keep-alive, head deadline and close as before."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import fcntl
 import socket
 import struct
 import termios
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 
 import pytest
 from aiohttp.http import SERVER_SOFTWARE
@@ -26,81 +25,9 @@ from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
+from tests.api.raw_http import CODE, URL, Connect, Wire, cached, get, visits_stored
 from tests.integration.conftest import wait_for
-from tests.link_helpers import CHROME, add_link, add_user, bearer
-
-CODE = "wired1"
-URL = "https://example.org/landing?from=wire"
-
-
-class Wire:
-    """One raw connection: requests written as bytes, responses read off it as bytes."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    def send(self, *heads: bytes) -> None:
-        self.writer.write(b"".join(heads))
-
-    async def response(self) -> tuple[str, dict[str, str], bytes]:
-        """(status line, headers, body) of the next response."""
-        async with asyncio.timeout(10):
-            head = (await self.reader.readuntil(b"\r\n\r\n")).decode()
-            status, *lines = head.removesuffix("\r\n\r\n").split("\r\n")
-            headers = dict(line.split(": ", 1) for line in lines)
-            body = await self.reader.readexactly(int(headers.get("Content-Length", "0")))
-        return status, headers, body
-
-    async def closed(self) -> bytes:
-        """What the server still sends before it closes the connection."""
-        async with asyncio.timeout(10):
-            return await self.reader.read()
-
-
-Connect = Callable[..., Awaitable[Wire]]
-
-
-@pytest.fixture
-async def connect() -> AsyncIterator[Connect]:
-    opened: list[Wire] = []
-
-    async def open_one(client: Client, receive_buffer: int | None = None) -> Wire:
-        sock = socket.socket()
-        if receive_buffer is not None:  # before connecting: the window it offers
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-        sock.setblocking(False)
-        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", client.port))
-        reader, writer = await asyncio.open_connection(sock=sock)
-        opened.append(Wire(reader, writer))
-        return opened[-1]
-
-    yield open_one
-    for wire in opened:
-        wire.writer.close()
-        with contextlib.suppress(ConnectionError):
-            await wire.writer.wait_closed()
-
-
-def get(path: str, *headers: str, version: str = "1.1") -> bytes:
-    lines = [f"GET {path} HTTP/{version}", "Host: sluice", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
-
-
-async def cached(client: Client, store: Store, code: str = CODE, url: str = URL) -> None:
-    """A link, in the cache of the API (a first GET looks it up through the app)."""
-    await add_link(store, code, url)
-    assert (await client.get(f"/{code}", allow_redirects=False)).status == 302
-
-
-def visits_stored(store: Store, n: int) -> Callable[[], Awaitable[bool]]:
-    async def stored() -> bool:
-        async with store.transaction() as tx:
-            row = await tx.fetchone("SELECT COUNT(*) FROM events WHERE type = 'LinkVisited'")
-        assert row is not None
-        return int(row[0]) == n
-
-    stored.__qualname__ = f"{n} visits stored"
-    return stored
+from tests.link_helpers import CHROME, add_user, bearer
 
 
 async def visits(store: Store) -> list[tuple[LinkVisited, str]]:

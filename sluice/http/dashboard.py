@@ -29,7 +29,9 @@ class Page:
     headers: dict[str, str]
 
 
-def _hashes(tag: str, html: str) -> str:
+def inline_hashes(tag: str, html: str) -> str:
+    """The CSP sources that allow exactly the inline ``<script>`` or ``<style>`` blocks of
+    ``html``, by their SHA-256."""
     digests = (hashlib.sha256(block.encode()).digest() for block in _INLINE[tag].findall(html))
     return " ".join(f"'sha256-{base64.b64encode(d).decode()}'" for d in digests)
 
@@ -40,7 +42,7 @@ def load_page() -> Page:
     html = (resources.files("sluice.http") / "static" / "admin.html").read_text("utf-8")
     policy = (
         "default-src 'none'; "
-        f"script-src {_hashes('script', html)}; style-src {_hashes('style', html)}; "
+        f"script-src {inline_hashes('script', html)}; style-src {inline_hashes('style', html)}; "
         "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
         "frame-ancestors 'none'"
     )

@@ -46,20 +46,11 @@ def load_page(base_url: str) -> Page:
         f"connect-src {connect}; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
         "frame-ancestors 'none'"
     )
-    headers = {
-        "Content-Security-Policy": policy,
-        "Cache-Control": "no-cache",
-        "Referrer-Policy": "no-referrer",
-        "X-Content-Type-Options": "nosniff",
-    }
-    return Page(html.encode(), headers)
+    return Page.of(html, policy)
 
 
 async def docs_page(request: web.Request) -> web.Response:
-    page = await asyncio.to_thread(load_page, request.app[CONFIG].base_url)
-    return web.Response(
-        body=page.body, content_type="text/html", charset="utf-8", headers=page.headers
-    )
+    return (await asyncio.to_thread(load_page, request.app[CONFIG].base_url)).response()
 
 
 async def docs_asset(request: web.Request) -> web.StreamResponse:

@@ -25,8 +25,27 @@ _INLINE = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL) for tag in ("scr
 
 @dataclass(frozen=True)
 class Page:
+    """A static page of the package, with the headers each such page carries."""
+
     body: bytes
     headers: dict[str, str]
+
+    @classmethod
+    def of(cls, html: str, policy: str) -> Page:
+        """``html`` under the Content-Security-Policy ``policy``, revalidated on each load,
+        sending no referrer, its type never sniffed."""
+        headers = {
+            "Content-Security-Policy": policy,
+            "Cache-Control": "no-cache",
+            "Referrer-Policy": "no-referrer",
+            "X-Content-Type-Options": "nosniff",
+        }
+        return cls(html.encode(), headers)
+
+    def response(self) -> web.Response:
+        return web.Response(
+            body=self.body, content_type="text/html", charset="utf-8", headers=self.headers
+        )
 
 
 def inline_hashes(tag: str, html: str) -> str:
@@ -46,20 +65,11 @@ def load_page() -> Page:
         "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
         "frame-ancestors 'none'"
     )
-    headers = {
-        "Content-Security-Policy": policy,
-        "Cache-Control": "no-cache",
-        "Referrer-Policy": "no-referrer",
-        "X-Content-Type-Options": "nosniff",
-    }
-    return Page(html.encode(), headers)
+    return Page.of(html, policy)
 
 
 async def admin_page(request: web.Request) -> web.Response:
-    page = await asyncio.to_thread(load_page)
-    return web.Response(
-        body=page.body, content_type="text/html", charset="utf-8", headers=page.headers
-    )
+    return (await asyncio.to_thread(load_page)).response()
 
 
 ROUTES = (

@@ -10,12 +10,13 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint clean
+.PHONY: help run test lint reference clean
 
 help:
 	@echo "make run    - start everything locally (sluice up, embedded Redis + SQLite)"
 	@echo "make test   - run the test suite (PYTEST_ARGS='...' to pass options)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
+	@echo "make reference - regenerate docs/reference/*.md from the code (commit them)"
 	@echo "make clean  - remove the venv and caches (keeps ./var, the local data)"
 
 $(BIN)/python:
@@ -42,9 +43,14 @@ test: $(STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check sluice tests
-	$(BIN)/ruff format --check sluice tests
+	$(BIN)/ruff check sluice tests tools
+	$(BIN)/ruff format --check sluice tests tools
 	$(BIN)/mypy
+
+# The reference pages (configuration, CLI, events, metrics, HTTP API) are generated from
+# the code; tests/unit/test_reference_docs.py fails when the committed ones differ.
+reference: $(STAMP)
+	$(BIN)/python -m tools.reference
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -99,9 +99,8 @@ async def supervise(config: Config, stop: asyncio.Event) -> None:
     try:
         for child in children:
             await child.start()
-        log.info(
-            "api processes started", url=f"http://{config.host}:{port}", processes=len(children)
-        )
+        url = f"http://{config.host}:{port}"
+        log.info("api processes started", url=url, docs=f"{url}/docs", processes=len(children))
         await _watch(children, stop)
     finally:
         await asyncio.gather(*(child.stop() for child in children))

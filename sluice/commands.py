@@ -86,6 +86,9 @@ async def up(config: Config) -> int:
                 else redacted(config.redis_url or "")
             )
             print(f"sluice is up: {config.base_url}  (redis: {redis})", flush=True)
+            print(
+                f"API docs: {config.base_url}/docs  operations: {config.base_url}/admin", flush=True
+            )
             print("press Ctrl-C to stop", flush=True)
         await everything
     finally:

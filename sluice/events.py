@@ -65,14 +65,17 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Fields every event carries. ``aggregate`` names the stream it is published on."""
 
     aggregate: ClassVar[str]
-    event_id: str = msgspec.field(default_factory=uuid7)
-    occurred_at: datetime = msgspec.field(default_factory=utcnow)
+    event_id: str = msgspec.field(default_factory=uuid7)  # a UUIDv7, ordered by time
+    occurred_at: datetime = msgspec.field(default_factory=utcnow)  # when, in UTC
     # The request's or task run's trace id; inside a handler, the delivery's (``TRACE``).
-    trace_id: str = msgspec.field(default_factory=TRACE.get)
-    v: int = 1
+    trace_id: str = msgspec.field(default_factory=TRACE.get)  # the request's or run's
+    v: int = 1  # the schema version of the event's type
 
 
 class UserRegistered(Event, frozen=True, kw_only=True, tag=True):
+    """A user registered (``POST /v1/users``); the welcome mail and its verification link
+    follow from it."""
+
     aggregate: ClassVar[str] = "users"
     user_id: str
     email: str
@@ -97,25 +100,28 @@ class VerificationRequested(Event, frozen=True, kw_only=True, tag=True):
 
 
 class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
+    """A short link was made (``POST /v1/links``, or a row of a CSV import): its whole first
+    state. The fields after ``disabled`` came with SPEC 13 (issue 18); their defaults are
+    what events written before them mean."""
+
     aggregate: ClassVar[str] = "links"
     code: str
     owner_id: str
     url: str
     expires_at: datetime | None = None
     disabled: bool = False
-    # SPEC 13 (issue 18); defaults for events written before them.
     max_visits: int | None = None
     valid_since: datetime | None = None
     redirect_status: int = 302
     tags: tuple[str, ...] = ()
     title: str | None = None
     rules: tuple[Rule, ...] = ()
-    # SPEC 13 password: whether the link has one, never the password or its hash.
-    has_password: bool = False
+    has_password: bool = False  # whether it has a password (never the password or its hash)
 
 
 class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
-    """The link's whole new state, so a cache can apply it without a read."""
+    """The link's whole new state, so a cache can apply it without a read (the fields as
+    in ``LinkCreated``)."""
 
     aggregate: ClassVar[str] = "links"
     code: str
@@ -123,37 +129,44 @@ class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
     url: str
     expires_at: datetime | None = None
     disabled: bool = False
-    # SPEC 13 (issue 18); defaults for events written before them.
     max_visits: int | None = None
     valid_since: datetime | None = None
     redirect_status: int = 302
     tags: tuple[str, ...] = ()
     title: str | None = None
     rules: tuple[Rule, ...] = ()
-    # SPEC 13 password: whether the link has one, never the password or its hash.
-    has_password: bool = False
+    has_password: bool = False  # whether it has a password (never the password or its hash)
 
 
 class LinkVisited(Event, frozen=True, kw_only=True, tag=True):
+    """A redirect of ``code`` was followed (``GET /{code}``): what the link's stats count.
+    ``country``, ``os`` and ``device`` came with migration 24: None in older events, and
+    when they cannot be told."""
+
     aggregate: ClassVar[str] = "visits"
     code: str
     visitor: str  # keyed hash of IP + User-Agent; the raw IP is never stored
     referrer_host: str | None = None
     browser: str = "Other"
     is_bot: bool = False
-    # Since migration 24; None in older events and when it cannot be told.
     country: str | None = None  # ISO 3166-1 alpha-2 of the client address
     os: str | None = None  # android, ios, windows, macos or linux
     device: str | None = None  # mobile, tablet or desktop
 
 
 class ArticleViewed(Event, frozen=True, kw_only=True, tag=True):
+    """A view of an article was counted (``POST /v1/articles/{article_id}/views``): not
+    made for a viewer already counted within ``SLUICE_VIEW_DEDUPE_SECONDS``."""
+
     aggregate: ClassVar[str] = "articles"
     article_id: str
     viewer: str  # user id, the given viewer, or a keyed hash of IP + User-Agent
 
 
 class ReminderCreated(Event, frozen=True, kw_only=True, tag=True):
+    """A user made a reminder: recurring (``cron`` read in ``timezone``) or one-shot
+    (``at``)."""
+
     aggregate: ClassVar[str] = "reminders"
     reminder_id: str
     owner_id: str
@@ -164,6 +177,8 @@ class ReminderCreated(Event, frozen=True, kw_only=True, tag=True):
 
 
 class ReminderDeleted(Event, frozen=True, kw_only=True, tag=True):
+    """A user deleted a reminder; no occurrence of it comes due any more."""
+
     aggregate: ClassVar[str] = "reminders"
     reminder_id: str
     owner_id: str
@@ -183,18 +198,24 @@ class ReminderUpdated(Event, frozen=True, kw_only=True, tag=True):
 
 
 class ReminderDue(Event, frozen=True, kw_only=True, tag=True):
+    """An occurrence of a reminder came, once (the scheduler's once-per-occurrence); the
+    mail group mails it. ``email``, ``name`` and ``timezone`` are filled in by the
+    scheduler when it fires, so the mail needs no lookup."""
+
     aggregate: ClassVar[str] = "reminders"
     reminder_id: str
     owner_id: str
     scheduled_for: datetime
     text: str
-    # Filled in by the scheduler when it fires, so the mail needs no lookup.
     email: str = ""
     name: str | None = None
     timezone: str = "UTC"
 
 
 class ExportRequested(Event, frozen=True, kw_only=True, tag=True):
+    """A user asked for the CSV of a link's visits (``POST /v1/links/{code}/exports``); the
+    exports group runs job ``job_id``."""
+
     aggregate: ClassVar[str] = "exports"
     job_id: str
     owner_id: str
@@ -210,6 +231,8 @@ class ImportRequested(Event, frozen=True, kw_only=True, tag=True):
 
 
 class TaskRunFinished(Event, frozen=True, kw_only=True, tag=True):
+    """A run of a scheduled task ended: what started it and how it ended."""
+
     aggregate: ClassVar[str] = "tasks"
     run_id: str
     task: str

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -33,65 +34,121 @@ from prometheus_client.registry import Collector
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
-REQUESTS = Counter(
+
+@dataclass(frozen=True)
+class Described:
+    """One metric family as ``/metrics`` shows it: what the reference page lists
+    (``tools/reference``), and what the scrape test holds ``/metrics`` to."""
+
+    name: str  # the family's name; a counter's sample adds ``_total``
+    kind: str  # counter, gauge or histogram
+    labels: tuple[str, ...]
+    documentation: str
+    scraped: bool  # read from Redis and the database at scrape time, not counted
+
+
+_DECLARED: dict[str, Described] = {}
+
+
+def _declare(described: Described) -> None:
+    if _DECLARED.setdefault(described.name, described) != described:
+        raise ValueError(f"metric {described.name} declared twice, differently")
+
+
+def declared() -> list[Described]:
+    """Every metric of the modules imported so far, by name; ``sluice.http`` imports
+    all of them (the app's ``/metrics`` shows them)."""
+    return sorted(_DECLARED.values(), key=lambda d: d.name)
+
+
+def counter(name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+    _declare(Described(name, "counter", tuple(labels), documentation, scraped=False))
+    return Counter(name, documentation, labels)
+
+
+def histogram(
+    name: str, documentation: str, labels: Sequence[str], buckets: Sequence[float]
+) -> Histogram:
+    _declare(Described(name, "histogram", tuple(labels), documentation, scraped=False))
+    return Histogram(name, documentation, labels, buckets=buckets)
+
+
+def live_sum(name: str, documentation: str) -> Gauge:
+    """A gauge each process sets; ``/metrics`` shows the sum over the live processes."""
+    _declare(Described(name, "gauge", (), documentation, scraped=False))
+    return Gauge(name, documentation, multiprocess_mode="livesum")
+
+
+class ScrapedGauge:
+    """A gauge measured at scrape time (``sluice.http.metrics``): declared once, at
+    import, so the reference lists it; ``family()`` is a fresh one for each scrape."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str] = ()) -> None:
+        self.name, self.documentation, self.labels = name, documentation, list(labels)
+        _declare(Described(name, "gauge", tuple(labels), documentation, scraped=True))
+
+    def family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+
+
+REQUESTS = counter(
     "sluice_http_requests", "HTTP requests answered, by route", ["method", "route", "status"]
 )
 _LATENCY_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-REQUEST_SECONDS = Histogram(
+REQUEST_SECONDS = histogram(
     "sluice_http_request_duration_seconds",
     "HTTP request latency, by route",
     ["method", "route"],
     buckets=_LATENCY_BOUNDS,
 )
-EVENTS_COMMITTED = Counter(
+EVENTS_COMMITTED = counter(
     "sluice_events_committed", "Events committed to the history (outbox), by type", ["type"]
 )
-RELAY_PUBLISHED = Counter("sluice_relay_published_events", "Events the relay published to Redis")
-HANDLED = Counter("sluice_handled_entries", "Stream entries a group handled and acked", ["group"])
-RETRIES = Counter("sluice_retries", "Entries scheduled for another delivery, by group", ["group"])
-DEAD_LETTERED = Counter("sluice_dead_lettered", "Entries moved to the dead letters", ["group"])
-HANDLER_TIMEOUTS = Counter(
+RELAY_PUBLISHED = counter("sluice_relay_published_events", "Events the relay published to Redis")
+HANDLED = counter("sluice_handled_entries", "Stream entries a group handled and acked", ["group"])
+RETRIES = counter("sluice_retries", "Entries scheduled for another delivery, by group", ["group"])
+DEAD_LETTERED = counter("sluice_dead_lettered", "Entries moved to the dead letters", ["group"])
+HANDLER_TIMEOUTS = counter(
     "sluice_handler_timeouts", "Batches cancelled at the group's handler deadline", ["group"]
 )
-DELIVERIES_RECORDED = Counter("sluice_deliveries_recorded", "Delivery attempts written")
-DELIVERIES_DROPPED = Counter(
+DELIVERIES_RECORDED = counter("sluice_deliveries_recorded", "Delivery attempts written")
+DELIVERIES_DROPPED = counter(
     "sluice_deliveries_dropped", "Delivery records dropped: the database refused them too long"
 )
-HANDLER_SECONDS = Histogram(
+HANDLER_SECONDS = histogram(
     "sluice_handler_batch_duration_seconds",
     "Time a group takes to handle one batch of entries",
     ["group"],
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
-TASK_RUNS = Counter(
+TASK_RUNS = counter(
     "sluice_task_runs", "Finished task runs, by task and status", ["task", "status"]
 )
-TASK_SKIPPED = Counter(
+TASK_SKIPPED = counter(
     "sluice_task_occurrences_skipped", "Occurrences skipped: a run was in progress", ["task"]
 )
-LOCK_LOSSES = Counter(
+LOCK_LOSSES = counter(
     "sluice_task_lock_losses", "Runs stopped because their lock was lost", ["task"]
 )
-LOCK_RELEASES_GONE = Counter(
+LOCK_RELEASES_GONE = counter(
     "sluice_task_lock_releases_gone", "Releases that found the run's lock already gone", ["task"]
 )
-MAILS = Counter("sluice_mails", "Mails by outcome (sent, skipped, failed)", ["outcome"])
-MAILS_WITHHELD = Counter(
+MAILS = counter("sluice_mails", "Mails by outcome (sent, skipped, failed)", ["outcome"])
+MAILS_WITHHELD = counter(
     "sluice_mails_withheld",
     "Mails not sent on purpose, by reason (unverified, paused, over_budget)",
     ["reason"],
 )
-VISITS_RECORDED = Counter("sluice_visits_recorded", "Link visits committed by the redirect path")
-VISITS_DROPPED = Counter(
+VISITS_RECORDED = counter("sluice_visits_recorded", "Link visits committed by the redirect path")
+VISITS_DROPPED = counter(
     "sluice_visits_dropped", "Visits dropped: the buffer was full while the database was down"
 )
-# livesum: the visits waiting in every live API process, added up.
-VISITS_BUFFERED = Gauge(
+# The visits waiting in every live API process, added up.
+VISITS_BUFFERED = live_sum(
     "sluice_visits_buffered",
     "Visits answered and waiting in memory for the database (SLUICE_VISIT_BUFFER at most)",
-    multiprocess_mode="livesum",
 )
-LINK_CACHE_LOOKUPS = Counter(
+LINK_CACHE_LOOKUPS = counter(
     "sluice_link_cache_lookups", "Redirect link lookups, by result (hit, miss)", ["result"]
 )
 
@@ -149,10 +206,6 @@ class _Snapshot(Collector):
 
     def collect(self) -> Iterator[Metric]:
         return iter(self.families)
-
-
-def gauge(name: str, documentation: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, labels=list(labels))
 
 
 def render(live: Iterable[Metric] = ()) -> bytes:

@@ -136,7 +136,8 @@ async def run_api(
 
     runner, _ = await listen(create_app(config), reuse_port=reuse_port)
     try:
-        log.info("api listening", url=f"http://{config.host}:{config.port}")
+        url = f"http://{config.host}:{config.port}"
+        log.info("api listening", url=url, docs=f"{url}/docs")
         if listening is not None:
             listening.set()
         await stop.wait()

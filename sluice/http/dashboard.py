@@ -25,11 +25,32 @@ _INLINE = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL) for tag in ("scr
 
 @dataclass(frozen=True)
 class Page:
+    """A static page of the package, with the headers each such page carries."""
+
     body: bytes
     headers: dict[str, str]
 
+    @classmethod
+    def of(cls, html: str, policy: str) -> Page:
+        """``html`` under the Content-Security-Policy ``policy``, revalidated on each load,
+        sending no referrer, its type never sniffed."""
+        headers = {
+            "Content-Security-Policy": policy,
+            "Cache-Control": "no-cache",
+            "Referrer-Policy": "no-referrer",
+            "X-Content-Type-Options": "nosniff",
+        }
+        return cls(html.encode(), headers)
 
-def _hashes(tag: str, html: str) -> str:
+    def response(self) -> web.Response:
+        return web.Response(
+            body=self.body, content_type="text/html", charset="utf-8", headers=self.headers
+        )
+
+
+def inline_hashes(tag: str, html: str) -> str:
+    """The CSP sources that allow exactly the inline ``<script>`` or ``<style>`` blocks of
+    ``html``, by their SHA-256."""
     digests = (hashlib.sha256(block.encode()).digest() for block in _INLINE[tag].findall(html))
     return " ".join(f"'sha256-{base64.b64encode(d).decode()}'" for d in digests)
 
@@ -40,24 +61,15 @@ def load_page() -> Page:
     html = (resources.files("sluice.http") / "static" / "admin.html").read_text("utf-8")
     policy = (
         "default-src 'none'; "
-        f"script-src {_hashes('script', html)}; style-src {_hashes('style', html)}; "
+        f"script-src {inline_hashes('script', html)}; style-src {inline_hashes('style', html)}; "
         "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
         "frame-ancestors 'none'"
     )
-    headers = {
-        "Content-Security-Policy": policy,
-        "Cache-Control": "no-cache",
-        "Referrer-Policy": "no-referrer",
-        "X-Content-Type-Options": "nosniff",
-    }
-    return Page(html.encode(), headers)
+    return Page.of(html, policy)
 
 
 async def admin_page(request: web.Request) -> web.Response:
-    page = await asyncio.to_thread(load_page)
-    return web.Response(
-        body=page.body, content_type="text/html", charset="utf-8", headers=page.headers
-    )
+    return (await asyncio.to_thread(load_page)).response()
 
 
 ROUTES = (

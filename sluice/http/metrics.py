@@ -30,7 +30,7 @@ from sluice.metrics import (
     VISITS_BUFFERED,
     VISITS_DROPPED,
     VISITS_RECORDED,
-    gauge,
+    ScrapedGauge,
     render,
 )
 from sluice.operations.pause import paused_gauge
@@ -44,26 +44,57 @@ SCRAPE_TIMEOUT = 2.0
 PUBLISH_EVERY = 1.0
 
 
+# Measured at each scrape (declared here, once, so the reference lists them).
+REDIS_UP = ScrapedGauge("sluice_redis_up", "1 when Redis answered this scrape")
+RELAY_BACKLOG = ScrapedGauge(
+    "sluice_relay_backlog", "Committed events the relay has not published yet"
+)
+DELAYED = ScrapedGauge("sluice_delayed_retries", "Retries waiting for their backoff")
+STREAM_LENGTH = ScrapedGauge("sluice_stream_length", "Entries in the stream", ["stream"])
+# Where each stream is, to join on by ``stream``: a family of its own, so the series of
+# the gauges above stay the ones scrapes before partitions knew.
+STREAM_INFO = ScrapedGauge(
+    "sluice_stream_info", "The stream's partition and, on a cluster, its primary (1)",
+    ["stream", "partition", "node"],
+)  # fmt: skip
+GROUP_LAG = ScrapedGauge(
+    "sluice_group_lag", "Entries not yet delivered to the group", ["stream", "group"]
+)
+GROUP_PENDING = ScrapedGauge(
+    "sluice_group_pending", "Entries delivered, not acked", ["stream", "group"]
+)
+GROUP_CONSUMERS = ScrapedGauge(
+    "sluice_group_consumers", "Consumers in the group", ["stream", "group"]
+)
+DEAD_LETTERS = ScrapedGauge("sluice_dead_letters", "Entries in the group's dead letters", ["group"])
+STALLED = ScrapedGauge(
+    "sluice_consumers_stalled",
+    "Consumers holding entries that acked none for SLUICE_STALL_SECONDS",
+    ["group"],
+)
+HISTORY = (
+    ScrapedGauge("sluice_history_hot_events", "Events in the hot events table (from its seq span)"),
+    ScrapedGauge("sluice_history_segments", "Archive segments"),
+    ScrapedGauge("sluice_history_archived_events", "Events in archive segments"),
+    ScrapedGauge("sluice_history_archived_bytes", "Bytes of archive segments"),
+)
+OLDEST_EVENT = ScrapedGauge(
+    "sluice_history_oldest_event_timestamp_seconds", "The oldest event's time"
+)
+
+
 def _families(report: Status | None) -> list[Metric]:
-    redis_up = gauge("sluice_redis_up", "1 when Redis answered this scrape")
+    redis_up = REDIS_UP.family()
     redis_up.add_metric([], 0 if report is None else 1)
     if report is None:
         return [redis_up]
-    backlog = gauge("sluice_relay_backlog", "Committed events the relay has not published yet")
+    backlog = RELAY_BACKLOG.family()
     backlog.add_metric([], report.relay_backlog)
-    delayed = gauge("sluice_delayed_retries", "Retries waiting for their backoff")
+    delayed = DELAYED.family()
     delayed.add_metric([], report.delayed)
-    length = gauge("sluice_stream_length", "Entries in the stream", ["stream"])
-    # Where each stream is, to join on by ``stream``: a label of its own family, so the
-    # series of the gauges above stay the ones scrapes before partitions knew.
-    where = gauge(
-        "sluice_stream_info", "The stream's partition and, on a cluster, its primary (1)",
-        ["stream", "partition", "node"],
-    )  # fmt: skip
-    lag = gauge("sluice_group_lag", "Entries not yet delivered to the group", ["stream", "group"])
-    pending = gauge("sluice_group_pending", "Entries delivered, not acked", ["stream", "group"])
-    consumers = gauge("sluice_group_consumers", "Consumers in the group", ["stream", "group"])
-    dead = gauge("sluice_dead_letters", "Entries in the group's dead letters", ["group"])
+    length, where = STREAM_LENGTH.family(), STREAM_INFO.family()
+    lag, pending = GROUP_LAG.family(), GROUP_PENDING.family()
+    consumers, dead = GROUP_CONSUMERS.family(), DEAD_LETTERS.family()
     for stream in report.streams:
         length.add_metric([stream.stream], stream.length)
         where.add_metric([stream.stream, str(stream.partition), stream.node or ""], 1)
@@ -75,11 +106,7 @@ def _families(report: Status | None) -> list[Metric]:
             consumers.add_metric(labels, group.consumers)
     for total in group_totals(report):
         dead.add_metric([total.group], total.dead_letters)
-    stalled = gauge(
-        "sluice_consumers_stalled",
-        "Consumers holding entries that acked none for SLUICE_STALL_SECONDS",
-        ["group"],
-    )
+    stalled = STALLED.family()
     by_group = Counter(s.group for s in report.stalled)
     for total in group_totals(report):
         stalled.add_metric([total.group], by_group.get(total.group, 0))
@@ -90,20 +117,14 @@ def _families(report: Status | None) -> list[Metric]:
 def _history_families(size: HistorySize | None) -> list[Metric]:
     if size is None:
         return []
-    figures = [
-        ("sluice_history_hot_events", "Events in the hot events table (from its seq span)",
-         size.hot_events),
-        ("sluice_history_segments", "Archive segments", size.segments),
-        ("sluice_history_archived_events", "Events in archive segments", size.archived_events),
-        ("sluice_history_archived_bytes", "Bytes of archive segments", size.archived_bytes),
-    ]  # fmt: skip
+    figures = (size.hot_events, size.segments, size.archived_events, size.archived_bytes)
     families: list[Metric] = []
-    for name, documentation, value in figures:
-        family = gauge(name, documentation)
+    for declared, value in zip(HISTORY, figures, strict=True):
+        family = declared.family()
         family.add_metric([], value)
         families.append(family)
     if size.oldest_event_at is not None:
-        oldest = gauge("sluice_history_oldest_event_timestamp_seconds", "The oldest event's time")
+        oldest = OLDEST_EVENT.family()
         oldest.add_metric([], datetime.fromisoformat(size.oldest_event_at).timestamp())
         families.append(oldest)
     return families

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from sluice.http import (
     admin,
+    api_docs,
     articles,
     dashboard,
     events,
@@ -99,6 +100,37 @@ def _with_limits(paths: Doc) -> Doc:
     }
 
 
+# The groups a reader finds operations in (/docs draws one section each, in this order),
+# by the resource a path names after /v1/ (``_tag``).
+TAGS = {
+    "service": "Health, metrics, this document and its page",
+    "users": "Accounts, tokens, email verification, unsubscribing from mail",
+    "links": "Short links: create, edit, follow (the redirect), stats, QR codes, imports",
+    "articles": "Article views and the most viewed articles",
+    "reminders": "A user's reminders: recurring (cron) or one-shot",
+    "jobs": "Background jobs (exports, imports) and their results",
+    "webhooks": "A user's webhooks and their deliveries",
+    "admin": "Operations, with the admin token: streams, dead letters, groups, events,"
+    " traces, the history, tasks, jobs, orphan visits",
+}
+_USER_RESOURCES = frozenset({"tokens", "me", "verify", "unsubscribe"})
+
+
+def _tag(path: str) -> str:
+    parts = path.split("/")
+    if parts[1] != "v1":
+        return "links" if path == "/{code}" else "service"
+    return "users" if parts[2] in _USER_RESOURCES else parts[2]
+
+
+def _with_tags(paths: Doc) -> Doc:
+    """Each operation in its group (``TAGS``), unless it names its own."""
+    return {
+        path: {method: {"tags": [_tag(path)], **op} for method, op in operations.items()}
+        for path, operations in paths.items()
+    }
+
+
 def _paths(routes: Iterable[Route]) -> Doc:
     """One path item per path, holding the operations of every method routed there."""
     paths: Doc = {}
@@ -125,7 +157,8 @@ def build_document(base_url: str) -> Doc:
             "description": "Event-sourced short links, view counts and scheduled work.",
         },
         "servers": [{"url": base_url}],
-        "paths": _with_unavailable(_with_limits(_paths(ROUTES))),
+        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
+        "paths": _with_tags(_with_unavailable(_with_limits(_paths(ROUTES)))),
         "components": {
             "schemas": _schemas(ROUTES),
             "securitySchemes": {
@@ -156,6 +189,7 @@ ROUTES: tuple[Route, ...] = (
     }),
     *metrics.ROUTES,
     *dashboard.ROUTES,
+    *api_docs.ROUTES,
     *articles.ROUTES,
     *users.ROUTES,
     *verification.ROUTES,

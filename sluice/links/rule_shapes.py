@@ -29,6 +29,8 @@ class When(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Rule(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a redirect goes when ``when`` holds; a link's first rule that holds wins."""
+
     when: When
     url: Annotated[str, msgspec.Meta(max_length=URL_MAX)]
 

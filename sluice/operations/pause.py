@@ -31,7 +31,7 @@ import structlog
 from prometheus_client.core import Metric
 
 from sluice.events import utcnow
-from sluice.metrics import gauge
+from sluice.metrics import ScrapedGauge
 from sluice.store import Store
 from sluice.streams.waiting import first_of, wait_or_stop
 
@@ -64,10 +64,13 @@ async def resume(store: Store, group: str) -> None:
         await tx.execute("DELETE FROM paused_groups WHERE name = ?", (group,))
 
 
+PAUSED = ScrapedGauge("sluice_group_paused", "1 while the group is paused", ["group"])
+
+
 def paused_gauge(groups: Iterable[str], paused: Iterable[str]) -> Metric:
     """``sluice_group_paused{group}``: 1 for each paused group of ``groups``, else 0."""
     stopped = set(paused)
-    family = gauge("sluice_group_paused", "1 while the group is paused", ["group"])
+    family = PAUSED.family()
     for group in sorted(groups):
         family.add_metric([group], 1 if group in stopped else 0)
     return family

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sluice import metrics
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.metrics_env import ENV, metrics_dir
@@ -126,3 +127,32 @@ async def test_one_scrape_adds_up_the_counters_of_every_process(
     assert (
         value(samples, "sluice_group_pending", stream="sluice:articles", group="article-views") == 0
     )
+
+
+async def test_every_family_a_scrape_shows_is_declared_as_shown(
+    aiohttp_client: Callable[..., Awaitable[Any]], config: Config
+) -> None:
+    """What the metrics reference lists (``sluice.metrics.declared``) is what /metrics
+    shows: a metric made without declaring it would be missing from the page."""
+    client = await aiohttp_client(create_app(config))
+    user = {"email": "declared@example.org", "password": "correct horse"}
+    assert (await client.post("/v1/users", json=user)).status == 201
+    response = await client.get("/metrics", headers=ADMIN)
+    shown = [
+        family
+        for family in text_string_to_metric_families(await response.text())
+        if family.name.startswith("sluice_")
+    ]
+    declared = {d.name: d for d in metrics.declared()}
+    # In one process (not the multiprocess mode of the deployment) prometheus-client
+    # also shows each counter's and histogram's creation time as a gauge of its own.
+    created = {f"{d.name}_created" for d in declared.values() if d.kind != "gauge"}
+    shown = [family for family in shown if family.name not in created]
+    assert len(shown) >= 30
+    for family in shown:
+        assert family.name in declared, f"{family.name} is shown but not declared"
+        described = declared[family.name]
+        assert (family.type, family.documentation) == (described.kind, described.documentation)
+        for sample in family.samples:
+            assert set(sample.labels) - {"le"} <= set(described.labels), sample
+    assert any(family.samples and family.name == "sluice_events_committed" for family in shown)

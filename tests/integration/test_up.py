@@ -77,6 +77,9 @@ async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
     async with _sluice_up(tmp_path, _environment(data, port)) as (process, printed):
         url = printed[-1].split()[3]
         assert url == f"http://127.0.0.1:{port}"
+        assert process.stdout is not None
+        docs_line = (await process.stdout.readline()).decode().strip()
+        assert docs_line == f"API docs: {url}/docs  operations: {url}/admin"
         [token_line] = [line for line in printed if line.startswith("admin token (shown once")]
         admin_token = token_line.rsplit(" ", 1)[1]
         token_file = data / "admin.token"
@@ -84,6 +87,9 @@ async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
         assert token_file.stat().st_mode & 0o777 == 0o600
         announced = (data / "redis" / "url").read_text()
         async with aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/docs") as response:
+                assert response.status == 200
+                assert response.content_type == "text/html"
             for viewer in ("ada", "bob", "ada"):
                 body = {"viewer": viewer}
                 async with http.post(f"{url}/v1/articles/intro/views", json=body) as response:

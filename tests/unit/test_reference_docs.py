@@ -1,0 +1,175 @@
+"""docs/reference/*.md are what the code says now (``make reference`` writes them), and the
+comparison catches a change of the code the pages do not show yet."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from typing import ClassVar
+
+import pytest
+
+from sluice.config import Config
+from sluice.events import AnyEvent, Event
+from sluice.metrics import Described
+from tools.reference import generate, stale
+from tools.reference.cli import commands
+from tools.reference.sources import Sources, current
+from tools.reference.undocumented import Undocumented
+
+
+@pytest.fixture(scope="module")
+def sources() -> Sources:
+    return current()
+
+
+def test_the_committed_pages_are_what_the_code_generates(sources: Sources) -> None:
+    differences = stale(generate(sources))
+    assert differences == [], "\n".join([*differences, "run `make reference` and commit"])
+
+
+class WiderConfig(Config, frozen=True, kw_only=True):
+    brand_new_knob: int = 3
+
+
+KNOB = "# Widgets made per second, at most.\nSLUICE_BRAND_NEW_KNOB=3\n"
+
+
+class LinkArchived(Event, frozen=True, kw_only=True, tag=True):
+    """A link was put away for good."""
+
+    aggregate: ClassVar[str] = "links"
+    code: str
+
+
+def _with_command(sources: Sources) -> Sources:
+    parser = sources.parser
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    sub.add_parser(
+        "frobnicate",
+        help="frobnicate the widgets",
+        description="Frobnicate the widgets.",
+        epilog="docs:  docs/reference/cli.md#sluice-frobnicate",
+    )
+    return sources
+
+
+def _with_route(sources: Sources) -> Sources:
+    document = dict(sources.document)
+    operation = {"tags": ["links"], "summary": "Archive a link", "responses": {"204": {
+        "description": "archived"}}}  # fmt: skip
+    document["paths"] = {**document["paths"], "/v1/links/{code}/archive": {"post": operation}}
+    return dataclasses.replace(sources, document=document)
+
+
+# Each change the code may make, and what the stale page must name.
+CHANGES: dict[str, tuple[Callable[[Sources], Sources], str, str]] = {
+    "setting": (
+        lambda s: dataclasses.replace(s, config=WiderConfig, env_example=s.env_example + KNOB),
+        "configuration.md",
+        "SLUICE_BRAND_NEW_KNOB",
+    ),
+    "command": (_with_command, "cli.md", "sluice frobnicate"),
+    "event": (
+        lambda s: dataclasses.replace(s, events=AnyEvent | LinkArchived),
+        "events.md",
+        "LinkArchived",
+    ),
+    "metric": (
+        lambda s: dataclasses.replace(
+            s,
+            metrics=[
+                *s.metrics,
+                Described("sluice_widgets", "counter", ("kind",), "Widgets made", scraped=False),
+            ],
+        ),
+        "metrics.md",
+        "sluice_widgets_total",
+    ),
+    "route": (_with_route, "http-api.md", "POST /v1/links/{code}/archive"),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_change_of_the_code_makes_its_page_stale_naming_what_is_missing(change: str) -> None:
+    """A fresh ``current()`` each time: the command case adds to its parser."""
+    alter, page, name = CHANGES[change]
+    differences = stale(generate(alter(current())))
+    assert len(differences) == 1, differences
+    [difference] = differences
+    assert difference.startswith(f"docs/reference/{page} is stale")
+    assert name in difference
+
+
+class UndescribedEvent(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "links"
+
+
+def _command_without_help(sources: Sources) -> Sources:
+    [sub] = [a for a in sources.parser._actions if isinstance(a, argparse._SubParsersAction)]
+    sub.add_parser("mystery")
+    return sources
+
+
+# What generation refuses: something the code has and its description lacks.
+REFUSED: dict[str, tuple[Callable[[Sources], Sources], str]] = {
+    "setting not in .env.example": (
+        lambda s: dataclasses.replace(s, config=WiderConfig),
+        "SLUICE_BRAND_NEW_KNOB is a setting of the config that .env.example does not describe",
+    ),
+    "setting without a comment": (
+        lambda s: dataclasses.replace(
+            s, config=WiderConfig, env_example=s.env_example + "\nSLUICE_BRAND_NEW_KNOB=3\n"
+        ),
+        "SLUICE_BRAND_NEW_KNOB has no comment saying what it means",
+    ),
+    "default written differently": (
+        lambda s: dataclasses.replace(
+            s,
+            env_example=s.env_example.replace(
+                "SLUICE_PROJECTION_BATCH=1000", "SLUICE_PROJECTION_BATCH=500"
+            ),
+        ),
+        "SLUICE_PROJECTION_BATCH: .env.example sets '500', but the config's default is 1000",
+    ),
+    "variable nothing reads": (
+        lambda s: dataclasses.replace(s, env_example=s.env_example + "# Gone.\nSLUICE_GONE=1\n"),
+        "SLUICE_GONE is in .env.example, but no setting or module reads it",
+    ),
+    "command without a description": (
+        _command_without_help,
+        "`sluice mystery` has no description (what it does, in one line)",
+    ),
+    "event without a docstring": (
+        lambda s: dataclasses.replace(s, events=AnyEvent | UndescribedEvent),
+        "UndescribedEvent has no docstring",
+    ),
+    "metric made past the catalogue": (
+        lambda s: dataclasses.replace(s, registered=[*s.registered, "sluice_rogue"]),
+        "sluice_rogue is registered with prometheus-client but not declared in sluice.metrics",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_generation_refuses_what_the_code_has_and_its_description_lacks(case: str) -> None:
+    alter, problem = REFUSED[case]
+    with pytest.raises(Undocumented) as refused:
+        generate(alter(current()))
+    assert problem in refused.value.problems
+
+
+def test_every_command_is_on_the_cli_page(sources: Sources) -> None:
+    page = generate(sources)["cli.md"]
+    for command in commands(sources.parser):
+        level = "#" * (command.prog.count(" ") + 1)
+        assert f"\n{level} {command.prog}\n" in page
+
+
+def test_every_setting_is_on_the_configuration_page(sources: Sources) -> None:
+    page = generate(sources)["configuration.md"]
+    defaults = Config()
+    for name in Config.__struct_fields__:
+        if not isinstance(getattr(defaults, name), dict):  # those are SLUICE_<NAME>_... ones
+            assert f"### `SLUICE_{name.upper()}`" in page

@@ -1,0 +1,1 @@
+"""Contributors' tools: not part of the installed package (``make reference``, ...)."""

@@ -10,13 +10,15 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint reference clean
+.PHONY: help run test lint reference docs docs-serve clean
 
 help:
 	@echo "make run    - start everything locally (sluice up, embedded Redis + SQLite)"
 	@echo "make test   - run the test suite (PYTEST_ARGS='...' to pass options)"
 	@echo "make lint   - ruff check, ruff format --check, mypy"
 	@echo "make reference - regenerate docs/reference/*.md from the code (commit them)"
+	@echo "make docs   - build the documentation site into site/ (mkdocs build --strict)"
+	@echo "make docs-serve - serve the documentation on http://127.0.0.1:8000 while you edit"
 	@echo "make clean  - remove the venv and caches (keeps ./var, the local data)"
 
 $(BIN)/python:
@@ -29,6 +31,13 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+# The docs tools (the `docs` extra) go into the same venv, on their own stamp: `make
+# docs` needs no test tools and `make test` no docs tools.
+DOCS_STAMP := $(VENV)/.installed-docs
+$(DOCS_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -e '.[docs]'
 	@touch $@
 
 run: $(STAMP)
@@ -52,6 +61,14 @@ lint: $(STAMP)
 reference: $(STAMP)
 	$(BIN)/python -m tools.reference
 
+# --strict: a broken link or anchor, a missing page, a page left out of the
+# navigation fails the build (mkdocs.yml, `validation`).
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
 	find . -path ./var -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -186,7 +186,7 @@ class RedisServer:
     def _launch(self, timeout: float) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # noeviction: nothing caps memory, and if an operator adds a cap, writes are
-        # refused rather than stream entries dropped (README, "Bounded Redis").
+        # refused rather than stream entries dropped (docs/design/redis.md).
         config = f"requirepass {_config_value(self.password)}\nmaxmemory-policy noeviction\n"
         config += self.extra_config
         args = [

@@ -161,7 +161,7 @@ async def test_the_longest_and_shortest_aliases_are_fine(
         # The service's own address as browsers also read it (127.0.0.1 spelt otherwise).
         "http://127.1:8080/", "http://0x7f.1:8080/", "http://2130706433:8080/",
         "http://[::ffff:7f00:1]:8080/", "http://127.0.0.1.:8080/",
-        # Every loopback name and address reaches a service on 127.0.0.1 (the README's
+        # Every loopback name and address reaches a service on 127.0.0.1 (the docs'
         # examples say localhost:8080).
         "http://localhost:8080/abc", "http://LocalHost.:8080/", "http://app.localhost:8080/",
         "http://[::1]:8080/", "http://127.0.0.2:8080/", "http://0.0.0.0:8080/", "http://[::]:8080/",
@@ -185,7 +185,7 @@ async def test_url_edge_cases_that_are_accepted(client: Client, ada: dict[str, s
     assert (await create(client, ada, url="http://127.0.0.1:9090/"))["url"]
     assert (await create(client, ada, url="http://localhost:9090/"))["url"]
     assert (await create(client, ada, url="https://localhost.example/"))["url"]
-    # Names that resolve to loopback are not looked up (README, "Short links").
+    # Names that resolve to loopback are not looked up (docs/design/links.md).
     assert (await create(client, ada, url="http://localtest.me:8080/"))["url"]
     for address in ("https://10.0.0.1/", "https://[2001:db8::1]/", "https://0x0a.1/"):
         assert (await create(client, ada, url=address))["url"] == address  # kept as written

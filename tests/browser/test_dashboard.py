@@ -2,7 +2,7 @@
 
 The API runs in process on a real port, with a real Redis, relay and worker.
 ``SLUICE_UPDATE_SCREENSHOT=1`` also copies the page's screenshot to
-docs/admin.png (the README shows it).
+docs/assets/admin.png (the monitoring guide shows it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Page
 
 ADMIN_TOKEN = "browser-admin-token-0123456789abcdef"
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "admin.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "assets" / "admin.png"
 WAIT_MS = 15_000  # the page refreshes every 3 s
 RELEASE = asyncio.Event()
 

@@ -4,7 +4,7 @@ cancelling a job, the per-group charts.
 
 Real store, Redis, relay and workers, as ``test_dashboard.py``.
 ``SLUICE_UPDATE_SCREENSHOT=1`` also copies the event and trace panels' screenshot to
-docs/admin-trace.png (the README shows it).
+docs/assets/admin-trace.png (the operations guide shows it).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tests.link_helpers import OWNER, add_link, add_user
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "admin-trace.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "assets" / "admin-trace.png"
 TRACE = "checkout-4f2a9c"
 
 

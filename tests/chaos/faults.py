@@ -175,7 +175,7 @@ class Faults:
 
         A worker killed between reserving a mail key and recording ``sent``
         leaves the key reserved; nobody sends it until the lease (2 minutes)
-        expires, by design (README, Mail). The only mail worker is dead now, so
+        expires, by design (docs/design/mail.md). The only mail worker is dead now, so
         every reserved key is orphaned: its lease is moved into the past
         instead of waiting out the two minutes. The restarted worker then takes
         the key over and finds the ``.eml`` file (delivered) or writes it.

@@ -13,8 +13,8 @@ every count is exact (see checks).
 Two windows the design documents are handled explicitly, each for a reason:
 
 - Redirects answer before their visit is committed (group commit, 5 ms), and
-  ``kill -9`` of an API may lose those last milliseconds (README, "Visit
-  recording and its crash window"). The replica to be killed first stops
+  ``kill -9`` of an API may lose those last milliseconds (docs/design/redirects.md,
+  "The visit and its writer"). The replica to be killed first stops
   getting redirects and dies once every 302 it answered is in the history
   (``faults.quiesce_redirects``); views and registrations stay in flight to
   it. So visits = 302s answered, exactly. (Without that drain and with

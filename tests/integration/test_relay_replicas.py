@@ -1,6 +1,6 @@
 """Three ``sluice relay`` processes against one store under traffic: one publishes at a time.
 
-README (Relay): only the holder of the relay lock publishes; a standby takes
+docs/design/relay.md: only the holder of the relay lock publishes; a standby takes
 over once a dead leader's lock has expired (10 s), from the stored position.
 The test commits events continuously on two aggregates, kills the leader with
 ``kill -9`` in the middle of a burst of events it needs many batches for, and

@@ -1,6 +1,6 @@
 """Retry backoff as a consumer really waits it (SPEC 2.4): exponential, jittered, bounded.
 
-README: a failed entry comes back after ``SLUICE_RETRY_BASE_MS * 2^(n-1)`` ms
+docs/design/consumer.md: a failed entry comes back after ``SLUICE_RETRY_BASE_MS * 2^(n-1)`` ms
 (n: the deliveries so far), jittered over the upper half of that, through the
 group's delayed set, which the consumer's mover polls every ``_move_interval``.
 The base here is large enough (300 ms) for the gaps between deliveries to be

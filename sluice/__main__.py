@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 
 import structlog
 
@@ -20,6 +21,7 @@ from sluice.stop_signals import catch_early
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"sluice {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("up", help="API, relay and every handler group, with embedded Redis if needed")
     api = sub.add_parser("api", help="serve the HTTP API")
@@ -129,6 +131,14 @@ def _positive(text: str) -> int:
 
 # The commands that run until they are stopped (sluice.stop_signals).
 SERVICES = frozenset({"up", "api", "relay", "worker", "scheduler"})
+
+
+def _version() -> str:
+    """The installed distribution's version: what pip installed is what is reported."""
+    try:
+        return metadata.version("sluice")
+    except metadata.PackageNotFoundError:  # run from a source tree never installed
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,9 +9,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # Only what the build needs: the repo's .venv/ and var/ must not end up in the image.
+# The runtime lock first (every package pinned with its hashes: what CI tested; its own
+# layer, kept while the lock is unchanged), then sluice alone on top of it.
+COPY requirements/run.txt ./requirements/run.txt
+RUN pip install --require-hashes -r requirements/run.txt
 COPY pyproject.toml README.md ./
 COPY sluice ./sluice
-RUN pip install . \
+RUN pip install --no-deps . \
     && rm -rf /app/build
 
 # A named volume mounted on /data starts with the image's ownership and mode of

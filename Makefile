@@ -1,25 +1,32 @@
 # Developer entry points. Each of `run` and `test` works on its own on a fresh
-# machine with nothing but Python 3.11+: the venv is created and the package
-# (with its dev extras) installed on first use, and reinstalled only when
-# pyproject.toml changes.
+# machine with nothing but Python 3.11+: the venv is created and filled from the
+# lock (requirements/dev.txt: every package pinned, with its hashes) on first use,
+# and again whenever the lock or pyproject.toml changes. How the locks are made and
+# when to remake them (`make lock`): docs/development/dependencies.md.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements/dev.txt
 PYTEST_ARGS ?=
+PIP := $(BIN)/python -m pip --disable-pip-version-check
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint reference docs docs-serve clean
+.PHONY: help run test lint reference docs docs-serve lowest lock upgrade check-lock clean
 
 help:
-	@echo "make run    - start everything locally (sluice up, embedded Redis + SQLite)"
-	@echo "make test   - run the test suite (PYTEST_ARGS='...' to pass options)"
-	@echo "make lint   - ruff check, ruff format --check, mypy"
-	@echo "make reference - regenerate docs/reference/*.md from the code (commit them)"
-	@echo "make docs   - build the documentation site into site/ (mkdocs build --strict)"
+	@echo "make run        - start everything locally (sluice up, embedded Redis + SQLite)"
+	@echo "make test       - run the test suite (PYTEST_ARGS='...' to pass options)"
+	@echo "make lint       - ruff check, ruff format --check, mypy"
+	@echo "make docs       - build the documentation site into site/ (mkdocs build --strict)"
 	@echo "make docs-serve - serve the documentation on http://127.0.0.1:8000 while you edit"
-	@echo "make clean  - remove the venv and caches (keeps ./var, the local data)"
+	@echo "make reference  - regenerate docs/reference/*.md from the code (commit them)"
+	@echo "make lowest     - the tests marked 'lowest' on the lowest versions pyproject.toml allows"
+	@echo "make lock       - rewrite requirements/*.txt after a change of pyproject.toml's dependencies"
+	@echo "make upgrade    - every pin in requirements/*.txt to the newest release the ranges allow"
+	@echo "                  (PACKAGE=name: only that one)"
+	@echo "make clean      - remove the venvs and caches (keeps ./var, the local data)"
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -27,17 +34,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The stamp, not the venv directory, carries the install's date: the directory's
-# mtime changes whenever pip touches it.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --disable-pip-version-check -e '.[dev]'
-	@touch $@
-
-# The docs tools (the `docs` extra) go into the same venv, on their own stamp: `make
-# docs` needs no test tools and `make test` no docs tools.
-DOCS_STAMP := $(VENV)/.installed-docs
-$(DOCS_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check -e '.[docs]'
+# mtime changes whenever pip touches it. The lock installs with the venv's own pip (no
+# unpinned upgrade of it first); sluice itself goes in editable and without
+# dependencies, so nothing but the lock's pins is installed. `pip check` then finds a
+# dependency that pyproject.toml names and the lock lacks (or pins out of its range):
+# a lock not remade after an edit. It warns instead of failing, so that `make lock`,
+# which needs this venv's uv, still runs.
+$(STAMP): $(LOCK) pyproject.toml | $(BIN)/python
+	$(PIP) install --quiet --require-hashes -r $(LOCK)
+	$(PIP) install --quiet --no-deps -e .
+	@$(PIP) check >/dev/null 2>&1 || { $(PIP) check; \
+		echo "WARNING: $(LOCK) does not match pyproject.toml: run 'make lock'" >&2; }
 	@touch $@
 
 run: $(STAMP)
@@ -63,12 +70,54 @@ reference: $(STAMP)
 
 # --strict: a broken link or anchor, a missing page, a page left out of the
 # navigation fails the build (mkdocs.yml, `validation`).
-docs: $(DOCS_STAMP)
+docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-docs-serve: $(DOCS_STAMP)
+docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
+# The runtime dependencies at the lowest versions their ranges allow, in .venv-lowest,
+# and the tests marked `lowest` on them (.ci/lowest says how).
+lowest: $(STAMP)
+	PYTHON=$(PYTHON) bash .ci/lowest $(PYTEST_ARGS)
+
+# The locks: requirements/run.txt (what sluice needs to run: the wheel test and the
+# image install it), requirements/dev.txt (every extra: the tests' tools and the docs',
+# the one venv `make run`, `make test` and `make docs` use, one resolution), one per
+# other extra of pyproject.toml (requirements/EXTRA.txt: sluice's dependencies and the
+# extra's, such as a docs-only build's), and one per requirements/NAME.in (a set installed
+# without sluice, such as the benchmark peers). Universal (any platform, Python 3.11
+# and later) and hashed. `make lock` keeps every pin that still fits the ranges;
+# `make upgrade` moves every pin to the newest release they allow, `make upgrade
+# PACKAGE=name` only that package's (a security fix).
+LOCK_DIR ?= requirements
+COMPILE = $(BIN)/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+	--custom-compile-command 'make lock' $(UPGRADE)
+EXTRAS = $(BIN)/python -c 'import tomllib; \
+	print(*tomllib.load(open("pyproject.toml", "rb"))["project"].get("optional-dependencies", {}))'
+
+lock: $(STAMP)
+	$(COMPILE) pyproject.toml -o $(LOCK_DIR)/run.txt
+	$(COMPILE) pyproject.toml --all-extras -o $(LOCK_DIR)/dev.txt
+	@for extra in $$($(EXTRAS)); do \
+		[ "$$extra" != dev ] || continue; \
+		echo "$(COMPILE) pyproject.toml --extra $$extra -o $(LOCK_DIR)/$$extra.txt"; \
+		$(COMPILE) pyproject.toml --extra $$extra -o $(LOCK_DIR)/$$extra.txt || exit 1; \
+	done
+	@for input in requirements/*.in; do \
+		[ -e "$$input" ] || continue; \
+		output=$(LOCK_DIR)/$$(basename $$input .in).txt; \
+		echo "$(COMPILE) $$input -o $$output"; \
+		$(COMPILE) $$input -o $$output || exit 1; \
+	done
+
+upgrade: UPGRADE = $(if $(PACKAGE),--upgrade-package $(PACKAGE),--upgrade)
+upgrade: lock
+
+# CI: the locks hold what `make lock` would write now (.ci/check-lock).
+check-lock: $(STAMP)
+	bash .ci/check-lock
+
 clean:
-	rm -rf $(VENV) site build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-lowest site build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
 	find . -path ./var -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -2,10 +2,10 @@
 
 Run by hand: ``.venv/bin/python bench/peers.py [--jobs 20000] [--workers 2]
 [--only sluice,arq,...] [--store sqlite|postgres|sqlite,postgres]``. On first use
-it creates the peers' own environments: ``bench/.venv-peers`` (``pip install -e
-'.[bench]'``: arq pins redis-py below 6, which sluice's venv must not be
-downgraded to) and ``bench/peers-node/node_modules`` (``npm ci``). Both are
-git-ignored.
+it creates the peers' own environments: ``bench/.venv-peers`` (the lock
+``requirements/bench-peers.txt``, without sluice: arq pins redis-py below 6,
+which sluice's range excludes) and ``bench/peers-node/node_modules`` (``npm
+ci``). Both are git-ignored.
 
 Each system gets a fresh private Redis (same binary, same settings), the same
 number of worker processes, and the same shape of run:
@@ -90,9 +90,9 @@ def ensure_environments() -> None:
     if not peer_python.exists():
         print("creating bench/.venv-peers (once)", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
-        pip = [str(peer_python), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "-U", "pip"], check=True)
-        subprocess.run([*pip, "-e", f"{ROOT}[bench]"], check=True)
+        lock = ROOT / "requirements" / "bench-peers.txt"
+        pip = [str(peer_python), "-m", "pip", "install", "-q", "--require-hashes"]
+        subprocess.run([*pip, "-r", str(lock)], check=True)
     if not (NODE_DIR / "node_modules").exists():
         print("npm ci in bench/peers-node (once)", flush=True)
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True)

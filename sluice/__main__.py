@@ -7,6 +7,7 @@ import asyncio
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from importlib import metadata
 
 import structlog
 
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         "\n       `sluice COMMAND --help` says what one command does",
         formatter_class=_Help,
     )
+    parser.add_argument("--version", action="version", version=f"sluice {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _command(
         sub, "up", "run the whole service in one process (embedded Redis if none is set)",
@@ -210,6 +212,14 @@ def _positive(text: str) -> int:
 
 # The commands that run until they are stopped (sluice.stop_signals).
 SERVICES = frozenset({"up", "api", "relay", "worker", "scheduler"})
+
+
+def _version() -> str:
+    """The installed distribution's version: what pip installed is what is reported."""
+    try:
+        return metadata.version("sluice")
+    except metadata.PackageNotFoundError:  # run from a source tree never installed
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -113,7 +113,10 @@ def escape_controls(event_dict: EventDict) -> EventDict:
 
 def console_renderer() -> Processor:
     """structlog's ``ConsoleRenderer``, fed only printable text."""
-    render = structlog.dev.ConsoleRenderer()
+    # The chain has formatted any traceback into ``exception`` already (format_exc_info),
+    # so the renderer's own exception formatter never runs; naming the plain one keeps
+    # structlog before 26.1 from warning that pretty (rich) tracebacks are lost.
+    render = structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
 
     def render_console(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> Any:
         return render(logger, method_name, escape_controls(event_dict))

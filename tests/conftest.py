@@ -48,6 +48,7 @@ from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer
 from sluice.resources import redis_client
 from sluice.store.postgres import PostgresStore
+from tests.lowest_set import mark_lowest
 
 T = TypeVar("T")
 STORES = ("sqlite", "postgres")
@@ -99,11 +100,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("topology", wanted)
 
 
+# tryfirst: the ``lowest`` marks must be on before ``-m`` selects by them.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``partitioned`` and ``cluster`` topologies on SQLite only, except in slow
     (process-level) tests: what partitions change is Redis-side, and the store's side of
     it (the relay's reconcile) is the same SQL on both; the slow ones (Redis faults,
-    the cluster failover, crashes) keep both stores. Keeps the suite in its time."""
+    the cluster failover, crashes) keep both stores. Keeps the suite in its time.
+    And the ``lowest`` mark on the tests ``tests.lowest_set`` names."""
+    mark_lowest(config, items)
     kept, dropped = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
 from sluice.config import Config
@@ -36,6 +37,13 @@ async def status(config: Config) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report
+
+
+def test_version_is_the_installed_distributions() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, f"sluice {metadata.version('sluice')}\n")
 
 
 async def test_migrate_creates_the_schema_and_says_so(

@@ -3,8 +3,9 @@
 That step installs every runtime dependency at the lowest version its range in
 pyproject.toml allows; this set is chosen so each dependency is exercised there by
 the code that uses it, each bounded library's private parts included, in two to four
-minutes on two cores (both stores; 3 min 32 s with the machine loaded by other work). Listed here, not marked in each
-module, so the set and the reason for each entry are read in one place. A test in it
+minutes on two cores (both stores; 3 min 32 s with the machine loaded by other work).
+Listed here, not marked in each module, so the set and the reason for each entry are
+read in one place. A test in it
 must run on those lowest versions: one that needs a newer test helper than the floor
 has (``structlog.testing.capture_logs(processors=...)`` is 25.5) stays out.
 """

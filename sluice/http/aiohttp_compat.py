@@ -15,8 +15,8 @@ aiohttp may rename or reshape in any release, a patch release included:
   unparsed); they read the fields of a parsed head and write aiohttp's own ``Date``
   (``helpers.rfc822_formatted_time``).
 
-pyproject.toml bounds aiohttp to the minors the suite runs on (``WIRE_MINORS``'s last
-is its upper bound, tests/unit/test_aiohttp_compat.py holds the two together), but an
+pyproject.toml bounds aiohttp to the versions the suite runs on (``WIRE_VERSIONS``, the
+same range: tests/unit/test_aiohttp_compat.py holds the two together), but an
 install can still bring another: a constraint that overrides it, a distribution's
 package. So ``check`` looks once, at the version and at a request handler and parser
 made as aiohttp makes them for a connection (with a head parsed by it), and anything
@@ -46,10 +46,13 @@ from aiohttp.streams import EMPTY_PAYLOAD
 
 log = structlog.get_logger(__name__)
 
-# The first and the last aiohttp minor version the wire path is written against and the
-# suite runs on (3.14.0 and 3.14.5); the last is pyproject.toml's upper bound
-# (``aiohttp<3.15``). sluice itself needs 3.14 (``web.RequestKey``).
-WIRE_MINORS = ((3, 14), (3, 14))
+# The aiohttp releases the wire path is written against and the suite runs on, from the
+# first (inclusive) to the last (exclusive): pyproject.toml's ``aiohttp>=3.14.4,<3.15``.
+# sluice itself needs 3.14 (``web.RequestKey``); before 3.14.4 a kept-alive connection
+# that only the wire path answered was never closed when idle (its keep-alive timer
+# started with the first answer aiohttp wrote itself); the lowest-versions step runs the
+# wire tests on 3.14.4, the lock on the newest 3.14.
+WIRE_VERSIONS = ((3, 14, 4), (3, 15, 0))
 
 HEAD_DEADLINE_NAMES = ("_loop", "_request_count", "_waiter")
 WIRE_HANDLER_NAMES = (
@@ -87,9 +90,9 @@ def check(server: web.Server) -> AiohttpFit:
     ``setup()``); anything it does not know is logged once, as a warning."""
     version = aiohttp.__version__
     missing: list[str] = []
-    if not _minor_known(version):
-        first, last = (f"{major}.{minor}" for major, minor in WIRE_MINORS)
-        missing.append(f"aiohttp {first if first == last else f'{first} to {last}'}")
+    if not _version_known(version):
+        first, last = (".".join(map(str, release)) for release in WIRE_VERSIONS)
+        missing.append(f"aiohttp>={first},<{last}")
     try:
         probe = web.RequestHandler(server, loop=asyncio.get_running_loop())
     except Exception as exc:  # a constructor reshaped: nothing below can be looked at
@@ -117,12 +120,14 @@ def _fit(version: str, missing: list[str], *, head_deadline: bool = False) -> Ai
     return fit
 
 
-def _minor_known(version: str) -> bool:
-    match = re.match(r"(\d+)\.(\d+)", version)
+def _version_known(version: str) -> bool:
+    """Whether ``version``'s release (its first three numbers) is in ``WIRE_VERSIONS``; a
+    pre-release of the last is not (``3.15.0a1``), a later development build is."""
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if match is None:
         return False
-    first, last = WIRE_MINORS
-    return first <= (int(match[1]), int(match[2])) <= last
+    first, last = WIRE_VERSIONS
+    return first <= (int(match[1]), int(match[2]), int(match[3] or 0)) < last
 
 
 def _has(obj: Any, dotted: str) -> bool:

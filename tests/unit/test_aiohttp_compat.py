@@ -15,7 +15,7 @@ from aiohttp import web
 from packaging.requirements import Requirement
 
 from sluice.http import aiohttp_compat
-from sluice.http.aiohttp_compat import WIRE_MINORS, AiohttpFit
+from sluice.http.aiohttp_compat import WIRE_VERSIONS, AiohttpFit
 
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
 
@@ -45,12 +45,14 @@ def test_the_aiohttp_the_wire_is_tested_on_is_what_pyproject_allows() -> None:
         Requirement(line) for line in dependencies if Requirement(line).name == "aiohttp"
     ]
     allowed = aiohttp_requirement.specifier
-    (first_major, first_minor), (last_major, last_minor) = WIRE_MINORS
-    assert allowed.contains(f"{first_major}.{first_minor}.0")
-    assert allowed.contains(f"{last_major}.{last_minor}.0")
-    assert allowed.contains(f"{last_major}.{last_minor}.99")
-    assert not allowed.contains(f"{last_major}.{last_minor + 1}.0")
-    assert not allowed.contains(f"{last_major + 1}.0.0")
+    (major, minor, patch), last = WIRE_VERSIONS
+    assert allowed.contains(f"{major}.{minor}.{patch}")
+    assert not allowed.contains(
+        f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.99"
+    )
+    assert allowed.contains(f"{major}.{minor}.99")
+    assert not allowed.contains(".".join(map(str, last)))
+    assert not allowed.contains(f"{major + 1}.0.0")
 
 
 async def test_the_aiohttp_the_suite_runs_on_is_known(server: web.Server) -> None:
@@ -63,9 +65,11 @@ async def test_the_aiohttp_the_suite_runs_on_is_known(server: web.Server) -> Non
 @pytest.mark.parametrize(
     ("version", "known"),
     [
-        ("3.14.0", True),
+        ("3.14.4", True),
         ("3.14.5", True),
         ("3.14.10.dev0", True),
+        ("3.14.3", False),
+        ("3.14.0", False),
         ("3.13.3", False),
         ("3.9.5", False),
         ("3.15.0", False),
@@ -84,7 +88,7 @@ async def test_a_version_outside_the_tested_minors_turns_the_wire_off(
     if not known:
         (warning,) = warnings
         assert warning["aiohttp"] == version
-        assert warning["missing"] == ["aiohttp 3.14"]
+        assert warning["missing"] == ["aiohttp>=3.14.4,<3.15.0"]
 
 
 @pytest.mark.parametrize(

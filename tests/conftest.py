@@ -40,6 +40,7 @@ from aiohttp.test_utils import TestServer
 from hypothesis.configuration import set_hypothesis_home_dir
 from yarl import URL
 
+from sluice.app.loading import default_apps
 from sluice.config import Config, load_config
 from sluice.http import listen
 from sluice.http.keys import CONFIG
@@ -48,6 +49,10 @@ from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer
 from sluice.resources import redis_client
 from sluice.store.postgres import PostgresStore
+
+# Every process of a deployment loads its apps as it starts (their event types join the
+# codec); the test process loads the default ones, as a process without SLUICE_APPS does.
+default_apps()
 
 T = TypeVar("T")
 STORES = ("sqlite", "postgres")
@@ -221,7 +226,8 @@ def databases(postgres_server: PostgresServer) -> Iterator[Databases]:
 
 
 async def _migrate(url: str) -> None:
-    store = await PostgresStore.open(url, pool_size=1)
+    """sluice's schema and the default apps', as ``open_store`` migrates a deployment."""
+    store = await PostgresStore.open(url, pool_size=1, steps=default_apps().migrations)
     await store.close()
 
 

@@ -1,17 +1,18 @@
 """The OpenAPI 3.1 document, assembled from the routes: each module of views declares its
-routes beside them (``apidoc.Route``), and ``ROUTES`` joins them in the order the router
-registers them, so what is routed and what is documented come from one declaration."""
+routes beside them (``apidoc.Route``), and ``routes_of`` joins them, sluice's and the
+apps' (``sluice.app``), in the order the router registers them, so what is routed and
+what is documented come from one declaration."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 from aiohttp import web
 
+from sluice.app.loading import Apps, default_apps
 from sluice.http import (
     admin,
-    articles,
     dashboard,
     events,
     health,
@@ -38,7 +39,7 @@ from sluice.http import (
 )
 from sluice.http.apidoc import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
 from sluice.http.bodies import JSON, json_response
-from sluice.http.keys import CONFIG
+from sluice.http.keys import APPS, CONFIG
 from sluice.http.schemas import Problem
 
 _UNAVAILABLE = problem(
@@ -115,8 +116,17 @@ def _schemas(routes: Iterable[Route]) -> Doc:
     return schemas
 
 
-def build_document(base_url: str) -> Doc:
-    """The document for a service reachable at ``base_url``."""
+def routes_of(apps: Apps) -> tuple[Route, ...]:
+    """Every route, in the router's order: sluice's, then the apps', then the short
+    links' catch-all ``/{code}``, which must shadow no other route."""
+    return (*ROUTES, *apps.routes, *CATCH_ALL)
+
+
+def build_document(base_url: str, routes: Sequence[Route] | None = None) -> Doc:
+    """The document for a service reachable at ``base_url`` serving ``routes`` (by
+    default every route of the default apps)."""
+    if routes is None:
+        routes = routes_of(default_apps())
     return {
         "openapi": "3.1.0",
         "info": {
@@ -125,9 +135,9 @@ def build_document(base_url: str) -> Doc:
             "description": "Event-sourced short links, view counts and scheduled work.",
         },
         "servers": [{"url": base_url}],
-        "paths": _with_unavailable(_with_limits(_paths(ROUTES))),
+        "paths": _with_unavailable(_with_limits(_paths(routes))),
         "components": {
-            "schemas": _schemas(ROUTES),
+            "schemas": _schemas(routes),
             "securitySchemes": {
                 "user": {
                     "type": "http",
@@ -141,11 +151,12 @@ def build_document(base_url: str) -> Doc:
 
 
 async def openapi_view(request: web.Request) -> web.Response:
-    return json_response(build_document(request.app[CONFIG].base_url))
+    routes = routes_of(request.app[APPS])
+    return json_response(build_document(request.app[CONFIG].base_url, routes))
 
 
-# The router's order: each module keeps its own (articles has /v1/articles/top before
-# /v1/articles/{article_id}), and /{code} comes last of all, so it shadows no other route.
+# The router's order: each module keeps its own (links has /v1/links/stats before
+# /v1/links/{code}), and /{code} comes last of all (``CATCH_ALL``), after the apps'.
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
     Route("GET", "/openapi.json", openapi_view, {
@@ -156,7 +167,6 @@ ROUTES: tuple[Route, ...] = (
     }),
     *metrics.ROUTES,
     *dashboard.ROUTES,
-    *articles.ROUTES,
     *users.ROUTES,
     *verification.ROUTES,
     *unsubscribe.ROUTES,
@@ -176,6 +186,8 @@ ROUTES: tuple[Route, ...] = (
     *link_imports.ROUTES,
     *link_qr.ROUTES,
     *webhooks.ROUTES,
+)  # fmt: skip
+CATCH_ALL: tuple[Route, ...] = (
     *redirects.ROUTES,
     *link_passwords.ROUTES,  # POST /{code}, the password form's
-)  # fmt: skip
+)

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from sluice.app.loading import default_apps
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.http import create_app
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, VISITS
 from sluice.projections import link_stats
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.store import Store
@@ -230,7 +230,9 @@ async def test_a_replay_answers_as_the_live_projection(
     assert client.app is not None
     app = client.app
     resources = Resources(config=app[CONFIG], store=store, redis=app[REDIS], keys=app[KEYS])
-    result = await rebuild(resources, PROJECTIONS["link-stats"], chunk=4, progress=False)
+    result = await rebuild(
+        resources, default_apps().projections["link-stats"], chunk=4, progress=False
+    )
     assert result.events == 9
     assert await answers() == live
 

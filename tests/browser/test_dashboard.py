@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.app.loading import default_apps
 from sluice.config import Config
-from sluice.groups import GROUPS
 from sluice.http import create_app
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
@@ -69,7 +69,7 @@ async def admin_url(aiohttp_server: Any, admin_config: Config) -> AsyncIterator[
 
 def broken_for(resources: Resources, article_id: str, broken: dict[str, bool]) -> GroupSpec:
     """article-views, failing every view of ``article_id`` while ``broken["on"]``."""
-    inner = GROUPS["article-views"](resources).handler
+    inner = default_apps().groups["article-views"](resources).handler
 
     async def handle(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
         def bad(d: Delivery) -> bool:

@@ -18,9 +18,9 @@ from typing import Any, cast
 import aiohttp
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed
-from sluice.groups import GROUPS
 from sluice.operations.deliveries import DeliveryLog
 from sluice.processes import runtime_settings
 from sluice.redis_server import die_with_parent, free_port
@@ -157,7 +157,7 @@ async def start_worker(
         cfg = config or resources.config
         reader = redis_client(cfg, socket_timeout=cfg.worker_block_ms / 1000 + 5)
         clients.append(reader)
-        spec = spec or GROUPS[group](resources)
+        spec = spec or default_apps().groups[group](resources)
         gate = RecoveryGate()  # the consumers of one call are one process's
         deliveries = DeliveryLog(resources.store)  # recorded as a worker process does
         settings = replace(runtime_settings(cfg), handler_timeout_s=cfg.handler_timeout(spec.name))

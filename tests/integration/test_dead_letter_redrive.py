@@ -13,8 +13,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed, Event, LinkVisited, encode, type_name
+from sluice.events import Event, LinkVisited, encode, type_name
 from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.stream_commands import dlq

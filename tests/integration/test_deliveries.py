@@ -14,13 +14,14 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
 
+from sluice.app.loading import default_apps
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed, utcnow
+from sluice.events import utcnow
 from sluice.http import create_app
 from sluice.metrics import HANDLER_TIMEOUTS
 from sluice.operations import deliveries
 from sluice.operations.deliveries import Attempt
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
@@ -265,7 +266,7 @@ async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_even
         "stream_entries"
     ]
 
-    await rebuild(resources, PROJECTIONS["article-views"], progress=False)
+    await rebuild(resources, default_apps().projections["article-views"], progress=False)
     assert await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
 
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.errors import HandlerError
-from sluice.events import ArticleViewed
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.dispatch import event_group

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 import pytest
 import redis.asyncio as aioredis
 
-from sluice.events import ArticleViewed, ReminderCreated
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.events import ReminderCreated
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.store import StoredEvent

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from sluice.events import ArticleViewed, LinkVisited
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.events import LinkVisited
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.integration.conftest import Child, wait_for

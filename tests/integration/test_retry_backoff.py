@@ -16,8 +16,8 @@ from itertools import pairwise
 
 import pytest
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery

@@ -22,12 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sluice import history
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.events import (
     EVENT_TYPES,
-    ArticleViewed,
     Event,
     ExportRequested,
     ImportRequested,
+    JobDue,
     LinkCreated,
     LinkUpdated,
     LinkVisited,
@@ -102,6 +103,10 @@ def realistic_events() -> list[Event]:
                         scheduled_for=at, error="Traceback (most recent call last):\n\t..."),
         TaskRunFinished(run_id=uuid7(), task="purge-tokens", trigger="manual",
                         status="succeeded"),
+        JobDue(job="close-order", key=uuid7(), scheduled_for=at + timedelta(minutes=15),
+               payload=msgspec.Raw(b'{"order_id":"o-1","note":"caf\xc3\xa9 \\"x\\""}'),
+               trace_id=_hex(128)),
+        JobDue(job="close-order", key=uuid7(), scheduled_for=at, trace_id=_hex(128)),
     ]  # fmt: skip
 
 
@@ -161,6 +166,8 @@ def _event_values(kind: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
         return st.builds(kind.cls, **{f.name: _event_values(f.type) for f in kind.fields})
     if isinstance(kind, msgspec.inspect.LiteralType):  # When.device, When.os
         return st.sampled_from(kind.values)
+    if isinstance(kind, msgspec.inspect.RawType):  # JobDue.payload: any JSON document
+        return st.deferred(lambda: json_values).map(lambda v: msgspec.Raw(msgspec.json.encode(v)))
     return {
         msgspec.inspect.StrType: st.text(),
         msgspec.inspect.BoolType: st.booleans(),

@@ -86,7 +86,7 @@ class Registry(Generic[E]):
                     " frozen=True, kw_only=True, tag=True (its tag is its class name)"
                 )
             other = taken.get(name)
-            if other is not None and (other != owner or self.types.get(name, cls) is not cls):
+            if other is not None and other != owner:  # the same owner again: a reload
                 raise RegistryError(
                     f"event type {name!r} is declared by {other} and by {owner}: event type"
                     " names are shared by every app of a deployment; rename one"
@@ -122,7 +122,8 @@ class Registry(Generic[E]):
         aggregates: Mapping[str, str],
         upcasters: Mapping[type[E], Mapping[int, Upcaster]] | None = None,
     ) -> None:
-        """Add ``owner``'s types; registering the same types again is harmless."""
+        """Add ``owner``'s types; registering them again (a module imported anew) replaces
+        them."""
         types = tuple(types)
         self.check(owner, types, aggregates, upcasters)
         for aggregate, field in aggregates.items():

@@ -49,6 +49,7 @@ from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer
 from sluice.resources import redis_client
 from sluice.store.postgres import PostgresStore
+from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on the fly)
 
 # Every process of a deployment loads its apps as it starts (their event types join the
 # codec); the test process loads the default ones, as a process without SLUICE_APPS does.

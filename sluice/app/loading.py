@@ -4,7 +4,8 @@
 built into sluice (``sluice.builtin``) and every app installed in the environment
 under the ``sluice.apps`` entry-point group. An entry is ``default``, the name of a
 built-in or installed app, or an import path (``package.module``, whose ``app``
-attribute is the app, or ``package.module:attribute``). An app's ``requires`` are
+attribute is the app, or ``package.module:attribute``); a name that is neither
+built-in nor installed is imported. An app's ``requires`` are
 loaded before it, named or not.
 
 Loading imports the apps' modules and nothing else: no connection is opened, so
@@ -96,6 +97,12 @@ def load_apps(config: Config) -> Apps:
     return _load(config.apps)
 
 
+def forget_loaded() -> None:
+    """Load the apps again on the next ``load_apps`` (tests that install apps on the fly).
+    Their event types stay registered: a name is never reused for another type."""
+    _load.cache_clear()
+
+
 def default_apps() -> Apps:
     """The apps of a deployment that names none: every built-in and installed app."""
     return _load("")
@@ -130,7 +137,10 @@ def _import(path: str) -> App:
         module = importlib.import_module(module_name)
         value = getattr(module, attribute) if attribute else module
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"SLUICE_APPS entry {path!r} cannot be loaded: {exc}") from exc
+        raise ConfigError(
+            f"SLUICE_APPS entry {path!r} is no built-in or installed app's name and cannot be"
+            f" imported: {exc}"
+        ) from exc
     return _as_app(value, f"SLUICE_APPS entry {path!r}")
 
 
@@ -166,7 +176,7 @@ def _resolve(names: str) -> dict[str, tuple[App, str]]:
         if entry == DEFAULT:
             for name in [*BUILTIN, *sorted(installed)]:
                 add(*_by_name(name, installed))
-        elif "." in entry or ":" in entry:
+        elif "." in entry or ":" in entry or not (entry in BUILTIN or entry in installed):
             add(_import(entry), f"SLUICE_APPS entry {entry}")
         else:
             add(*_by_name(entry, installed))

@@ -121,8 +121,19 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
 
 
 async def events_command(config: Config, args: argparse.Namespace) -> int:
+    from sluice.operations import event_search
     from sluice.operations.event_search import EventQuery, search
 
+    load_apps(config)  # their event types and aggregates are searchable too
+    for flag, check in (("type", event_search.event_type), ("aggregate", event_search.aggregate)):
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except event_search.Invalid as exc:
+            print(f"sluice events: error: argument --{flag}: {value!r} {exc}", file=sys.stderr)
+            return 2
     query = EventQuery(
         type=args.type, aggregate=args.aggregate, trace_id=args.trace_id,
         since=args.since, until=args.until, limit=args.limit, after=args.cursor,

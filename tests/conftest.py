@@ -55,6 +55,9 @@ from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on
 # codec); the test process loads the default ones, as a process without SLUICE_APPS does.
 default_apps()
 
+# sluice.app.testing: the fixtures an app's tests get; sluice's own use them too.
+pytest_plugins = ["sluice.app.testing"]
+
 T = TypeVar("T")
 STORES = ("sqlite", "postgres")
 TOPOLOGIES = ("single", "partitioned", "cluster")
@@ -135,16 +138,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    """A redis-server child on a free loopback port, with AOF under tmp_path."""
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        # Killed: nothing of it is read afterwards, and a graceful stop waits for
-        # Redis's next cron tick (about 110 ms a test, minutes over the suite).
-        server.kill()
+def redis_server(sluice_redis: RedisServer) -> RedisServer:
+    """A redis-server child on a free loopback port, with AOF under tmp_path (the app
+    testing plugin's: sluice's tests use it as an app's tests do)."""
+    return sluice_redis
 
 
 class Databases:

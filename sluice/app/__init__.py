@@ -29,12 +29,9 @@ from __future__ import annotations
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App, Group, GroupSettings, Projection
 from sluice.app.jobs import Job
-from sluice.app.web import (
-    ADMIN,
-    BAD_BODY,
-    FORBIDDEN,
-    UNAUTHORIZED,
-    USER,
+from sluice.app.web import config, redis, store, trace_id
+from sluice.config import Config
+from sluice.errors import (
     Conflict,
     DependencyDown,
     FieldError,
@@ -42,28 +39,26 @@ from sluice.app.web import (
     NotFound,
     Unauthorized,
     Unprocessable,
-    User,
-    config,
-    json_response,
-    ok,
-    optional_user,
-    parse_limit,
-    problem,
-    read_json,
-    redis,
-    ref,
-    request_body,
-    require_admin,
-    require_user,
-    store,
-    trace_id,
 )
-from sluice.config import Config
 from sluice.event_registry import Payload
 from sluice.events import Event, new_trace_id, utcnow, uuid7
+from sluice.http.apidoc import (
+    ADMIN,
+    BAD_BODY,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    USER,
+    ok,
+    problem,
+    ref,
+    request_body,
+)
+from sluice.http.auth import optional_user, require_admin, require_user
+from sluice.http.bodies import json_response, parse_limit, read_json
 from sluice.resources import Resources
 from sluice.scheduler.tasks import TaskContext
 from sluice.store import Store, Tx
+from sluice.store.users import User
 
 __all__ = [
     "ADMIN",

@@ -37,7 +37,7 @@ from sluice.app.running import (
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.event_registry import RegistryError
-from sluice.events import REGISTRY
+from sluice.events import CORE_EVENTS, REGISTRY, Event
 from sluice.http.apidoc import Route
 from sluice.projections.base import Projection
 from sluice.resources import Resources
@@ -71,6 +71,11 @@ class Apps:
 
     def names(self) -> list[str]:
         return [app.name for app in self.apps]
+
+    @property
+    def event_types(self) -> tuple[type[Event], ...]:
+        """sluice's own event types and those of these apps."""
+        return (*CORE_EVENTS, *(cls for app in self.apps for cls in app.events))
 
     def tasks(self, config: Config) -> list[Task]:
         """The apps' cron tasks, each with its declared policy (the deployment's

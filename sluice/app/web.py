@@ -11,7 +11,8 @@ were wrong), and writes its state and appends its events in one transaction::
 
 Events appended while a request is served carry its trace id unless given another.
 The OpenAPI pieces (``ok``, ``problem``, ``request_body``, ``USER``...) build the
-operation declared beside each view (``App.route``), as sluice's own routes do.
+operation declared beside each view (``App.route``), as sluice's own routes do; they,
+the errors and the body helpers are sluice.http's own, exported by ``sluice.app``.
 """
 
 from __future__ import annotations
@@ -20,31 +21,8 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from sluice.config import Config
-from sluice.errors import (
-    Conflict,
-    DependencyDown,
-    FieldError,
-    Forbidden,
-    NotFound,
-    Unauthorized,
-    Unprocessable,
-)
-from sluice.http.apidoc import (
-    ADMIN,
-    BAD_BODY,
-    FORBIDDEN,
-    UNAUTHORIZED,
-    USER,
-    ok,
-    problem,
-    ref,
-    request_body,
-)
-from sluice.http.auth import optional_user, require_admin, require_user
-from sluice.http.bodies import json_response, parse_limit, read_json
 from sluice.http.keys import CONFIG, REDIS, STORE, TRACE_ID
 from sluice.store import Store
-from sluice.store.users import User
 
 
 def store(request: web.Request) -> Store:
@@ -64,34 +42,3 @@ def config(request: web.Request) -> Config:
 def trace_id(request: web.Request) -> str:
     """The request's trace id (from ``traceparent`` or ``X-Request-ID``, else new)."""
     return request[TRACE_ID]
-
-
-__all__ = [
-    "ADMIN",
-    "BAD_BODY",
-    "FORBIDDEN",
-    "UNAUTHORIZED",
-    "USER",
-    "Conflict",
-    "DependencyDown",
-    "FieldError",
-    "Forbidden",
-    "NotFound",
-    "Unauthorized",
-    "Unprocessable",
-    "User",
-    "config",
-    "json_response",
-    "ok",
-    "optional_user",
-    "parse_limit",
-    "problem",
-    "read_json",
-    "redis",
-    "ref",
-    "request_body",
-    "require_admin",
-    "require_user",
-    "store",
-    "trace_id",
-]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.events import utcnow
@@ -29,7 +30,6 @@ from sluice.resources import Resources
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
 from tests.api.conftest import AiohttpClient, Client, problem
-from tests.integration.conftest import wait_for
 from tests.link_helpers import OWNER_TOKEN, add_user
 
 TOKEN = "history-admin-token-0123456789abcdef"

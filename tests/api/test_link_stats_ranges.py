@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.http import create_app
@@ -21,7 +22,6 @@ from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
 from tests.api.test_link_rules import GERMANY, NETHERLANDS, PROXY
 from tests.api.test_links import create, user_token
-from tests.integration.conftest import wait_for
 from tests.link_helpers import GOOGLEBOT, OTHER, add_link, add_user, bearer
 from tests.unit.test_targeting import ANDROID_PHONE, IPAD, WINDOWS_CHROME
 

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp.http import SERVER_SOFTWARE
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.http import create_app
@@ -26,7 +27,6 @@ from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
-from tests.integration.conftest import wait_for
 from tests.link_helpers import CHROME, add_link, add_user, bearer
 
 CODE = "wired1"

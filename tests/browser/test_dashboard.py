@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.redis_server import RedisServer
@@ -28,7 +29,7 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.exports import jobs
@@ -30,7 +31,7 @@ from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 from tests.link_helpers import OWNER, add_link, add_user
 
 if TYPE_CHECKING:

@@ -26,11 +26,11 @@ import aiohttp
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.handlers import mail
 from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources
-from tests.integration.conftest import Child, child_env, wait_for
 
 # Each handler group run here and the aggregate streams it reads.
 WORKER_STREAMS: dict[str, tuple[str, ...]] = {

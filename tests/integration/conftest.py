@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from sluice.app.loading import default_apps
-from sluice.app.testing import Child, child_env, wait_answering, wait_for
+from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.operations.deliveries import DeliveryLog
@@ -158,19 +157,10 @@ async def start_worker(
 
 
 @pytest.fixture
-def spawn(config: Config) -> Iterator[Callable[..., Child]]:
-    children: list[Child] = []
-
-    def start(*args: str, log: Path | None = None, **extra_env: str) -> Child:
-        """``log``: a file for the child's log lines (else they are discarded)."""
-        child = Child(list(args), child_env(config, **extra_env)).start(log)
-        children.append(child)
-        return child
-
-    yield start
-    with contextlib.ExitStack() as stopping:  # every child, even if one fails to stop
-        for child in children:
-            stopping.callback(child.kill)
+def spawn(config: Config, sluice_spawn: Callable[..., Child]) -> Callable[..., Child]:
+    """``spawn(*command, log=None, **env)``: a ``sluice`` child process of the test's
+    deployment (the app testing plugin's ``sluice_spawn``), killed after the test."""
+    return functools.partial(sluice_spawn, config)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 
 from sluice.app.jobs import fire_due, next_due
 from sluice.app.loading import load_apps
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import EVENT_TYPES, Event, JobDue, utcnow
 from sluice.resources import Resources, open_resources
@@ -20,7 +21,7 @@ from sluice.scheduler.one_shots import Due, OneShotRunner
 from sluice.streams.dead_letters import list_dead_letters
 from sluice.streams.messages import Delivery, Duplicate, Message
 from tests.app_helpers import AppDir
-from tests.integration.conftest import Running, wait_for
+from tests.integration.conftest import Running
 
 SAMPLE = """
 from typing import ClassVar

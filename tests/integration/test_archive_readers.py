@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.events import LinkVisited
 from sluice.exports import jobs, visits
@@ -27,7 +28,6 @@ from sluice.store.base import Row
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
 from tests.integration.archive_helpers import make_old, run_archive
-from tests.integration.conftest import wait_for
 from tests.link_helpers import OWNER, add_link, add_user
 
 # Projection tables compared after a replay (processed-id tables and times left out).

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.resources import Resources
 from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS
-from tests.integration.conftest import Child, child_env, wait_for
 
 CODE = "cli1"
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from sluice.app.testing import child_env, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.events import LinkCreated, LinkVisited, decode, utcnow
@@ -36,7 +37,6 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
 from tests.conftest import TEMPLATE, new_database
 from tests.integration.archive_helpers import make_old, run_archive
-from tests.integration.conftest import child_env, wait_for
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
 
 Client = TestClient[Any, Any]

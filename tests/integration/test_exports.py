@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.errors import HandlerError
 from sluice.events import LinkVisited, decode, utcnow
@@ -32,7 +33,6 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.messages import BatchHandler, Delivery, Message, fields_from_redis
 from sluice.streams.relay import POSITION, Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import Child, wait_for
 from tests.link_helpers import OWNER, add_link, add_user
 
 pytestmark = pytest.mark.topologies("single", "cluster")

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.http.keys import LINK_FOLLOWER, STORE, VISITS
@@ -23,7 +24,6 @@ from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Child, wait_for
 from tests.integration.faults_helpers import pending_of
 from tests.integration.link_traffic import Traffic, comparable, today, traffic
 from tests.link_helpers import add_link, add_user

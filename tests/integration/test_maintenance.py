@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.maintenance import reap_consumers, status, trim_streams
 from sluice.streams.relay import Relay
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

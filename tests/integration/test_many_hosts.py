@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.http.admin_token import record_generated
@@ -30,7 +31,6 @@ from sluice.mail.links import load_link_key, verify_token
 from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources
 from sluice.store import reminders as stored
-from tests.integration.conftest import Child, child_env, wait_answering, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 

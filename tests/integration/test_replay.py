@@ -8,13 +8,14 @@ from collections.abc import Callable
 import pytest
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.builtin.articles.periods import period_start
 from sluice.events import utcnow
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import settle
 
 pytestmark = pytest.mark.topologies("single", "cluster")

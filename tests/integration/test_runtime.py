@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.mail.budget import BudgetUnavailable
 from sluice.resources import Resources
@@ -17,7 +18,7 @@ from sluice.streams.failures import Failures
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

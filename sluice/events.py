@@ -262,12 +262,6 @@ def encode(event: Event) -> bytes:
     return _encoder.encode(event)
 
 
-def decode(data: bytes | str) -> Event:
-    """Decode one event of any registered type, brought up to its current version by
-    its upcasters; raises ``msgspec.DecodeError`` (or ValidationError) on bad data."""
-    return REGISTRY.decode(data)
-
-
 def type_name(event: Event) -> str:
     return type(event).__name__
 
@@ -275,6 +269,10 @@ def type_name(event: Event) -> str:
 _encoder = msgspec.json.Encoder()
 REGISTRY = Registry(Event)
 REGISTRY.register(CORE, CORE_EVENTS, CORE_AGGREGATES)
+# decode(data): one event of any registered type, brought up to its current version by its
+# upcasters; raises msgspec.DecodeError (or ValidationError) on bad data. The registry's
+# own method, not a function calling it: one call less per event on the consumer's path.
+decode = REGISTRY.decode
 # Live views of the registry: an app's events and aggregates join them when it loads.
 EVENT_TYPES: dict[str, type[Event]] = REGISTRY.types
 AGGREGATES: dict[str, str] = REGISTRY.aggregates

@@ -55,13 +55,18 @@ run: $(STAMP)
 # The suite waits on its servers and processes more than it computes: three workers on
 # the 2-core reference machine take 15 minutes where two (one per core) took 18.
 PYTEST_WORKERS ?= 3
+# Then the example app's own suite (examples/orders: its pyproject, its conftest), as an
+# app's tests run on the public API and its testing plugin.
 test: $(STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	cd examples/orders && ../../$(BIN)/pytest -n 2 -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check sluice tests tools
 	$(BIN)/ruff format --check sluice tests tools
 	$(BIN)/mypy
+	cd examples/orders && ../../$(BIN)/ruff check . && ../../$(BIN)/ruff format --check .
+	cd examples/orders && ../../$(BIN)/mypy
 
 # The reference pages (configuration, CLI, events, metrics, HTTP API) are generated from
 # the code; tests/unit/test_reference_docs.py fails when the committed ones differ.

@@ -49,8 +49,8 @@ from redis import Redis as SyncRedis
 from redis.crc import key_slot
 from stores import Stores, parse_stores
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config, load_config
-from sluice.events import ArticleViewed
 from sluice.logs import configure_logging
 from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer

@@ -41,8 +41,8 @@ async def drain(n: int, env: dict[str, str]) -> None:
     """The child, under callgrind: publish ``n`` events, then drain them, counted."""
     from deliveries import publish
 
+    from sluice.app.loading import default_apps
     from sluice.config import load_config
-    from sluice.groups import GROUPS
     from sluice.logs import configure_logging
     from sluice.operations.deliveries import DeliveryLog
     from sluice.processes import runtime_settings
@@ -55,7 +55,7 @@ async def drain(n: int, env: dict[str, str]) -> None:
         await publish(res, n)
         stop = asyncio.Event()
         reader = redis_client(config, socket_timeout=120)
-        group, log = GROUPS["article-views"](res), DeliveryLog(res.store)
+        group, log = default_apps().groups["article-views"](res), DeliveryLog(res.store)
         consumer = Consumer(group, reader, res.keys, "bench", runtime_settings(config),
                             deliveries=log)  # fmt: skip
         await _callgrind("-z")

@@ -28,9 +28,9 @@ import msgspec
 from readme import record
 from stores import Stores, parse_stores, postgres_version
 
+from sluice.app.loading import default_apps
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config, load_config
-from sluice.events import ArticleViewed
-from sluice.groups import GROUPS
 from sluice.logs import configure_logging
 from sluice.operations.deliveries import DeliveryLog
 from sluice.processes import runtime_settings
@@ -58,7 +58,7 @@ async def drain(res: Resources, config: Config, n: int, recorded: bool) -> float
     stop = asyncio.Event()
     reader = redis_client(config, socket_timeout=10)
     log = DeliveryLog(res.store) if recorded else None
-    consumer = Consumer(GROUPS["article-views"](res), reader, res.keys, "bench",
+    consumer = Consumer(default_apps().groups["article-views"](res), reader, res.keys, "bench",
                         runtime_settings(config), deliveries=log)  # fmt: skip
     started = time.perf_counter()
     task = asyncio.create_task(consumer.run(stop))

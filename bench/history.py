@@ -64,6 +64,7 @@ from typing import TypeVar
 
 from stores import Stores, parse_stores
 
+from sluice.app.loading import default_apps
 from sluice.config import load_config
 from sluice.events import LinkVisited, encode
 from sluice.events import decode as decode_event
@@ -76,7 +77,6 @@ from sluice.http.visitors import VisitorHasher
 from sluice.links.pool import new_codes
 from sluice.links.visits import classify
 from sluice.logs import configure_logging
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer
 from sluice.resources import open_resources
@@ -397,7 +397,7 @@ def replay_child(env: dict[str, str]) -> Replayed:
 async def _replay(env: dict[str, str]) -> Replayed:
     config = load_config(env, log_level="warning")
     configure_logging(config)
-    projection = PROJECTIONS[REPLAYED]
+    projection = default_apps().projections[REPLAYED]
     async with open_resources(config) as resources:
         store = resources.store
         # A rebuild drops the tables it replaces: empty ones each time, as on a fresh store.

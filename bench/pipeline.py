@@ -30,9 +30,9 @@ from pathlib import Path
 import hiredis
 from readme import record
 
+from sluice.app.loading import default_apps
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config, load_config
-from sluice.events import ArticleViewed
-from sluice.groups import GROUPS
 from sluice.logs import configure_logging
 from sluice.processes import runtime_settings
 from sluice.redis_server import RedisServer
@@ -70,7 +70,7 @@ async def relay_alone(res: Resources, config: Config, n: int) -> float:
 async def project_alone(res: Resources, config: Config, n: int) -> float:
     stop = asyncio.Event()
     reader = redis_client(config, socket_timeout=10)
-    consumer = Consumer(GROUPS["article-views"](res), reader, res.keys, "bench",
+    consumer = Consumer(default_apps().groups["article-views"](res), reader, res.keys, "bench",
                         runtime_settings(config))  # fmt: skip
     started = time.perf_counter()
     task = asyncio.create_task(consumer.run(stop))

@@ -29,8 +29,9 @@ from pathlib import Path
 from readme import record
 from stores import Stores, parse_stores
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import load_config
-from sluice.events import ArticleViewed, Event, LinkVisited, utcnow
+from sluice.events import Event, LinkVisited, utcnow
 from sluice.redis_server import RedisServer
 from sluice.store import open_store
 

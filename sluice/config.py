@@ -127,6 +127,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     import_max_bytes: int = 10 * 1024 * 1024
     # More tasks: comma-separated "module:callable", each callable(config) -> iterable of Task.
     extra_tasks: str = ""
+    # The apps this deployment runs (sluice.app.loading): comma-separated names of
+    # built-in or installed apps and import paths; "" is "default", all of them.
+    apps: str = ""
     # Abuse limits (SPEC 15). Per API process: request head and body deadlines, idle
     # keep-alive, open connections, password hashes at once.
     header_timeout_seconds: float = 10.0

@@ -6,16 +6,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sluice.app.loading import load_apps
 from sluice.config import Config
-from sluice.groups import GROUPS
 from sluice.operations import pause
 from sluice.store import open_store
 
 
 async def groups_command(config: Config, args: argparse.Namespace) -> int:
     name: str = getattr(args, "name", "")
-    if args.action != "list" and name not in GROUPS:
-        print(f"unknown group {name!r}; known: {', '.join(sorted(GROUPS))}", file=sys.stderr)
+    groups = load_apps(config).groups
+    if args.action != "list" and name not in groups:
+        print(f"unknown group {name!r}; known: {', '.join(sorted(groups))}", file=sys.stderr)
         return 2
     store = await open_store(config)
     try:
@@ -27,7 +28,7 @@ async def groups_command(config: Config, args: argparse.Namespace) -> int:
             print(f"{name}: resumed")
         else:
             paused = await pause.paused_groups(store)
-            for group in sorted(GROUPS):
+            for group in sorted(groups):
                 since = paused.get(group)
                 print(f"{group:<16} {'running' if since is None else f'paused since {since}'}")
     finally:

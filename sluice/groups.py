@@ -1,5 +1,6 @@
-"""The registry of handler groups: the one place that names them (the projections' own
-registry is ``sluice.projections.registry``; each projection runs as a group too)."""
+"""sluice's own handler groups, by name; an app's join them when it is loaded
+(``sluice.app.loading.Apps.groups``, which every process asks for the groups it knows).
+The projections' registry is ``sluice.projections.registry``; each runs as a group too."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec
     return lambda resources: projection_group(projection, resources)
 
 
-GROUPS: dict[str, Callable[[Resources], GroupSpec]] = {
+CORE_GROUPS: dict[str, Callable[[Resources], GroupSpec]] = {
     **{name: _projection_group(projection) for name, projection in PROJECTIONS.items()},
     mail.NAME: mail.group,
     exports.NAME: exports.group,

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import structlog
 
+from sluice.app.loading import load_apps
 from sluice.config import Config
-from sluice.groups import GROUPS
 from sluice.operations.deliveries import DeliveryLog
 from sluice.operations.history.sampler import HistorySampler
 from sluice.operations.pause import PauseWatch
@@ -19,7 +19,7 @@ from sluice.resources import open_resources, redis_client
 from sluice.streams.consumer import Consumer
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
-from sluice.streams.spec import RuntimeSettings
+from sluice.streams.spec import GroupSpec, RuntimeSettings
 
 log = structlog.get_logger(__name__)
 
@@ -36,15 +36,24 @@ def runtime_settings(config: Config) -> RuntimeSettings:
         claim_idle_ms=config.claim_idle_ms,
         retry_base_ms=config.retry_base_ms,
         max_deliveries=config.max_deliveries,
+        handler_timeout_s=config.handler_timeout_seconds,
     )
+
+
+def _with_timeout(spec: GroupSpec, config: Config) -> GroupSpec:
+    """``spec`` with the deadline ``SLUICE_<GROUP>_TIMEOUT_SECONDS`` gives it, if any: the
+    deployment's word on one group wins over the group's own default."""
+    seconds = config.group_timeouts.get(spec.name)
+    return spec if seconds is None else replace(spec, handler_timeout_s=seconds)
 
 
 async def run_worker(
     config: Config, groups: Sequence[str], stop: asyncio.Event, consumer: str | None = None
 ) -> None:
-    unknown = sorted(set(groups) - set(GROUPS))
+    every = load_apps(config).groups
+    unknown = sorted(set(groups) - set(every))
     if unknown:
-        raise SystemExit(f"unknown handler group(s): {', '.join(unknown)}; known: {sorted(GROUPS)}")
+        raise SystemExit(f"unknown handler group(s): {', '.join(unknown)}; known: {sorted(every)}")
     name = consumer or default_consumer_name()
     # The blocking reads need a socket timeout longer than their BLOCK.
     reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
@@ -56,13 +65,14 @@ async def run_worker(
             pauses = PauseWatch(resources.store)
             await pauses.refresh()
             # A consumer per group and partition: each partition's reads touch one slot.
+            specs = {g: _with_timeout(every[g](resources), config) for g in groups}
             consumers = [
                 Consumer(
-                    GROUPS[g](resources),
+                    specs[g],
                     reader,
                     keys,
                     name,
-                    replace(settings, handler_timeout_s=config.handler_timeout(g)),
+                    settings,
                     partition,
                     gate,
                     deliveries,
@@ -93,6 +103,7 @@ async def run_worker(
 
 
 async def run_relay(config: Config, stop: asyncio.Event) -> None:
+    apps = load_apps(config)
     async with open_resources(config) as resources:
         relay = Relay(
             resources.store,
@@ -101,7 +112,7 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
             batch=config.relay_batch,
             poll_ms=config.relay_poll_ms,
             retention_s=config.stream_retention,
-            groups={name: group(resources).aggregates for name, group in GROUPS.items()},
+            groups={name: group(resources).aggregates for name, group in apps.groups.items()},
         )
         resources.store.add_commit_listener(relay.wake.set)
         log.info("relay started")
@@ -110,9 +121,10 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
 
 
 async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
-    """Cron tasks and user reminders; run any number of these."""
+    """Cron tasks, user reminders and apps' delayed jobs; run any number of these."""
+    from sluice.app.jobs import fire_due, next_due
     from sluice.scheduler.loop import Scheduler
-    from sluice.scheduler.one_shots import OneShotRunner
+    from sluice.scheduler.one_shots import Due, OneShotRunner
     from sluice.scheduler.registry import all_tasks
     from sluice.scheduler.reminders import ReminderRunner
 
@@ -121,7 +133,12 @@ async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
         scheduler = Scheduler(resources, list(tasks.values()))
         reminders = ReminderRunner(resources, holder=scheduler.holder)
         one_shots = OneShotRunner(resources, holder=scheduler.holder)
-        await asyncio.gather(scheduler.run(stop), reminders.run(stop), one_shots.run(stop))
+        jobs = OneShotRunner(
+            resources, holder=scheduler.holder, due=Due("delayed jobs", next_due, fire_due)
+        )
+        await asyncio.gather(
+            scheduler.run(stop), reminders.run(stop), one_shots.run(stop), jobs.run(stop)
+        )
 
 
 async def run_api(
@@ -152,7 +169,9 @@ async def run_all(
     tasks = [
         asyncio.create_task(run_api(config, stop, listening), name="api"),
         asyncio.create_task(run_relay(config, stop), name="relay"),
-        asyncio.create_task(run_worker(config, sorted(GROUPS), stop), name="workers"),
+        asyncio.create_task(
+            run_worker(config, sorted(load_apps(config).groups), stop), name="workers"
+        ),
         asyncio.create_task(run_scheduler(config, stop), name="scheduler"),
     ]
     try:

@@ -9,9 +9,9 @@ import sys
 
 import msgspec
 
+from sluice.app.loading import load_apps
 from sluice.config import Config
 from sluice.events import EVENT_TYPES
-from sluice.groups import GROUPS
 from sluice.history.size import measure as history_size
 from sluice.resources import Resources, open_resources
 from sluice.streams.dead_letters import (
@@ -80,7 +80,7 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
             return await _dlq_redrive_matching(resources, args)
         if args.action != "list":
             return await _dlq_one(resources, args)
-        groups = [args.group] if args.group else sorted(GROUPS)
+        groups = [args.group] if args.group else sorted(load_apps(config).groups)
         # Newest first, like GET /v1/admin/dead-letters.
         for letter in await list_dead_letters(resources.redis, resources.keys, groups, args.limit):
             print(
@@ -94,19 +94,20 @@ async def _dlq_redrive_matching(resources: Resources, args: argparse.Namespace) 
     """``dlq redrive --group G --type T``: every matching dead letter (one filter at least),
     as POST /v1/admin/dead-letters/redrive."""
     group, event_type = getattr(args, "group", None), getattr(args, "type", None)
+    known = load_apps(resources.config).groups
     problem = None
     if args.target:
         problem = "give [GROUP] ID, or --group/--type, not both"
     elif not group and not event_type:
         problem = "give [GROUP] ID, or --group and/or --type"
-    elif group and group not in GROUPS:
-        problem = f"unknown group {group!r}; known: {', '.join(sorted(GROUPS))}"
+    elif group and group not in known:
+        problem = f"unknown group {group!r}; known: {', '.join(sorted(known))}"
     elif event_type and event_type not in EVENT_TYPES:
         problem = f"unknown event type {event_type!r}; known: {', '.join(sorted(EVENT_TYPES))}"
     if problem:
         print(f"redrive: {problem}", file=sys.stderr)
         return 2
-    groups = [group] if group else sorted(GROUPS)
+    groups = [group] if group else sorted(known)
     moved = await redrive_matching(resources.redis, resources.keys, groups, event_type)
     print(f"redrive: {moved} dead letters sent back")
     return 0
@@ -123,7 +124,8 @@ async def _dlq_one(resources: Resources, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{args.action}: {exc}", file=sys.stderr)
         return 2
-    places = await places_holding(resources.redis, resources.keys, named or sorted(GROUPS), dead)
+    groups = named or sorted(load_apps(resources.config).groups)
+    places = await places_holding(resources.redis, resources.keys, groups, dead)
     if not places:
         print(f"{args.action}: no such dead letter", file=sys.stderr)
         return 1

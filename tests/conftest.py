@@ -40,6 +40,7 @@ from aiohttp.test_utils import TestServer
 from hypothesis.configuration import set_hypothesis_home_dir
 from yarl import URL
 
+from sluice.app.loading import default_apps
 from sluice.config import Config, load_config
 from sluice.http import listen
 from sluice.http.keys import CONFIG
@@ -48,7 +49,15 @@ from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer
 from sluice.resources import redis_client
 from sluice.store.postgres import PostgresStore
+from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on the fly)
 from tests.lowest_set import mark_lowest
+
+# Every process of a deployment loads its apps as it starts (their event types join the
+# codec); the test process loads the default ones, as a process without SLUICE_APPS does.
+default_apps()
+
+# sluice.app.testing: the fixtures an app's tests get; sluice's own use them too.
+pytest_plugins = ["sluice.app.testing"]
 
 T = TypeVar("T")
 STORES = ("sqlite", "postgres")
@@ -134,16 +143,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    """A redis-server child on a free loopback port, with AOF under tmp_path."""
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        # Killed: nothing of it is read afterwards, and a graceful stop waits for
-        # Redis's next cron tick (about 110 ms a test, minutes over the suite).
-        server.kill()
+def redis_server(sluice_redis: RedisServer) -> RedisServer:
+    """A redis-server child on a free loopback port, with AOF under tmp_path (the app
+    testing plugin's: sluice's tests use it as an app's tests do)."""
+    return sluice_redis
 
 
 class Databases:
@@ -226,7 +229,8 @@ def databases(postgres_server: PostgresServer) -> Iterator[Databases]:
 
 
 async def _migrate(url: str) -> None:
-    store = await PostgresStore.open(url, pool_size=1)
+    """sluice's schema and the default apps', as ``open_store`` migrates a deployment."""
+    store = await PostgresStore.open(url, pool_size=1, steps=default_apps().migrations)
     await store.close()
 
 

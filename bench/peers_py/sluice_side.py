@@ -22,9 +22,9 @@ from dataclasses import replace
 from counter import done
 
 from sluice.__main__ import main as sluice_main
+from sluice.app.loading import default_apps
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import load_config
-from sluice.events import ArticleViewed
-from sluice.groups import GROUPS
 from sluice.resources import Resources, open_resources
 from sluice.streams.messages import Delivery, Recorded
 from sluice.streams.notify import CommitNotifier
@@ -79,7 +79,7 @@ if __name__ == "__main__":
         asyncio.run(produce(int(sys.argv[2])))
         print(json.dumps({"start": started, "end": time.time()}), flush=True)
     else:
-        GROUPS["bench-noop"] = noop_group
+        default_apps().groups["bench-noop"] = noop_group
         group = sys.argv[2]
-        GROUPS[group] = counted(GROUPS[group])
+        default_apps().groups[group] = counted(default_apps().groups[group])
         sys.exit(sluice_main(["worker", group, "--consumer", sys.argv[3]]))

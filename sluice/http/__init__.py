@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import hdrs, web
 
@@ -20,10 +20,12 @@ from sluice.http import (
     users,
 )
 from sluice.http.admin_token import AdminToken
+from sluice.http.apidoc import Route
 from sluice.http.client_limit import ClientLimits
 from sluice.http.connections import GuardedSite
 from sluice.http.keys import (
     ADMIN_TOKEN,
+    APPS,
     CLIENT_LIMITS,
     CONFIG,
     KEYS,
@@ -37,7 +39,6 @@ from sluice.http.keys import (
 )
 from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import request_context
-from sluice.http.openapi import ROUTES
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import load_visitor_key
 from sluice.mail.links import LinkKey
@@ -87,11 +88,11 @@ async def _notifier(app: web.Application) -> AsyncIterator[None]:
         await notifier.close()
 
 
-def _add_routes(router: web.UrlDispatcher) -> None:
-    """Every route of ``ROUTES``, in its order. A GET answers HEAD too (``add_get``), as
-    aiohttp has it, unless its path declares a HEAD of its own (the redirect's)."""
-    own_head = {route.path for route in ROUTES if route.method == hdrs.METH_HEAD}
-    for route in ROUTES:
+def _add_routes(router: web.UrlDispatcher, routes: Sequence[Route]) -> None:
+    """Every route, in its order. A GET answers HEAD too (``add_get``), as aiohttp has it,
+    unless its path declares a HEAD of its own (the redirect's)."""
+    own_head = {route.path for route in routes if route.method == hdrs.METH_HEAD}
+    for route in routes:
         if route.method == hdrs.METH_GET:
             router.add_get(route.path, route.view, allow_head=route.path not in own_head)
         else:
@@ -101,7 +102,12 @@ def _add_routes(router: web.UrlDispatcher) -> None:
 def create_app(config: Config) -> web.Application:
     """The API application; its resources open on startup and close on cleanup."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[request_context])
+    # Here, not above: the apps (and the document of their routes) import sluice.http.
+    from sluice.app.loading import load_apps
+    from sluice.http.openapi import routes_of
+
     app[CONFIG] = config
+    app[APPS] = apps = load_apps(config)
     app[KEYS] = keys_for(config)
     app[UPCOMING] = NextRuns()
     app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier])
@@ -113,7 +119,9 @@ def create_app(config: Config) -> web.Application:
     app.cleanup_ctx.append(link_passwords.password_limits)
     app.cleanup_ctx.append(orphan_visits.count_orphans)
     app.cleanup_ctx.append(metrics.publish_counters)
-    _add_routes(app.router)
+    for each in apps.apps:
+        app.cleanup_ctx.extend(each.api_contexts)
+    _add_routes(app.router, routes_of(apps))
     return app
 
 

@@ -27,13 +27,12 @@ from aiohttp import web
 
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.events import EVENT_TYPES
-from sluice.groups import GROUPS
 from sluice.history.size import HistorySize, measure
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem, ref
 from sluice.http.auth import require_admin
 from sluice.http.bodies import JSON, json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import CONFIG, KEYS, REDIS, STORE
+from sluice.http.keys import APPS, CONFIG, KEYS, REDIS, STORE
 from sluice.streams.dead_letters import (
     DeadLetter,
     Place,
@@ -97,10 +96,11 @@ async def archive(request: web.Request) -> web.Response:
 def _groups(request: web.Request) -> list[str]:
     """The groups named by ``?group=`` (absent or empty: every known group); 422 if unknown."""
     group = request.query.get("group", "")
+    every = request.app[APPS].groups
     if not group:
-        return sorted(GROUPS)
-    if group not in GROUPS:
-        known = ", ".join(sorted(GROUPS))
+        return sorted(every)
+    if group not in every:
+        known = ", ".join(sorted(every))
         raise Unprocessable(
             "invalid query parameters", [FieldError("group", f"unknown group; known: {known}")]
         )

@@ -13,7 +13,7 @@ from sluice.errors import FieldError, NotFound, Unprocessable
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Doc, Route, ok, problem
 from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response
-from sluice.http.keys import STORE
+from sluice.http.keys import APPS, STORE
 from sluice.operations import event_search, stories
 from sluice.operations.event_search import (
     LIMIT_DEFAULT,
@@ -56,6 +56,11 @@ def _query(request: web.Request) -> EventQuery:
     return query
 
 
+def _processed(request: web.Request) -> list[str]:
+    """The processed tables of every projection this deployment runs."""
+    return [p.processed_table for p in request.app[APPS].projections.values()]
+
+
 async def search_events(request: web.Request) -> web.Response:
     """A page of events, newest first; ``next_cursor`` is null on the last page."""
     await require_admin(request)
@@ -68,7 +73,7 @@ async def show_event(request: web.Request) -> web.Response:
     event_id = request.match_info["event_id"]
     story = None
     if len(event_id) <= 64:  # longer is no event id (they are UUIDs)
-        story = await stories.event_story(request.app[STORE], event_id)
+        story = await stories.event_story(request.app[STORE], event_id, _processed(request))
     if story is None:
         raise NotFound("no such event in the hot history (archived events are not shown)")
     return json_response(story)
@@ -82,7 +87,8 @@ async def show_trace(request: web.Request) -> web.Response:
         trace = event_search.trace_id(raw)
     except Invalid as exc:
         raise Unprocessable("invalid trace id", [FieldError("trace_id", str(exc))]) from None
-    return json_response(await stories.trace_story(request.app[STORE], trace))
+    story = await stories.trace_story(request.app[STORE], trace, _processed(request))
+    return json_response(story)
 
 
 def _filter(name: str, description: str) -> Doc:

@@ -13,12 +13,11 @@ from aiohttp import web
 
 from sluice.errors import DependencyDown, FieldError, Unprocessable
 from sluice.events import utcnow
-from sluice.groups import GROUPS
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem
 from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response, parse_limit
 from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import KEYS, REDIS
+from sluice.http.keys import APPS, KEYS, REDIS
 from sluice.operations.history.buckets import MAX_MINUTES
 from sluice.operations.history.reading import History, read_history
 from sluice.operations.history.sampler import SAMPLE_SECONDS
@@ -31,9 +30,10 @@ def _query(request: web.Request) -> tuple[list[str], int]:
     """The groups (absent or empty ``group``: every registered one) and the minutes."""
     errors: list[FieldError] = []
     group = request.query.get("group", "")
-    groups = [group] if group else sorted(GROUPS)
-    if group and group not in GROUPS:
-        known = ", ".join(sorted(GROUPS))
+    every = request.app[APPS].groups
+    groups = [group] if group else sorted(every)
+    if group and group not in every:
+        known = ", ".join(sorted(every))
         errors.append(FieldError("group", f"unknown group; known: {known}"))
     minutes = parse_limit(request.query.get("minutes", str(MINUTES_DEFAULT)), MAX_MINUTES)
     if minutes is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import redis.asyncio as aioredis
 from aiohttp import web
 
@@ -22,7 +24,12 @@ from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
 
+if TYPE_CHECKING:
+    from sluice.app.loading import Apps
+
 CONFIG = web.AppKey("config", Config)
+# The apps this deployment runs (SLUICE_APPS): their groups, routes, projections, tasks.
+APPS: web.AppKey[Apps] = web.AppKey("apps")
 KEYS = web.AppKey("keys", Keys)
 STORE: web.AppKey[Store] = web.AppKey("store")
 REDIS = web.AppKey("redis", aioredis.Redis)

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 
 import structlog
 from aiohttp import web
 from prometheus_client.core import Metric
 
-from sluice.groups import GROUPS
 from sluice.history.size import HistorySize, measure
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route
 from sluice.http.auth import require_admin
 from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import CONFIG, KEYS, LINK_CACHE, REDIS, STORE, VISITS
+from sluice.http.keys import APPS, CONFIG, KEYS, LINK_CACHE, REDIS, STORE, VISITS
 from sluice.metrics import (
     CONTENT_TYPE,
     LINK_CACHE_LOOKUPS,
@@ -83,7 +82,7 @@ OLDEST_EVENT = ScrapedGauge(
 )
 
 
-def _families(report: Status | None) -> list[Metric]:
+def _families(report: Status | None, groups: Iterable[str]) -> list[Metric]:
     redis_up = REDIS_UP.family()
     redis_up.add_metric([], 0 if report is None else 1)
     if report is None:
@@ -111,7 +110,7 @@ def _families(report: Status | None) -> list[Metric]:
     for total in group_totals(report):
         stalled.add_metric([total.group], by_group.get(total.group, 0))
     shown = [redis_up, backlog, delayed, length, where, lag, pending, consumers, dead, stalled]
-    return [*shown, paused_gauge(GROUPS, report.paused)]
+    return [*shown, paused_gauge(groups, report.paused)]
 
 
 def _history_families(size: HistorySize | None) -> list[Metric]:
@@ -189,7 +188,8 @@ async def metrics(request: web.Request) -> web.Response:
             )  # fmt: skip
     except REDIS_ERRORS as exc:
         log.warning("metrics: redis did not answer", error=repr(exc))
-    families = _families(report) + _history_families(await _history(request))
+    families = _families(report, request.app[APPS].groups)
+    families += _history_families(await _history(request))
     body = await asyncio.to_thread(render, families)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 

@@ -18,7 +18,7 @@ from multidict import istr
 
 from sluice import logs
 from sluice.errors import DependencyDown, ProblemError, RequestTimeout
-from sluice.events import new_trace_id
+from sluice.events import TRACE, new_trace_id
 from sluice.http.bodies import buffer_body, close_with
 from sluice.http.body_limits import with_body_limit
 from sluice.http.degrade import unavailable
@@ -71,6 +71,7 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
     summary line at the end; an unexpected failure is logged once, as a 500."""
     trace_id = incoming_trace_id(request.headers) or new_trace_id()
     request[TRACE_ID] = trace_id
+    TRACE.set(trace_id)  # the request's own task: events it makes join its trace
     token = REQUEST.set((trace_id, request.method, request.path))
     started = time.perf_counter()
     status = 500

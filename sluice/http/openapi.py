@@ -1,6 +1,7 @@
 """The OpenAPI 3.1 document, assembled from the routes: each module of views declares its
-routes beside them (``apidoc.Route``), and ``ROUTES`` joins them in the order the router
-registers them, so what is routed and what is documented come from one declaration."""
+routes beside them (``apidoc.Route``), and ``routes_of`` joins them, sluice's and the
+apps' (``sluice.app``), in the order the router registers them, so what is routed and
+what is documented come from one declaration."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from collections.abc import Iterable
 import msgspec
 from aiohttp import web
 
+from sluice.app.loading import Apps, default_apps
 from sluice.http import (
     admin,
     api_docs,
-    articles,
     dashboard,
     events,
     health,
@@ -39,7 +40,7 @@ from sluice.http import (
 )
 from sluice.http.apidoc import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
 from sluice.http.bodies import JSON, json_response
-from sluice.http.keys import CONFIG
+from sluice.http.keys import APPS, CONFIG
 from sluice.http.schemas import Problem
 
 _UNAVAILABLE = problem(
@@ -106,7 +107,6 @@ TAGS = {
     "service": "Health, metrics, this document and its page",
     "users": "Accounts, tokens, email verification, unsubscribing from mail",
     "links": "Short links: create, edit, follow (the redirect), stats, QR codes, imports",
-    "articles": "Article views and the most viewed articles",
     "reminders": "A user's reminders: recurring (cron) or one-shot",
     "jobs": "Background jobs (exports, imports) and their results",
     "webhooks": "A user's webhooks and their deliveries",
@@ -147,8 +147,18 @@ def _schemas(routes: Iterable[Route]) -> Doc:
     return schemas
 
 
-def build_document(base_url: str) -> Doc:
-    """The document for a service reachable at ``base_url``."""
+def routes_of(apps: Apps) -> tuple[Route, ...]:
+    """Every route, in the router's order: sluice's, then the apps', then the short
+    links' catch-all ``/{code}``, which must shadow no other route."""
+    return (*ROUTES, *apps.routes, *CATCH_ALL)
+
+
+def build_document(base_url: str, apps: Apps | None = None) -> Doc:
+    """The document for a service reachable at ``base_url`` running ``apps`` (by default
+    the default apps): every route, each app's in a group (tag) of its own."""
+    apps = apps or default_apps()
+    routes = routes_of(apps)
+    tags = {**TAGS, **{app.name: app.description for app in apps.apps if app.routes}}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -157,10 +167,10 @@ def build_document(base_url: str) -> Doc:
             "description": "Event-sourced short links, view counts and scheduled work.",
         },
         "servers": [{"url": base_url}],
-        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
-        "paths": _with_tags(_with_unavailable(_with_limits(_paths(ROUTES)))),
+        "tags": [{"name": name, "description": text} for name, text in tags.items()],
+        "paths": _with_tags(_with_unavailable(_with_limits(_paths(routes)))),
         "components": {
-            "schemas": _schemas(ROUTES),
+            "schemas": _schemas(routes),
             "securitySchemes": {
                 "user": {
                     "type": "http",
@@ -174,11 +184,11 @@ def build_document(base_url: str) -> Doc:
 
 
 async def openapi_view(request: web.Request) -> web.Response:
-    return json_response(build_document(request.app[CONFIG].base_url))
+    return json_response(build_document(request.app[CONFIG].base_url, request.app[APPS]))
 
 
-# The router's order: each module keeps its own (articles has /v1/articles/top before
-# /v1/articles/{article_id}), and /{code} comes last of all, so it shadows no other route.
+# The router's order: each module keeps its own (links has /v1/links/stats before
+# /v1/links/{code}), and /{code} comes last of all (``CATCH_ALL``), after the apps'.
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
     Route("GET", "/openapi.json", openapi_view, {
@@ -190,7 +200,6 @@ ROUTES: tuple[Route, ...] = (
     *metrics.ROUTES,
     *dashboard.ROUTES,
     *api_docs.ROUTES,
-    *articles.ROUTES,
     *users.ROUTES,
     *verification.ROUTES,
     *unsubscribe.ROUTES,
@@ -210,6 +219,8 @@ ROUTES: tuple[Route, ...] = (
     *link_imports.ROUTES,
     *link_qr.ROUTES,
     *webhooks.ROUTES,
+)  # fmt: skip
+CATCH_ALL: tuple[Route, ...] = (
     *redirects.ROUTES,
     *link_passwords.ROUTES,  # POST /{code}, the password form's
-)  # fmt: skip
+)

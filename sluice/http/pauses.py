@@ -10,18 +10,17 @@ from __future__ import annotations
 from aiohttp import web
 
 from sluice.errors import NotFound
-from sluice.groups import GROUPS
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, problem
 from sluice.http.auth import require_admin
-from sluice.http.keys import STORE
+from sluice.http.keys import APPS, STORE
 from sluice.operations import pause
 
 
 def _group(request: web.Request) -> str:
     """The group of the path; 404 when no such group is known."""
-    group = request.match_info["group"]
-    if group not in GROUPS:
-        raise NotFound(f"no handler group {group!r}; known: {', '.join(sorted(GROUPS))}")
+    group, every = request.match_info["group"], request.app[APPS].groups
+    if group not in every:
+        raise NotFound(f"no handler group {group!r}; known: {', '.join(sorted(every))}")
     return group
 
 

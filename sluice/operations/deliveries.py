@@ -202,13 +202,16 @@ async def write(store: Store, attempts: Sequence[Attempt]) -> None:
     await store.insert_rows("deliveries", _COLUMNS, rows, durable=False)
 
 
-async def of_events(store: Store, event_ids: Iterable[str]) -> dict[str, list[DeliveryView]]:
-    """Each event's attempts, in the order they were recorded."""
+async def of_events(
+    store: Store, event_ids: Iterable[str], processed: Sequence[str]
+) -> dict[str, list[DeliveryView]]:
+    """Each event's attempts, in the order they were recorded (``processed``: the
+    projections' processed tables, which name their batches of handled attempts)."""
     ids = list(dict.fromkeys(event_ids))
     found: dict[str, list[DeliveryView]] = {event_id: [] for event_id in ids}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        for event_id, views in (await batched_of_events(store, chunk)).items():
+        for event_id, views in (await batched_of_events(store, chunk, processed)).items():
             found[event_id] += views
         rows = await store.fetchall(
             f"SELECT {', '.join(_COLUMNS)} FROM deliveries"

@@ -73,17 +73,19 @@ async def write_batch(tx: Tx, batch: Batch, handled: Sequence[Message]) -> None:
     )  # fmt: skip
 
 
-async def of_events(store: Store, event_ids: Sequence[str]) -> dict[str, list[DeliveryView]]:
+async def of_events(
+    store: Store, event_ids: Sequence[str], processed: Sequence[str]
+) -> dict[str, list[DeliveryView]]:
     """The handled attempts of projection groups on each of ``event_ids`` (which the
-    caller keeps to at most a few hundred)."""
+    caller keeps to at most a few hundred), found through the projections' ``processed``
+    tables."""
     from sluice.operations.deliveries import DeliveryView
-    from sluice.projections.registry import PROJECTIONS
 
     marks = ", ".join("?" for _ in event_ids)
     named: dict[int, set[str]] = {}
-    for projection in PROJECTIONS.values():
+    for table in processed:
         for event_id, batch_id in await store.fetchall(
-            f"SELECT event_id, batch_id FROM {projection.processed_table}"
+            f"SELECT event_id, batch_id FROM {table}"
             f" WHERE event_id IN ({marks}) AND batch_id IS NOT NULL",
             event_ids,
         ):

@@ -11,6 +11,7 @@ handlers appended in turn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -58,23 +59,24 @@ def _story(row: Row, attempts: list[DeliveryView]) -> EventStory:
     )
 
 
-async def event_story(store: Store, event_id: str) -> EventStory | None:
-    """The event and its deliveries; None when the hot history does not hold it."""
+async def event_story(store: Store, event_id: str, processed: Sequence[str]) -> EventStory | None:
+    """The event and its deliveries; None when the hot history does not hold it.
+    ``processed``: the projections' processed tables (``deliveries.of_events``)."""
     row = await store.fetchone(f"SELECT {COLUMNS} FROM events WHERE event_id = ?", (event_id,))
     if row is None:
         return None
-    found = await deliveries.of_events(store, [event_id])
+    found = await deliveries.of_events(store, [event_id], processed)
     return _story(row, found[event_id])
 
 
-async def trace_story(store: Store, trace_id: str) -> TraceStory:
+async def trace_story(store: Store, trace_id: str, processed: Sequence[str]) -> TraceStory:
     """Every event of the trace in the hot history, oldest first, with its deliveries."""
     rows = await store.fetchall(
         f"SELECT {COLUMNS} FROM events WHERE trace_id = ? ORDER BY created_at, seq LIMIT ?",
         (trace_id, TRACE_EVENTS_MAX + 1),
     )
     shown = sorted(rows[:TRACE_EVENTS_MAX], key=lambda row: int(row[0]))
-    found = await deliveries.of_events(store, [str(row[1]) for row in shown])
+    found = await deliveries.of_events(store, [str(row[1]) for row in shown], processed)
     return TraceStory(
         trace_id=trace_id,
         events=[_story(row, found[str(row[1])]) for row in shown],

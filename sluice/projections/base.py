@@ -6,19 +6,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sluice.config import Config
-from sluice.events import AnyEvent
+from sluice.events import Event
 from sluice.resources import Resources
 from sluice.store import Tx
 
 # apply(tx, fresh events, table suffix, config): write the effect of events not seen before.
-Apply = Callable[[Tx, Sequence[AnyEvent], str, Config], Awaitable[None]]
+Apply = Callable[[Tx, Sequence[Event], str, Config], Awaitable[None]]
 # apply_payloads(tx, payloads, table suffix, config): apply's effect for the stored payloads
 # of the projection's event types, for a rebuild (faster when it skips making events):
 # one JSON array of them, in no guaranteed order (sluice.history.packed), so only for
 # a projection whose effect does not depend on the order of the events of a chunk.
 ApplyPayloads = Callable[[Tx, bytes | str, str, Config], Awaitable[None]]
 # publish(resources, events): derived state outside the database, idempotent (absolute values).
-Publish = Callable[[Resources, Sequence[AnyEvent]], Awaitable[None]]
+Publish = Callable[[Resources, Sequence[Event]], Awaitable[None]]
 
 
 @dataclass(frozen=True)

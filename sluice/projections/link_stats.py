@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sluice.config import Config
-from sluice.events import AnyEvent, LinkVisited, utcnow
+from sluice.events import Event, LinkVisited, utcnow
 from sluice.projections.base import Projection
 from sluice.store import Tx
 from sluice.store.migrations import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
@@ -90,7 +90,7 @@ async def _owners(tx: Tx, codes: Sequence[str]) -> dict[str, str]:
     return owners
 
 
-async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> None:
+async def apply(tx: Tx, events: Sequence[Event], s: str, config: Config) -> None:
     batch = _aggregate(e for e in events if isinstance(e, LinkVisited))
     if not batch.totals:
         return

@@ -1,11 +1,10 @@
-"""The projections by name, apart from the handler groups: ``sluice replay`` needs these
-and nothing of the groups' handlers (mail, exports), which it does not import."""
+"""sluice's own projections by name, apart from the handler groups: ``sluice replay`` needs
+these and nothing of the groups' handlers (mail, exports), which it does not import.
+An app's projections join them when it is loaded (``sluice.app.loading.Apps``)."""
 
 from __future__ import annotations
 
-from sluice.projections import article_views, link_stats
+from sluice.projections import link_stats
 from sluice.projections.base import Projection
 
-PROJECTIONS: dict[str, Projection] = {
-    p.name: p for p in (article_views.PROJECTION, link_stats.PROJECTION)
-}
+PROJECTIONS: dict[str, Projection] = {p.name: p for p in (link_stats.PROJECTION,)}

@@ -27,7 +27,7 @@ import structlog
 from tqdm import tqdm
 
 from sluice.config import Config
-from sluice.events import AnyEvent, decode
+from sluice.events import Event, decode
 from sluice.history import catalog
 from sluice.history.packed import Packed, read_history_packed, read_table
 from sluice.history.reader import read_history
@@ -89,7 +89,7 @@ async def _read_table(tx: Tx, projection: Projection, after: int, limit: int) ->
     return rows or None
 
 
-def _decode_all(rows: Sequence[Row]) -> list[AnyEvent]:
+def _decode_all(rows: Sequence[Row]) -> list[Event]:
     return [decode(payload) for _, payload in rows]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sluice.events import AnyEvent, type_name
+from sluice.events import Event, type_name
 from sluice.operations.deliveries import BATCH, record_in
 from sluice.projections.base import Projection
 from sluice.resources import Resources
@@ -16,7 +16,7 @@ from sluice.streams.spec import GroupSpec
 
 async def fresh_events(
     tx: Tx, projection: Projection, deliveries: Sequence[Delivery], batch_id: int | None = None
-) -> list[AnyEvent]:
+) -> list[Event]:
     """The events not applied yet, recorded as applied in the same transaction (each
     processed row naming ``batch_id``, the row of the batch's delivery records).
 
@@ -27,7 +27,7 @@ async def fresh_events(
     the second waits for the first to commit and then finds it applied.
     """
     watermark = await _watermark(tx, projection)
-    candidates: dict[str, AnyEvent] = {}
+    candidates: dict[str, Event] = {}
     for delivery in deliveries:
         if 0 < delivery.message.seq <= watermark:
             continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import timedelta
 
 from sluice.config import Config
 from sluice.errors import ConfigError
@@ -11,7 +11,6 @@ from sluice.exports.retention import purge_exports
 from sluice.history import archive
 from sluice.links.pool import refill
 from sluice.operations import deliveries
-from sluice.projections.article_views import top_from_store
 from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
 from sluice.store.users import db_time
@@ -23,7 +22,6 @@ from sluice.streams.maintenance import (
 )
 from sluice.streams.relay import POSITION
 
-SNAPSHOT_SIZE = 100
 # A consumer idle this long with nothing pending belongs to a worker that is gone:
 # a live worker touches its consumer with every blocking read (seconds).
 REAP_IDLE_MS = 60 * 60 * 1000
@@ -41,31 +39,6 @@ async def refill_code_pool(ctx: TaskContext) -> None:
     config = ctx.resources.config
     added = await refill(ctx.resources.store, config.code_pool_target, batch=REFILL_BATCH)
     ctx.log.info("code pool refilled", added=added, target=config.code_pool_target)
-
-
-def snapshot_day(ctx: TaskContext) -> date:
-    """Yesterday in SLUICE_TIMEZONE, relative to the occurrence (or the manual run)."""
-    zone = ctx.resources.config.zone
-    return ctx.run.scheduled_for.astimezone(zone).date() - timedelta(days=1)
-
-
-async def snapshot_leaderboard(ctx: TaskContext) -> None:
-    """Store the day's top 100 articles; running it again replaces the same snapshot."""
-    store = ctx.resources.store
-    day = snapshot_day(ctx)
-    rows = await top_from_store(store, "day", day, SNAPSHOT_SIZE)
-    taken_at = db_time(utcnow())
-    async with store.transaction() as tx:
-        await tx.execute("DELETE FROM leaderboard_snapshots WHERE day = ?", (day.isoformat(),))
-        await tx.executemany(
-            "INSERT INTO leaderboard_snapshots (day, rank, article_id, views, taken_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [
-                (day.isoformat(), rank, article, views, taken_at)
-                for rank, (article, views) in enumerate(rows, start=1)
-            ],
-        )
-    ctx.log.info("leaderboard snapshot stored", day=day.isoformat(), articles=len(rows))
 
 
 async def trim_streams(ctx: TaskContext) -> None:
@@ -179,11 +152,6 @@ BUILTIN: list[tuple[str, TaskFunction, str]] = [
         "refill-code-pool",
         refill_code_pool,
         "tops the short-code pool up to SLUICE_CODE_POOL_TARGET",
-    ),
-    (
-        "snapshot-leaderboard",
-        snapshot_leaderboard,
-        "stores yesterday's top 100 articles (GET /v1/articles/top/{date})",
     ),
     (
         "trim-streams",

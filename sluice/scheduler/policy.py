@@ -27,12 +27,15 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     timeout_seconds: float | None = None
 
 
-def policy_for(config: Config, task: str) -> Policy:
+def policy_for(config: Config, task: str, declared: Policy | None = None) -> Policy:
+    """The task's policy: each ``SLUICE_<TASK>_*`` setting given, else what the task
+    declared (an app's ``App.task`` defaults), else the defaults."""
+    default = declared or Policy()
     return Policy(
-        overlap=config.task_overlaps.get(task, "skip"),
-        catchup_seconds=config.task_catchup_seconds.get(task, 0.0),
-        jitter_seconds=config.task_jitter_seconds.get(task, 0.0),
-        timeout_seconds=config.group_timeouts.get(task),
+        overlap=config.task_overlaps.get(task, default.overlap),
+        catchup_seconds=config.task_catchup_seconds.get(task, default.catchup_seconds),
+        jitter_seconds=config.task_jitter_seconds.get(task, default.jitter_seconds),
+        timeout_seconds=config.group_timeouts.get(task, default.timeout_seconds),
     )
 
 

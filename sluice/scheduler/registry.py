@@ -1,4 +1,5 @@
-"""Every task a process knows: the built-in ones and those named by SLUICE_EXTRA_TASKS."""
+"""Every task a process knows: the built-in ones, the apps' (SLUICE_APPS), and those named
+by SLUICE_EXTRA_TASKS."""
 
 from __future__ import annotations
 
@@ -28,11 +29,14 @@ def _extra(config: Config) -> Iterable[Task]:
 def all_tasks(config: Config) -> dict[str, Task]:
     """Tasks by name, each with its policy; a bad schedule, a duplicate name or a policy
     setting for no task is a configuration error."""
-    tasks = [*builtin_tasks(config), *_extra(config)]
+    from sluice.app.loading import load_apps  # the apps import the scheduler
+
+    tasks = [*builtin_tasks(config), *load_apps(config).tasks(config), *_extra(config)]
     by_name: dict[str, Task] = {}
     for task in tasks:
         if task.name in by_name:
             raise ConfigError(f"two tasks are named {task.name!r}")
-        by_name[task.name] = dataclasses.replace(task, policy=policy_for(config, task.name))
+        policy = policy_for(config, task.name, task.policy)
+        by_name[task.name] = dataclasses.replace(task, policy=policy)
     check_names(config, by_name)
     return by_name

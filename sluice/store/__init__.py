@@ -15,9 +15,15 @@ __all__ = ["Row", "Store", "StoredEvent", "Tx", "open_store"]
 
 
 async def open_store(config: Config) -> Store:
-    """Open the configured backend and bring its schema up to date."""
+    """Open the configured backend and bring its schema up to date: sluice's tables and
+    those of the apps ``config`` names (``SLUICE_APPS``)."""
+    from sluice.app.loading import load_apps  # the apps import the store
+
+    steps = load_apps(config).migrations
     if is_postgres(config.database_url):
         from sluice.store.postgres import PostgresStore  # asyncpg only where it is used
 
-        return await PostgresStore.open(config.database_url, pool_size=config.database_pool)
-    return await SqliteStore.open(config.sqlite_path)
+        return await PostgresStore.open(
+            config.database_url, pool_size=config.database_pool, steps=steps
+        )
+    return await SqliteStore.open(config.sqlite_path, steps=steps)

@@ -30,7 +30,8 @@ from tqdm import tqdm
 from sluice.database_url import SQLITE_PREFIX, is_postgres, redacted, sqlite_path
 from sluice.errors import SluiceError
 from sluice.store.base import Row
-from sluice.store.migrations import MIGRATIONS, apply_migrations
+from sluice.store.migrate import Migration, apply_migrations
+from sluice.store.migrations import MIGRATIONS
 from sluice.store.sqlite import SqliteStore
 
 # Rows per read and per write, at most; fewer when rows are large (export chunks reach
@@ -81,7 +82,7 @@ class CopyStore(Protocol):
 
     def transaction(self) -> AbstractAsyncContextManager[CopyTx]: ...
 
-    async def migrate(self) -> list[int]: ...
+    async def migrate(self, steps: Sequence[Migration] = ()) -> list[str]: ...
 
     async def refresh_statistics(self, *tables: str) -> None: ...
 
@@ -123,19 +124,29 @@ def quoted(name: str) -> str:
 
 
 async def copy_store(
-    source_url: str, target_url: str, *, batch: int = BATCH, progress: bool = True
+    source_url: str,
+    target_url: str,
+    *,
+    batch: int = BATCH,
+    progress: bool = True,
+    steps: Sequence[Migration] | None = None,
 ) -> CopyResult:
     """Copy the store at ``source_url`` into the empty database at ``target_url``.
 
-    The source is migrated as any command migrates it; the target is checked for
-    emptiness before anything is written to it, then migrated, then filled.
+    The source is migrated as any command migrates it (sluice's schema and the apps'
+    ``steps``, by default those of the default apps); the target is checked for
+    emptiness before anything is written to it, then migrated alike, then filled.
     """
+    if steps is None:
+        from sluice.app.loading import default_apps  # the apps import the store
+
+        steps = default_apps().migrations
     if not (is_postgres(target_url) or target_url.startswith(SQLITE_PREFIX)):
         raise CopyError(
             f"--to {redacted(target_url)!r}: expected postgresql://user:password@host:port/db"
             " or sqlite:///PATH"
         )
-    source = await _open(source_url, migrate=True)
+    source = await _open(source_url, migrate=True, steps=steps)
     try:
         async with source.snapshot() as snapshot:
             versions = await _versions(snapshot)
@@ -145,12 +156,12 @@ async def copy_store(
                 f"the source's schema has version(s) {', '.join(map(str, sorted(unknown)))},"
                 " newer than this sluice knows: copy with the sluice that wrote it"
             )
-        seeded = await _seeded_rows()
+        seeded = await _seeded_rows(steps)
         target = await _open_target(target_url)
         try:
             async with target.snapshot() as before:
                 await _refuse_unless_empty(before, seeded)
-            await target.migrate()
+            await target.migrate(steps)
             return await _copy(source, target, versions, seeded, batch, progress)
         finally:
             await target.close()
@@ -187,12 +198,14 @@ async def _copy(
     return CopyResult(copied, skipped, time.monotonic() - started)
 
 
-async def _open(url: str, *, migrate: bool) -> CopyStore:
+async def _open(url: str, *, migrate: bool, steps: Sequence[Migration] = ()) -> CopyStore:
     if is_postgres(url):
         from sluice.store.postgres import PostgresStore  # asyncpg only where it is used
 
-        return await PostgresStore.open(url, pool_size=2, migrate=migrate, wait=OPEN_WAIT)
-    return await SqliteStore.open(sqlite_path(url), migrate=migrate)
+        return await PostgresStore.open(
+            url, pool_size=2, migrate=migrate, wait=OPEN_WAIT, steps=steps
+        )
+    return await SqliteStore.open(sqlite_path(url), migrate=migrate, steps=steps)
 
 
 async def _open_target(url: str) -> CopyStore:
@@ -208,13 +221,13 @@ async def _versions(tx: CopyTx) -> set[int]:
     return {int(row[0]) for row in await tx.fetchall(f"SELECT version FROM {SCHEMA}")}
 
 
-async def _seeded_rows() -> dict[str, int]:
+async def _seeded_rows(steps: Sequence[Migration]) -> dict[str, int]:
     """Rows per table that migrations themselves write into a new database."""
     with tempfile.TemporaryDirectory(prefix="sluice-copy-") as scratch:
         fresh = await SqliteStore.open(Path(scratch) / "fresh.db", migrate=False)
         try:
             async with fresh.transaction() as tx:
-                await apply_migrations(tx)  # quietly: not the migrations an operator cares about
+                await apply_migrations(tx, steps)  # quietly: not what an operator cares about
             async with fresh.snapshot() as tx:
                 counts = {name: await _count(tx, name) for name in await _table_names(tx)}
         finally:

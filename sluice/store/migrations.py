@@ -1,36 +1,10 @@
-"""Versioned schema migrations, applied in order at start.
+"""sluice's own schema history, applied in order at start (``sluice.store.migrate``).
 
 Projection tables are written as templates with ``{s}``: the suffix is empty
 for the live tables and a generation tag while ``sluice replay`` rebuilds them.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from sluice.events import utcnow
-
-if TYPE_CHECKING:
-    from sluice.store.base import Tx
-
-ARTICLE_VIEWS_DDL = """
-CREATE TABLE article_views{s} (
-    article_id TEXT PRIMARY KEY,
-    views INTEGER NOT NULL,
-    updated_at TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE article_view_periods{s} (
-    period TEXT NOT NULL,
-    start TEXT NOT NULL,
-    article_id TEXT NOT NULL,
-    views INTEGER NOT NULL,
-    PRIMARY KEY (period, start, article_id)
-) WITHOUT ROWID;
-CREATE INDEX article_view_periods_rank{s} ON article_view_periods{s} (period, start, views DESC);
-CREATE TABLE article_views_processed{s} (
-    event_id TEXT PRIMARY KEY
-) WITHOUT ROWID;
-"""
 
 # Link statistics, pre-aggregated per link; unique visitors are exact: one row
 # per (link, visitor) and per (link, day, visitor), counted as they are inserted.
@@ -123,7 +97,10 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
-    (2, "article views projection", ARTICLE_VIEWS_DDL.format(s="")),
+    # The article views projection's tables: the articles app's since it moved there
+    # (sluice/builtin/articles: its steps replace 2, 7's leaderboard_snapshots and 28's
+    # batch_id, which a database made before then has and a new one gets from the app).
+    (2, "article views projection (moved to the articles app)", ""),
     (
         3,
         "users and tokens",
@@ -202,14 +179,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE UNIQUE INDEX task_runs_occurrence ON task_runs (task, scheduled_for)
             WHERE trigger = 'cron';
         CREATE INDEX task_runs_newest ON task_runs (task, id DESC);
-        CREATE TABLE leaderboard_snapshots (
-            day TEXT NOT NULL,
-            rank INTEGER NOT NULL,
-            article_id TEXT NOT NULL,
-            views INTEGER NOT NULL,
-            taken_at TEXT NOT NULL,
-            PRIMARY KEY (day, rank)
-        ) WITHOUT ROWID;
         CREATE TABLE reminders (
             id TEXT PRIMARY KEY,
             owner_id TEXT NOT NULL REFERENCES users (id),
@@ -641,34 +610,33 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             duration_ms REAL NOT NULL,
             entries BLOB NOT NULL
         );
-        ALTER TABLE article_views_processed ADD COLUMN batch_id INTEGER;
         ALTER TABLE link_stats_processed ADD COLUMN batch_id INTEGER;
         """,
     ),
+    (
+        29,
+        "apps: delayed jobs, events handled once per group",
+        # sluice/app/jobs.py: one pending job per name and key, found by due time;
+        # sluice/app/running.py: a group's record of the events its once-handlers
+        # applied, written in the handler's transaction.
+        """
+        CREATE TABLE delayed_jobs (
+            job TEXT NOT NULL,
+            key TEXT NOT NULL,
+            due_at TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            trace_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (job, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX delayed_jobs_due ON delayed_jobs (due_at);
+        CREATE TABLE handled_events (
+            group_name TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            handled_at TEXT NOT NULL,
+            PRIMARY KEY (group_name, event_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX handled_events_at ON handled_events (handled_at);
+        """,
+    ),
 ]
-
-
-async def apply_migrations(tx: Tx) -> list[int]:
-    """Apply the migrations ``tx``'s database lacks, in order; the versions applied.
-
-    One history for every backend: the DDL above is written once, in SQLite's
-    words, and each backend's ``execute_script`` says it in its own. The caller
-    makes the transaction exclusive (SQLite's write lock, PostgreSQL's advisory
-    lock), so processes starting together apply each version once.
-    """
-    await tx.execute_script(
-        "CREATE TABLE IF NOT EXISTS schema_migrations"
-        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    done = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
-    applied: list[int] = []
-    for version, name, script in sorted(MIGRATIONS):
-        if version in done:
-            continue
-        await tx.execute_script(script)
-        await tx.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-            (version, name, utcnow().isoformat()),
-        )
-        applied.append(version)
-    return applied

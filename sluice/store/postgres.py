@@ -41,7 +41,7 @@ from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import HEAD, Row, StoredEvent, field_name
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
-from sluice.store.migrations import apply_migrations
+from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 
@@ -258,7 +258,13 @@ class PostgresStore:
 
     @classmethod
     async def open(
-        cls, url: str, *, pool_size: int = 10, wait: float = START_WAIT, migrate: bool = True
+        cls,
+        url: str,
+        *,
+        pool_size: int = 10,
+        wait: float = START_WAIT,
+        migrate: bool = True,
+        steps: Sequence[Migration] = (),
     ) -> PostgresStore:
         """Connect and (unless ``migrate`` is false) migrate. A database that is down (a
         deployment starting before its database, a restart) is waited for, up to ``wait``
@@ -267,7 +273,7 @@ class PostgresStore:
         delay = 0.1
         while True:
             try:
-                return await cls._open(url, pool_size, migrate)
+                return await cls._open(url, pool_size, migrate, steps)
             except Exception as exc:
                 if not database_unavailable(exc) or time.monotonic() + delay > deadline:
                     raise
@@ -276,7 +282,9 @@ class PostgresStore:
                 delay = min(delay * 2, 2.0)
 
     @classmethod
-    async def _open(cls, url: str, pool_size: int, migrate: bool) -> PostgresStore:
+    async def _open(
+        cls, url: str, pool_size: int, migrate: bool, steps: Sequence[Migration]
+    ) -> PostgresStore:
         pool = await asyncpg.create_pool(
             url,
             min_size=1,
@@ -293,17 +301,17 @@ class PostgresStore:
         store = cls(pool)
         try:
             if migrate:
-                await store.migrate()
+                await store.migrate(steps)
         except BaseException:
             await pool.close()
             raise
         return store
 
-    async def migrate(self) -> list[int]:
+    async def migrate(self, steps: Sequence[Migration] = ()) -> list[str]:
         """Apply pending migrations; one process at a time, whatever the number of hosts."""
         async with self.transaction() as tx:
             await tx.lock_migrations()
-            applied = await apply_migrations(tx)
+            applied = await apply_migrations(tx, steps)
         if applied:
             log.info("migrations applied", versions=applied)
         return applied

@@ -19,7 +19,7 @@ import structlog
 from sluice.events import Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
-from sluice.store.migrations import apply_migrations
+from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
 
 log = structlog.get_logger(__name__)
@@ -247,8 +247,11 @@ class SqliteStore:
         self._lazy = False  # the open transaction commits without waiting for the disk
 
     @classmethod
-    async def open(cls, path: Path, *, migrate: bool = True) -> SqliteStore:
-        """Open (creating the file if needed) and, unless ``migrate`` is false, migrate."""
+    async def open(
+        cls, path: Path, *, migrate: bool = True, steps: Sequence[Migration] = ()
+    ) -> SqliteStore:
+        """Open (creating the file if needed) and, unless ``migrate`` is false, migrate
+        (sluice's schema, then the apps' ``steps``)."""
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A new file is the owner's only, whatever the umask: SQLite creates the -wal and
         # -shm files with the mode of the database file, so they follow.
@@ -258,13 +261,13 @@ class SqliteStore:
         reader = await _connect(path)
         store = cls(writer, reader)
         if migrate:
-            await store.migrate()
+            await store.migrate(steps)
         return store
 
-    async def migrate(self) -> list[int]:
+    async def migrate(self, steps: Sequence[Migration] = ()) -> list[str]:
         """Apply pending migrations; safe when several processes start at once."""
         async with self.transaction() as tx:  # BEGIN IMMEDIATE: one process at a time
-            applied = await apply_migrations(tx)
+            applied = await apply_migrations(tx, steps)
         if applied:
             log.info("migrations applied", versions=applied)
         return applied

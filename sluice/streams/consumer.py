@@ -124,7 +124,7 @@ class Consumer:
         self.redis = redis
         self.keys = keys
         self.name = name
-        self.settings = settings if spec.batch is None else replace(settings, batch=spec.batch)
+        self.settings = spec.settings(settings)
         self.pauses = pauses
         if pauses is not None:  # a pause stops the reads within 2 s (sluice.operations.pause)
             block_ms = min(self.settings.block_ms, READ_BLOCK_MS)

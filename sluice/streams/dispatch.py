@@ -18,6 +18,12 @@ from sluice.streams.messages import Delivery
 from sluice.streams.spec import DeadLetterHook, GroupSpec
 
 EventHandler = Callable[[Any, Any], Awaitable[None]]
+# How a handler is called for a delivery: by default ``handler(event, deps)``.
+Invoke = Callable[[Any, Delivery, Any], Awaitable[None]]
+
+
+async def _call(handler: EventHandler, delivery: Delivery, deps: Any) -> None:
+    await handler(delivery.event, deps)
 
 
 def event_group(
@@ -27,6 +33,7 @@ def event_group(
     deps: object,
     concurrency: int,
     on_dead_letter: DeadLetterHook | None = None,
+    invoke: Invoke = _call,
 ) -> GroupSpec:
     limit = asyncio.Semaphore(concurrency)
 
@@ -42,7 +49,7 @@ def event_group(
             ):  # fmt: skip
                 TRACE.set(message.trace_id)  # this task's own: events it makes join the trace
                 try:
-                    await handler(delivery.event, deps)
+                    await invoke(handler, delivery, deps)
                 except Exception as exc:  # the runtime decides: retry or dead letter
                     failures[message.key] = exc
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from sluice.events import AnyEvent, decode
+from sluice.events import Event, decode
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Message:
         """The aggregate stream the event was first published on."""
         return self.fields.get("origin", self.stream)
 
-    def decode(self) -> AnyEvent:
+    def decode(self) -> Event:
         """The event; raises ``PoisonMessage`` when the entry cannot be decoded."""
         data = self.fields.get("data")
         if data is None:
@@ -68,7 +68,7 @@ class PoisonMessage(Exception):
 @dataclass(frozen=True)
 class Delivery:
     message: Message
-    event: AnyEvent
+    event: Event
 
 
 class Duplicate(Exception):

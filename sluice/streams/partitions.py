@@ -24,20 +24,7 @@ from collections.abc import Callable
 import msgspec
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from sluice.events import EVENT_TYPES
-
-# The field naming each aggregate's id, per aggregate type.
-KEY_FIELDS: dict[str, str] = {
-    "users": "user_id",
-    "links": "code",
-    "visits": "code",
-    "articles": "article_id",
-    "reminders": "reminder_id",
-    "exports": "job_id",
-    "tasks": "task",
-}
-assert {cls.aggregate for cls in EVENT_TYPES.values()} == set(KEY_FIELDS)
-assert all(KEY_FIELDS[cls.aggregate] in cls.__struct_fields__ for cls in EVENT_TYPES.values())
+from sluice.events import AGGREGATES
 
 
 def _key_decoder(field: str) -> Callable[[bytes], str]:
@@ -50,7 +37,11 @@ def _key_decoder(field: str) -> Callable[[bytes], str]:
     return key
 
 
-_KEYS = {aggregate: _key_decoder(field) for aggregate, field in KEY_FIELDS.items()}
+@functools.cache
+def _key_of(aggregate: str) -> Callable[[bytes], str]:
+    """The reader of ``aggregate``'s id field (``sluice.events.AGGREGATES``: sluice's and
+    every loaded app's aggregates, each with the field naming its id)."""
+    return _key_decoder(AGGREGATES[aggregate])
 
 
 def partition_of(aggregate_id: str, partitions: int) -> int:
@@ -64,7 +55,7 @@ def payload_partition(aggregate: str, payload: bytes, partitions: int) -> int:
     """The partition of a stored event, from its aggregate type and payload."""
     if partitions == 1:
         return 0
-    return partition_of(_KEYS[aggregate](payload), partitions)
+    return partition_of(_key_of(aggregate)(payload), partitions)
 
 
 @functools.cache

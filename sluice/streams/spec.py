@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from sluice.streams.messages import BatchHandler, Message
 
@@ -23,6 +24,23 @@ class GroupSpec:
     on_dead_letter: DeadLetterHook | None = None
     # Entries per read when not the process's (``RuntimeSettings.batch``).
     batch: int | None = None
+    # The group's own retry backoff, attempts before the dead letters and an attempt's
+    # deadline, when not the deployment's (an app's ``App.group`` settings; a
+    # ``SLUICE_<GROUP>_TIMEOUT_SECONDS`` setting still wins over the deadline).
+    retry_base_ms: int | None = None
+    max_deliveries: int | None = None
+    handler_timeout_s: float | None = None
+
+    def settings(self, process: RuntimeSettings) -> RuntimeSettings:
+        """The process's settings with this group's own in place of the defaults."""
+        own: dict[str, Any] = {
+            "batch": self.batch,
+            "retry_base_ms": self.retry_base_ms,
+            "max_deliveries": self.max_deliveries,
+            "handler_timeout_s": self.handler_timeout_s,
+        }
+        chosen = {name: value for name, value in own.items() if value is not None}
+        return replace(process, **chosen) if chosen else process
 
 
 @dataclass(frozen=True)

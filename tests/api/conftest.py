@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from sluice.config import Config
-from sluice.events import AnyEvent, decode
+from sluice.events import Event, decode
 from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.store import Store
@@ -35,7 +35,7 @@ def store(client: Client) -> Store:
     return client.app[STORE]
 
 
-async def stored_events(store: Store) -> list[tuple[AnyEvent, str]]:
+async def stored_events(store: Store) -> list[tuple[Event, str]]:
     """Every event in the history, decoded, with the trace id of its row."""
     return [(decode(row.payload), row.trace_id) for row in await store.events_after(0, 1000)]
 

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed, utcnow
-from sluice.groups import GROUPS
+from sluice.events import utcnow
 from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.operations.history.buckets import minute_of
@@ -28,7 +30,6 @@ from sluice.resources import Resources
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
 from tests.api.conftest import AiohttpClient, Client, problem
-from tests.integration.conftest import wait_for
 from tests.link_helpers import OWNER_TOKEN, add_user
 
 TOKEN = "history-admin-token-0123456789abcdef"
@@ -79,7 +80,7 @@ def failing_doomed(
 async def test_a_workers_outcomes_are_counted_in_their_minute(
     admin: Client, admin_config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(GROUPS, GROUP, failing_doomed(GROUPS[GROUP]))
+    monkeypatch.setitem(default_apps().groups, GROUP, failing_doomed(default_apps().groups[GROUP]))
     started = minute_of(utcnow())
     stop = asyncio.Event()
     tasks = [
@@ -123,7 +124,7 @@ async def test_a_workers_outcomes_are_counted_in_their_minute(
 
     everyone = await history(admin)
     assert everyone["minutes"] == 60
-    assert [g["group"] for g in everyone["groups"]] == sorted(GROUPS)
+    assert [g["group"] for g in everyone["groups"]] == sorted(default_apps().groups)
     assert all(len(g["points"]) == 60 for g in everyone["groups"])
     mail = next(g for g in everyone["groups"] if g["group"] == "mail")
     assert {(p["handled"], p["lag"]) for p in mail["points"]} == {(0, None)}

@@ -6,9 +6,9 @@ from datetime import date
 
 import redis.asyncio as aioredis
 
+from sluice.builtin.articles.periods import period_start
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.projections.article_views import period_start
 from sluice.redis_server import RedisServer
 from sluice.store import Store
 from sluice.streams.keys import Keys

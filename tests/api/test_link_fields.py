@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.events import LinkCreated, LinkUpdated, utcnow
 from sluice.http.keys import REDIS, VISITS
 from sluice.redis_server import RedisServer
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import create, user_token
-from tests.integration.conftest import wait_for
 
 FIELDS = {
     "max_visits": 5,

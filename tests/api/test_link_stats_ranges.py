@@ -9,19 +9,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.http import create_app
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, VISITS
 from sluice.projections import link_stats
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
 from tests.api.test_link_rules import GERMANY, NETHERLANDS, PROXY
 from tests.api.test_links import create, user_token
-from tests.integration.conftest import wait_for
 from tests.link_helpers import GOOGLEBOT, OTHER, add_link, add_user, bearer
 from tests.unit.test_targeting import ANDROID_PHONE, IPAD, WINDOWS_CHROME
 
@@ -230,7 +230,9 @@ async def test_a_replay_answers_as_the_live_projection(
     assert client.app is not None
     app = client.app
     resources = Resources(config=app[CONFIG], store=store, redis=app[REDIS], keys=app[KEYS])
-    result = await rebuild(resources, PROJECTIONS["link-stats"], chunk=4, progress=False)
+    result = await rebuild(
+        resources, default_apps().projections["link-stats"], chunk=4, progress=False
+    )
     assert result.events == 9
     assert await answers() == live
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.http import create_app
@@ -16,7 +17,6 @@ from sluice.http.keys import STORE
 from sluice.logs import add_request
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
-from tests.integration.conftest import wait_for
 from tests.link_helpers import add_link
 
 GETS = 4  # the first reads the database, the others come from the cache

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pytest
 from aiohttp.http import SERVER_SOFTWARE
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.http import create_app
@@ -26,7 +27,6 @@ from sluice.http.visitors import visitor_hash
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
 from tests.api.raw_http import CODE, URL, Connect, Wire, cached, get, visits_stored
-from tests.integration.conftest import wait_for
 from tests.link_helpers import CHROME, add_user, bearer
 
 

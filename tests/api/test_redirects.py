@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited, utcnow
 from sluice.http import create_app
@@ -16,7 +17,6 @@ from sluice.http.keys import LINK_CACHE, LINK_FOLLOWER, STORE, VISITS
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store, open_store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
-from tests.integration.conftest import wait_for
 from tests.link_helpers import CHROME, GOOGLEBOT, add_link, change_link
 
 NO_STORE = "private, no-store"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.http.task_controls import BACKFILL_MAX
@@ -17,7 +18,6 @@ from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.runner import CANCELLED
 from sluice.scheduler.tasks import Task, TaskContext
 from tests.api.conftest import AiohttpClient, Client, problem
-from tests.integration.conftest import wait_for
 
 TOKEN = "controls-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

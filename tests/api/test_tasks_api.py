@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import TaskRunFinished
 from sluice.http import create_app
@@ -20,7 +21,6 @@ from sluice.scheduler.runner import Runner
 from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
-from tests.integration.conftest import wait_for
 from tests.sqlite_helpers import assert_writable, write_locked
 
 ADMIN = {"Authorization": "Bearer task-admin-token-0123456789abcdef"}

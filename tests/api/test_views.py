@@ -9,8 +9,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed
 from sluice.http import create_app
 from sluice.redis_server import RedisServer
 from sluice.store import Store

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed
 from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.http.visitors import KEY_FILE, load_visitor_key

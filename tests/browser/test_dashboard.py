@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.config import Config
-from sluice.groups import GROUPS
 from sluice.http import create_app
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
@@ -28,7 +29,7 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -69,7 +70,7 @@ async def admin_url(aiohttp_server: Any, admin_config: Config) -> AsyncIterator[
 
 def broken_for(resources: Resources, article_id: str, broken: dict[str, bool]) -> GroupSpec:
     """article-views, failing every view of ``article_id`` while ``broken["on"]``."""
-    inner = GROUPS["article-views"](resources).handler
+    inner = default_apps().groups["article-views"](resources).handler
 
     async def handle(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
         def bad(d: Delivery) -> bool:

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed
 from sluice.exports import jobs
-from sluice.groups import GROUPS
 from sluice.http import create_app
 from sluice.operations.pause import paused_groups
 from sluice.resources import Resources
@@ -30,7 +31,7 @@ from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 from tests.link_helpers import OWNER, add_link, add_user
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ async def test_a_group_is_paused_and_resumed_and_dead_letters_redriven_in_bulk(
 
 def hanging(resources: Resources, release: asyncio.Event) -> GroupSpec:
     """article-views whose handler hangs until ``release``: its consumer stalls."""
-    inner = GROUPS["article-views"](resources).handler
+    inner = default_apps().groups["article-views"](resources).handler
 
     async def handle(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
         await release.wait()
@@ -253,7 +254,7 @@ async def test_a_stalled_consumer_is_flagged_and_every_group_has_a_chart(
     await expect(group).to_contain_text("1 stalled")
 
     charts = page.locator("#charts svg")
-    await expect(charts).to_have_count(len(GROUPS))
+    await expect(charts).to_have_count(len(default_apps().groups))
     chart = page.locator("#charts svg[data-group='article-views']")
     await expect(chart.locator("title")).to_contain_text("article-views, last 60 minutes:")
     assert await chart.locator("polyline").count() >= 3  # handled, failed, dead-lettered

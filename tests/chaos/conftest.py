@@ -25,16 +25,16 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.handlers import mail
-from sluice.projections.registry import PROJECTIONS
 from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources
-from tests.integration.conftest import Child, child_env, wait_for
 
 # Each handler group run here and the aggregate streams it reads.
 WORKER_STREAMS: dict[str, tuple[str, ...]] = {
-    **{name: projection.aggregates for name, projection in PROJECTIONS.items()},
+    **{name: projection.aggregates for name, projection in default_apps().projections.items()},
     mail.NAME: tuple(sorted({event_type.aggregate for event_type in mail.HANDLERS})),
 }
 WORKER_GROUPS = tuple(WORKER_STREAMS)

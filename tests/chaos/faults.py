@@ -22,6 +22,7 @@ from pathlib import Path
 
 import aiohttp
 
+from sluice.app.testing import wait_for
 from sluice.events import utcnow
 from sluice.mail.idempotency import stamp
 from sluice.redis_server import RedisServer
@@ -29,7 +30,6 @@ from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.chaos.conftest import APIS, SCHEDULERS, WORKER_GROUPS, WORKER_STREAMS, Cluster
 from tests.chaos.traffic import Api, Ledger
-from tests.integration.conftest import wait_for
 from tests.integration.faults_helpers import pending_of
 
 PAUSE_S = (1.5, 4.0)  # traffic time before each fault

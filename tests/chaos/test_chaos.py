@@ -41,6 +41,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.mail.links import load_link_key
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
@@ -49,7 +50,6 @@ from tests.chaos import checks
 from tests.chaos.conftest import APIS, SCHEDULERS, Cluster
 from tests.chaos.faults import Faults
 from tests.chaos.traffic import Api, Ledger, Setup, Traffic, prepare
-from tests.integration.conftest import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(400)]
 

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, cast
 
-import aiohttp
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import Child, wait_answering, wait_for
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed
-from sluice.groups import GROUPS
 from sluice.operations.deliveries import DeliveryLog
 from sluice.processes import runtime_settings
-from sluice.redis_server import die_with_parent, free_port
+from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources, redis_client
 from sluice.scheduler.reminders import ReminderRunner
 from sluice.store import Store, open_store
@@ -31,20 +25,6 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
 from sluice.streams.spec import Counters, GroupSpec
-
-
-async def wait_for(
-    predicate: Callable[[], Awaitable[bool]],
-    timeout: float = 20.0,
-    interval: float = 0.02,
-) -> None:
-    """Poll ``predicate`` until it holds; fail the test with a clear message if it never does."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s: {predicate.__qualname__}")
 
 
 @pytest.fixture
@@ -157,7 +137,7 @@ async def start_worker(
         cfg = config or resources.config
         reader = redis_client(cfg, socket_timeout=cfg.worker_block_ms / 1000 + 5)
         clients.append(reader)
-        spec = spec or GROUPS[group](resources)
+        spec = spec or default_apps().groups[group](resources)
         gate = RecoveryGate()  # the consumers of one call are one process's
         deliveries = DeliveryLog(resources.store)  # recorded as a worker process does
         settings = replace(runtime_settings(cfg), handler_timeout_s=cfg.handler_timeout(spec.name))
@@ -176,100 +156,11 @@ async def start_worker(
         await client.aclose()
 
 
-class Child:
-    """A real ``sluice`` child process, for kill -9 tests (``module``: another
-    ``python -m`` entry point, such as a test's own worker script)."""
-
-    def __init__(self, args: list[str], env: dict[str, str], module: str = "sluice") -> None:
-        self.args = args
-        self.env = env
-        self.module = module
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, log: Path | None = None) -> Child:
-        """Start it; with ``log``, its stderr (the JSON log lines) goes to that file."""
-        with contextlib.ExitStack() as files:
-            stderr = files.enter_context(log.open("ab")) if log else subprocess.DEVNULL
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", self.module, *self.args],
-                env=self.env,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                preexec_fn=die_with_parent(),  # pytest killed hard: no orphans keep ports
-            )
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no ack, no flush; as a crash."""
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-            self.process = None
-
-    async def wait(self, timeout: float = 30.0) -> int:
-        """The exit code, once the process has ended on its own."""
-        assert self.process is not None
-        code = await asyncio.to_thread(self.process.wait, timeout)
-        self.process = None
-        return code
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def terminate(self) -> int | None:
-        """SIGTERM and its exit code; a process still running 30 s later fails the test
-        and is killed, so it cannot outlive it (and hold its ports)."""
-        if self.process is None:
-            return None
-        process, self.process = self.process, None
-        process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-            raise
-
-
-def child_env(config: Config, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-    env.update(
-        SLUICE_DATA_DIR=str(config.data_dir),
-        SLUICE_REDIS_URL=config.redis_url or "",
-        SLUICE_LOG_FORMAT="json",
-        SLUICE_LOG_LEVEL="warning",
-        SLUICE_CLAIM_IDLE_MS=str(config.claim_idle_ms),
-        SLUICE_RETRY_BASE_MS=str(config.retry_base_ms),
-        SLUICE_WORKER_BLOCK_MS=str(config.worker_block_ms),
-        SLUICE_RELAY_POLL_MS=str(config.relay_poll_ms),
-    )
-    if config.postgres:
-        env["SLUICE_DATABASE_URL"] = config.database_url
-    if config.stream_partitions:
-        env["SLUICE_STREAM_PARTITIONS"] = str(config.stream_partitions)
-    if config.cluster:
-        env["SLUICE_REDIS_CLUSTER_NODES"] = config.redis_cluster_nodes
-        env["SLUICE_REDIS_PASSWORD"] = config.redis_password or ""
-    env.update(extra)
-    return env
-
-
 @pytest.fixture
-def spawn(config: Config) -> Iterator[Callable[..., Child]]:
-    children: list[Child] = []
-
-    def start(*args: str, log: Path | None = None, **extra_env: str) -> Child:
-        """``log``: a file for the child's log lines (else they are discarded)."""
-        child = Child(list(args), child_env(config, **extra_env)).start(log)
-        children.append(child)
-        return child
-
-    yield start
-    with contextlib.ExitStack() as stopping:  # every child, even if one fails to stop
-        for child in children:
-            stopping.callback(child.kill)
+def spawn(config: Config, sluice_spawn: Callable[..., Child]) -> Callable[..., Child]:
+    """``spawn(*command, log=None, **env)``: a ``sluice`` child process of the test's
+    deployment (the app testing plugin's ``sluice_spawn``), killed after the test."""
+    return functools.partial(sluice_spawn, config)
 
 
 @pytest.fixture
@@ -281,23 +172,6 @@ async def replicas(spawn: Callable[..., Child]) -> AsyncIterator[list[str]]:
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     await wait_answering(urls)
     yield urls
-
-
-async def wait_answering(urls: list[str], timeout: float = 30.0) -> None:
-    """Until every API process at ``urls`` answers ``/healthz`` with 200."""
-    async with aiohttp.ClientSession() as http:
-
-        async def all_up() -> bool:
-            try:
-                for url in urls:
-                    async with http.get(f"{url}/healthz") as response:
-                        if response.status != 200:
-                            return False
-            except aiohttp.ClientConnectionError:
-                return False
-            return True
-
-        await wait_for(all_up, timeout=timeout)
 
 
 @pytest.fixture

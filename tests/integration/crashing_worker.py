@@ -24,8 +24,8 @@ DELIVERIES_KEY = "test:poison:deliveries"
 
 
 async def work(consumer_name: str, poison: str) -> None:
-    from sluice.events import ArticleViewed
-    from sluice.groups import GROUPS
+    from sluice.app.loading import default_apps
+    from sluice.builtin.articles.events import ArticleViewed
     from sluice.processes import runtime_settings
     from sluice.resources import open_resources, redis_client
     from sluice.stop_signals import stop_on_signals
@@ -40,7 +40,7 @@ async def work(consumer_name: str, poison: str) -> None:
     reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
     try:
         async with open_resources(config) as resources:
-            real = GROUPS["article-views"](resources)
+            real = default_apps().groups["article-views"](resources)
 
             async def dies_on_poison(
                 deliveries: Sequence[Delivery],

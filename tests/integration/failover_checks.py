@@ -11,15 +11,18 @@ from typing import Any
 
 import redis
 
+from sluice.app.loading import default_apps
 from sluice.handlers.mail import HANDLERS as MAIL_HANDLERS
-from sluice.projections.registry import PROJECTIONS
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.integration.mail_helpers import SmtpServer
 
 # The groups the worker runs, each with the aggregates it reads.
 GROUPS = {
-    **{name: PROJECTIONS[name].aggregates for name in ("article-views", "link-stats")},
+    **{
+        name: default_apps().projections[name].aggregates
+        for name in ("article-views", "link-stats")
+    },
     "mail": tuple(sorted({event.aggregate for event in MAIL_HANDLERS})),
 }
 

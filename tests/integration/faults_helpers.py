@@ -20,11 +20,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sluice.events import ArticleViewed
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 GROUP = "article-views"
 

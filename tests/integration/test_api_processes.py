@@ -15,11 +15,11 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.redis_server import free_port
 from sluice.resources import Resources
-from tests.integration.conftest import Child, wait_answering, wait_for
 from tests.link_helpers import add_link
 
 # Process management: what the store does for a redirect is the redirect tests' part.

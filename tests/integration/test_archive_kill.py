@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited, decode
 from sluice.history import catalog
@@ -38,7 +39,6 @@ from sluice.scheduler.runs import ABANDONED
 from sluice.store.base import Row
 from sluice.streams.relay import POSITION
 from tests.integration.archive_helpers import LONG_AGO, archived_rows, hot_rows, make_old
-from tests.integration.conftest import Child, child_env, wait_answering, wait_for
 from tests.integration.link_traffic import Traffic, comparable, today, traffic
 from tests.link_helpers import add_link, add_user, bearer
 

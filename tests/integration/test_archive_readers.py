@@ -12,13 +12,15 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from sluice.events import ArticleViewed, LinkVisited
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.events import LinkVisited
 from sluice.exports import jobs, visits
 from sluice.exports.runner import ExportDeps, run_export
 from sluice.history import CorruptSegment, catalog
 from sluice.history.packed import Packed, read_history_packed
 from sluice.history.reader import read_history
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.store import Store
@@ -26,7 +28,6 @@ from sluice.store.base import Row
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
 from tests.integration.archive_helpers import make_old, run_archive
-from tests.integration.conftest import wait_for
 from tests.link_helpers import OWNER, add_link, add_user
 
 # Projection tables compared after a replay (processed-id tables and times left out).
@@ -93,7 +94,9 @@ async def test_replay_after_archiving_gives_the_live_numbers(
     live = await snapshot(store)
 
     for name, events in (("link-stats", 800), ("article-views", 240)):
-        result = await rebuild(resources, PROJECTIONS[name], chunk=64, tail=16, progress=False)
+        result = await rebuild(
+            resources, default_apps().projections[name], chunk=64, tail=16, progress=False
+        )
         assert result.events == events
         assert result.watermark == await store.max_seq()
     assert await snapshot(store) == live
@@ -197,10 +200,10 @@ async def test_a_corrupt_segment_stops_replay_and_export_naming_it(resources: Re
         )
 
     with pytest.raises(CorruptSegment, match=f"history segment {damaged.id} "):
-        await rebuild(resources, PROJECTIONS["link-stats"], progress=False)
+        await rebuild(resources, default_apps().projections["link-stats"], progress=False)
     with pytest.raises(CorruptSegment, match=f"history segment {damaged.id} "):
         await visits.scan(store, "c1", 0, head)
     # The live tables are untouched and the other aggregate's replay still works.
     assert await store.fetchone("SELECT COUNT(*) FROM link_stats") == (0,)
-    result = await rebuild(resources, PROJECTIONS["article-views"], progress=False)
+    result = await rebuild(resources, default_apps().projections["article-views"], progress=False)
     assert result.events == 90

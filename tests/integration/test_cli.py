@@ -14,13 +14,13 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
-from sluice.projections.registry import PROJECTIONS
 from sluice.resources import Resources
 from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS
-from tests.integration.conftest import Child, child_env, wait_for
 
 CODE = "cli1"
 
@@ -102,7 +102,10 @@ async def test_replay_rebuilds_link_stats_and_refuses_an_unknown_projection(
     assert row is not None and row[0] == 9
     unknown = await sluice(config, "replay", "nope")
     assert unknown.returncode == 2
-    assert f"unknown projection 'nope'; known: {', '.join(sorted(PROJECTIONS))}" in unknown.stderr
+    assert (
+        f"unknown projection 'nope'; known: {', '.join(sorted(default_apps().projections))}"
+        in unknown.stderr
+    )
 
 
 async def test_a_bad_setting_stops_a_command_with_the_variable_named(config: Config) -> None:

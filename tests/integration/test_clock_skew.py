@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import ReminderDue, decode, utcnow
 from sluice.http import create_app
@@ -31,7 +32,7 @@ from sluice.scheduler.loop import Scheduler
 from sluice.scheduler.reminders import ReminderRunner
 from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store import reminders as stored
-from tests.integration.conftest import Running, wait_for
+from tests.integration.conftest import Running
 
 SKEWS = (-0.8, 0.0, 0.8)
 SECOND = timedelta(seconds=1)

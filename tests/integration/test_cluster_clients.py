@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.errors import TooManyRequests
 from sluice.events import Event, LinkUpdated, ReminderCreated, encode, type_name
@@ -30,7 +31,6 @@ from sluice.scheduler.reminders import ReminderRunner
 from sluice.store import reminders as stored
 from sluice.streams.keys import Keys
 from sluice.streams.waiting import cancel_and_wait
-from tests.integration.conftest import wait_for
 from tests.link_helpers import OWNER, add_user
 
 pytestmark = pytest.mark.stores("sqlite")  # about Redis; the store is incidental

@@ -39,13 +39,13 @@ import pytest
 import redis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
+from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
 from sluice.events import ReminderDue, decode, utcnow
 from sluice.redis_cluster_server import RedisCluster
 from sluice.redis_server import RedisServer, free_port
 from sluice.resources import Resources
 from sluice.store import reminders as stored
-from tests.integration.conftest import Child, child_env, wait_answering, wait_for
 from tests.integration.failover_checks import (
     GROUPS,
     history,

@@ -8,6 +8,7 @@ import re
 import pytest
 import structlog
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.links.pool import (
     ALPHABET,
@@ -21,7 +22,6 @@ from sluice.links.pool import (
     take_code,
 )
 from sluice.store import Store, open_store
-from tests.integration.conftest import wait_for
 
 CODE = re.compile(r"[0-9A-Za-z]{6}")
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import aiohttp
 import pytest
 
+from sluice.app.testing import Child, wait_answering
 from sluice.redis_server import free_port
-from tests.integration.conftest import Child, wait_answering
 
 # Connection handling does not touch the store: one backend is enough.
 pytestmark = pytest.mark.stores("sqlite")

@@ -25,10 +25,11 @@ from subprocess import Popen
 
 import pytest
 
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Child, child_env, post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 from tests.integration.crashing_worker import DELIVERIES_KEY
 from tests.integration.faults_helpers import pending_of
 

@@ -14,20 +14,21 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed, utcnow
+from sluice.events import utcnow
 from sluice.http import create_app
 from sluice.metrics import HANDLER_TIMEOUTS
 from sluice.operations import deliveries
 from sluice.operations.deliveries import Attempt
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import wait_for
 
 pytestmark = pytest.mark.topologies("single")
 
@@ -229,7 +230,9 @@ async def test_the_purge_removes_only_records_older_than_the_retention(
     young = [attempt(100 + n, timedelta(days=6)) for n in range(3)]
     await deliveries.write(resources.store, old[::-1] + young)
     assert await deliveries.purge(resources.store, now, 7 * 86_400, batch=5) == 12
-    left = await deliveries.of_events(resources.store, [f"e{n}" for n in (0, 100, 101, 102)])
+    processed = [p.processed_table for p in default_apps().projections.values()]
+    ids = [f"e{n}" for n in (0, 100, 101, 102)]
+    left = await deliveries.of_events(resources.store, ids, processed)
     assert [len(v) for v in left.values()] == [0, 1, 1, 1]
     assert await deliveries.purge(resources.store, now, 7 * 86_400) == 0
 
@@ -265,7 +268,7 @@ async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_even
         "stream_entries"
     ]
 
-    await rebuild(resources, PROJECTIONS["article-views"], progress=False)
+    await rebuild(resources, default_apps().projections["article-views"], progress=False)
     assert await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
 
 

@@ -7,13 +7,14 @@ from collections.abc import Callable
 
 import pytest
 
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.errors import HandlerError
-from sluice.events import ArticleViewed
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.dispatch import event_group
 from sluice.streams.relay import Relay
-from tests.integration.conftest import post_views, wait_for
+from tests.integration.conftest import post_views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

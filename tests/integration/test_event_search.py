@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed, Event, LinkVisited, UserRegistered
+from sluice.events import Event, LinkVisited, UserRegistered
 from sluice.operations.event_search import (
     EventQuery,
     FoundEvent,

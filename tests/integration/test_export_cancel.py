@@ -14,13 +14,13 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.events import ExportRequested, decode
 from sluice.exports import jobs
 from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.streams.relay import Relay
-from tests.integration.conftest import Child, wait_for
 from tests.integration.test_exports import CODE, all_published, seed, small_export
 from tests.link_helpers import bearer
 

@@ -16,12 +16,12 @@ from itertools import zip_longest
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import LinkVisited
 from sluice.exports import jobs
 from sluice.resources import Resources
 from sluice.streams.relay import Relay
-from tests.integration.conftest import wait_for
 from tests.integration.test_exports import all_published
 from tests.link_helpers import OTHER, OWNER, add_link
 

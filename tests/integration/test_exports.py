@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.errors import HandlerError
 from sluice.events import LinkVisited, decode, utcnow
@@ -24,7 +26,6 @@ from sluice.exports import jobs, visits
 from sluice.exports.jobs import Job
 from sluice.exports.retention import purge_finished
 from sluice.exports.runner import ExportDeps, run_export
-from sluice.groups import GROUPS
 from sluice.processes import runtime_settings
 from sluice.resources import Resources
 from sluice.store import Store
@@ -32,7 +33,6 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.messages import BatchHandler, Delivery, Message, fields_from_redis
 from sluice.streams.relay import POSITION, Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import Child, wait_for
 from tests.link_helpers import OWNER, add_link, add_user
 
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -308,7 +308,7 @@ async def give_up_on(
     the limit and goes to the dead letters without being handled. With one: it is
     handled by ``handler`` instead of the export runner.
     """
-    spec = GROUPS["exports"](resources)
+    spec = default_apps().groups["exports"](resources)
     if handler is not None:
         spec = GroupSpec(spec.name, spec.aggregates, handler, spec.on_dead_letter)
     partition = resources.keys.partition_of(job.id)  # the job's: where its entry is

@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 import pytest
 import redis.asyncio as aioredis
 
-from sluice.events import ArticleViewed, ReminderCreated
+from sluice.app.testing import Child, wait_for
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.events import ReminderCreated
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.store import StoredEvent
@@ -24,7 +26,7 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.publisher import Sent
 from sluice.streams.relay import POSITION, Relay
 from tests.integration.archive_helpers import make_old
-from tests.integration.conftest import Child, post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import (
     Trickle,
     aof_file,

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.app.testing import Child, wait_for
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Child, post_views, wait_for
+from tests.integration.conftest import post_views
 from tests.integration.faults_helpers import (
     Trickle,
     commit_views_at_once,

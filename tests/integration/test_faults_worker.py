@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.app.testing import Child, wait_for
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Child, post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import (
     pending_of,
     settle,

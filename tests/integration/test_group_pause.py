@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.operations import pause
@@ -26,7 +27,7 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import Child, Running, post_views, views, wait_for
+from tests.integration.conftest import Running, post_views, views
 from tests.integration.test_cli import sluice
 
 GROUP = "article-views"

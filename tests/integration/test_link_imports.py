@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from sluice.app.testing import wait_for
 from sluice.events import LinkCreated, decode
 from sluice.exports import chunks
 from sluice.exports import jobs as job_rows
@@ -18,7 +19,6 @@ from sluice.resources import Resources
 from sluice.store import Store
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import wait_for
 from tests.link_helpers import OWNER, add_user
 
 SAMPLES = Path(__file__).parent.parent / "data" / "imports"

@@ -11,9 +11,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.events import LinkVisited
 from sluice.resources import Resources
-from tests.integration.conftest import wait_for
 from tests.link_helpers import add_user, bearer
 
 pytestmark = pytest.mark.slow

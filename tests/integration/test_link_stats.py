@@ -14,16 +14,16 @@ import redis.asyncio as aioredis
 from aiohttp.test_utils import TestClient
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.http.keys import LINK_FOLLOWER, STORE, VISITS
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Child, wait_for
 from tests.integration.faults_helpers import pending_of
 from tests.integration.link_traffic import Traffic, comparable, today, traffic
 from tests.link_helpers import add_link, add_user
@@ -178,7 +178,9 @@ async def test_stats_are_exact_when_the_worker_is_killed_mid_traffic_and_after_a
         async with resources.store.transaction() as tx:
             await tx.execute("UPDATE link_stats SET total = 1, unique_visitors = 99")
             await tx.execute("DELETE FROM link_stats_referrers")
-        result = await rebuild(resources, PROJECTIONS[GROUP], chunk=50, progress=False)
+        result = await rebuild(
+            resources, default_apps().projections[GROUP], chunk=50, progress=False
+        )
         assert result.events == t.ledger.total
         after_rebuild = await t.stats(CODE, f"?from={day}&to={day}")
         assert {**after_rebuild, "as_of": None} == {**before_rebuild, "as_of": None}

@@ -25,6 +25,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client import REGISTRY
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import ReminderDue, utcnow
 from sluice.handlers import mail
@@ -39,7 +40,6 @@ from sluice.store.reminders import Reminder, insert_reminder
 from sluice.store.users import User, db_time, insert_user
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import wait_for
 from tests.integration.mail_helpers import Received, dead_letters, drained, smtp_server
 
 pytestmark = pytest.mark.topologies("single", "cluster")

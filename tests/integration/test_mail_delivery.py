@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.handlers import mail
 from sluice.resources import Resources
@@ -22,7 +23,6 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.failures import Failures
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import wait_for
 from tests.integration.mail_helpers import (
     GROUP,
     SmtpServer,

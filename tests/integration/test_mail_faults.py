@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.handlers import mail
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Child, wait_for
 from tests.integration.faults_helpers import pending_of
 from tests.integration.mail_helpers import (
     GROUP,

@@ -11,13 +11,13 @@ from collections.abc import Callable
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.handlers import mail
 from sluice.mail.ratelimit import Grant, RateLimiter
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import wait_for
 from tests.integration.mail_helpers import drained, register, smtp_server
 
 pytestmark = pytest.mark.topologies("single", "cluster")

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from sluice.groups import GROUPS
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.maintenance import reap_consumers, status, trim_streams
 from sluice.streams.relay import Relay
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
@@ -52,7 +53,9 @@ async def test_a_group_whose_worker_never_ran_keeps_every_event_through_a_trim(
     """The relay makes every registered group on its streams before it publishes, so a
     trim before a group's first worker starts (a group added by an upgrade, a worker not
     deployed yet) removes nothing that group has not read: the worker then counts all."""
-    registered = {name: group(resources).aggregates for name, group in GROUPS.items()}
+    registered = {
+        name: group(resources).aggregates for name, group in default_apps().groups.items()
+    }
     relay = start_relay(groups=registered)
     await post_views(resources, "late", 30)
 

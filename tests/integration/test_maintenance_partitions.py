@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.redis_cluster import is_cluster
@@ -31,7 +32,7 @@ from sluice.streams.maintenance import (
 )
 from sluice.streams.relay import Relay
 from tests.integration.archive_helpers import hot_rows, make_old
-from tests.integration.conftest import post_views, wait_for
+from tests.integration.conftest import post_views
 from tests.integration.test_metrics import ADMIN, scrape, value
 
 # Four partitions on one Redis (the tests set them), and the same on a cluster.

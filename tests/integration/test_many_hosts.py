@@ -22,15 +22,15 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.groups import GROUPS
 from sluice.http.admin_token import record_generated
 from sluice.mail.links import load_link_key, verify_token
 from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources
 from sluice.store import reminders as stored
-from tests.integration.conftest import Child, child_env, wait_answering, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 
@@ -74,7 +74,7 @@ async def hosts(config: Config, tmp_path: Path) -> AsyncIterator[Hosts]:
     running.start("api-0", "api")
     running.start("api-1", "api")
     running.start("relay", "relay")
-    for group in sorted(GROUPS):
+    for group in sorted(default_apps().groups):
         running.start(f"worker-{group}", "worker", group, "--consumer", group)
     running.start("worker-mail-2", "worker", "mail", "--consumer", "mail-2")
     running.start("scheduler-0", "scheduler")

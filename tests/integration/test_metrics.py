@@ -10,12 +10,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sluice import metrics
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.metrics_env import ENV, metrics_dir
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
-from tests.integration.conftest import Child, post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 ADMIN = {"Authorization": "Bearer metrics-admin-token-0123456789abcdef"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -22,11 +22,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
 from sluice.postgres_server import PostgresServer
 from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources
-from tests.integration.conftest import Child, child_env, wait_answering, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 

@@ -11,10 +11,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import wait_for
 from tests.link_helpers import add_link, add_user, bearer, change_link
 
 pytestmark = pytest.mark.slow

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import wait_for
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from sluice.events import ArticleViewed, LinkVisited
+from sluice.app.testing import Child, wait_for
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.events import LinkVisited
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
-from tests.integration.conftest import Child, wait_for
 from tests.integration.faults_helpers import commit_views_at_once
 
 pytestmark = pytest.mark.topologies("single", "cluster")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.events import ReminderDue, decode, utcnow
 from sluice.handlers import mail
@@ -27,7 +28,6 @@ from sluice.resources import Resources
 from sluice.store.users import from_db_time
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import Child, wait_for
 from tests.integration.mail_helpers import Received, smtp_server
 from tests.integration.test_reminders import create, drained, fired_at_least, verify_address
 

@@ -19,6 +19,7 @@ from typing import Any, cast
 import pytest
 from aiohttp.test_utils import TestClient
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import ReminderDeleted, ReminderDue, decode, utcnow
 from sluice.handlers import mail
@@ -33,7 +34,7 @@ from sluice.store import reminders as stored
 from sluice.store.users import db_time, from_db_time
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay
-from tests.integration.conftest import Running, wait_for
+from tests.integration.conftest import Running
 from tests.integration.mail_helpers import Received, smtp_server
 
 pytestmark = pytest.mark.topologies("single", "cluster")

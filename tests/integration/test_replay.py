@@ -7,14 +7,15 @@ from collections.abc import Callable
 
 import pytest
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.periods import period_start
 from sluice.events import utcnow
-from sluice.projections.article_views import period_start
-from sluice.projections.registry import PROJECTIONS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import settle
 
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -60,7 +61,9 @@ async def test_replay_repairs_a_projection_and_counts_views_arriving_meanwhile(
         return bool(serving) and serving[-1] > 300
 
     await wait_for(new_views_counted)
-    result = await rebuild(resources, PROJECTIONS["article-views"], chunk=50, progress=False)
+    result = await rebuild(
+        resources, default_apps().projections["article-views"], chunk=50, progress=False
+    )
     rebuilt.set()
     await writer
     await reader
@@ -86,6 +89,6 @@ def _today(resources: Resources) -> str:
 
 
 async def test_replay_of_an_empty_history_swaps_in_empty_tables(resources: Resources) -> None:
-    result = await rebuild(resources, PROJECTIONS["article-views"], progress=False)
+    result = await rebuild(resources, default_apps().projections["article-views"], progress=False)
     assert (result.events, result.watermark) == (0, 0)
     assert await views(resources, "anything") == 0

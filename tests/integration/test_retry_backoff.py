@@ -16,14 +16,15 @@ from itertools import pairwise
 
 import pytest
 
+from sluice.app.testing import wait_for
+from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.events import ArticleViewed
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, wait_for
+from tests.integration.conftest import post_views
 
 # A timing test: the cluster adds nothing to the backoff but its own latency under load.
 pytestmark = pytest.mark.topologies("single", "partitioned")

@@ -8,8 +8,9 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from sluice.app.loading import default_apps
+from sluice.app.testing import wait_for
 from sluice.config import Config
-from sluice.groups import GROUPS
 from sluice.mail.budget import BudgetUnavailable
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
@@ -17,7 +18,7 @@ from sluice.streams.failures import Failures
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
@@ -62,7 +63,7 @@ async def test_effect_committed_but_ack_lost_is_not_applied_twice(
     start_worker: Callable[..., Consumer],
 ) -> None:
     """The handler commits, then Redis fails before the ack: redelivery must dedupe."""
-    inner = GROUPS["article-views"](resources).handler
+    inner = default_apps().groups["article-views"](resources).handler
     failed_once: list[bool] = []
 
     async def commit_then_lose_ack(
@@ -169,7 +170,7 @@ async def test_redrive_sends_a_dead_letter_back_and_drop_removes_it(
     start_worker: Callable[..., Consumer],
 ) -> None:
     config = make_config(max_deliveries=2, retry_base_ms=20)
-    inner = GROUPS["article-views"](resources).handler
+    inner = default_apps().groups["article-views"](resources).handler
     broken = {"on": True}
 
     async def breaks_while_on(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
@@ -221,7 +222,7 @@ async def test_an_outage_spends_no_deliveries_and_dead_letters_nothing(
     more calls than SLUICE_MAX_DELIVERIES (5): the worker keeps the batch and retries
     it, nothing is retried through the retry stream or dead-lettered, and every view
     counts once."""
-    inner = GROUPS["article-views"](resources).handler
+    inner = default_apps().groups["article-views"](resources).handler
     outage = {"calls_left": 12}
     error = OUTAGES[service]
 

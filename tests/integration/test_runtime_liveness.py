@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.resources import Resources
 from sluice.store import StoredEvent, open_store
@@ -17,7 +18,7 @@ from sluice.streams.messages import Delivery
 from sluice.streams.notify import CommitNotifier
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, views, wait_for
+from tests.integration.conftest import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

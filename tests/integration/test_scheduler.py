@@ -13,6 +13,7 @@ import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import TaskRunFinished, decode
 from sluice.links.pool import free_codes
@@ -25,7 +26,7 @@ from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import LOST_LOCK, AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store.users import db_time
-from tests.integration.conftest import Running, wait_for
+from tests.integration.conftest import Running
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

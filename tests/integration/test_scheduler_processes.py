@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.scheduler.loop import slot_id
 from sluice.scheduler.runs import ABANDONED
 from sluice.streams.relay import Relay
-from tests.integration.conftest import Child, child_env, wait_for
 from tests.integration.scheduler_tasks import effects_key
 from tests.integration.test_reminders import (
     assert_none_fired_after_deletion,

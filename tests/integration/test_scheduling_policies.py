@@ -19,6 +19,7 @@ from datetime import timedelta
 
 import pytest
 
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.resources import Resources
@@ -28,7 +29,6 @@ from sluice.scheduler.pauses import PAUSED
 from sluice.scheduler.policy import Policy, jitter
 from sluice.scheduler.runner import CANCELLED
 from tests.api.conftest import AiohttpClient
-from tests.integration.conftest import Child, child_env, wait_for
 
 TOKEN = "policy-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

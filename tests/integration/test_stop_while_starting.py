@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Child, wait_for
+from sluice.app.testing import Child, wait_for
 
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
 

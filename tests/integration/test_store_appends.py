@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.events import ArticleViewed, decode
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.events import decode
 from sluice.store import Store
 
 

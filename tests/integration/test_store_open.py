@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.testing import child_env
 from sluice.config import Config
 from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS
 from sluice.store.sqlite import SqliteStore
-from tests.integration.conftest import child_env
 
 
 @pytest.mark.stores("sqlite")

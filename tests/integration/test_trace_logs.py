@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.http import create_app
-from tests.integration.conftest import Child, child_env, wait_for
 
 
 def lines_with(log: Path, trace_id: str) -> list[dict[str, Any]]:

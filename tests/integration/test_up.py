@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 import redis
 
+from sluice.app.testing import wait_for
 from sluice.redis_server import free_port, with_password
-from tests.integration.conftest import wait_for
 
 
 async def _read_until_up(process: asyncio.subprocess.Process, log: Path) -> list[str]:

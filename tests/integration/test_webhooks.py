@@ -18,6 +18,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestClient, TestServer
 from standardwebhooks.webhooks import Webhook as Verifier
 
+from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.events import LinkUpdated, utcnow, uuid7
 from sluice.http import create_app
@@ -30,7 +31,6 @@ from sluice.webhooks.repository import Webhook
 from sluice.webhooks.sender import Sender
 from sluice.webhooks.signing import generate_secret
 from tests.api.test_links import user_token
-from tests.integration.conftest import Child, wait_for
 
 Client = TestClient[Any, Any]
 Call = tuple[dict[str, str], bytes]

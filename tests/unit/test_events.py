@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from sluice.events import EVENT_TYPES, ArticleViewed, LinkCreated, decode, encode, uuid7
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.events import EVENT_TYPES, LinkCreated, decode, encode, uuid7
 
 
 def test_every_event_type_round_trips_through_the_codec() -> None:

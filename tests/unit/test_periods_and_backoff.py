@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from sluice.projections.article_views import period_start
+from sluice.builtin.articles.periods import period_start
 from sluice.streams.failures import backoff_ms
 
 

@@ -58,9 +58,20 @@ def _values(kind: msgspec.inspect.Type) -> st.SearchStrategy[Any]:
         return st.from_regex(kind.pattern, fullmatch=True)
     if isinstance(kind, msgspec.inspect.StrType) and kind.max_length is not None:  # Rule.url
         return st.text(max_size=kind.max_length)
+    if isinstance(kind, msgspec.inspect.RawType):  # JobDue.payload: a JSON document
+        return st.deferred(lambda: json_documents).map(
+            lambda v: msgspec.Raw(msgspec.json.encode(v))
+        )
     if type(kind) not in _SCALARS:
         raise AssertionError(f"no strategy for {kind!r}: teach test_properties.py the new type")
     return _SCALARS[type(kind)]
+
+
+json_documents = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 def _events(cls: type[Event]) -> st.SearchStrategy[Event]:

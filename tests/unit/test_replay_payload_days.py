@@ -10,8 +10,9 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.events import ArticleViewed, decode
-from sluice.projections.article_views import _payload_views_by_day, _views_by_day
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.articles.projection import _payload_views_by_day, _views_by_day
+from sluice.events import decode
 
 ZONES = ("UTC", "Europe/Berlin", "Asia/Kolkata", "Asia/Kathmandu", "America/St_Johns")
 moments = st.datetimes(

@@ -1,4 +1,5 @@
-"""The router and the OpenAPI document come from the same declarations (``openapi.ROUTES``)."""
+"""The router and the OpenAPI document come from the same declarations (``openapi.routes_of``:
+sluice's routes and the default apps')."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Any
 
 import msgspec
 
+from sluice.app.loading import default_apps
 from sluice.config import load_config
 from sluice.http import create_app
 from sluice.http.apidoc import SCHEMA_REF
-from sluice.http.openapi import ROUTES, build_document
+from sluice.http.openapi import build_document, routes_of
 from sluice.http.schemas import Problem
 
 
@@ -26,9 +28,10 @@ def test_the_router_and_the_document_hold_the_declared_routes_and_nothing_else(
     document = build_document("http://sluice.test")
     documented = {(method.upper(), path) for path, item in document["paths"].items()
                   for method in item}  # fmt: skip
-    declared = {(route.method, route.path) for route in ROUTES}
+    routes = routes_of(default_apps())
+    declared = {(route.method, route.path) for route in routes}
 
-    assert len(declared) == len(ROUTES)  # no route declared twice
+    assert len(declared) == len(routes)  # no route declared twice
     assert documented == declared
     # aiohttp adds a HEAD to each GET; only a path that declares its own HEAD has no other.
     implicit_heads = {("HEAD", path) for method, path in declared
@@ -47,7 +50,7 @@ def _refs(node: Any) -> set[str]:
 
 def test_each_route_declares_the_structs_its_operation_refers_to() -> None:
     """So a route keeps its schemas wherever it moves, not thanks to a neighbour's."""
-    for route in ROUTES:
+    for route in routes_of(default_apps()):
         structs = (Problem, *route.structs)
         _, schemas = msgspec.json.schema_components(structs, ref_template=SCHEMA_REF)
         named = {ref.removeprefix(SCHEMA_REF.format(name="")) for ref in _refs(route.doc)}

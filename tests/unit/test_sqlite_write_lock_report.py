@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from sluice.app.testing import wait_for
 from sluice.store import sqlite
-from tests.integration.conftest import wait_for
 
 
 async def _hold_the_lock(store: sqlite.SqliteStore, release: asyncio.Event) -> None:

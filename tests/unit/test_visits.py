@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from sluice.app.testing import wait_for
 from sluice.events import LinkVisited
 from sluice.links.visits import VisitRecorder, classify, referrer_host
 from sluice.store.sqlite import SqliteStore
-from tests.integration.conftest import wait_for
 from tests.link_helpers import CHROME, FACEBOOK, FIREFOX, GOOGLEBOT, SLACKBOT
 
 

@@ -55,14 +55,31 @@ def _literal(match: re.Match[str]) -> str:
     return code(kept) + word[len(kept) :]
 
 
+def _plain(text: str) -> str:
+    """Text outside code: literals as code, square brackets escaped (``host[:port]``,
+    ``^[a-z]$`` would otherwise read as Markdown links, and as references to resolve)."""
+    parts: list[str] = []
+    position = 0
+    for literal in _LITERAL.finditer(text):
+        parts.append(_BRACKET.sub(r"\\\g<0>", text[position : literal.start()]))
+        parts.append(_literal(literal))
+        position = literal.end()
+    parts.append(_BRACKET.sub(r"\\\g<0>", text[position:]))
+    return "".join(parts)
+
+
+_BRACKET = re.compile(r"[\[\]]")
+
+
 def prose(text: str) -> str:
     """Plain text as Markdown: setting names and words with ``<placeholders>`` become code,
-    the rest is kept (code spans the text has already are left as they are)."""
+    square brackets are escaped, the rest is kept (code spans the text has already are
+    left as they are)."""
     parts: list[str] = []
     position = 0
     for span in _CODE_SPAN.finditer(text):
-        parts.append(_LITERAL.sub(_literal, text[position : span.start()]))
+        parts.append(_plain(text[position : span.start()]))
         parts.append(span[0])
         position = span.end()
-    parts.append(_LITERAL.sub(_literal, text[position:]))
+    parts.append(_plain(text[position:]))
     return "".join(parts)

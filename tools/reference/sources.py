@@ -1,11 +1,13 @@
 """Where each page's facts come from: the one module that imports sluice's internals, each
 through the function or object the code itself uses (the config struct and loader, the
-argument parser, the event union, the metrics catalogue, the OpenAPI builder). When the
-package's layout changes, this is the file to follow it."""
+argument parser, the event types of sluice and its built-in apps, the metrics catalogue,
+the OpenAPI builder). When the package's layout changes, this is the file to follow it."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,7 @@ class Sources:
     load_config: Callable[[Mapping[str, str]], object]
     read_elsewhere: Callable[[str], bool]  # a variable some module reads by name
     parser: argparse.ArgumentParser
-    events: Any  # the tagged union, A | B | ...
+    events: Any  # the tagged union, A | B | ...: sluice's and the built-in apps' types
     stream_of: Callable[[str], str]  # an aggregate type's stream (default prefix)
     metrics: Sequence[Any]  # sluice.metrics.Described
     registered: Iterable[str]  # prometheus-client's family names
@@ -42,8 +44,8 @@ def current() -> Sources:
     import sluice
     import sluice.http  # imports every module that declares a metric (what /metrics shows)
     from sluice.__main__ import build_parser
+    from sluice.app.loading import default_apps
     from sluice.config import Config, load_config
-    from sluice.events import AnyEvent
     from sluice.http.openapi import build_document
     from sluice.metrics import declared
     from sluice.resources import keys_for
@@ -55,7 +57,7 @@ def current() -> Sources:
         load_config=load_config,
         read_elsewhere=_read_by_a_module(Path(sluice.__file__).parent),
         parser=build_parser(),
-        events=AnyEvent,
+        events=functools.reduce(operator.or_, default_apps().event_types),
         stream_of=keys_for(defaults).stream,
         metrics=declared(),
         registered=[metric.name for metric in REGISTRY.collect()],

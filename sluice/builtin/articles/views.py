@@ -11,14 +11,30 @@ from datetime import date
 import structlog
 from aiohttp import web
 
-from sluice.errors import DependencyDown, FieldError, NotFound, Unprocessable
-from sluice.events import ArticleViewed, utcnow
-from sluice.http.apidoc import USER, Route, ok, problem, ref
-from sluice.http.auth import optional_user
-from sluice.http.bodies import JSON, json_response, parse_limit, read_json
-from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
-from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID, VISITOR_KEY
-from sluice.http.schemas import (
+from sluice.app import (
+    USER,
+    DependencyDown,
+    FieldError,
+    NotFound,
+    Unprocessable,
+    config,
+    json_response,
+    ok,
+    optional_user,
+    parse_limit,
+    problem,
+    read_json,
+    redis,
+    ref,
+    store,
+    trace_id,
+    utcnow,
+)
+from sluice.builtin.articles.app import app
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.articles.periods import PERIODS, period_start
+from sluice.builtin.articles.projection import top_from_redis, top_from_store, views_of
+from sluice.builtin.articles.schemas import (
     VIEWER_MAX_LENGTH,
     ArticleViews,
     TopArticles,
@@ -27,14 +43,11 @@ from sluice.http.schemas import (
     ViewBody,
     ViewCounted,
 )
+from sluice.http.apidoc import Route
+from sluice.http.bodies import JSON
+from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
+from sluice.http.keys import KEYS, VISITOR_KEY
 from sluice.http.visitors import visitor_hash
-from sluice.projections.article_views import (
-    PERIODS,
-    period_start,
-    top_from_redis,
-    top_from_store,
-    views_of,
-)
 from sluice.store.users import from_db_time
 
 log = structlog.get_logger(__name__)
@@ -85,8 +98,8 @@ async def _claim_view(request: web.Request, key: str) -> bool | None:
     """True if this viewer is new in the window, False if seen, None if Redis cannot tell."""
     try:
         async with asyncio.timeout(REDIS_TIMEOUT):
-            claimed = await request.app[REDIS].set(
-                key, 1, nx=True, ex=request.app[CONFIG].view_dedupe_seconds
+            claimed = await redis(request).set(
+                key, 1, nx=True, ex=config(request).view_dedupe_seconds
             )
     except REDIS_ERRORS as exc:
         # Degrade, never break: an undeduped view beats a lost one.
@@ -99,7 +112,7 @@ async def _release_view(request: web.Request, key: str) -> None:
     """Best effort: the view was not stored, so the viewer may try again at once."""
     with contextlib.suppress(*REDIS_ERRORS):
         async with asyncio.timeout(REDIS_TIMEOUT):
-            await request.app[REDIS].delete(key)
+            await redis(request).delete(key)
 
 
 async def post_view(request: web.Request) -> web.Response:
@@ -112,9 +125,9 @@ async def post_view(request: web.Request) -> web.Response:
     claimed = await _claim_view(request, key)
     if claimed is False:
         return json_response(ViewCounted(counted=False), 202)
-    event = ArticleViewed(article_id=article_id, viewer=viewer, trace_id=request[TRACE_ID])
+    event = ArticleViewed(article_id=article_id, viewer=viewer, trace_id=trace_id(request))
     try:
-        async with request.app[STORE].transaction() as tx:
+        async with store(request).transaction() as tx:
             await tx.append(event)
     except Exception as exc:  # whatever the backend raises, the view was not stored
         log.exception("view not stored")
@@ -126,7 +139,7 @@ async def post_view(request: web.Request) -> web.Response:
 
 async def get_article(request: web.Request) -> web.Response:
     article_id = _article_id(request)
-    views = await views_of(request.app[STORE], article_id)
+    views = await views_of(store(request), article_id)
     return json_response(ArticleViews(article_id=article_id, views=views, as_of=utcnow()))
 
 
@@ -146,16 +159,15 @@ def _top_query(request: web.Request) -> tuple[str, int]:
 async def top_articles(request: web.Request) -> web.Response:
     """The current period's most viewed articles: Redis first, the database as the fallback."""
     period, limit = _top_query(request)
-    config = request.app[CONFIG]
-    start = period_start(period, utcnow(), config.zone)
+    start = period_start(period, utcnow(), config(request).zone)
     rows: list[tuple[str, int]] | None = None
     try:
         async with asyncio.timeout(REDIS_TIMEOUT):
-            rows = await top_from_redis(request.app[REDIS], request.app[KEYS], period, start, limit)
+            rows = await top_from_redis(redis(request), request.app[KEYS], period, start, limit)
     except REDIS_ERRORS as exc:
         log.warning("leaderboard from redis failed, reading the database", error=repr(exc))
     if rows is None:
-        rows = await top_from_store(request.app[STORE], period, start, limit)
+        rows = await top_from_store(store(request), period, start, limit)
     items = [TopItem(article_id=article, views=views) for article, views in rows]
     return json_response(TopArticles(period=period, start=start, items=items))
 
@@ -169,7 +181,7 @@ async def top_snapshot(request: web.Request) -> web.Response:
         day = None
     if day is None:
         raise Unprocessable("invalid date", [FieldError("date", "must be a date, YYYY-MM-DD")])
-    rows = await request.app[STORE].fetchall(
+    rows = await store(request).fetchall(
         "SELECT article_id, views, taken_at FROM leaderboard_snapshots WHERE day = ? ORDER BY rank",
         (day.isoformat(),),
     )
@@ -191,7 +203,7 @@ _BAD_ARTICLE_ID = problem(
 )
 
 # /v1/articles/top before /v1/articles/{article_id}, so "top" is not taken for an article id.
-ROUTES = (
+app.add_routes((
     Route("GET", "/v1/articles/top", top_articles, {
         "operationId": "topArticles",
         "summary": "The current period's most viewed articles, highest first",
@@ -247,4 +259,4 @@ ROUTES = (
             "503": problem("the database is unavailable; nothing was counted"),
         },
     }, structs=(ViewBody, ViewCounted)),
-)  # fmt: skip
+))  # fmt: skip

@@ -11,56 +11,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import msgspec
 from redis.asyncio import Redis
 
-from sluice.config import Config
-from sluice.events import AnyEvent, ArticleViewed, utcnow
-from sluice.projections.base import Projection
-from sluice.resources import Resources
-from sluice.store import Store, Tx
-from sluice.store.migrations import ARTICLE_VIEWS_DDL
+from sluice.app import Event, ProjectionContext, Resources, Store, Tx
+from sluice.builtin.articles.app import app
+from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.articles.periods import PERIODS, _period_end, _starts, period_start
+from sluice.events import utcnow
 from sluice.streams.keys import Keys
 
-PERIODS = ("day", "week", "month")
 _KEY_TTL = {"day": timedelta(days=8), "week": timedelta(days=15), "month": timedelta(days=62)}
 
 
-def period_start(period: str, moment: datetime, zone: ZoneInfo) -> date:
-    """First day of the period holding ``moment``, in ``zone``; weeks start on Monday."""
-    return _start_of(period, moment.astimezone(zone).date())
-
-
-def _start_of(period: str, local: date) -> date:
-    if period == "day":
-        return local
-    if period == "week":
-        return local - timedelta(days=local.weekday())
-    if period == "month":
-        return local.replace(day=1)
-    raise ValueError(f"unknown period {period!r}")
-
-
-def _period_end(period: str, start: date) -> date:
-    if period == "day":
-        return start + timedelta(days=1)
-    if period == "week":
-        return start + timedelta(days=7)
-    return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
-
-
-@lru_cache(maxsize=4096)
-def _starts(local: date) -> tuple[str, str, str]:
-    """The day, week and month starts holding the local date ``local``, as ISO dates."""
-    day, week, month = (_start_of(period, local).isoformat() for period in PERIODS)
-    return day, week, month
-
-
-def _views_by_day(events: Sequence[AnyEvent], zone: ZoneInfo) -> Counter[tuple[date, str]]:
+def _views_by_day(events: Sequence[Event], zone: ZoneInfo) -> Counter[tuple[date, str]]:
     """Views per (local day, article): one zone conversion and one count per event."""
     days: Counter[tuple[date, str]] = Counter()
     for event in events:
@@ -103,15 +70,48 @@ def _payload_views_by_day(payloads: bytes | str, zone: ZoneInfo) -> Counter[tupl
     return Counter(zip(days, [view.article_id for view in views], strict=True))
 
 
-async def apply(tx: Tx, events: Sequence[AnyEvent], s: str, config: Config) -> None:
-    await _write(tx, _views_by_day(events, config.zone), s)
+# The tables, as migrations 2 and 28 of sluice's history made them before the app held
+# them (the processed table among them, with its batch_id added by the second step).
+ARTICLE_VIEWS_DDL = """
+CREATE TABLE article_views{s} (
+    article_id TEXT PRIMARY KEY,
+    views INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE article_view_periods{s} (
+    period TEXT NOT NULL,
+    start TEXT NOT NULL,
+    article_id TEXT NOT NULL,
+    views INTEGER NOT NULL,
+    PRIMARY KEY (period, start, article_id)
+) WITHOUT ROWID;
+CREATE INDEX article_view_periods_rank{s} ON article_view_periods{s} (period, start, views DESC);
+CREATE TABLE article_views_processed{s} (
+    event_id TEXT PRIMARY KEY
+) WITHOUT ROWID;
+"""
+BATCH_IDS = "ALTER TABLE article_views_processed{s} ADD COLUMN batch_id INTEGER;\n"
+
+PROJECTION = app.projection(
+    "article-views",
+    events=(ArticleViewed,),
+    schema=(ARTICLE_VIEWS_DDL, BATCH_IDS),
+    tables=("article_views", "article_view_periods"),
+    replaces=((2,), (28,)),
+)
 
 
-async def apply_payloads(tx: Tx, payloads: bytes | str, s: str, config: Config) -> None:
-    await _write(tx, _payload_views_by_day(payloads, config.zone), s)
+@PROJECTION.apply
+async def apply(tx: Tx, events: Sequence[Event], ctx: ProjectionContext) -> None:
+    await _write(tx, _views_by_day(events, ctx.config.zone), ctx)
 
 
-async def _write(tx: Tx, days: Counter[tuple[date, str]], s: str) -> None:
+@PROJECTION.apply_payloads
+async def apply_payloads(tx: Tx, payloads: bytes | str, ctx: ProjectionContext) -> None:
+    await _write(tx, _payload_views_by_day(payloads, ctx.config.zone), ctx)
+
+
+async def _write(tx: Tx, days: Counter[tuple[date, str]], ctx: ProjectionContext) -> None:
     """Add the views per (local day, article) to the totals and the period counts."""
     if not days:
         return
@@ -123,7 +123,7 @@ async def _write(tx: Tx, days: Counter[tuple[date, str]], s: str) -> None:
             periods[(period, start, article)] += n
     now = utcnow().isoformat()
     await tx.upsert_rows(
-        f"article_views{s}",
+        ctx.table("article_views"),
         ("article_id", "views", "updated_at"),
         sorted((article, n, now) for article, n in totals.items()),
         keys=("article_id",),
@@ -131,7 +131,7 @@ async def _write(tx: Tx, days: Counter[tuple[date, str]], s: str) -> None:
         replace=("updated_at",),
     )
     await tx.upsert_rows(
-        f"article_view_periods{s}",
+        ctx.table("article_view_periods"),
         ("period", "start", "article_id", "views"),
         sorted((*key, n) for key, n in periods.items()),
         keys=("period", "start", "article_id"),
@@ -144,7 +144,8 @@ def _leaderboard_expiry(period: str, start: date, zone: ZoneInfo) -> int:
     return int((end + _KEY_TTL[period]).timestamp())
 
 
-async def publish(resources: Resources, events: Sequence[AnyEvent]) -> None:
+@PROJECTION.publish
+async def publish(resources: Resources, events: Sequence[Event]) -> None:
     """Copy the absolute period counts of the touched articles into the sorted sets,
     read for every period the batch touched in one query (a primary-key lookup each)."""
     zone = resources.config.zone
@@ -194,6 +195,7 @@ if #ARGV > 1 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
 """
 
 
+@PROJECTION.republish
 async def republish(resources: Resources) -> None:
     """Rewrite the current periods' sorted sets from the rebuilt tables."""
     now = utcnow()
@@ -208,19 +210,6 @@ async def republish(resources: Resources) -> None:
         expire_at = _leaderboard_expiry(period, start, zone)
         members = [part for article, views in rows for part in (views, article)]
         await resources.redis.eval(_REPLACE, 1, key, expire_at, *members)
-
-
-PROJECTION = Projection(
-    name="article-views",
-    aggregates=("articles",),
-    event_types=("ArticleViewed",),
-    ddl=ARTICLE_VIEWS_DDL,
-    tables=("article_views", "article_view_periods", "article_views_processed"),
-    apply=apply,
-    apply_payloads=apply_payloads,
-    publish=publish,
-    republish=republish,
-)
 
 
 # Reads used by the HTTP views.

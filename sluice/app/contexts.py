@@ -1,0 +1,67 @@
+"""What an app's functions are handed when sluice calls them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+from redis.asyncio import Redis
+from structlog.typing import FilteringBoundLogger
+
+from sluice.config import Config
+from sluice.resources import Resources
+from sluice.store import Store
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """One delivery of an event to a group's handler: the process's resources, the
+    group, the attempt (1 for the first delivery), and a logger bound to all of it and
+    to the event's trace id."""
+
+    resources: Resources
+    group: str
+    attempt: int
+    trace_id: str
+
+    @property
+    def store(self) -> Store:
+        return self.resources.store
+
+    @property
+    def redis(self) -> Redis:
+        return self.resources.redis
+
+    @property
+    def config(self) -> Config:
+        return self.resources.config
+
+    @property
+    def log(self) -> FilteringBoundLogger:
+        logger: FilteringBoundLogger = structlog.get_logger("sluice.app")
+        return logger.bind(group=self.group, attempt=self.attempt, trace_id=self.trace_id)
+
+
+@dataclass(frozen=True)
+class JobContext(HandlerContext):
+    """A delayed job's run: a delivery of its ``JobDue``, with the job's name and key."""
+
+    job: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class ProjectionContext:
+    """A projection's apply: the names of its tables in this run (live, or the fresh
+    ones a replay is building) and the deployment's configuration."""
+
+    tables: frozenset[str]
+    suffix: str
+    config: Config
+
+    def table(self, name: str) -> str:
+        """The name to write ``name`` under in this run; ``KeyError`` for a table the
+        projection did not declare."""
+        if name not in self.tables:
+            raise KeyError(f"{name!r} is not one of this projection's tables {sorted(self.tables)}")
+        return f"{name}{self.suffix}"

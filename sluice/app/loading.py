@@ -1,0 +1,296 @@
+"""Which apps a process runs, checked against each other and turned into one ``Apps``.
+
+``SLUICE_APPS`` names them, comma-separated; unset, it is ``default``: every app
+built into sluice (``sluice.builtin``) and every app installed in the environment
+under the ``sluice.apps`` entry-point group. An entry is ``default``, the name of a
+built-in or installed app, or an import path (``package.module``, whose ``app``
+attribute is the app, or ``package.module:attribute``); a name that is neither
+built-in nor installed is imported. An app's ``requires`` are
+loaded before it, named or not.
+
+Loading imports the apps' modules and nothing else: no connection is opened, so
+``create_app`` and every command may call it. Everything that two apps could both
+claim is checked before anything is registered, and a clash is refused with a
+message naming both: app names, event types (shared by every app of a deployment, as
+the history stores them by name), group, projection, task and job names, and routes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from sluice.app.declare import App
+from sluice.app.jobs import Job
+from sluice.app.running import (
+    engine_projection,
+    group_aggregates,
+    group_spec,
+    projection_migrations,
+)
+from sluice.config import Config
+from sluice.errors import ConfigError
+from sluice.event_registry import RegistryError
+from sluice.events import CORE_EVENTS, REGISTRY, Event
+from sluice.http.apidoc import Route
+from sluice.projections.base import Projection
+from sluice.resources import Resources
+from sluice.scheduler.cron import CronError, parse_cron
+from sluice.scheduler.policy import Policy
+from sluice.scheduler.tasks import Task
+from sluice.store.migrate import Migration
+from sluice.streams.spec import GroupSpec
+
+log = structlog.get_logger(__name__)
+
+ENTRY_POINTS = "sluice.apps"
+DEFAULT = "default"
+# The apps built into sluice, by name: their packages under sluice.builtin.
+BUILTIN: dict[str, str] = {"articles": "sluice.builtin.articles"}
+
+GroupFactory = Callable[[Resources], GroupSpec]
+
+
+@dataclass(frozen=True)
+class Apps:
+    """The apps a process runs, in load order, and what they declare, ready to run."""
+
+    apps: tuple[App, ...]
+    groups: Mapping[str, GroupFactory]  # every group: sluice's own and the apps'
+    projections: Mapping[str, Projection]
+    routes: tuple[Route, ...]  # the apps' routes (sluice's own are in sluice.http)
+    migrations: tuple[Migration, ...]
+    jobs: Mapping[str, Job[Any]]
+    sources: Mapping[str, str]  # app name -> where it came from (for messages)
+
+    def names(self) -> list[str]:
+        return [app.name for app in self.apps]
+
+    @property
+    def event_types(self) -> tuple[type[Event], ...]:
+        """sluice's own event types and those of these apps."""
+        return (*CORE_EVENTS, *(cls for app in self.apps for cls in app.events))
+
+    def tasks(self, config: Config) -> list[Task]:
+        """The apps' cron tasks, each with its declared policy (the deployment's
+        ``SLUICE_<TASK>_*`` settings are laid over it by the task registry)."""
+        tasks = []
+        for app in self.apps:
+            for d in app.tasks.values():
+                cron = d.cron(config) if callable(d.cron) else d.cron
+                zone = d.timezone(config) if callable(d.timezone) else d.timezone
+                try:
+                    schedule = parse_cron(cron, zone or config.timezone)
+                except CronError as exc:
+                    raise ConfigError(f"task {d.name!r} of app {app.name!r}: {exc}") from None
+                policy = Policy(
+                    overlap=d.overlap, catchup_seconds=d.catchup_seconds,
+                    jitter_seconds=d.jitter_seconds, timeout_seconds=d.timeout_seconds,
+                )  # fmt: skip
+                tasks.append(Task(d.name, schedule, d.run, d.description, policy))
+        return tasks
+
+
+def load_apps(config: Config) -> Apps:
+    """The apps ``config`` names (``SLUICE_APPS``), checked and registered."""
+    return _load(config.apps)
+
+
+def forget_loaded() -> None:
+    """Load the apps again on the next ``load_apps`` (tests that install apps on the fly).
+    Their event types stay registered: a name is never reused for another type."""
+    _load.cache_clear()
+
+
+def default_apps() -> Apps:
+    """The apps of a deployment that names none: every built-in and installed app."""
+    return _load("")
+
+
+@functools.cache
+def _load(names: str) -> Apps:
+    found = _resolve(names)
+    apps = _ordered(found)
+    sources = {app.name: source for app, source in found.values()}
+    _check_events(apps)
+    for app in apps:
+        REGISTRY.register(app.name, app.events, app.aggregates, app.upcasters)
+    return _assemble(apps, sources)
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def _as_app(value: Any, source: str) -> App:
+    if not isinstance(value, App):
+        value = getattr(value, "app", value)
+    if not isinstance(value, App):
+        raise ConfigError(f"{source} is not a sluice.app.App (nor a module with one named 'app')")
+    return value
+
+
+def _import(path: str) -> App:
+    module_name, _, attribute = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        value = getattr(module, attribute) if attribute else module
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"SLUICE_APPS entry {path!r} is no built-in or installed app's name and cannot be"
+            f" imported: {exc}"
+        ) from exc
+    return _as_app(value, f"SLUICE_APPS entry {path!r}")
+
+
+def _by_name(name: str, installed: Mapping[str, importlib.metadata.EntryPoint]) -> tuple[App, str]:
+    if name in BUILTIN:
+        return _import(BUILTIN[name]), f"built-in {BUILTIN[name]}"
+    entry = installed.get(name)
+    if entry is None:
+        raise ConfigError(
+            f"no app named {name!r}: not built in ({', '.join(sorted(BUILTIN))}), not installed"
+            f" under the {ENTRY_POINTS!r} entry points ({', '.join(sorted(installed)) or 'none'})"
+        )
+    source = f"entry point {name} = {entry.value} ({entry.dist.name if entry.dist else '?'})"
+    try:
+        return _as_app(entry.load(), source), source
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{source} cannot be loaded: {exc}") from exc
+
+
+def _resolve(names: str) -> dict[str, tuple[App, str]]:
+    """Every app named (and every app they require), by name, with its source."""
+    installed = _entry_points()
+    wanted = [part.strip() for part in (names or DEFAULT).split(",") if part.strip()]
+    found: dict[str, tuple[App, str]] = {}
+
+    def add(app: App, source: str) -> None:
+        seen = found.get(app.name)
+        if seen is not None and seen[0] is not app:
+            raise ConfigError(f"two apps are named {app.name!r}: {seen[1]} and {source}")
+        found[app.name] = (app, source)
+
+    for entry in wanted:
+        if entry == DEFAULT:
+            for name in [*BUILTIN, *sorted(installed)]:
+                add(*_by_name(name, installed))
+        elif "." in entry or ":" in entry or not (entry in BUILTIN or entry in installed):
+            add(_import(entry), f"SLUICE_APPS entry {entry}")
+        else:
+            add(*_by_name(entry, installed))
+    missing = _missing_requirements(found)
+    while missing:
+        for name in missing:
+            app, source = _by_name(name, installed)
+            log.info("app loaded as a requirement", app=name, source=source)
+            add(app, f"{source} (required)")
+        missing = _missing_requirements(found)
+    return found
+
+
+def _missing_requirements(found: Mapping[str, tuple[App, str]]) -> list[str]:
+    return sorted({r for app, _ in found.values() for r in app.requires if r not in found})
+
+
+def _ordered(found: Mapping[str, tuple[App, str]]) -> tuple[App, ...]:
+    """The apps, each after the apps it requires (a cycle is refused)."""
+    ordered: list[App] = []
+    visiting: list[str] = []
+
+    def visit(name: str) -> None:
+        app = found[name][0]
+        if app in ordered:
+            return
+        if name in visiting:
+            raise ConfigError(f"apps require each other: {' -> '.join([*visiting, name])}")
+        visiting.append(name)
+        for required in app.requires:
+            visit(required)
+        visiting.pop()
+        ordered.append(app)
+
+    for name in found:
+        visit(name)
+    return tuple(ordered)
+
+
+def _check_events(apps: Iterable[App]) -> None:
+    """Every app's events against sluice's and each other's, before any is registered."""
+    taken: dict[str, str] = {}
+    known: dict[str, str] = {}
+    for app in apps:
+        try:
+            REGISTRY.check(
+                app.name, app.events, app.aggregates, app.upcasters, taken=taken, known=known
+            )
+        except RegistryError as exc:
+            raise ConfigError(str(exc)) from None
+        taken.update(dict.fromkeys((cls.__name__ for cls in app.events), app.name))
+        known.update(app.aggregates)
+
+
+def _unique(kind: str, owners: Iterable[tuple[str, str]], core: Iterable[str] = ()) -> None:
+    """Refuse a ``kind`` name claimed twice: ``owners`` gives (name, app) pairs."""
+    seen = dict.fromkeys(core, "sluice")
+    for name, owner in owners:
+        if name in seen:
+            raise ConfigError(f"{kind} {name!r} is declared by {seen[name]} and by {owner}")
+        seen[name] = owner
+
+
+def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
+    from sluice.groups import CORE_GROUPS
+    from sluice.http.openapi import CATCH_ALL, ROUTES
+    from sluice.projections.registry import PROJECTIONS
+    from sluice.scheduler.builtin import BUILTIN as CORE_TASKS
+
+    group_names = [(g, a.name) for a in apps for g in [*a.groups, *a.batch_groups]]
+    projections = [(p, a.name) for a in apps for p in a.projections]
+    _unique("group", [*group_names, *projections], CORE_GROUPS)
+    _unique("projection", projections, PROJECTIONS)
+    _unique("task", [(t, a.name) for a in apps for t in a.tasks], [t for t, _, _ in CORE_TASKS])
+    _unique("job", [(j, a.name) for a in apps for j in a.jobs])
+    _unique(
+        "route",
+        [(f"{r.method} {r.path}", a.name) for a in apps for r in a.routes],
+        [f"{r.method} {r.path}" for r in (*ROUTES, *CATCH_ALL)],
+    )
+    groups: dict[str, GroupFactory] = dict(CORE_GROUPS)
+    engine_projections = dict(PROJECTIONS)
+    migrations: list[Migration] = []
+    for app in apps:
+        migrations += sorted(app.migrations, key=lambda m: m.version)
+        for name, group in app.groups.items():
+            groups[name] = functools.partial(group_spec, group)
+        for name, (_, build) in app.batch_groups.items():
+            groups[name] = build
+        for name, projection in app.projections.items():
+            engine = engine_projection(projection)
+            engine_projections[name] = engine
+            groups[name] = _projection_group(engine)
+            migrations += projection_migrations(projection)
+    return Apps(
+        apps=apps,
+        groups=groups,
+        projections=engine_projections,
+        routes=tuple(route for app in apps for route in app.routes),
+        migrations=tuple(migrations),
+        jobs={name: job for app in apps for name, job in app.jobs.items()},
+        sources=sources,
+    )
+
+
+def _projection_group(projection: Projection) -> GroupFactory:
+    from sluice.projections.runtime import projection_group
+
+    return lambda resources: projection_group(projection, resources)
+
+
+__all__ = ["Apps", "group_aggregates", "load_apps"]

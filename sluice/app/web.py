@@ -1,0 +1,44 @@
+"""What an app's HTTP views use: the process's resources, the caller, bodies and errors.
+
+A view is a plain aiohttp handler. It reads what it needs from the request with the
+accessors below (the store, Redis, the configuration, the request's trace id), raises
+the errors below for a 4xx (the API answers them as problem+json, with the fields that
+were wrong), and writes its state and appends its events in one transaction::
+
+    async with store(request).transaction() as tx:
+        await tx.execute("INSERT INTO orders ...", (...))
+        await tx.append(OrderPlaced(...))
+
+Events appended while a request is served carry its trace id unless given another.
+The OpenAPI pieces (``ok``, ``problem``, ``request_body``, ``USER``...) build the
+operation declared beside each view (``App.route``), as sluice's own routes do; they,
+the errors and the body helpers are sluice.http's own, exported by ``sluice.app``.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from redis.asyncio import Redis
+
+from sluice.config import Config
+from sluice.http.keys import CONFIG, REDIS, STORE, TRACE_ID
+from sluice.store import Store
+
+
+def store(request: web.Request) -> Store:
+    """The store of this API process (SQLite or PostgreSQL, as configured)."""
+    return request.app[STORE]
+
+
+def redis(request: web.Request) -> Redis:
+    """The Redis client of this API process (a cluster client on a Redis Cluster)."""
+    return request.app[REDIS]
+
+
+def config(request: web.Request) -> Config:
+    return request.app[CONFIG]
+
+
+def trace_id(request: web.Request) -> str:
+    """The request's trace id (from ``traceparent`` or ``X-Request-ID``, else new)."""
+    return request[TRACE_ID]

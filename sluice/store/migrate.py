@@ -1,0 +1,89 @@
+"""The migration engine: sluice's schema history, then each loaded app's, applied once.
+
+sluice's own steps (``sluice.store.migrations.MIGRATIONS``) are numbered in one
+sequence and recorded in ``schema_migrations``. An app's steps are numbered per owner
+(the app, or ``projection:<name>`` for a projection's tables) and recorded in
+``app_migrations``; they run after sluice's, owner by owner in the order the apps were
+loaded (an app after the apps it requires). Every step is DDL written once, in
+SQLite's words, which each backend's ``execute_script`` says in its own.
+
+A step may replace steps of sluice's history: tables that moved from sluice into an
+app keep their history. Such a step is recorded as done without running when every
+version it replaces had been applied before this start (the database was made by a
+release in which sluice owned those tables); otherwise it runs. The set of versions
+applied is read once, before anything runs, so a sluice step rewritten without the
+moved tables cannot make a fresh database skip them.
+
+The caller makes the transaction exclusive (SQLite's write lock, PostgreSQL's advisory
+lock), so processes starting together apply each step once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sluice.events import utcnow
+from sluice.store import migrations
+
+if TYPE_CHECKING:
+    from sluice.store.base import Tx
+
+CORE = "sluice"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of an app's schema; see the module docstring for ``replaces``."""
+
+    owner: str
+    version: int
+    name: str
+    sql: str
+    replaces: tuple[int, ...] = ()
+
+
+async def apply_migrations(tx: Tx, steps: Sequence[Migration] = ()) -> list[str]:
+    """Apply the steps ``tx``'s database lacks: sluice's, then ``steps`` in order. The
+    steps applied, as ``owner:version`` (``sluice:29``)."""
+    await tx.execute_script(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    before = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
+    applied: list[str] = []
+    for version, name, script in sorted(migrations.MIGRATIONS):
+        if version in before:
+            continue
+        if script.strip():  # a step whose tables moved into an app is empty now
+            await tx.execute_script(script)
+        await tx.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+            (version, name, utcnow().isoformat()),
+        )
+        applied.append(f"{CORE}:{version}")
+    if steps:
+        applied += await _apply_app_steps(tx, steps, before)
+    return applied
+
+
+async def _apply_app_steps(tx: Tx, steps: Sequence[Migration], before: set[int]) -> list[str]:
+    await tx.execute_script(
+        "CREATE TABLE IF NOT EXISTS app_migrations (owner TEXT NOT NULL, version INTEGER"
+        " NOT NULL, name TEXT NOT NULL, applied_at TEXT NOT NULL, PRIMARY KEY (owner, version))"
+    )
+    rows = await tx.fetchall("SELECT owner, version FROM app_migrations")
+    done = {(str(owner), int(version)) for owner, version in rows}
+    applied: list[str] = []
+    for step in steps:
+        if (step.owner, step.version) in done:
+            continue
+        if not (step.replaces and set(step.replaces) <= before):
+            await tx.execute_script(step.sql)
+            applied.append(f"{step.owner}:{step.version}")
+        await tx.execute(
+            "INSERT INTO app_migrations VALUES (?, ?, ?, ?)",
+            (step.owner, step.version, step.name, utcnow().isoformat()),
+        )
+    return applied

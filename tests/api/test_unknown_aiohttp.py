@@ -31,7 +31,7 @@ def unknown_aiohttp(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     """An aiohttp unknown to the wire path; what its warning names as missing."""
     if request.param == "version":
         monkeypatch.setattr(aiohttp, "__version__", "3.15.0")
-        return "aiohttp 3.14"
+        return "aiohttp>=3.14.4,<3.15.0"
     made = web.RequestHandler.__init__
 
     def renamed(self: web.RequestHandler, *args: Any, **kwargs: Any) -> None:

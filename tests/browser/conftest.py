@@ -16,6 +16,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 # The real store, Redis, relay and workers of the integration suite.
+from tests.integration.conftest import (  # noqa: F401
+    resources,
+    running,
+    start_relay,
+    start_worker,
+)
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

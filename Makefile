@@ -34,14 +34,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The stamp, not the venv directory, carries the install's date: the directory's
-# mtime changes whenever pip touches it. The lock installs with the venv's own pip (no
+# mtime changes whenever pip touches it. The lock (every package, so --no-deps) installs with the venv's own pip (no
 # unpinned upgrade of it first); sluice itself goes in editable and without
 # dependencies, so nothing but the lock's pins is installed. `pip check` then finds a
 # dependency that pyproject.toml names and the lock lacks (or pins out of its range):
 # a lock not remade after an edit. It warns instead of failing, so that `make lock`,
 # which needs this venv's uv, still runs.
 $(STAMP): $(LOCK) pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet --require-hashes -r $(LOCK)
+	$(PIP) install --quiet --require-hashes --no-deps -r $(LOCK)
 	$(PIP) install --quiet --no-deps -e .
 	@$(PIP) check >/dev/null 2>&1 || { $(PIP) check; \
 		echo "WARNING: $(LOCK) does not match pyproject.toml: run 'make lock'" >&2; }

@@ -91,7 +91,9 @@ def ensure_environments() -> None:
         print("creating bench/.venv-peers (once)", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
         lock = ROOT / "requirements" / "bench-peers.txt"
-        pip = [str(peer_python), "-m", "pip", "install", "-q", "--require-hashes"]
+        # --no-deps: the lock holds every package; pip's resolver would otherwise refuse
+        # arq's redis[hiredis], which the lock pins as redis and hiredis apart.
+        pip = [str(peer_python), "-m", "pip", "install", "-q", "--require-hashes", "--no-deps"]
         subprocess.run([*pip, "-r", str(lock)], check=True)
     if not (NODE_DIR / "node_modules").exists():
         print("npm ci in bench/peers-node (once)", flush=True)

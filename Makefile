@@ -34,8 +34,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The stamp, not the venv directory, carries the install's date: the directory's
-# mtime changes whenever pip touches it. The lock (every package, so --no-deps) installs with the venv's own pip (no
-# unpinned upgrade of it first); sluice itself goes in editable and without
+# mtime changes whenever pip touches it. The lock installs with the venv's own pip (no
+# unpinned upgrade of it first; --no-deps: it holds every package); sluice itself goes in editable and without
 # dependencies, so nothing but the lock's pins is installed. `pip check` then finds a
 # dependency that pyproject.toml names and the lock lacks (or pins out of its range):
 # a lock not remade after an edit. It warns instead of failing, so that `make lock`,

@@ -50,8 +50,8 @@ from readme import record
 from stores import STORES, Stores, parse_stores
 
 from sluice.config import load_config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import LinkVisited
-from sluice.redis_server import RedisServer
 from sluice.store import Store, open_store
 
 TARGET = 50_000  # events/s on PostgreSQL with 4 writers

@@ -3,8 +3,8 @@
 Run by hand: ``.venv/bin/python bench/cluster.py [--events 50000] [--rounds 2]
 [--workers 1] [--articles 1000] [--store sqlite] [--no-readme]``.
 
-Starts, side by side, one Redis (``sluice.redis_server.RedisServer``) and a Redis
-Cluster of 3 primaries and 3 replicas (``sluice.redis_cluster_server.RedisCluster``),
+Starts, side by side, one Redis (``sluice.embedded.redis_server.RedisServer``) and a Redis
+Cluster of 3 primaries and 3 replicas (``sluice.embedded.redis_cluster_server.RedisCluster``),
 both with the AOF on, under a temporary directory. Then, for each topology (one Redis
 with 1 partition, one Redis with 16, the cluster with 16), interleaved round by round
 so that the machine's noise shows between runs of the same topology:
@@ -51,9 +51,9 @@ from stores import Stores, parse_stores
 
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config, load_config
+from sluice.embedded.redis_cluster_server import RedisCluster
+from sluice.embedded.redis_server import RedisServer
 from sluice.logs import configure_logging
-from sluice.redis_cluster_server import RedisCluster
-from sluice.redis_server import RedisServer
 from sluice.resources import keys_for, redis_client
 from sluice.store import Store, open_store
 from sluice.streams.keys import Keys

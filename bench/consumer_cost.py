@@ -42,12 +42,12 @@ async def drain(n: int, env: dict[str, str]) -> None:
     from deliveries import publish
 
     from sluice.app.loading import default_apps
+    from sluice.cli.processes import runtime_settings
     from sluice.config import load_config
     from sluice.logs import configure_logging
-    from sluice.operations.deliveries import DeliveryLog
-    from sluice.processes import runtime_settings
     from sluice.resources import open_resources, redis_client
     from sluice.streams.consumer import Consumer
+    from sluice.streams.deliveries import DeliveryLog
 
     config = load_config(env, log_level="warning", log_format="json")
     configure_logging(config)
@@ -70,7 +70,7 @@ async def drain(n: int, env: dict[str, str]) -> None:
 
 def measure(stores: Stores, store: str, n: int) -> float:
     """Instructions per event of one consumer draining ``n`` events on ``store``."""
-    from sluice.redis_server import RedisServer
+    from sluice.embedded.redis_server import RedisServer
 
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}

@@ -30,13 +30,13 @@ from stores import Stores, parse_stores, postgres_version
 
 from sluice.app.loading import default_apps
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.cli.processes import runtime_settings
 from sluice.config import Config, load_config
+from sluice.embedded.redis_server import RedisServer
 from sluice.logs import configure_logging
-from sluice.operations.deliveries import DeliveryLog
-from sluice.processes import runtime_settings
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources, open_resources, redis_client
 from sluice.streams.consumer import Consumer
+from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.relay import Relay
 
 

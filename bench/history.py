@@ -7,7 +7,7 @@ Run by hand: ``.venv/bin/python bench/history.py [--visits 1000000] [--segment 1
 Generates ``--visits`` realistic ``LinkVisited`` events, as the redirect view
 builds them: link codes of the code pool over ``--links`` links with a Zipf
 (s = 1.1) popularity; ``--visitors`` people, each one IP and one User-Agent
-(from a weighted pool of real ones, classified by ``sluice.links.visits.classify``
+(from a weighted pool of real ones, classified by ``sluice.builtin.links.visits.classify``
 into browser family and bot), hashed by the API's ``VisitorHasher``, who come
 back: visitor ranks weighted 1/rank**skew (0: every visitor as likely);
 ~5% of visits from a few hundred crawler and previewer visitors; referrer
@@ -65,7 +65,10 @@ from typing import TypeVar
 from stores import Stores, parse_stores
 
 from sluice.app.loading import default_apps
+from sluice.builtin.links.pool import new_codes
+from sluice.builtin.links.visits import classify
 from sluice.config import load_config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import LinkVisited, encode
 from sluice.events import decode as decode_event
 from sluice.history import decode, read_info
@@ -74,11 +77,8 @@ from sluice.history.archive import Moved, limits
 from sluice.history.archive import archive as archive_events
 from sluice.history.segment import EventRow
 from sluice.http.visitors import VisitorHasher
-from sluice.links.pool import new_codes
-from sluice.links.visits import classify
 from sluice.logs import configure_logging
 from sluice.projections.replay import rebuild
-from sluice.redis_server import RedisServer
 from sluice.resources import open_resources
 from sluice.store import Store, open_store
 from sluice.streams.relay import POSITION

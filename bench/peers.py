@@ -51,7 +51,7 @@ from pathlib import Path
 from readme import record
 from stores import Stores, parse_stores
 
-from sluice.redis_server import RedisServer
+from sluice.embedded.redis_server import RedisServer
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent

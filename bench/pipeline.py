@@ -32,10 +32,10 @@ from readme import record
 
 from sluice.app.loading import default_apps
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.cli.processes import runtime_settings
 from sluice.config import Config, load_config
+from sluice.embedded.redis_server import RedisServer
 from sluice.logs import configure_logging
-from sluice.processes import runtime_settings
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources, open_resources, redis_client
 from sluice.store import StoredEvent
 from sluice.streams.consumer import Consumer

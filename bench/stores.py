@@ -2,7 +2,7 @@
 
 ``--store sqlite,postgres`` (any of the two, comma-separated) is parsed by
 ``parse_stores``; ``Stores`` starts one PostgreSQL server for the whole run
-(``sluice.postgres_server.PostgresServer`` on a free loopback port, **fsync
+(``sluice.embedded.postgres_server.PostgresServer`` on a free loopback port, **fsync
 on**: a benchmark measures durable commits; never the machine's own server
 on 5432) and hands out a fresh database per measurement with ``env``.
 SQLite gets a fresh data dir per measurement instead (``synchronous=FULL``).
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from sluice.postgres_server import PostgresServer, find_bindir
+from sluice.embedded.postgres_server import PostgresServer, find_bindir
 
 STORES = ("sqlite", "postgres")
 

@@ -15,8 +15,8 @@ from typing import ClassVar
 
 import msgspec
 
+from sluice.builtin.links.rule_shapes import Rule
 from sluice.event_registry import Registry
-from sluice.links.rule_shapes import Rule
 
 # Event ids need to be unique, not unpredictable: 74 random bits a millisecond from a
 # generator seeded by the OS (again in a forked child) cost a third of os.urandom's.

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sluice.handlers import exports, imports, mail
+from sluice.builtin.accounts.mail import group as mail
+from sluice.builtin.links.exports import group as exports
+from sluice.builtin.links.imports import group as imports
+from sluice.builtin.links.webhooks import group as webhooks
 from sluice.projections.base import Projection
 from sluice.projections.registry import PROJECTIONS
 from sluice.projections.runtime import projection_group
 from sluice.resources import Resources
 from sluice.streams.spec import GroupSpec
-from sluice.webhooks import group as webhooks
 
 
 def _projection_group(projection: Projection) -> Callable[[Resources], GroupSpec]:

@@ -1,7 +1,7 @@
 """Multiprocess metrics need their directory chosen before prometheus-client loads.
 
 prometheus-client decides at import time whether values live in memory or in
-files shared by processes, so ``sluice.__main__`` calls ``prepare`` before it
+files shared by processes, so ``sluice.cli.main`` calls ``prepare`` before it
 imports anything that defines a metric. This module imports nothing of them.
 """
 

@@ -3,7 +3,7 @@
 Every test that uses the store (through ``make_config``/``config``, or
 ``database_url``) runs once per backend, named in its id: ``[sqlite]`` and
 ``[postgres]``. PostgreSQL is one private server for the session (started on
-first use, on a free port, from the binaries ``sluice.postgres_server``
+first use, on a free port, from the binaries ``sluice.embedded.postgres_server``
 finds), with a fresh database per test copied from a migrated template.
 ``SLUICE_TEST_STORES=sqlite`` (or ``postgres``) narrows a run to one backend;
 ``@pytest.mark.stores("sqlite")`` pins a test that is about one backend.
@@ -42,11 +42,11 @@ from yarl import URL
 
 from sluice.app.loading import default_apps
 from sluice.config import Config, load_config
+from sluice.embedded.postgres_server import PostgresServer
+from sluice.embedded.redis_cluster_server import RedisCluster
+from sluice.embedded.redis_server import RedisServer
 from sluice.http import listen
 from sluice.http.keys import CONFIG
-from sluice.postgres_server import PostgresServer
-from sluice.redis_cluster_server import RedisCluster
-from sluice.redis_server import RedisServer
 from sluice.resources import redis_client
 from sluice.store.postgres import PostgresStore
 from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on the fly)

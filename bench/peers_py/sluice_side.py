@@ -21,9 +21,9 @@ from dataclasses import replace
 
 from counter import done
 
-from sluice.__main__ import main as sluice_main
 from sluice.app.loading import default_apps
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.cli.main import main as sluice_main
 from sluice.config import load_config
 from sluice.resources import Resources, open_resources
 from sluice.streams.messages import Delivery, Recorded

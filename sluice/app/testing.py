@@ -44,8 +44,8 @@ import aiohttp
 import pytest
 
 from sluice.config import Config, load_config
-from sluice.postgres_server import PostgresServer
-from sluice.redis_server import RedisServer, die_with_parent
+from sluice.embedded.postgres_server import PostgresServer
+from sluice.embedded.redis_server import RedisServer, die_with_parent
 
 STORES = ("sqlite", "postgres")
 

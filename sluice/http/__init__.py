@@ -6,19 +6,13 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import hdrs, web
 
+from sluice.builtin.accounts.http import users
+from sluice.builtin.accounts.login_limit import LoginLimiter
+from sluice.builtin.accounts.mail.links import LinkKey
+from sluice.builtin.links.http import link_passwords, links, orphan_visits, redirects
+from sluice.builtin.reminders.upcoming import NextRuns
 from sluice.config import Config
-from sluice.http import (
-    aiohttp_compat,
-    fast_redirect,
-    link_passwords,
-    links,
-    metrics,
-    orphan_visits,
-    redirects,
-    task_controls,
-    tasks,
-    users,
-)
+from sluice.http import aiohttp_compat, fast_redirect, metrics, task_controls, tasks
 from sluice.http.admin_token import AdminToken
 from sluice.http.apidoc import Route
 from sluice.http.client_limit import ClientLimits
@@ -37,13 +31,10 @@ from sluice.http.keys import (
     UPCOMING,
     VISITOR_KEY,
 )
-from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import request_context
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import load_visitor_key
-from sluice.mail.links import LinkKey
 from sluice.resources import keys_for, redis_client
-from sluice.scheduler.upcoming import NextRuns
 from sluice.store import open_store
 from sluice.streams.notify import CommitNotifier
 

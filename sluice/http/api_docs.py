@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from sluice.builtin.operations.http.dashboard import Page, inline_hashes
 from sluice.errors import NotFound
 from sluice.http.apidoc import Route, html_page, problem
-from sluice.http.dashboard import Page, inline_hashes
 from sluice.http.keys import CONFIG
 
 # What the page loads, with its content types; nothing else under /docs/assets/ is served.

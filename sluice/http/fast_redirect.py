@@ -33,11 +33,17 @@ from aiohttp import hdrs, web
 from aiohttp.abc import AbstractRouter
 from aiohttp.web_urldispatcher import UrlDispatcher
 
+from sluice.builtin.links.http.redirects import (
+    CODE,
+    NO_STORE,
+    TRUSTED_PROXIES,
+    destination,
+    visit_of,
+)
 from sluice.events import new_trace_id, utcnow
 from sluice.http.client_address import Caller
 from sluice.http.keys import CONFIG, LINK_CACHE, VISITOR_KEY, VISITS
 from sluice.http.middlewares import TRACE_ID_HEADER, incoming_trace_id
-from sluice.http.redirects import CODE, NO_STORE, TRUSTED_PROXIES, destination, visit_of
 from sluice.metrics import REQUEST_TALLY
 
 log = structlog.get_logger(__name__)

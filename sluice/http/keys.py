@@ -7,19 +7,19 @@ from typing import TYPE_CHECKING
 import redis.asyncio as aioredis
 from aiohttp import web
 
+from sluice.builtin.accounts.login_limit import LoginLimiter
+from sluice.builtin.accounts.mail.links import LinkKey
+from sluice.builtin.links.cache import ChangeHints, LinkCache, LinkFollower
+from sluice.builtin.links.limits import VisitLimiter
+from sluice.builtin.links.orphans import OrphanTally
+from sluice.builtin.links.visits import VisitRecorder
+from sluice.builtin.reminders.upcoming import NextRuns
 from sluice.config import Config
 from sluice.http.admin_token import AdminToken
 from sluice.http.client_limit import ClientLimits
-from sluice.http.login_limit import LoginLimiter
-from sluice.links.cache import ChangeHints, LinkCache, LinkFollower
-from sluice.links.limits import VisitLimiter
-from sluice.links.orphans import OrphanTally
-from sluice.links.visits import VisitRecorder
-from sluice.mail.links import LinkKey
 from sluice.passwords import PasswordHasher
 from sluice.scheduler.runner import Runner
 from sluice.scheduler.tasks import Task
-from sluice.scheduler.upcoming import NextRuns
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier

@@ -32,9 +32,9 @@ from sluice.metrics import (
     ScrapedGauge,
     render,
 )
-from sluice.operations.pause import paused_gauge
 from sluice.store.errors import database_unavailable
 from sluice.streams.maintenance import Status, group_totals, status
+from sluice.streams.pause import paused_gauge
 from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)

@@ -11,33 +11,22 @@ import msgspec
 from aiohttp import web
 
 from sluice.app.loading import Apps, default_apps
-from sluice.http import (
-    admin,
-    api_docs,
-    dashboard,
-    events,
-    health,
-    history,
+from sluice.builtin.accounts.http import unsubscribe, users, verification
+from sluice.builtin.links.http import (
     jobs,
     link_imports,
     link_passwords,
     link_qr,
     link_stats,
     links,
-    metrics,
     orphan_visits,
-    pauses,
     redirects,
-    reminder_edits,
-    reminders,
-    task_controls,
-    tasks,
     top_links,
-    unsubscribe,
-    users,
-    verification,
     webhooks,
 )
+from sluice.builtin.operations.http import admin, dashboard, events, history, pauses
+from sluice.builtin.reminders.http import reminder_edits, reminders
+from sluice.http import api_docs, health, metrics, task_controls, tasks
 from sluice.http.apidoc import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
 from sluice.http.bodies import JSON, json_response
 from sluice.http.keys import APPS, CONFIG

@@ -101,7 +101,7 @@ def password_page(
     error: str | None = None, *, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> web.Response:
     """The form of a password link (SPEC 13): it POSTs ``password`` to the link's own URL
-    (sluice/http/link_passwords.py). Names neither the link nor its target."""
+    (sluice/builtin/links/http/link_passwords.py). Names neither the link nor its target."""
     form = Form("Open the link", password="Password", error=error)
     return page(
         "Password required",

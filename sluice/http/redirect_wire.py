@@ -31,9 +31,9 @@ from aiohttp import helpers
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 from multidict import CIMultiDictProxy
 
+from sluice.builtin.links.http.redirects import NO_STORE
 from sluice.http.fast_redirect import ROUTE, Redirects
 from sluice.http.middlewares import TRACE_ID_HEADER
-from sluice.http.redirects import NO_STORE
 from sluice.metrics import REQUEST_TALLY
 
 

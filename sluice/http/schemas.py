@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from sluice.builtin.links.rule_shapes import Rule
 from sluice.errors import FieldError
-from sluice.links.rule_shapes import Rule
 
 
 class Problem(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -108,7 +108,7 @@ LinkPassword = Annotated[
 ]
 
 
-# Checked by the view (sluice/links/targeting.py), so that each broken rule is named by
+# Checked by the view (sluice/builtin/links/targeting.py), so that each broken rule is named by
 # its path in one 422; the schema documents the shape (as LinkOut's rules).
 Rules = Annotated[
     list[Any],
@@ -173,7 +173,7 @@ class LinkPage(msgspec.Struct, kw_only=True):
     next_cursor: str | None
 
 
-# Link statistics: sluice/http/link_stats_schemas.py.
+# Link statistics: sluice/builtin/links/http/link_stats_schemas.py.
 
 
 # Reminders. Missing fields are checked by the view (422 with the field named).

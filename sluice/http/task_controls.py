@@ -3,7 +3,7 @@
 - Pause and resume answer 204 and are idempotent (a row of ``paused_tasks``,
   sluice/scheduler/pauses.py): the replica that claims an occurrence of a
   paused task records it ``skipped`` with the error ``paused``.
-- Cancel sets the run's cancel signal (``sluice.operations.cancel``); its runner,
+- Cancel sets the run's cancel signal (``sluice.streams.cancel``); its runner,
   on whichever host, polls it every half second, stops the run and records it
   ``cancelled``: within 2 s. 404 for a run of another task or none, 409 when the
   run is not running.
@@ -43,11 +43,11 @@ from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response, read_json
 from sluice.http.keys import KEYS, REDIS, STORE, TASK_RUNNER
 from sluice.http.tasks import task_named
-from sluice.operations.cancel import signal_cancel
 from sluice.scheduler import pauses, runs
 from sluice.scheduler.catchup import occurrences
 from sluice.scheduler.runner import CANCEL_KIND, AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task
+from sluice.streams.cancel import signal_cancel
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import cancel_and_wait
 

@@ -4,7 +4,7 @@ An app's projections join them when it is loaded (``sluice.app.loading.Apps``)."
 
 from __future__ import annotations
 
-from sluice.projections import link_stats
+from sluice.builtin.links.stats import projection as link_stats
 from sluice.projections.base import Projection
 
 PROJECTIONS: dict[str, Projection] = {p.name: p for p in (link_stats.PROJECTION,)}

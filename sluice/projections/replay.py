@@ -211,7 +211,7 @@ async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
         if table == projection.processed_table:
             # Kept: its rows stay true of the new tables (every event at or below the
             # watermark is in them), and they name the batches of the deliveries
-            # recorded so far (sluice.operations.delivery_batches).
+            # recorded so far (sluice.streams.delivery_batches).
             await tx.execute(f"DROP TABLE {table}{suffix}")
             continue
         await tx.execute(f"DROP TABLE {table}")

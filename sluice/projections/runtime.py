@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from sluice.events import Event, type_name
-from sluice.operations.deliveries import BATCH, record_in
 from sluice.projections.base import Projection
 from sluice.resources import Resources
 from sluice.store import Tx
+from sluice.streams.deliveries import BATCH, record_in
 from sluice.streams.messages import Delivery, Duplicate, Message, Recorded
 from sluice.streams.spec import GroupSpec
 

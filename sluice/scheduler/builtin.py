@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sluice.builtin.links.exports.retention import purge_exports
+from sluice.builtin.links.pool import refill
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.events import utcnow
-from sluice.exports.retention import purge_exports
 from sluice.history import archive
-from sluice.links.pool import refill
-from sluice.operations import deliveries
 from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
 from sluice.store.users import db_time
+from sluice.streams import deliveries
 from sluice.streams.maintenance import (
     all_streams,
     passed_by_every_group,

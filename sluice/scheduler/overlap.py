@@ -16,7 +16,7 @@ the task's lock busy. By the task's ``SLUICE_<TASK>_OVERLAP``:
   running right after the current run; while one waits, a further occurrence is
   skipped. Should the buffered replica die, its buffer expires with its TTL.
 - ``cancel_other``: the running runs of the task are signalled to stop
-  (``sluice.operations.cancel``, polled every half second by their runner on
+  (``sluice.streams.cancel``, polled every half second by their runner on
   whichever host), are recorded ``cancelled`` and give their lock back; the new
   occurrence takes it, or is skipped should the lock not come free within the
   lock's TTL and a few seconds (a run whose process froze keeps it that long).
@@ -33,10 +33,10 @@ from datetime import datetime
 
 import structlog
 
-from sluice.operations.cancel import signal_cancel
 from sluice.scheduler import runs
 from sluice.scheduler.runner import CANCEL_KIND, Busy, Run, Runner
 from sluice.scheduler.tasks import Task
+from sluice.streams.cancel import signal_cancel
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import cancel_and_wait

@@ -10,7 +10,7 @@ escapes.
 Under the ``allow_all`` overlap policy the lock is the occurrence's, not the
 task's, so runs of different occurrences overlap. A run also stops when it is
 cancelled (``POST .../runs/{id}/cancel``, or a newer occurrence under
-``cancel_other``: a signal polled through ``sluice.operations.cancel``), recorded
+``cancel_other``: a signal polled through ``sluice.streams.cancel``), recorded
 ``cancelled``, and when it outlives the task's timeout, recorded ``failed`` with
 an error that starts with ``deadline``. Either way its lock goes back.
 """
@@ -30,10 +30,10 @@ import structlog
 
 from sluice.events import new_trace_id, utcnow, uuid7
 from sluice.metrics import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
-from sluice.operations.cancel import CancelWatch, forget_signal
 from sluice.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.tasks import LockLost, Task, TaskContext
+from sluice.streams.cancel import CancelWatch, forget_signal
 from sluice.streams.lock import RedisLock
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.waiting import cancel_and_wait

@@ -329,7 +329,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         15,
         "event search: indexes by type and by trace id, in page order",
-        # sluice/operations/event_search.py: newest first by (created_at, seq). Two
+        # sluice/builtin/operations/event_search.py: newest first by (created_at, seq). Two
         # indexes, each going on with those two columns: a type's or a trace's events
         # are one index range read in page order; an aggregate (its types) and no
         # filter at all are the ranges of several types merged. Every index is paid on
@@ -343,7 +343,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         16,
         "deliveries: every attempt of every group on every event",
-        # sluice/operations/deliveries.py. Rows come in batches, in the order they
+        # sluice/streams/deliveries.py. Rows come in batches, in the order they
         # happened, so ``id`` order is time order: the purge deletes from the low ids
         # and needs no index on time. One index, by event, for the event's and the
         # trace's deliveries; every index is paid by every recorded delivery.
@@ -367,7 +367,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         18,
         "export jobs can be cancelled",
-        # DELETE /v1/jobs/{id} (sluice/exports/jobs.py, cancel): status gains 'cancelled'.
+        # DELETE /v1/jobs/{id} (sluice/builtin/links/exports/jobs.py, cancel): status gains
+        # 'cancelled'.
         # A column's CHECK cannot be altered in SQLite, so the column is replaced by one
         # with the wider CHECK (ADD, copy, DROP, RENAME: the same words in SQLite and
         # PostgreSQL, and no table rebuild, which export_chunks' foreign key would
@@ -386,7 +387,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         17,
         "paused handler groups",
-        # sluice/operations/pause.py: a row per paused group, read by every worker process
+        # sluice/streams/pause.py: a row per paused group, read by every worker process
         # every half second; the database, not Redis, so a pause survives every restart.
         """
         CREATE TABLE paused_groups (
@@ -398,7 +399,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         21,
         "webhooks, their messages and delivery attempts",
-        # sluice/webhooks/repository.py. The secret is kept to sign (shown once by the
+        # sluice/builtin/links/webhooks/repository.py. The secret is kept to sign (shown once by the
         # API). A message is one call's body and webhook-id, stable across retries;
         # webhook_message_events names the message carrying each event to each webhook,
         # so a retried entry resends only what was not delivered. Attempts: the last
@@ -449,7 +450,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         20,
         "link imports",
-        # sluice/imports/jobs.py. An uploaded CSV waits here for its job (kind 'import' in
+        # sluice/builtin/links/imports/jobs.py. An uploaded CSV waits here for its job (kind
+        # 'import' in
         # jobs), so a worker on any host runs it, with the rows of each outcome so far;
         # deleted when the job ends. import_keys: every link an import created, by owner
         # and SHA-256 of its URL, so importing a file again creates nothing twice.
@@ -475,12 +477,12 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         19,
         "link fields: visit limit, valid since, redirect status, tags, title",
-        # SPEC 13 (issue 18), sluice/links/repository.py. Each field is a column of
+        # SPEC 13 (issue 18), sluice/builtin/links/repository.py. Each field is a column of
         # links (the redirect reads one row); rules and password come later as columns
         # of their own. Tags are also in link_tags, with the owner and creation time
         # copied, so GET /v1/links?tag= pages through one index range newest first.
         # link_visit_counts: GET redirects served of links with max_visits, committed with
-        # their visits; the count a lost Redis counter starts from (sluice/links/limits.py).
+        # their visits; the count a lost Redis counter starts from (sluice/builtin/links/limits.py).
         """
         ALTER TABLE links ADD COLUMN max_visits INTEGER;
         ALTER TABLE links ADD COLUMN valid_since TEXT;
@@ -505,7 +507,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         22,
         "link redirect rules",
-        # SPEC 13 rules (issue 18): the JSON list of sluice/links/rule_shapes.py's Rule,
+        # SPEC 13 rules (issue 18): the JSON list of sluice/builtin/links/rule_shapes.py's Rule,
         # NULL for none; read with the link's row, so a redirect reads nothing more.
         """
         ALTER TABLE links ADD COLUMN rules TEXT;
@@ -516,7 +518,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "orphan visits",
         # SPEC 13 orphan visits: GETs of codes no link has, per UTC day ('YYYY-MM-DD').
         # A day keeps at most SLUICE_ORPHAN_CODES_PER_DAY code rows; `other` counts the
-        # visits of codes beyond them (sluice/links/orphans.py).
+        # visits of codes beyond them (sluice/builtin/links/orphans.py).
         """
         CREATE TABLE orphan_visit_days (
             day TEXT PRIMARY KEY,
@@ -534,14 +536,15 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         24,
         "link statistics of any day range",
-        # SPEC 13 (sluice/projections/link_stats.py). The new rows start empty for the
+        # SPEC 13 (sluice/builtin/links/stats/projection.py). The new rows start empty for the
         # visits before it: `sluice replay link-stats` fills them from the history.
         LINK_STATS_RANGES_DDL.format(s=""),
     ),
     (
         23,
         "link passwords",
-        # SPEC 13 password (sluice/http/link_passwords.py): the scrypt hash of the link's
+        # SPEC 13 password (sluice/builtin/links/http/link_passwords.py): the scrypt hash of the
+        # link's
         # password (sluice/passwords.py's format), NULL for none. Read with the link's
         # row; never in an event (they carry has_password), a response or an export.
         """
@@ -551,7 +554,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         26,
         "one-shot reminders, reminder edits",
-        # SPEC 14 (sluice/scheduler/one_shots.py). at: a one-shot's instant (NULL for a
+        # SPEC 14 (sluice/builtin/reminders/one_shot_runner.py). at: a one-shot's instant (NULL for
+        # a
         # cron reminder, whose cron and timezone a one-shot leaves ''); due_at: set while
         # a one-shot is pending (not fired, paused or deleted), NULL otherwise, so the
         # partial index holds the pending ones only and schedulers read "due <= now"
@@ -597,7 +601,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         28,
         "a projection batch's handled attempts in one row, named by its processed rows",
-        # sluice/operations/delivery_batches.py. entries: msgpack (zlib) of (event_id,
+        # sluice/streams/delivery_batches.py. entries: msgpack (zlib) of (event_id,
         # stream, entry_id, attempt) per handled entry; the id is drawn by the writing process, in
         # time order. No index but the key: a batch is found through a processed row's
         # batch_id, and the purge goes by id as for deliveries.

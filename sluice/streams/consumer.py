@@ -42,9 +42,8 @@ import structlog
 
 from sluice.errors import ServiceUnavailable
 from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, HANDLER_TIMEOUTS, RETRIES
-from sluice.operations.deliveries import BATCH, Attempt, Batch, DeliveryLog, Outcome
-from sluice.operations.pause import READ_BLOCK_MS, PauseWatch
 from sluice.store.errors import database_unavailable
+from sluice.streams.deliveries import BATCH, Attempt, Batch, DeliveryLog, Outcome
 from sluice.streams.failures import Failures, backoff_ms
 from sluice.streams.group_setup import ensure_group
 from sluice.streams.keys import Keys
@@ -60,6 +59,7 @@ from sluice.streams.messages import (
     fields_from_redis,
 )
 from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.pause import READ_BLOCK_MS, PauseWatch
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
 from sluice.streams.waiting import cancel_and_wait, wait_or_stop
@@ -126,7 +126,7 @@ class Consumer:
         self.name = name
         self.settings = spec.settings(settings)
         self.pauses = pauses
-        if pauses is not None:  # a pause stops the reads within 2 s (sluice.operations.pause)
+        if pauses is not None:  # a pause stops the reads within 2 s (sluice.streams.pause)
             block_ms = min(self.settings.block_ms, READ_BLOCK_MS)
             self.settings = replace(self.settings, block_ms=block_ms)
         # One partition's streams, all in one slot: one XREADGROUP reads them together.

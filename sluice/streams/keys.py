@@ -76,7 +76,7 @@ class Keys:
         return f"{self.prefix}:links:changed"
 
     def link_visits(self, code: str) -> str:
-        """GET redirects served of a link with max_visits (sluice/links/limits.py)."""
+        """GET redirects served of a link with max_visits (sluice/builtin/links/limits.py)."""
         return f"{self.prefix}:link:{{{code}}}:visits"
 
     def view_seen(self, article_id: str, viewer_digest: str) -> str:
@@ -134,5 +134,5 @@ class Keys:
 
     def cancel(self, kind: str, target_id: str) -> str:
         """Set when an operator or owner cancels ``kind``'s ``target_id`` (an export job,
-        a task run): its runner polls it (``sluice.operations.cancel``)."""
+        a task run): its runner polls it (``sluice.streams.cancel``)."""
         return f"{self.prefix}:cancel:{kind}:{target_id}"

@@ -19,12 +19,12 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, ResponseError
 
 from sluice.events import AGGREGATES, utcnow
-from sluice.operations.pause import paused_groups
-from sluice.operations.stalls import StalledConsumer, stalled_consumers
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from sluice.streams.partitions import tag
+from sluice.streams.pause import paused_groups
 from sluice.streams.relay import POSITION
+from sluice.streams.stalls import StalledConsumer, stalled_consumers
 
 # Keys a SCAN step looks at: the keyspace holds many more keys than streams (view
 # dedupe, claims, limits), and the default of 10 costs a round trip per 10 of them.
@@ -189,7 +189,7 @@ class GroupStatus:
     lag: int | None
     # The group's dead letters in the stream's partition (each partition has its own).
     dead_letters: int
-    # Paused by an operator (sluice.operations.pause): its consumers take no entries.
+    # Paused by an operator (sluice.streams.pause): its consumers take no entries.
     paused: bool = False
 
 
@@ -248,7 +248,7 @@ def _group_status(info: Mapping[str, Any]) -> GroupStatus:
 
 async def status(redis: aioredis.Redis, keys: Keys, store: Store, stall_s: float = 60.0) -> Status:
     """Every stream of every partition with its groups, the delayed retries, and the
-    consumers stalled for ``stall_s`` seconds (``sluice.operations.stalls``)."""
+    consumers stalled for ``stall_s`` seconds (``sluice.streams.stalls``)."""
     backlog = await store.max_seq() - await store.position(POSITION)
     found = await partition_streams(redis, keys)
     pipe = redis.pipeline(transaction=False)

@@ -15,11 +15,11 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from sluice.cli.stream_commands import dlq
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.http import create_app
 from sluice.http.keys import STORE
-from sluice.redis_server import RedisServer
-from sluice.stream_commands import dlq
 from sluice.streams.failures import Failures
 from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem

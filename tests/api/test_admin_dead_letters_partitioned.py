@@ -13,10 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from sluice.cli.stream_commands import dlq
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.resources import keys_for
-from sluice.stream_commands import dlq
 from sluice.streams.failures import Failures
 from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem

@@ -20,13 +20,13 @@ import pytest
 from sluice.app.loading import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.cli.processes import run_relay, run_worker
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.http import create_app
 from sluice.http.keys import STORE
-from sluice.operations.history.buckets import minute_of
-from sluice.processes import run_relay, run_worker
 from sluice.resources import Resources
+from sluice.streams.group_history.buckets import minute_of
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
 from tests.api.conftest import AiohttpClient, Client, problem

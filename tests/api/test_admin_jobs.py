@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.links.exports import jobs, visits
 from sluice.config import Config
-from sluice.exports import jobs, visits
 from sluice.store import Store
 from tests.api.conftest import Client, problem
 from tests.api.test_jobs import request_export, setup_links

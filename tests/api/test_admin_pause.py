@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.http.keys import KEYS, REDIS, STORE
-from sluice.operations.pause import paused_groups
 from sluice.store import Store
 from sluice.streams.group_setup import ensure_group
+from sluice.streams.pause import paused_groups
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer
 

@@ -8,8 +8,8 @@ import redis.asyncio as aioredis
 
 from sluice.builtin.articles.periods import period_start
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.redis_server import RedisServer
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from tests.api.conftest import Client

@@ -4,8 +4,8 @@ import sqlite3
 
 import pytest
 
+from sluice.embedded.redis_server import RedisServer
 from sluice.http.keys import STORE
-from sluice.redis_server import RedisServer
 from tests.api.conftest import Client, problem
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.links.exports.retention import purge_finished
+from sluice.builtin.links.exports.runner import ExportDeps, run_export
 from sluice.config import Config
 from sluice.events import ExportRequested, LinkVisited, utcnow
-from sluice.exports.retention import purge_finished
-from sluice.exports.runner import ExportDeps, run_export
 from sluice.http import MAX_BODY
 from sluice.http.keys import KEYS, REDIS
 from sluice.resources import Resources

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import LinkCreated, LinkUpdated, utcnow
 from sluice.http.keys import REDIS, VISITS
-from sluice.redis_server import RedisServer
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import create, user_token

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.links.imports.runner import ImportDeps, run_import
+from sluice.builtin.links.stored import Link
 from sluice.config import Config
 from sluice.events import ImportRequested, LinkCreated
 from sluice.http.keys import KEYS, REDIS
-from sluice.imports.runner import ImportDeps, run_import
 from sluice.resources import Resources
 from sluice.store import Store
-from sluice.store.links import Link
 from tests.api.conftest import Client, problem, stored_events
 from tests.link_helpers import OTHER, OTHER_TOKEN, OWNER, add_link, add_user, bearer
 

@@ -12,8 +12,8 @@ import png
 import pytest
 import zxingcpp
 
+from sluice.builtin.links import qr
 from sluice.config import Config
-from sluice.links import qr
 from sluice.store import Store
 from tests.api.conftest import Client, problem
 from tests.link_helpers import OTHER, add_link, add_user, bearer

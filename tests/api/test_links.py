@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.links import repository
+from sluice.builtin.links.http.links import POOL_REFILLER
+from sluice.builtin.links.pool import free_codes, refill
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import LinkCreated, LinkUpdated
 from sluice.http import create_app
 from sluice.http.keys import CONFIG as CONFIG_KEY
 from sluice.http.keys import STORE as STORE_KEY
-from sluice.http.links import POOL_REFILLER
-from sluice.links import repository
-from sluice.links.pool import free_codes, refill
-from sluice.redis_server import RedisServer
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.api.test_users import bearer, login, register

@@ -1,6 +1,6 @@
 """One-shot reminders ``{at, text}`` (SPEC 14): validation, listing, ``done`` after firing.
 
-Firing is ``sluice.store.one_shots.fire_due``, what every scheduler replica
+Firing is ``sluice.builtin.reminders.one_shots.fire_due``, what every scheduler replica
 calls; here with a clock of the test's choosing.
 """
 
@@ -12,10 +12,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sluice.builtin.reminders.http import reminders as reminder_views
+from sluice.builtin.reminders.one_shots import fire_due, next_due
 from sluice.events import ReminderCreated, ReminderDue, ReminderUpdated
-from sluice.http import reminders as reminder_views
 from sluice.store import Store
-from sluice.store.one_shots import fire_due, next_due
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import user_token
 from tests.api.test_reminder_edits import patch, patched, read

@@ -8,10 +8,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.stored import Fired
 from sluice.events import ReminderUpdated, utcnow
 from sluice.store import Store
-from sluice.store import reminders as stored
-from sluice.store.reminders import Fired
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import user_token
 from tests.api.test_reminders import create, instant

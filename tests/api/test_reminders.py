@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sluice.builtin.reminders.http import reminders as reminder_views
 from sluice.events import ReminderCreated, ReminderDeleted
 from sluice.http import create_app
-from sluice.http import reminders as reminder_views
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import user_token

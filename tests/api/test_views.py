@@ -11,8 +11,8 @@ import redis.asyncio as aioredis
 
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.http import create_app
-from sluice.redis_server import RedisServer
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, stored_events

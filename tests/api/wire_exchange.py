@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from sluice.builtin.links.visits import VisitRecorder
 from sluice.http.connections import GuardedRequestHandler
-from sluice.links.visits import VisitRecorder
 
 # The last request of every stream; answered only on a connection still open after the
 # stream, and it closes it.

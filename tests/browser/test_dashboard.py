@@ -20,8 +20,8 @@ import pytest
 from sluice.app.loading import default_apps
 from sluice.app.testing import wait_for
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.http import create_app
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.tasks import Task, TaskContext

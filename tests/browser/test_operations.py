@@ -21,13 +21,13 @@ import pytest
 from sluice.app.loading import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.exports import jobs
 from sluice.config import Config
-from sluice.exports import jobs
 from sluice.http import create_app
-from sluice.operations.pause import paused_groups
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
+from sluice.streams.pause import paused_groups
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in

@@ -23,14 +23,14 @@ import aiohttp
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from sluice.builtin.accounts.mail.sending import reminder_key
+from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.cron_runner import slot_text
 from sluice.events import AGGREGATES, ReminderDue, decode
-from sluice.mail.sending import reminder_key
 from sluice.resources import Resources
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import slot_id
-from sluice.scheduler.reminders import slot_text
 from sluice.scheduler.runs import ABANDONED
-from sluice.store import reminders as stored
 from sluice.streams.maintenance import all_streams
 from sluice.streams.relay import POSITION
 from tests.chaos.conftest import CHAOS_ENV, WORKER_GROUPS

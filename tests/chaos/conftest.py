@@ -27,9 +27,9 @@ import pytest
 
 from sluice.app.loading import default_apps
 from sluice.app.testing import Child, child_env, wait_for
+from sluice.builtin.accounts.mail import group as mail
 from sluice.config import Config
-from sluice.handlers import mail
-from sluice.redis_server import free_port
+from sluice.embedded.redis_server import free_port
 from sluice.resources import Resources, open_resources
 
 # Each handler group run here and the aggregate streams it reads.

@@ -23,9 +23,9 @@ from pathlib import Path
 import aiohttp
 
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts.mail.idempotency import stamp
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.mail.idempotency import stamp
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.chaos.conftest import APIS, SCHEDULERS, WORKER_GROUPS, WORKER_STREAMS, Cluster

@@ -42,10 +42,10 @@ import aiohttp
 import pytest
 
 from sluice.app.testing import wait_for
-from sluice.mail.links import load_link_key
-from sluice.redis_server import RedisServer
+from sluice.builtin.accounts.mail.links import load_link_key
+from sluice.builtin.reminders import stored
+from sluice.embedded.redis_server import RedisServer
 from sluice.resources import Resources
-from sluice.store import reminders as stored
 from tests.chaos import checks
 from tests.chaos.conftest import APIS, SCHEDULERS, Cluster
 from tests.chaos.faults import Faults

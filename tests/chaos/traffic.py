@@ -28,8 +28,8 @@ from typing import Any
 
 import aiohttp
 
+from sluice.builtin.accounts.mail.links import verify_token
 from sluice.events import utcnow
-from sluice.mail.links import verify_token
 from sluice.streams.waiting import wait_or_stop
 
 ARTICLES = tuple(f"chaos-article-{i}" for i in range(6))

@@ -14,14 +14,14 @@ import pytest
 from sluice.app.loading import default_apps
 from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.reminders.cron_runner import ReminderRunner
+from sluice.cli.processes import runtime_settings
 from sluice.config import Config
-from sluice.operations.deliveries import DeliveryLog
-from sluice.processes import runtime_settings
-from sluice.redis_server import free_port
+from sluice.embedded.redis_server import free_port
 from sluice.resources import Resources, open_resources, redis_client
-from sluice.scheduler.reminders import ReminderRunner
 from sluice.store import Store, open_store
 from sluice.streams.consumer import Consumer
+from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
 from sluice.streams.spec import Counters, GroupSpec

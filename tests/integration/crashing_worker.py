@@ -3,7 +3,7 @@
 ``python -m tests.integration.crashing_worker CONSUMER POISON_ARTICLE``, with a
 test's ``SLUICE_*`` settings in the environment: the real ``article-views``
 group under the real consumer runtime, built as ``sluice worker`` builds it
-(``sluice.processes.run_worker``), except that a batch holding a view of
+(``sluice.cli.processes.run_worker``), except that a batch holding a view of
 ``POISON_ARTICLE`` first records the delivery (``pid deliveries`` pushed to
 ``DELIVERIES_KEY``) and then kills its own process, as a segfault or the OOM
 killer would: no ack, no cleanup.
@@ -26,7 +26,7 @@ DELIVERIES_KEY = "test:poison:deliveries"
 async def work(consumer_name: str, poison: str) -> None:
     from sluice.app.loading import default_apps
     from sluice.builtin.articles.events import ArticleViewed
-    from sluice.processes import runtime_settings
+    from sluice.cli.processes import runtime_settings
     from sluice.resources import open_resources, redis_client
     from sluice.stop_signals import stop_on_signals
     from sluice.streams.consumer import Consumer

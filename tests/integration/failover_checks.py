@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from sluice.app.loading import default_apps
-from sluice.handlers.mail import HANDLERS as MAIL_HANDLERS
+from sluice.builtin.accounts.mail.group import HANDLERS as MAIL_HANDLERS
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.integration.mail_helpers import SmtpServer

@@ -22,7 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
-from sluice.redis_server import RedisServer
+from sluice.embedded.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.integration.conftest import post_views, views

@@ -30,10 +30,10 @@ import pytest
 
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
+from sluice.embedded.redis_server import free_port
 from sluice.events import LinkVisited, decode
 from sluice.history import catalog
 from sluice.history.segment import EventRow
-from sluice.redis_server import free_port
 from sluice.resources import Resources
 from sluice.scheduler.runs import ABANDONED
 from sluice.store.base import Row

@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
 from sluice.events import ReminderDue, decode, utcnow
 from sluice.http import create_app
 from sluice.resources import open_resources
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import Scheduler
-from sluice.scheduler.reminders import ReminderRunner
 from sluice.scheduler.tasks import Task, TaskContext
-from sluice.store import reminders as stored
 from tests.integration.conftest import Running
 
 SKEWS = (-0.8, 0.0, 0.8)

@@ -17,18 +17,18 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts import login_limit
+from sluice.builtin.accounts.login_limit import MAX_FAILURES, LoginLimiter
+from sluice.builtin.links.cache import ChangeHints, ChangeListener, LinkCache, LinkFollower, Target
+from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
+from sluice.embedded.redis_cluster_server import RedisCluster
+from sluice.embedded.redis_server import RedisServer
 from sluice.errors import TooManyRequests
 from sluice.events import Event, LinkUpdated, ReminderCreated, encode, type_name
-from sluice.http import login_limit
-from sluice.http.login_limit import MAX_FAILURES, LoginLimiter
-from sluice.links.cache import ChangeHints, ChangeListener, LinkCache, LinkFollower, Target
 from sluice.redis_cluster import is_cluster
-from sluice.redis_cluster_server import RedisCluster
-from sluice.redis_server import RedisServer
 from sluice.resources import keys_for, open_resources, redis_client
-from sluice.scheduler.reminders import ReminderRunner
-from sluice.store import reminders as stored
 from sluice.streams.keys import Keys
 from sluice.streams.waiting import cancel_and_wait
 from tests.link_helpers import OWNER, add_user

@@ -40,12 +40,12 @@ import redis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
+from sluice.builtin.reminders import stored
 from sluice.config import Config
+from sluice.embedded.redis_cluster_server import RedisCluster
+from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import ReminderDue, decode, utcnow
-from sluice.redis_cluster_server import RedisCluster
-from sluice.redis_server import RedisServer, free_port
 from sluice.resources import Resources
-from sluice.store import reminders as stored
 from tests.integration.failover_checks import (
     GROUPS,
     history,

@@ -9,8 +9,7 @@ import pytest
 import structlog
 
 from sluice.app.testing import wait_for
-from sluice.config import Config
-from sluice.links.pool import (
+from sluice.builtin.links.pool import (
     ALPHABET,
     CODE_LENGTH,
     PoolRefiller,
@@ -21,6 +20,7 @@ from sluice.links.pool import (
     refill,
     take_code,
 )
+from sluice.config import Config
 from sluice.store import Store, open_store
 
 CODE = re.compile(r"[0-9A-Za-z]{6}")

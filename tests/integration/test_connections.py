@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from sluice.app.testing import Child, wait_answering
-from sluice.redis_server import free_port
+from sluice.embedded.redis_server import free_port
 
 # Connection handling does not touch the store: one backend is enough.
 pytestmark = pytest.mark.stores("sqlite")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sluice.app.testing import Child, wait_answering, wait_for
-from sluice.redis_server import free_port
+from sluice.embedded.redis_server import free_port
 
 # Clear the screen, set the window title, ring the bell; 0x9b is CSI in one byte (C1).
 HOSTILE = "/\x1b[2J\x1b]0;owned\x07\x9b31m"

@@ -21,11 +21,11 @@ from aiohttp.test_utils import TestClient
 from sluice.app.testing import child_env, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
+from sluice.embedded.postgres_server import PostgresServer
 from sluice.events import LinkCreated, LinkVisited, decode, utcnow
 from sluice.history.reader import read_history
 from sluice.http import create_app
 from sluice.http.keys import STORE
-from sluice.postgres_server import PostgresServer
 from sluice.resources import Resources
 from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner

@@ -21,11 +21,11 @@ from sluice.config import Config
 from sluice.events import utcnow
 from sluice.http import create_app
 from sluice.metrics import HANDLER_TIMEOUTS
-from sluice.operations import deliveries
-from sluice.operations.deliveries import Attempt
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
+from sluice.streams import deliveries
 from sluice.streams.consumer import Consumer
+from sluice.streams.deliveries import Attempt
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec

@@ -12,9 +12,7 @@ import msgspec
 import pytest
 
 from sluice.builtin.articles.events import ArticleViewed
-from sluice.config import Config
-from sluice.events import Event, LinkVisited, UserRegistered
-from sluice.operations.event_search import (
+from sluice.builtin.operations.event_search import (
     EventQuery,
     FoundEvent,
     Invalid,
@@ -24,6 +22,8 @@ from sluice.operations.event_search import (
     search,
     stored_time,
 )
+from sluice.config import Config
+from sluice.events import Event, LinkVisited, UserRegistered
 from sluice.store import Store
 from tests.integration.test_cli import sluice
 

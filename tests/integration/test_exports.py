@@ -19,14 +19,14 @@ import pytest
 
 from sluice.app.loading import default_apps
 from sluice.app.testing import Child, wait_for
+from sluice.builtin.links.exports import jobs, visits
+from sluice.builtin.links.exports.jobs import Job
+from sluice.builtin.links.exports.retention import purge_finished
+from sluice.builtin.links.exports.runner import ExportDeps, run_export
+from sluice.cli.processes import runtime_settings
 from sluice.config import Config
 from sluice.errors import HandlerError
 from sluice.events import LinkVisited, decode, utcnow
-from sluice.exports import jobs, visits
-from sluice.exports.jobs import Job
-from sluice.exports.retention import purge_finished
-from sluice.exports.runner import ExportDeps, run_export
-from sluice.processes import runtime_settings
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.streams.consumer import Consumer

@@ -17,14 +17,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from sluice.app.testing import Child, wait_for
+from sluice.cli.processes import runtime_settings
 from sluice.config import Config
 from sluice.http import create_app
-from sluice.operations import pause
-from sluice.operations.pause import POLL_INTERVAL_S, READ_BLOCK_MS, PauseWatch
-from sluice.processes import runtime_settings
 from sluice.resources import Resources, redis_client
+from sluice.streams import pause
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
+from sluice.streams.pause import POLL_INTERVAL_S, READ_BLOCK_MS, PauseWatch
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import Running, post_views, views

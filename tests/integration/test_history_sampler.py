@@ -11,12 +11,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.operations.history.buckets import expire_at, hour_label, minute_of
-from sluice.operations.history.reading import Point, read_history
-from sluice.operations.history.sampler import HistorySampler
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources, redis_client
+from sluice.streams.group_history.buckets import expire_at, hour_label, minute_of
+from sluice.streams.group_history.reading import Point, read_history
+from sluice.streams.group_history.sampler import HistorySampler
 from sluice.streams.spec import Counters
 
 # The history is Redis alone: one store is enough.

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.cli.stream_commands import show_status
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import LinkVisited
 from sluice.history.size import measure
 from sluice.http import create_app
 from sluice.http.keys import STORE
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources, open_resources
 from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
-from sluice.stream_commands import show_status
 from sluice.streams.relay import POSITION
 from tests.integration.archive_helpers import LONG_AGO, hot_rows, make_old, run_archive
 from tests.integration.test_metrics import ADMIN, scrape, value

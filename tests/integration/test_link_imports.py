@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.exports import chunks
+from sluice.builtin.links.exports import jobs as job_rows
+from sluice.builtin.links.imports import jobs
+from sluice.builtin.links.imports.formats import parse
 from sluice.events import LinkCreated, decode
-from sluice.exports import chunks
-from sluice.exports import jobs as job_rows
-from sluice.imports import jobs
-from sluice.imports.formats import parse
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.streams.consumer import Consumer

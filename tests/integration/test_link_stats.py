@@ -17,10 +17,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sluice.app.loading import default_apps
 from sluice.app.testing import Child, wait_for
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.http import create_app
 from sluice.http.keys import LINK_FOLLOWER, STORE, VISITS
 from sluice.projections.replay import rebuild
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay

@@ -26,17 +26,17 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import REGISTRY
 
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts.mail import group as mail
+from sluice.builtin.accounts.mail.budget import BudgetUnavailable, Spent, UserBudget
+from sluice.builtin.accounts.mail.links import load_link_key, unsubscribe_token
+from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.cron_runner import ReminderRunner
+from sluice.builtin.reminders.stored import Reminder, insert_reminder
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import ReminderDue, utcnow
-from sluice.handlers import mail
 from sluice.http import create_app
-from sluice.mail.budget import BudgetUnavailable, Spent, UserBudget
-from sluice.mail.links import load_link_key, unsubscribe_token
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources, open_resources
-from sluice.scheduler.reminders import ReminderRunner
-from sluice.store import reminders as stored
-from sluice.store.reminders import Reminder, insert_reminder
 from sluice.store.users import User, db_time, insert_user
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts.mail import group as mail
 from sluice.config import Config
-from sluice.handlers import mail
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.failures import Failures

@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from sluice.app.testing import Child, wait_for
+from sluice.builtin.accounts.mail import group as mail
 from sluice.config import Config
-from sluice.handlers import mail
-from sluice.redis_server import RedisServer
+from sluice.embedded.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay

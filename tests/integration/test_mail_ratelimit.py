@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts.mail import group as mail
+from sluice.builtin.accounts.mail.ratelimit import Grant, RateLimiter
 from sluice.config import Config
-from sluice.handlers import mail
-from sluice.mail.ratelimit import Grant, RateLimiter
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay

@@ -19,13 +19,13 @@ import pytest
 import structlog
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from sluice.builtin.accounts.mail import templates
+from sluice.builtin.accounts.mail.idempotency import SendLog
+from sluice.builtin.accounts.mail.ratelimit import RateLimiter
+from sluice.builtin.accounts.mail.sending import Mailer, Outgoing
+from sluice.builtin.accounts.mail.settings import parse_smtp_url
+from sluice.builtin.accounts.mail.transport import SmtpTransport
 from sluice.errors import HandlerError
-from sluice.mail import templates
-from sluice.mail.idempotency import SendLog
-from sluice.mail.ratelimit import RateLimiter
-from sluice.mail.sending import Mailer, Outgoing
-from sluice.mail.settings import parse_smtp_url
-from sluice.mail.transport import SmtpTransport
 from sluice.resources import Resources
 from tests.integration.mail_helpers import SmtpServer, sent_keys, smtp_server
 

@@ -24,13 +24,13 @@ import pytest
 
 from sluice.app.loading import default_apps
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
+from sluice.builtin.accounts.mail.links import load_link_key, verify_token
+from sluice.builtin.reminders import stored
 from sluice.config import Config
+from sluice.embedded.redis_server import free_port
 from sluice.events import utcnow
 from sluice.http.admin_token import record_generated
-from sluice.mail.links import load_link_key, verify_token
-from sluice.redis_server import free_port
 from sluice.resources import Resources, open_resources
-from sluice.store import reminders as stored
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 

@@ -24,8 +24,8 @@ import pytest
 
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
-from sluice.postgres_server import PostgresServer
-from sluice.redis_server import free_port
+from sluice.embedded.postgres_server import PostgresServer
+from sluice.embedded.redis_server import free_port
 from sluice.resources import Resources, open_resources
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from sluice.app.testing import wait_for
-from sluice.redis_server import RedisServer
+from sluice.embedded.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION, Relay
 from tests.link_helpers import add_link, add_user, bearer, change_link

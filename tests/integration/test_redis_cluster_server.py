@@ -10,7 +10,7 @@ from pathlib import Path
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
-from sluice.redis_cluster_server import RedisCluster
+from sluice.embedded.redis_cluster_server import RedisCluster
 
 
 async def test_a_cluster_serves_every_slot_and_survives_a_primary_killed(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from sluice.redis_server import RedisServer, RedisServerError, announced_url
+from sluice.embedded.redis_server import RedisServer, RedisServerError, announced_url
 
 
 def test_a_port_another_redis_took_is_given_up_and_that_redis_is_left_alone(

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from sluice.app.testing import Child, wait_for
+from sluice.builtin.accounts.mail import group as mail
+from sluice.builtin.accounts.mail.sending import reminder_key
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import ReminderDue, decode, utcnow
-from sluice.handlers import mail
 from sluice.http import create_app
-from sluice.mail.sending import reminder_key
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.store.users import from_db_time
 from sluice.streams.consumer import Consumer

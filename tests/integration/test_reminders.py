@@ -20,17 +20,17 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts.mail import group as mail
+from sluice.builtin.accounts.mail.links import load_link_key, verify_token
+from sluice.builtin.accounts.mail.sending import reminder_key
+from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
+from sluice.embedded.redis_server import RedisServer
 from sluice.events import ReminderDeleted, ReminderDue, decode, utcnow
-from sluice.handlers import mail
 from sluice.http import create_app
-from sluice.mail.links import load_link_key, verify_token
-from sluice.mail.sending import reminder_key
-from sluice.redis_server import RedisServer
 from sluice.resources import Resources, open_resources
-from sluice.scheduler.reminders import ReminderRunner
 from sluice.store import Store, Tx
-from sluice.store import reminders as stored
 from sluice.store.users import db_time, from_db_time
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import POSITION, Relay

@@ -10,8 +10,8 @@ import redis.exceptions
 
 from sluice.app.loading import default_apps
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts.mail.budget import BudgetUnavailable
 from sluice.config import Config
-from sluice.mail.budget import BudgetUnavailable
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.failures import Failures

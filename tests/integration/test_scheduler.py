@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.pool import free_codes
 from sluice.config import Config
 from sluice.events import TaskRunFinished, decode
-from sluice.links.pool import free_codes
 from sluice.resources import Resources, open_resources
 from sluice.scheduler import runs
 from sluice.scheduler.builtin import PURGE_BATCH, purge_expired

@@ -17,8 +17,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from sluice.postgres_server import PortTaken, PostgresServer
-from sluice.redis_server import free_port
+from sluice.embedded.postgres_server import PortTaken, PostgresServer
+from sluice.embedded.redis_server import free_port
 
 
 @pytest.fixture

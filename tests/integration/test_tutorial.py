@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.redis_server import die_with_parent, free_port
+from sluice.embedded.redis_server import die_with_parent, free_port
 from tests.console_blocks import Shell, environment, run_steps, steps
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from sluice.app.testing import wait_for
-from sluice.redis_server import free_port, with_password
+from sluice.embedded.redis_server import free_port, with_password
 
 
 async def _read_until_up(process: asyncio.subprocess.Process, log: Path) -> list[str]:

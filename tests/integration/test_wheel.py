@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sluice.redis_server import free_port
+from sluice.embedded.redis_server import free_port
 from tests.integration.conftest import wait_for
 
 pytestmark = [pytest.mark.wheel, pytest.mark.timeout(600)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.links.agents import Agent, describe
+from sluice.builtin.links.agents import Agent, describe
 from tests.link_helpers import GOOGLEBOT
 from tests.unit.test_targeting import ANDROID_PHONE, IPAD, MAC_SAFARI, WINDOWS_CHROME
 

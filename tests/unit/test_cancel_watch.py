@@ -1,4 +1,4 @@
-"""``CancelWatch`` (sluice.operations.cancel): work stopped by the Redis signal, by the
+"""``CancelWatch`` (sluice.streams.cancel): work stopped by the Redis signal, by the
 database's record when Redis does not answer, and left alone when nobody cancels it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.operations.cancel import CancelWatch
+from sluice.streams.cancel import CancelWatch
 from sluice.streams.keys import Keys
 from sluice.streams.messages import Cancelled
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.__main__ import build_parser
+from sluice.cli.main import build_parser
 from tools.reference.cli import commands
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -92,7 +92,7 @@ def test_bad_values_are_refused_with_the_variable_named(
 
 def test_reading_the_config_loads_no_metrics() -> None:
     """prometheus-client picks in-memory or multiprocess mode when it is imported, so
-    ``sluice.__main__`` reads the config and points it at the data dir first: the
+    ``sluice.cli.main`` reads the config and points it at the data dir first: the
     config must not import it (through the store, say), or every process counts alone."""
     code = "import sys, sluice.config; sys.exit('prometheus_client' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

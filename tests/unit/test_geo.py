@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
+from sluice.builtin.links.geo import country_of
 from sluice.config import trusted_networks
 from sluice.http.client_address import client_ip
-from sluice.links.geo import country_of
 
 PROXIES = trusted_networks("10.0.0.0/8")
 
@@ -81,7 +81,7 @@ def test_an_ipv6_client_keeps_its_whole_address_for_the_lookup() -> None:
 
 def test_the_table_is_loaded_on_the_first_lookup_not_at_import() -> None:
     probe = (
-        "import sys; import sluice.links.geo as geo, sluice.links.targeting;"
+        "import sys; import sluice.builtin.links.geo as geo, sluice.builtin.links.targeting;"
         "assert 'iptocc' not in sys.modules; geo.country_of('193.0.6.139');"
         "assert 'iptocc' in sys.modules"
     )

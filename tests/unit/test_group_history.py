@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import redis.asyncio as aioredis
 
-from sluice.operations.history.buckets import (
+from sluice.streams.group_history.buckets import (
     HOURS_KEPT,
     MAX_MINUTES,
     RETENTION,
@@ -19,7 +19,7 @@ from sluice.operations.history.buckets import (
     minute_of,
     window,
 )
-from sluice.operations.history.sampler import HistorySampler
+from sluice.streams.group_history.sampler import HistorySampler
 from sluice.streams.keys import Keys
 from sluice.streams.spec import Counters
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.imports.formats import UnreadableFile, parse
+from sluice.builtin.links.imports.formats import UnreadableFile, parse
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from sluice.links.rules import Invalid, check_url, short_origin
+from sluice.builtin.links.rules import Invalid, check_url, short_origin
 
 
 def test_no_name_is_looked_up_and_loopback_names_are_accepted(

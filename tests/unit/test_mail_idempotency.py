@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.accounts.mail.idempotency import CouldNotCheck, Outcome, SendLog
 from sluice.config import load_config
-from sluice.mail.idempotency import CouldNotCheck, Outcome, SendLog
 from sluice.store import Store, open_store
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

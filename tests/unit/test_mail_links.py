@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sluice.mail.links import (
+from sluice.builtin.accounts.mail.links import (
     BadLink,
     check_unsubscribe_token,
     link,

@@ -10,8 +10,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from sluice.mail.ratelimit import RateLimiter, RateLimitUnavailable
-from sluice.redis_server import free_port
+from sluice.builtin.accounts.mail.ratelimit import RateLimiter, RateLimitUnavailable
+from sluice.embedded.redis_server import free_port
 
 KEY = "sluice:mail:rate"
 

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.builtin.accounts.mail import templates
+from sluice.builtin.accounts.mail.idempotency import CouldNotCheck, Outcome, SendLog
+from sluice.builtin.accounts.mail.ratelimit import RateLimiter
+from sluice.builtin.accounts.mail.sending import Mailer, Outgoing
+from sluice.builtin.accounts.mail.settings import SmtpSettings
+from sluice.builtin.accounts.mail.transport import EmlTransport, SmtpTransport, reply_error
 from sluice.config import load_config
+from sluice.embedded.redis_server import free_port
 from sluice.errors import HandlerError
-from sluice.mail import templates
-from sluice.mail.idempotency import CouldNotCheck, Outcome, SendLog
-from sluice.mail.ratelimit import RateLimiter
-from sluice.mail.sending import Mailer, Outgoing
-from sluice.mail.settings import SmtpSettings
-from sluice.mail.transport import EmlTransport, SmtpTransport, reply_error
-from sluice.redis_server import free_port
 from sluice.store import Store, open_store
 
 

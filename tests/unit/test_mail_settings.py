@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sluice.builtin.accounts.mail.settings import SmtpSettings, parse_smtp_url
+from sluice.builtin.accounts.mail.transport import EmlTransport, SmtpTransport, make_transport
 from sluice.config import load_config
 from sluice.errors import ConfigError
-from sluice.mail.settings import SmtpSettings, parse_smtp_url
-from sluice.mail.transport import EmlTransport, SmtpTransport, make_transport
 
 
 @pytest.mark.parametrize(

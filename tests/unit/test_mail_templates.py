@@ -7,9 +7,15 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from sluice.builtin.accounts.mail import templates
+from sluice.builtin.accounts.mail.sending import (
+    Outgoing,
+    compose,
+    message_id,
+    reminder_key,
+    welcome_key,
+)
 from sluice.errors import HandlerError
-from sluice.mail import templates
-from sluice.mail.sending import Outgoing, compose, message_id, reminder_key, welcome_key
 
 VERIFY = "https://sl.example/v1/verify?token=v1.u1.1.mac"
 UNSUBSCRIBE = "https://sl.example/v1/unsubscribe?token=u1.r1.mac"

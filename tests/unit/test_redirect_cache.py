@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
+from sluice.builtin.links.cache import LinkCache, Target, apply_entry, location
 from sluice.events import LinkUpdated, encode
-from sluice.links.cache import LinkCache, Target, apply_entry, location
 
 
 def target(url: str = "https://example.org/", disabled: bool = False) -> Target:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from sluice.scheduler.reminder_agenda import Agenda
-from sluice.store.reminders import Planned, Reminder
+from sluice.builtin.reminders.agenda import Agenda
+from sluice.builtin.reminders.stored import Planned, Reminder
 
 NOW = datetime(2030, 3, 1, 12, 0, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

@@ -20,9 +20,9 @@ import structlog
 from aiohttp import web
 from prometheus_client import Histogram
 
+from sluice.builtin.links.cache import LinkCache, Target
 from sluice.events import new_trace_id, uuid7
 from sluice.http.visitors import VisitorHasher, visitor_hash
-from sluice.links.cache import LinkCache, Target
 from sluice.logs import (
     REQUEST,
     LineWriter,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sluice.links.rules import Invalid, short_origin
-from sluice.links.targeting import (
+from sluice.builtin.links.rules import Invalid, short_origin
+from sluice.builtin.links.targeting import (
     MAX_RULES,
     Facts,
     InvalidRules,

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from sluice.builtin.reminders.upcoming import NEXT_RUNS, WINDOW_MAX, Window, window
 from sluice.scheduler.cron import parse_cron
-from sluice.scheduler.upcoming import NEXT_RUNS, WINDOW_MAX, Window, window
 
 START = datetime(2026, 3, 7, 12, 0, 0, 123_000, tzinfo=UTC)
 # An ordinary day, and the nights of DST changes in Berlin, New York and Lord Howe.

@@ -11,8 +11,13 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 from standardwebhooks.webhooks import Webhook as Verifier
 
-from sluice.webhooks.signing import generate_secret, secret_key, signature
-from sluice.webhooks.targets import PinnedResolver, TargetRefused, check_literal, forbidden
+from sluice.builtin.links.webhooks.signing import generate_secret, secret_key, signature
+from sluice.builtin.links.webhooks.targets import (
+    PinnedResolver,
+    TargetRefused,
+    check_literal,
+    forbidden,
+)
 
 
 @pytest.mark.parametrize(

@@ -137,7 +137,7 @@ def render(parser: argparse.ArgumentParser) -> str:
         " says of it."
     )
     return page(
-        generated("the argument parser of sluice/__main__.py (build_parser)"),
+        generated("the argument parser of sluice/cli/main.py (build_parser)"),
         intro,
         "## Commands",
         overview,

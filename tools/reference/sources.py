@@ -43,8 +43,8 @@ def current() -> Sources:
 
     import sluice
     import sluice.http  # imports every module that declares a metric (what /metrics shows)
-    from sluice.__main__ import build_parser
     from sluice.app.loading import default_apps
+    from sluice.cli.main import build_parser
     from sluice.config import Config, load_config
     from sluice.http.openapi import build_document
     from sluice.metrics import declared

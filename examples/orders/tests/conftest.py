@@ -10,7 +10,7 @@ import pytest
 from sluice.app.loading import load_apps
 from sluice.app.testing import Child, wait_answering
 from sluice.config import Config, load_config
-from sluice.redis_server import free_port
+from sluice.embedded.redis_server import free_port
 from sluice.store import open_store
 
 from tests.shop import APPS, GROUPS, Shop

@@ -1,0 +1,402 @@
+"""Export jobs: request one for a link, poll it, download its CSV, cancel it. Owner only
+(the admin token may cancel any job).
+
+Another user's job or link gets the same 404 as an unknown one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import cast, get_args
+
+import msgspec
+import structlog
+from aiohttp import hdrs, web
+
+from sluice.builtin.links.exports import chunks, jobs
+from sluice.builtin.links.exports.jobs import Job
+from sluice.builtin.links.imports.jobs import IMPORT
+from sluice.errors import Conflict, FieldError, Gone, NotFound, TooManyRequests, Unprocessable
+from sluice.http.apidoc import (
+    ADMIN,
+    CODE,
+    FORBIDDEN,
+    NO_LINK,
+    UNAUTHORIZED,
+    USER,
+    Doc,
+    Route,
+    ok,
+    problem,
+    ref,
+    too_many,
+)
+from sluice.http.auth import require_admin, require_user, require_user_or_admin
+from sluice.http.bodies import JSON, json_response
+from sluice.http.conditional import Validators, not_modified, requested_range
+from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID
+from sluice.http.schemas import ExportStarted, JobOut
+from sluice.streams.cancel import signal_cancel
+
+log = structlog.get_logger(__name__)
+
+# When to ask again once a user's exports fill their places: most finish within seconds.
+EXPORTS_RETRY_AFTER = 5
+ADMIN_JOBS_MAX = 100
+_STATUSES: tuple[str, ...] = get_args(jobs.Status)
+
+
+def _job_url(request: web.Request, job_id: str) -> str:
+    return f"{request.app[CONFIG].base_url}/v1/jobs/{job_id}"
+
+
+def _result_available(job: Job) -> bool:
+    return job.status == "succeeded" and job.purged_at is None
+
+
+def _out(request: web.Request, job: Job) -> JobOut:
+    result_url = f"{_job_url(request, job.id)}/result" if _result_available(job) else None
+    return JobOut(
+        id=job.id, kind=job.kind, status=job.status,
+        progress=job.progress, created_at=job.created_at, finished_at=job.finished_at,
+        result_url=result_url, error=job.error,
+    )  # fmt: skip
+
+
+async def request_export(request: web.Request) -> web.Response:
+    """202 with the job; while an export of the link is queued or running, that same job;
+    429 while the caller has ``SLUICE_EXPORTS_PER_USER`` others queued or running."""
+    user = await require_user(request)
+    code = request.match_info["code"]
+    per_user = request.app[CONFIG].exports_per_user
+    try:
+        job, _ = await jobs.request_export(
+            request.app[STORE], user.id, code, request[TRACE_ID], per_user=per_user
+        )
+    except jobs.NoSuchLink:
+        raise NotFound(f"you have no link {code!r}") from None
+    except jobs.TooManyExports as exc:
+        raise TooManyRequests(
+            f"you have {exc.active} exports queued or running, the most allowed at once is"
+            f" {exc.limit}; ask again when one has finished",
+            EXPORTS_RETRY_AFTER,
+        ) from None
+    status_url = _job_url(request, job.id)
+    return json_response(
+        ExportStarted(job_id=job.id, status_url=status_url), 202, headers={"Location": status_url}
+    )
+
+
+async def _own_job(request: web.Request) -> Job:
+    user = await require_user(request)
+    job_id = request.match_info["job_id"]
+    job = await jobs.get_job(request.app[STORE], job_id)
+    if job is None or job.owner_id != user.id:
+        raise NotFound(f"you have no job {job_id!r}")
+    return job
+
+
+async def read_job(request: web.Request) -> web.Response:
+    return json_response(_out(request, await _own_job(request)))
+
+
+async def cancel_job(request: web.Request) -> web.Response:
+    """202 with the job, ``cancelled``; 409 once it finished. The worker running it, on any
+    host, stops within a second or two (``sluice.streams.cancel``)."""
+    user = await require_user_or_admin(request)
+    job_id = request.match_info["job_id"]
+    try:
+        job = await jobs.cancel(request.app[STORE], job_id, None if user is None else user.id)
+    except jobs.NoSuchJob:
+        raise NotFound(f"{'no' if user is None else 'you have no'} job {job_id!r}") from None
+    except jobs.AlreadyFinished as exc:
+        raise Conflict(
+            f"the job is {exc.job.status} already; only a queued or running job can be cancelled"
+        ) from None
+    await signal_cancel(request.app[REDIS], request.app[KEYS], job.kind, job.id)
+    log.info("job cancelled", job_id=job.id, by="admin" if user is None else "owner")
+    return json_response(_out(request, job), 202)
+
+
+class AdminJobOut(msgspec.Struct, kw_only=True):
+    """A job as the operator sees it: whose, of which link, and its trace."""
+
+    id: str
+    kind: str
+    owner_id: str
+    code: str
+    status: jobs.Status
+    progress: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    trace_id: str
+
+
+def _admin_out(job: Job) -> AdminJobOut:
+    return AdminJobOut(
+        id=job.id, kind=job.kind, owner_id=job.owner_id, code=job.code, status=job.status,
+        progress=job.progress, created_at=job.created_at, started_at=job.started_at,
+        finished_at=job.finished_at, error=job.error, trace_id=job.trace_id,
+    )  # fmt: skip
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    """Every user's jobs, newest first, at most ``ADMIN_JOBS_MAX``; ``?status=`` one status."""
+    await require_admin(request)
+    status = request.query.get("status")
+    if status is not None and status not in _STATUSES:
+        raise Unprocessable(
+            "invalid query parameters",
+            [FieldError("status", f"must be one of {', '.join(_STATUSES)}")],
+        )
+    found = await jobs.newest(
+        request.app[STORE], cast("jobs.Status | None", status), ADMIN_JOBS_MAX
+    )
+    return json_response([_admin_out(job) for job in found])
+
+
+async def job_result(request: web.Request) -> web.StreamResponse:
+    """The CSV once the job succeeded; 409 before (or after a failure), 410 once removed.
+
+    Read from the database a chunk at a time, so any process serves any job's
+    result; validators and ranges as RFC 9110 has them (``http.conditional``).
+    """
+    job = await _own_job(request)
+    if job.purged_at is not None:
+        raise Gone("the result was removed after the retention period; request a new export")
+    if job.cancelled:
+        raise Conflict("the job was cancelled: it has no result")
+    if job.status != "succeeded" or job.finished_at is None:
+        detail = f"the job is {job.status}"
+        raise Conflict(f"{detail}: {job.error}" if job.error else f"{detail}; no result yet")
+    # A result never changes once its job succeeded: the job and the size name it.
+    current = Validators(f"{job.id}-{job.cursor_bytes:x}", job.finished_at, job.cursor_bytes)
+    if not_modified(request, current):
+        return web.Response(status=304, headers=current.headers())
+    span = requested_range(request, current)
+    start, stop = span or (0, current.size)
+    async with contextlib.aclosing(chunks.read(request.app[STORE], job.id, start, stop)) as body:
+        try:
+            first = await anext(body, None)  # before the status line: a failure is still a 5xx
+        except chunks.ResultMissing:
+            raise Gone("the result is no longer there; request a new export") from None
+        response = _csv_response(request, job, current, span)
+        await response.prepare(request)
+        if request.method != hdrs.METH_HEAD and first is not None:
+            await _send(request, response, job.id, first, body)
+    return response
+
+
+def _csv_response(
+    request: web.Request, job: Job, current: Validators, span: tuple[int, int] | None
+) -> web.StreamResponse:
+    """The status line and headers: 200 for the whole CSV, 206 for ``span``."""
+    start, stop = span or (0, current.size)
+    response = web.StreamResponse(status=200 if span is None else 206)
+    content_type, filename = _result_type(job)
+    response.headers.update({
+        **current.headers(),
+        hdrs.CONTENT_TYPE: content_type,
+        hdrs.CONTENT_DISPOSITION: f'attachment; filename="{filename}"',
+        "X-Trace-Id": request[TRACE_ID],  # prepared in the view: the middleware cannot add it
+    })  # fmt: skip
+    if span is not None:
+        response.headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{stop - 1}/{current.size}"
+    response.content_length = stop - start
+    return response
+
+
+def _result_type(job: Job) -> tuple[str, str]:
+    """The result's content type and file name: an export's CSV, an import's JSON."""
+    created = f"{job.created_at:%Y%m%dT%H%M%SZ}"
+    if job.kind == IMPORT:
+        return "application/json", f"import-{created}.json"
+    return "text/csv; charset=utf-8", f"{job.code}-visits-{created}.csv"
+
+
+async def _send(
+    request: web.Request,
+    response: web.StreamResponse,
+    job_id: str,
+    first: memoryview,
+    rest: AsyncIterator[memoryview],
+) -> None:
+    """Write the body; a failure past the status line can only cut the connection, so
+    the client sees the body end short of its ``Content-Length``."""
+    try:
+        await response.write(first)
+        async for data in rest:
+            await response.write(data)
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away
+    except Exception:
+        log.exception("export download broken off", job_id=job_id)
+        if request.transport is not None:
+            request.transport.close()
+
+
+_JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_NO_JOB = problem("no such job, or another user's (the same answer for both)")
+
+
+def _required_header(description: str, schema: Doc | None = None) -> Doc:
+    return {"description": description, "required": True,
+            "schema": schema or {"type": "string"}}  # fmt: skip
+
+
+_RESULT_HEADERS = {
+    "Content-Disposition": _required_header(
+        '`attachment; filename="<code>-visits-<created>.csv"` (an import: `import-<created>.json`)'
+    ),
+    "Content-Length": _required_header("bytes in this answer", {"type": "integer", "minimum": 0}),
+    "ETag": _required_header("strong: the result never changes"),
+    "Last-Modified": _required_header("the job's `finished_at`"),
+    "Accept-Ranges": _required_header("byte ranges are served", {"const": "bytes"}),
+}
+_RESULT_CONDITIONS = [
+    {"name": name, "in": "header", "required": False, "description": description,
+     "schema": {"type": "string"}}
+    for name, description in (
+        ("Range", "one byte range: `bytes=first-`, `bytes=first-last` or `bytes=-suffix`"),
+        ("If-Range", "an ETag or an HTTP date: the Range applies only to that very version"),
+        ("If-Match", "ETags, or `*`: 412 unless one is the result's (strong comparison)"),
+        ("If-None-Match", "ETags, or `*`: 304 when one is the result's (weak comparison)"),
+        ("If-Modified-Since", "an HTTP date: 304 unless the result is newer"),
+        ("If-Unmodified-Since", "an HTTP date: 412 when the result is newer"),
+    )
+]  # fmt: skip
+
+ROUTES = (
+    Route("POST", "/v1/links/{code}/exports", request_export, {
+        "operationId": "exportLink",
+        "summary": "Start a CSV export of one of the caller's links' visits",
+        "description": (
+            "Answers at once; the `exports` workers build the CSV in the background from the "
+            "event history, covering the visits committed before the request. While an export "
+            "of the link is queued or running, the same job is answered again (no second "
+            "scan). A user has at most SLUICE_EXPORTS_PER_USER (default 3) exports queued or "
+            "running at once; beyond that the answer is 429 and nothing is queued. Poll "
+            "`status_url`; the CSV has the columns visited_at, visitor, referrer_host, "
+            "browser, is_bot."
+        ),
+        "security": USER,
+        "parameters": [CODE],
+        "responses": {
+            "202": {**ok(ExportStarted, "the job; `Location` is its status URL"),
+                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}}},
+            "401": UNAUTHORIZED,
+            "404": NO_LINK,
+            "429": too_many("SLUICE_EXPORTS_PER_USER exports of yours are queued or running; "
+                            "ask again once one has finished"),
+        },
+    }, structs=(ExportStarted,)),
+    Route("GET", "/v1/admin/jobs", list_jobs, {
+        "operationId": "adminListJobs",
+        "summary": "Every user's jobs, newest first (the admin token)",
+        "description": (
+            f"At most {ADMIN_JOBS_MAX} jobs, newest first, of every user; `status` keeps one"
+            " status. The /admin page lists the queued and running ones with a Cancel"
+            " button (`DELETE /v1/jobs/{job_id}`)."
+        ),
+        "security": ADMIN,
+        "parameters": [{"name": "status", "in": "query", "required": False,
+                        "description": "only jobs of this status",
+                        "schema": {"type": "string", "enum": list(_STATUSES)}}],
+        "responses": {
+            "200": {"description": "the jobs", "content": {JSON: {"schema": {
+                "type": "array", "items": ref(AdminJobOut)}}}},
+            "401": UNAUTHORIZED,
+            "403": FORBIDDEN,
+            "422": problem("`status` is not a job status"),
+        },
+    }, structs=(AdminJobOut,)),
+    Route("GET", "/v1/jobs/{job_id}", read_job, {
+        "operationId": "getJob",
+        "summary": "A job's status and progress (0-100, never decreasing)",
+        "description": (
+            "`result_url` is set once the job succeeded, until the result is removed "
+            "SLUICE_EXPORT_RETENTION seconds (default a day) after `finished_at`; "
+            "`error` says why a job failed."
+        ),
+        "security": USER,
+        "parameters": [_JOB_ID],
+        "responses": {
+            "200": ok(JobOut, "the job"),
+            "401": UNAUTHORIZED,
+            "404": _NO_JOB,
+        },
+    }, structs=(JobOut,)),
+    Route("DELETE", "/v1/jobs/{job_id}", cancel_job, {
+        "operationId": "cancelJob",
+        "summary": "Cancel a queued or running job (its owner, or the admin token)",
+        "description": (
+            "The job reads `cancelled` at once and its partial result is removed; a job "
+            "not yet started never runs, and the worker running one, on any host, stops "
+            "within 2 s (a Redis signal polled every 0.5 s, the database read every 2 s "
+            "as a fallback). Its stream entry is acked, never retried and never "
+            "dead-lettered. A finished job (succeeded, failed or cancelled) is 409."
+        ),
+        "security": [*USER, *ADMIN],
+        "parameters": [_JOB_ID],
+        "responses": {
+            "202": ok(JobOut, "the job, now `cancelled`"),
+            "401": UNAUTHORIZED,
+            "404": _NO_JOB,
+            "409": problem("the job succeeded, failed or was cancelled already"),
+            "429": too_many(
+                "this client address sent too many tokens that are neither a user's nor the"
+                " admin's (SLUICE_ADMIN_FAILURES_PER_CLIENT per window): a wrong token is"
+                " refused until Retry-After; a valid one always passes"
+            ),
+        },
+    }, structs=(JobOut,)),
+    Route("GET", "/v1/jobs/{job_id}/result", job_result, {
+        "operationId": "getJobResult",
+        "summary": "The result of a job that succeeded: an export's CSV, an import's JSON",
+        "description": (
+            "The result is kept in the database, so any replica serves it, read a chunk at a "
+            "time. It never changes once the job succeeded: its `ETag` is strong and its "
+            "`Last-Modified` is the job's `finished_at`. Conditions are evaluated as RFC 9110 "
+            "section 13.2.2 orders them (If-Match, else If-Unmodified-Since: 412; "
+            "If-None-Match, else If-Modified-Since: 304) before a `Range` is looked at. One "
+            "byte range is served (`bytes=10-`, `bytes=10-99`, `bytes=-500`); an `If-Range` "
+            "naming another version (a weak or other tag, a date other than Last-Modified) "
+            "gets the whole CSV."
+        ),
+        "security": USER,
+        "parameters": [_JOB_ID, *_RESULT_CONDITIONS],
+        "responses": {
+            "200": {
+                "description": "the CSV (RFC 4180, UTF-8, a header line), as an attachment",
+                "headers": _RESULT_HEADERS,
+                "content": {"text/csv": {"schema": {"type": "string"}},
+                            JSON: {"schema": {"type": "object", "description": (
+                                "an import's outcomes (see importLinks)")}}},
+            },
+            "206": {
+                "description": "the part of the CSV a Range header asked for",
+                "headers": {**_RESULT_HEADERS, "Content-Range": _required_header(
+                    "`bytes first-last/size`")},
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+            },
+            "304": {
+                "description": "If-None-Match or If-Modified-Since: the client's copy is current",
+                "headers": {name: _RESULT_HEADERS[name] for name in ("ETag", "Last-Modified")},
+            },
+            "401": UNAUTHORIZED,
+            "404": _NO_JOB,
+            "409": problem("the job is queued, running, failed or cancelled: no result"),
+            "410": problem("the result was removed after the retention period"),
+            "412": problem("If-Match names another version, or the result changed after "
+                           "If-Unmodified-Since"),
+            "416": {**problem("a Range that starts past the end, is empty or backwards, or is "
+                              "not one byte range"),
+                    "headers": {"Content-Range": _required_header("`bytes */size`")}},
+        },
+    }),
+)  # fmt: skip

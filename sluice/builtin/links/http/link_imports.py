@@ -1,0 +1,85 @@
+"""Import links from a CSV: sluice's own columns, or an export of Bitly, YOURLS or Shlink.
+
+The file is checked here (UTF-8, CSV, a header row naming a known format, at least
+one row: 422 otherwise) and kept in the database with its job; the ``imports``
+workers apply the rows (``sluice.imports``). The job is polled like an export, at
+``GET /v1/jobs/{id}``; its result is JSON, one outcome per row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from sluice.builtin.links.imports import jobs
+from sluice.builtin.links.imports.formats import Parsed, UnreadableFile, parse
+from sluice.builtin.links.imports.runner import stored_fields
+from sluice.errors import Unprocessable, UnsupportedMediaType
+from sluice.http.apidoc import UNAUTHORIZED, USER, Route, ok, problem
+from sluice.http.auth import require_user
+from sluice.http.bodies import json_response
+from sluice.http.keys import CONFIG, STORE, TRACE_ID
+from sluice.http.schemas import ExportStarted
+
+CSV = "text/csv"
+
+
+def _check_type(request: web.Request) -> None:
+    if request.content_type != CSV or (request.charset or "utf-8").lower() not in (
+        "utf-8", "utf8"
+    ):  # fmt: skip
+        raise UnsupportedMediaType("the body must be text/csv in UTF-8 (charset=utf-8 or none)")
+
+
+async def request_import(request: web.Request) -> web.Response:
+    """202 with the job; the same job while an import of the same file is queued or
+    running. 413 past ``SLUICE_IMPORT_MAX_BYTES`` (the middleware), 415, 422."""
+    user = await require_user(request)
+    _check_type(request)
+    data = await request.read()
+    try:
+        # Parsing 10 MB takes a moment: off the event loop.
+        parsed: Parsed = await asyncio.to_thread(parse, data, stored=stored_fields())
+    except UnreadableFile as exc:
+        raise Unprocessable(str(exc)) from None
+    job, _ = await jobs.request_import(
+        request.app[STORE], user.id, data, parsed.format.name, len(parsed.drafts),
+        request[TRACE_ID],
+    )  # fmt: skip
+    status_url = f"{request.app[CONFIG].base_url}/v1/jobs/{job.id}"
+    return json_response(
+        ExportStarted(job_id=job.id, status_url=status_url), 202, headers={"Location": status_url}
+    )
+
+
+ROUTES = (
+    Route("POST", "/v1/links/imports", request_import, {
+        "operationId": "importLinks",
+        "summary": "Import links from a CSV file, in the background",
+        "description": (
+            "The format is told by the header row (names compared without case, spaces, `_`"
+            " or `-`): sluice's own `url, alias, expires_at, tags, title` (only `url`"
+            " required), or an export of YOURLS (`keyword, url, title, ...`), Shlink"
+            " (`shortCode, longUrl, title, tags, ...`) or Bitly (`link, long_url, title,"
+            " tags, ...`). Every row goes by the rules of POST /v1/links. Answers at once;"
+            " poll `status_url`: the job's result (`result_url`) is JSON, one outcome per row"
+            " (`created`, `existing` or `invalid` with the reason). Importing the same file"
+            " again creates nothing twice: a row with a code is `existing` when the caller's"
+            " link with that code goes to the same URL, a row without one when an import of"
+            " the caller created a link to the same URL. Uploading the same file while its"
+            " import is queued or running answers that same job."
+        ),
+        "security": USER,
+        "requestBody": {"required": True, "content": {CSV: {"schema": {"type": "string"}}}},
+        "responses": {
+            "202": {**ok(ExportStarted, "the job; `Location` is its status URL"),
+                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}}},
+            "400": problem("the body cannot be read"),
+            "401": UNAUTHORIZED,
+            "413": problem("the file is larger than SLUICE_IMPORT_MAX_BYTES (10 MiB by default)"),
+            "415": problem("the body is not text/csv in UTF-8"),
+            "422": problem("not UTF-8, not CSV, a header row of no known format, or no rows"),
+        },
+    }, structs=(ExportStarted,)),
+)  # fmt: skip

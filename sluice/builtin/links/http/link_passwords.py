@@ -1,0 +1,219 @@
+"""``POST /{code}``: the password form of a password link (SPEC 13), and its limit.
+
+``GET /{code}`` of a link with a password answers a small form
+(sluice/builtin/links/http/redirects.py,
+sluice/http/pages.py), records nothing and counts nothing; the link's target is not on
+the page. The form POSTs ``password`` to the same URL, and this handler checks it:
+
+- the right one: the redirect a GET of an open link would answer (its rules applied,
+  its ``max_visits`` counted) and the visit it would record, through the same code;
+- a wrong one: 401 and the form again, saying so;
+- five wrong ones from one client for one link within fifteen minutes: 429, the form
+  saying when to try again and ``Retry-After``, whatever is posted, the right password
+  included, until the oldest of the five leaves the window.
+
+The limit is the login limit's sliding window and script (``LoginLimiter``: a sorted
+set in Redis per link and client, shared by every replica; an attempt counts as in
+progress before the hash is checked, so guesses sent at once get five tries, not
+more; in process only while Redis is down). The client is its address as the limits
+of SPEC 15 see it (``client_address``: the peer, or what a ``SLUICE_TRUSTED_PROXIES``
+proxy says; an IPv6 client is its /64), so one client's guesses do not lock others out.
+
+The hash is read from the database on each POST, never cached, and checked in a
+thread of the bounded hasher (``PASSWORDS``), as a login's password.
+
+A link with a 307 or 308 ``redirect_status`` answers 303 here: a browser repeats the
+method and body of a 307 or 308, and would post the password to the target site. A
+301 or 302 after a POST is followed with a GET already (and is answered as set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from sluice.builtin.accounts.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
+from sluice.builtin.links.cache import Target
+from sluice.builtin.links.http.redirects import (
+    CODE,
+    NO_STORE,
+    TRUSTED_PROXIES,
+    _problem,
+    _target,
+    _visit_left,
+    destination,
+    record_visit,
+)
+from sluice.builtin.links.rules import PASSWORD_MAX
+from sluice.builtin.links.stored import get_link
+from sluice.errors import TooManyRequests, UnsupportedMediaType
+from sluice.events import utcnow
+from sluice.http.apidoc import FORM, Route, html_page, problem
+from sluice.http.client_address import client_address
+from sluice.http.keys import KEYS, LINK_CACHE, PASSWORDS, REDIS, STORE
+from sluice.http.pages import is_form, password_page, read_form
+
+# A browser follows these with a GET; 307 and 308 would resend the form, password and all.
+_AFTER_POST = {301: 301, 302: 302, 307: 303, 308: 303}
+_WRONG = "Wrong password. Please try again."
+
+
+class LinkPasswordLimiter(LoginLimiter):
+    """Failed passwords per link and client: the login limit's windows and script, under
+    keys of their own. ``subject``: the link's code and the client's address."""
+
+    BUSY = "other passwords for this link are being checked; try again in a moment"
+    USED_UP = "too many wrong passwords for this link; try again later"
+
+    def _keys(self, email: str) -> list[str]:
+        digest = hashlib.sha256(email.encode()).hexdigest()[:32]
+        return [self.keys.link_password_failures(digest), self.keys.link_password_attempts(digest)]
+
+
+LINK_PASSWORD_LIMITER = web.AppKey("link_password_limiter", LinkPasswordLimiter)
+
+
+async def password_limits(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx (after the Redis client): the limiter of wrong link passwords."""
+    app[LINK_PASSWORD_LIMITER] = LinkPasswordLimiter(app[REDIS], app[KEYS])
+    yield
+
+
+async def unlock(request: web.Request) -> web.StreamResponse:
+    """The redirect of a password link, for the right ``password`` form field."""
+    now = utcnow()
+    code = request.match_info["code"]
+    try:
+        target = request.app[LINK_CACHE].cached(code)
+    except KeyError:
+        target = await _target(request, code) if CODE.fullmatch(code) else None
+    if target is None or target.hidden(now):
+        return _problem(404, f"no short link at {request.path}")
+    if target.gone(now):
+        return _problem(410, f"the short link {code} is disabled or expired")
+    if not target.password:  # removed since the form was shown: a GET redirects now
+        return _see_other(code)
+    password = await _posted_password(request)
+    trusted = request.app[TRUSTED_PROXIES]
+    subject = f"{code} {client_address(request, trusted)}"
+    limiter = request.app[LINK_PASSWORD_LIMITER]
+    try:
+        attempt = await limiter.attempt(subject)  # counted as in progress from now
+    except TooManyRequests as exc:
+        return password_page(_refusal(exc), status=429, headers=exc.headers)
+    try:
+        right = await _right(request, code, password)
+    except BaseException:  # no answer on the password (503, the client gone): not a failure
+        await asyncio.shield(limiter.abandon(subject, attempt))
+        raise
+    if right is None:  # no password any more, or no link
+        await limiter.abandon(subject, attempt)
+        return _see_other(code)
+    if not right:
+        await limiter.failed(subject, attempt)
+        return password_page(_WRONG, status=401)
+    await limiter.succeeded(subject)
+    return await _redirect(request, code, target)
+
+
+async def _posted_password(request: web.Request) -> str:
+    """The ``password`` field of the form ("" when absent): 415 for another body, 400
+    for a form that is not URL-encoded UTF-8."""
+    if not is_form(request):
+        raise UnsupportedMediaType(f"send the form's fields as {FORM}")
+    return (await read_form(request)).get("password", "")
+
+
+async def _right(request: web.Request, code: str, password: str) -> bool | None:
+    """Whether ``password`` is the link's, by its hash as stored now; None when the
+    link has none (any more)."""
+    link = await get_link(request.app[STORE], code)
+    if link is None or link.password_hash is None:
+        return None
+    if not 0 < len(password) <= PASSWORD_MAX:  # no hash to spend on what cannot match
+        return False
+    return await request.app[PASSWORDS].verify(password, link.password_hash)
+
+
+async def _redirect(request: web.Request, code: str, target: Target) -> web.StreamResponse:
+    """What a GET of the link would answer were it open, and its visit recorded alike."""
+    now = utcnow()
+    if target.max_visits is not None and not await _visit_left(request, code, target, True):
+        return _problem(410, f"the short link {code} has served all its visits")
+    record_visit(request, code, target, now)
+    url = destination(request, target, request.app[TRUSTED_PROXIES])
+    status = _AFTER_POST.get(target.status, 303)
+    return web.Response(status=status, headers={"Location": url, "Cache-Control": NO_STORE})
+
+
+def _refusal(exc: TooManyRequests) -> str:
+    if exc.detail == LinkPasswordLimiter.BUSY:
+        return "Other passwords for this link are being checked. Try again in a moment."
+    minutes = math.ceil(int(exc.headers["Retry-After"]) / 60)
+    return f"Too many wrong passwords. Try again in {minutes} minute{'s' * (minutes > 1)}."
+
+
+def _see_other(code: str) -> web.Response:
+    return web.Response(status=303, headers={"Location": f"/{code}", "Cache-Control": NO_STORE})
+
+
+_CODE_IN_PATH = {
+    "name": "code", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"},
+}  # fmt: skip
+_LOCATION = {"Location": {"schema": {"type": "string"}}}
+_FORM_AGAIN = {"Cache-Control": {"schema": {"const": "no-store"}}}
+
+ROUTES = (
+    Route("POST", "/{code}", unlock, {
+        "operationId": "unlockLink",
+        "summary": "Follow a password link: its password, from the link's form",
+        "description": (
+            "`GET /{code}` of a link with a `password` answers an HTML form (200, no visit "
+            "recorded) that posts here. The right password answers the redirect a GET of "
+            "the link would without one (its rules applied, its `max_visits` counted) and "
+            "records its visit; 301 and 302 as set, 303 for a link set to 307 or 308 (a "
+            "browser would resend the password to the target with those). A wrong one is "
+            "401 with the form again. After "
+            f"{MAX_FAILURES} wrong passwords for one link from one client (its address, "
+            "or what a proxy in SLUICE_TRUSTED_PROXIES says; an IPv6 client is its /64) "
+            f"within {WINDOW_SECONDS // 60} minutes, every POST from that client is 429 "
+            "with the form and `Retry-After` until the oldest failure is "
+            f"{WINDOW_SECONDS // 60} minutes old, the right password included. Counted "
+            "across every API replica."
+        ),
+        "parameters": [_CODE_IN_PATH],
+        "requestBody": {"required": True, "content": {FORM: {"schema": {
+            "type": "object",
+            "properties": {"password": {"type": "string"}},
+        }}}},
+        "responses": {
+            "301": {"description": "the right password, the link's redirect_status 301",
+                    "headers": _LOCATION},
+            "302": {"description": "the right password (the default redirect_status)",
+                    "headers": _LOCATION},
+            "303": {"description": "the right password and a redirect_status of 307 or "
+                    "308; or the link has no password (any more): to `/{code}`",
+                    "headers": _LOCATION},
+            "400": problem("the form is not URL-encoded UTF-8 of at most 20 fields"),
+            "401": {**html_page("a wrong password: the form again, saying so"),
+                    "headers": _FORM_AGAIN},
+            "404": problem("no link has this code, or its valid_since is still ahead"),
+            "410": problem("the link is disabled or expired, or has served its max_visits"),
+            "413": problem("the body is larger than 64 KiB"),
+            "415": problem(f"the body is not {FORM}"),
+            "429": {**html_page(f"{MAX_FAILURES} wrong passwords from this client within "
+                                f"{WINDOW_SECONDS // 60} minutes: the form, saying when to "
+                                "try again"),
+                    "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
+            "503": problem(
+                "the link is not cached and the database is unavailable, or this process "
+                "is checking as many passwords as it may at once (Retry-After)"
+            ),
+        },
+    }),
+)  # fmt: skip

@@ -1,0 +1,35 @@
+"""The dead-letter hook of the job groups (``exports``, ``imports``): a job whose entry
+reached the dead letters because its workers died on every delivery (``NoOutcome``)
+is marked failed, so its owner sees why; a redrive runs it again."""
+
+from __future__ import annotations
+
+import structlog
+
+from sluice.builtin.links.exports import jobs
+from sluice.events import ExportRequested, ImportRequested
+from sluice.store import Store
+from sluice.streams.messages import Message, NoOutcome, PoisonMessage
+from sluice.streams.spec import DeadLetterHook
+
+log = structlog.get_logger(__name__)
+
+
+def give_up_job(
+    store: Store, request: type[ExportRequested] | type[ImportRequested], what: str
+) -> DeadLetterHook:
+    """The hook for the group whose jobs ``request`` starts; ``what`` names them in logs."""
+
+    async def on_dead_letter(message: Message, error: BaseException) -> None:
+        if not isinstance(error, NoOutcome):
+            return
+        try:
+            event = message.decode()
+        except PoisonMessage:
+            return
+        if isinstance(event, request):
+            reason = f"given up after {message.deliveries} deliveries: {error}"
+            if await jobs.give_up(store, event.job_id, reason):
+                log.error(f"{what} failed: its entry is in the dead letters", job_id=event.job_id)
+
+    return on_dead_letter

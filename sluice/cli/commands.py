@@ -1,0 +1,299 @@
+"""What each ``sluice`` command does, given a loaded config.
+
+The long-running processes, the HTTP app and the handler groups (with ``sluice status``
+and ``sluice dlq``, in ``sluice.cli.stream_commands``) are imported by the commands that run
+them: a one-shot command (``sluice replay`` above all, whose time is measured from the
+process's start) does not pay for importing the whole service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from sluice.app.loading import load_apps
+from sluice.config import Config
+from sluice.database_url import redacted
+from sluice.embedded.redis_server import RedisServer, announced_url
+from sluice.errors import ConfigError
+from sluice.events import utcnow
+from sluice.projections.replay import rebuild
+from sluice.resources import open_resources
+from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
+from sluice.stop_signals import stop_on_signals
+from sluice.store import open_store
+from sluice.store.copy import CopyError, copy_store
+from sluice.streams.waiting import first_of
+
+
+def with_redis(config: Config) -> Config:
+    """Use the cluster of SLUICE_REDIS_CLUSTER_NODES or SLUICE_REDIS_URL, else the
+    embedded Redis a running ``sluice up`` announced (with the password kept beside its
+    URL)."""
+    if config.redis_url or config.cluster:
+        return config
+    announced = announced_url(config.data_dir)
+    if announced is not None:
+        return msgspec.structs.replace(config, redis_url=announced)
+    raise ConfigError("SLUICE_REDIS_URL is not set and no `sluice up` is running in this data dir")
+
+
+async def _ensure_admin_token(config: Config) -> Config:
+    """Generate the admin token into the data dir once (print it only then), and record
+    its hash in the database, where APIs on other hosts find it."""
+    if config.admin_token:
+        return config
+    path = config.data_dir / ADMIN_TOKEN_FILE
+    token, created = load_or_create_secret(path)
+    if created:
+        print(f"admin token (shown once, kept in {path}, mode 0600): {token}", flush=True)
+    else:
+        print(f"admin token: kept in {path}", flush=True)
+    from sluice.http.admin_token import record_generated
+
+    store = await open_store(config)
+    try:
+        await record_generated(store, token)
+    finally:
+        await store.close()
+    return msgspec.structs.replace(config, admin_token=token)
+
+
+async def up(config: Config) -> int:
+    from sluice.cli.processes import run_all
+
+    stop = stop_on_signals()
+    config = await _ensure_admin_token(config)
+    server: RedisServer | None = None
+    if not (config.redis_url or config.cluster):
+        server = RedisServer.in_data_dir(config.data_dir)
+        server.start()
+        config = msgspec.structs.replace(config, redis_url=server.url)
+    try:
+        if server is not None:
+            server.announce()
+        listening = asyncio.Event()
+        everything = asyncio.create_task(run_all(config, stop, listening))
+        await first_of(listening, stop)
+        if listening.is_set():
+            redis = (
+                f"cluster {config.redis_cluster_nodes}"
+                if config.cluster
+                else redacted(config.redis_url or "")
+            )
+            print(f"sluice is up: {config.base_url}  (redis: {redis})", flush=True)
+            print(
+                f"API docs: {config.base_url}/docs  operations: {config.base_url}/admin", flush=True
+            )
+            print("press Ctrl-C to stop", flush=True)
+        await everything
+    finally:
+        if server is not None:
+            server.withdraw()
+            server.stop()
+    print("sluice stopped", flush=True)
+    return 0
+
+
+async def dispatch(config: Config, args: argparse.Namespace) -> int:
+    command = args.command
+    if command == "up":
+        return await up(config)
+    if command == "copy-store":
+        return await copy_store_command(config, args)
+    if command == "events":  # the store alone: no Redis needed
+        return await events_command(config, args)
+    if command == "groups":  # the store alone too
+        from sluice.cli.group_commands import groups_command
+
+        return await groups_command(config, args)
+    if command == "migrate":
+        store = await open_store(config)
+        await store.close()
+        print("database is up to date")
+        return 0
+    config = with_redis(config)
+    if command in _SERVICES:
+        await _SERVICES[command](config, args)
+        return 0
+    return await _TOOLS[command](config, args)
+
+
+async def events_command(config: Config, args: argparse.Namespace) -> int:
+    from sluice.builtin.operations import event_search
+    from sluice.builtin.operations.event_search import EventQuery, search
+
+    load_apps(config)  # their event types and aggregates are searchable too
+    for flag, check in (("type", event_search.event_type), ("aggregate", event_search.aggregate)):
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except event_search.Invalid as exc:
+            print(f"sluice events: error: argument --{flag}: {value!r} {exc}", file=sys.stderr)
+            return 2
+    query = EventQuery(
+        type=args.type, aggregate=args.aggregate, trace_id=args.trace_id,
+        since=args.since, until=args.until, limit=args.limit, after=args.cursor,
+    )  # fmt: skip
+    store = await open_store(config)
+    try:
+        page = await search(store, query)
+    finally:
+        await store.close()
+    if args.json:
+        print(msgspec.json.encode(page).decode())
+        return 0
+    for e in page.items:
+        print(f"{e.seq}  {e.created_at}  {e.type:<22} {e.aggregate:<10} {e.trace_id}  {e.event_id}")
+    if page.next_cursor is not None:
+        print(f"more: --cursor {page.next_cursor}")
+    if page.hot_since is not None:
+        print(f"searched back to {page.hot_since}; older events are archived and not searched")
+    return 0
+
+
+async def copy_store_command(config: Config, args: argparse.Namespace) -> int:
+    try:
+        result = await copy_store(
+            config.database_url, args.to, batch=args.batch, progress=not args.no_progress,
+            steps=load_apps(config).migrations,
+        )  # fmt: skip
+    except CopyError as exc:
+        print(f"copy-store: {exc}", file=sys.stderr)
+        return 1
+    for name in result.skipped:
+        print(f"skipped {name}: left over from an interrupted `sluice replay`")
+    for name, rows in sorted(result.tables.items()):
+        print(f"  {name:<32} {rows:>12,}")
+    rate = result.rows / result.seconds if result.seconds else 0.0
+    print(
+        f"copied {len(result.tables)} tables, {result.rows:,} rows in {result.seconds:.1f} s"
+        f" ({rate:,.0f} rows/s) to {redacted(args.to)}; counts checked"
+    )
+    return 0
+
+
+async def _api(config: Config, args: argparse.Namespace) -> None:
+    if args.processes is not None:
+        config = msgspec.structs.replace(config, api_processes=args.processes)
+    if config.api_processes > 1:
+        from sluice.cli.api_processes import supervise
+
+        await supervise(config, stop_on_signals())
+    else:
+        from sluice.cli.processes import run_api
+
+        await run_api(config, stop_on_signals(), reuse_port=args.reuse_port)
+
+
+async def _relay(config: Config, args: argparse.Namespace) -> None:
+    from sluice.cli.processes import run_relay
+
+    await run_relay(config, stop_on_signals())
+
+
+async def _scheduler(config: Config, args: argparse.Namespace) -> None:
+    from sluice.cli.processes import run_scheduler
+
+    await run_scheduler(config, stop_on_signals())
+
+
+async def _worker(config: Config, args: argparse.Namespace) -> None:
+    from sluice.cli.processes import run_worker
+
+    await run_worker(config, args.groups, stop_on_signals(), args.consumer)
+
+
+async def _replay(config: Config, args: argparse.Namespace) -> int:
+    return await replay(config, args.projection, progress=not args.no_progress)
+
+
+async def _status(config: Config, args: argparse.Namespace) -> int:
+    from sluice.cli.stream_commands import show_status
+
+    return await show_status(config, as_json=args.json)
+
+
+async def _dlq(config: Config, args: argparse.Namespace) -> int:
+    from sluice.cli.stream_commands import dlq
+
+    return await dlq(config, args)
+
+
+async def replay(config: Config, name: str, *, progress: bool) -> int:
+    projections = load_apps(config).projections
+    projection = projections.get(name)
+    if projection is None:
+        print(
+            f"unknown projection {name!r}; known: {', '.join(sorted(projections))}", file=sys.stderr
+        )
+        return 2
+    async with open_resources(config) as resources:
+        result = await rebuild(resources, projection, progress=progress)
+    print(f"{result.projection}: rebuilt from {result.events} events, watermark {result.watermark}")
+    return 0
+
+
+async def tasks_command(config: Config, args: argparse.Namespace) -> int:
+    from sluice.scheduler import runs
+    from sluice.scheduler.loop import default_holder
+    from sluice.scheduler.pauses import paused_tasks
+    from sluice.scheduler.policy import describe
+    from sluice.scheduler.registry import all_tasks
+    from sluice.scheduler.runner import AlreadyRan, Busy, Runner
+
+    tasks = all_tasks(config)
+    async with open_resources(config) as resources:
+        if args.action == "list":
+            now = utcnow()
+            paused = await paused_tasks(resources.store)
+            for task in tasks.values():
+                last = await runs.newest(resources.store, task.name, 1)
+                next_run = task.schedule.next_after(now)
+                last_text = (
+                    f"{last[0].status} (started {last[0].started_at:%Y-%m-%dT%H:%M:%SZ})"
+                    if last
+                    else "never"
+                )
+                next_text = f"{next_run:%Y-%m-%dT%H:%M:%SZ}" if next_run else "none"
+                state = "  PAUSED" if task.name in paused else ""
+                print(
+                    f"{task.name:<22} {task.schedule.describe():<34}"
+                    f" next {next_text}  last {last_text}  {describe(task.policy)}{state}"
+                )
+            return 0
+        chosen = tasks.get(args.name)
+        if chosen is None:
+            print(f"unknown task {args.name!r}; known: {', '.join(tasks)}", file=sys.stderr)
+            return 2
+        runner = Runner(resources, holder=f"cli:{default_holder()}")
+        try:
+            run = await runner.begin(chosen, "manual", utcnow())
+        except (Busy, AlreadyRan):
+            print(f"{chosen.name}: a run is in progress; try again later", file=sys.stderr)
+            return 3
+        print(f"{chosen.name}: run {run.record.id} started (trace {run.record.trace_id})")
+        record = await runner.execute(run)
+    print(f"{chosen.name}: {record.status}" + (f": {record.error}" if record.error else ""))
+    return 0 if record.status == "succeeded" else 1
+
+
+# Long-running processes, and commands that do one thing and exit with a status.
+_SERVICES: dict[str, Callable[[Config, argparse.Namespace], Awaitable[None]]] = {
+    "api": _api,
+    "relay": _relay,
+    "scheduler": _scheduler,
+    "worker": _worker,
+}
+_TOOLS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
+    "replay": _replay,
+    "status": _status,
+    "dlq": _dlq,
+    "tasks": tasks_command,
+}

@@ -1,0 +1,188 @@
+"""Each process kind as one coroutine that runs until ``stop`` is set."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Sequence
+from dataclasses import replace
+
+import structlog
+
+from sluice.app.loading import load_apps
+from sluice.config import Config
+from sluice.resources import open_resources, redis_client
+from sluice.streams.consumer import Consumer
+from sluice.streams.deliveries import DeliveryLog
+from sluice.streams.group_history.sampler import HistorySampler
+from sluice.streams.pause import PauseWatch
+from sluice.streams.recovery import RecoveryGate
+from sluice.streams.relay import Relay
+from sluice.streams.spec import GroupSpec, RuntimeSettings
+
+log = structlog.get_logger(__name__)
+
+
+def default_consumer_name() -> str:
+    """Stable across restarts on one host, so a restarted worker finds its own pending list."""
+    return socket.gethostname()
+
+
+def runtime_settings(config: Config) -> RuntimeSettings:
+    return RuntimeSettings(
+        batch=config.worker_batch,
+        block_ms=config.worker_block_ms,
+        claim_idle_ms=config.claim_idle_ms,
+        retry_base_ms=config.retry_base_ms,
+        max_deliveries=config.max_deliveries,
+        handler_timeout_s=config.handler_timeout_seconds,
+    )
+
+
+def _with_timeout(spec: GroupSpec, config: Config) -> GroupSpec:
+    """``spec`` with the deadline ``SLUICE_<GROUP>_TIMEOUT_SECONDS`` gives it, if any: the
+    deployment's word on one group wins over the group's own default."""
+    seconds = config.group_timeouts.get(spec.name)
+    return spec if seconds is None else replace(spec, handler_timeout_s=seconds)
+
+
+async def run_worker(
+    config: Config, groups: Sequence[str], stop: asyncio.Event, consumer: str | None = None
+) -> None:
+    every = load_apps(config).groups
+    unknown = sorted(set(groups) - set(every))
+    if unknown:
+        raise SystemExit(f"unknown handler group(s): {', '.join(unknown)}; known: {sorted(every)}")
+    name = consumer or default_consumer_name()
+    # The blocking reads need a socket timeout longer than their BLOCK.
+    reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
+    try:
+        async with open_resources(config) as resources:
+            settings, keys, gate = runtime_settings(config), resources.keys, RecoveryGate()
+            deliveries = DeliveryLog(resources.store)
+            # Read before the first read of any consumer: a paused group stays paused.
+            pauses = PauseWatch(resources.store)
+            await pauses.refresh()
+            # A consumer per group and partition: each partition's reads touch one slot.
+            specs = {g: _with_timeout(every[g](resources), config) for g in groups}
+            consumers = [
+                Consumer(
+                    specs[g],
+                    reader,
+                    keys,
+                    name,
+                    settings,
+                    partition,
+                    gate,
+                    deliveries,
+                    pauses,
+                )
+                for g in groups
+                for partition in keys.numbers
+            ]
+            log.info("worker started", groups=list(groups), consumer=name)
+            # One consumer failing stops the others before the store closes under them,
+            # and the process exits with the failure (its supervisor restarts it).
+            # The history's last sample is taken once the consumers have finished.
+            finished = asyncio.Event()
+            sampler = HistorySampler(resources.redis, keys, consumers)
+            sampling = asyncio.create_task(sampler.run(finished))
+            try:
+                async with asyncio.TaskGroup() as running:
+                    for each in consumers:
+                        running.create_task(each.run(stop))
+                    running.create_task(pauses.run(stop))
+            finally:
+                finished.set()
+                await sampling
+            await deliveries.flush()  # what a refused write kept, if the database is back
+    finally:
+        await reader.aclose()
+    log.info("worker stopped", groups=list(groups))
+
+
+async def run_relay(config: Config, stop: asyncio.Event) -> None:
+    apps = load_apps(config)
+    async with open_resources(config) as resources:
+        relay = Relay(
+            resources.store,
+            resources.redis,
+            resources.keys,
+            batch=config.relay_batch,
+            poll_ms=config.relay_poll_ms,
+            retention_s=config.stream_retention,
+            groups={name: group(resources).aggregates for name, group in apps.groups.items()},
+        )
+        resources.store.add_commit_listener(relay.wake.set)
+        log.info("relay started")
+        await relay.run(stop)
+    log.info("relay stopped", published=relay.published)
+
+
+async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
+    """Cron tasks, user reminders and apps' delayed jobs; run any number of these."""
+    from sluice.app.jobs import fire_due, next_due
+    from sluice.builtin.reminders.cron_runner import ReminderRunner
+    from sluice.builtin.reminders.one_shot_runner import Due, OneShotRunner
+    from sluice.scheduler.loop import Scheduler
+    from sluice.scheduler.registry import all_tasks
+
+    tasks = all_tasks(config)
+    async with open_resources(config) as resources:
+        scheduler = Scheduler(resources, list(tasks.values()))
+        reminders = ReminderRunner(resources, holder=scheduler.holder)
+        one_shots = OneShotRunner(resources, holder=scheduler.holder)
+        jobs = OneShotRunner(
+            resources, holder=scheduler.holder, due=Due("delayed jobs", next_due, fire_due)
+        )
+        await asyncio.gather(
+            scheduler.run(stop), reminders.run(stop), one_shots.run(stop), jobs.run(stop)
+        )
+
+
+async def run_api(
+    config: Config,
+    stop: asyncio.Event,
+    listening: asyncio.Event | None = None,
+    *,
+    reuse_port: bool = False,
+) -> None:
+    """The HTTP API; ``reuse_port``: one of ``sluice api --processes``'s children."""
+    from sluice.http import create_app, listen
+
+    runner, _ = await listen(create_app(config), reuse_port=reuse_port)
+    try:
+        url = f"http://{config.host}:{config.port}"
+        log.info("api listening", url=url, docs=f"{url}/docs")
+        if listening is not None:
+            listening.set()
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+async def run_all(
+    config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
+) -> None:
+    """API, relay, every handler group and the scheduler in one process (``sluice up``)."""
+    tasks = [
+        asyncio.create_task(run_api(config, stop, listening), name="api"),
+        asyncio.create_task(run_relay(config, stop), name="relay"),
+        asyncio.create_task(
+            run_worker(config, sorted(load_apps(config).groups), stop), name="workers"
+        ),
+        asyncio.create_task(run_scheduler(config, stop), name="scheduler"),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                log.error("component failed, stopping", component=task.get_name())
+                stop.set()
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        stop.set()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,1 +1,0 @@
-"""Handler groups of plain per-event functions, one module per group (``mail``)."""

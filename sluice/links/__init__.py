@@ -1,1 +1,0 @@
-"""Short links: the pre-generated code pool, the link rules and the links repository."""

@@ -49,9 +49,9 @@ from children import spawn, stop
 from readme import record
 from stores import STORES, Stores, parse_stores
 
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import LinkVisited
 from sluice.store import Store, open_store
 
 TARGET = 50_000  # events/s on PostgreSQL with 4 writers

@@ -27,10 +27,12 @@ import msgspec
 from readme import record
 from stores import Stores, parse_stores
 
+from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.operations.event_search import EventQuery, decode_cursor, search
 from sluice.config import load_config
-from sluice.events import Event, LinkVisited, UserRegistered
+from sluice.events import Event
 from sluice.store import Store, open_store
 
 PER_TX = 5_000

@@ -25,12 +25,13 @@ from pathlib import Path
 
 import msgspec
 
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
 from sluice.builtin.links.exports.visits import Visit
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import LinkVisited, utcnow
+from sluice.events import utcnow
 from sluice.logs import configure_logging
 from sluice.resources import Resources, open_resources
 from sluice.store import Store

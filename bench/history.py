@@ -65,12 +65,13 @@ from typing import TypeVar
 from stores import Stores, parse_stores
 
 from sluice.app.loading import default_apps
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.pool import new_codes
 from sluice.builtin.links.visits import classify
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import LinkVisited, encode
 from sluice.events import decode as decode_event
+from sluice.events import encode
 from sluice.history import decode, read_info
 from sluice.history import encode as encode_segment
 from sluice.history.archive import Moved, limits

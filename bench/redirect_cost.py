@@ -87,10 +87,9 @@ def _switch_off(variant: str, plain: Any) -> None:
     from aiohttp import web
 
     import sluice.http
-    from sluice.builtin.links.http import redirects
+    from sluice.builtin.links.http import fast, redirects
     from sluice.builtin.links.visits import VisitRecorder
     from sluice.config import Config
-    from sluice.http import fast_redirect
 
     if variant in ("no-write", "no-visit"):
         VisitRecorder.record = lambda self, visit: None  # type: ignore[method-assign]
@@ -99,7 +98,7 @@ def _switch_off(variant: str, plain: Any) -> None:
         def no_visit(*args: object) -> None:
             return None
 
-        redirects.visit_of = fast_redirect.visit_of = no_visit  # type: ignore[assignment]
+        redirects.visit_of = fast.visit_of = no_visit  # type: ignore[assignment]
     if variant == "logged" or variant.startswith("plain-view"):
         os.environ["SLUICE_REDIRECT_LOG"] = "all"  # the full path through the app, logged
     if variant.startswith("plain-view"):

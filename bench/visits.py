@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from sluice.events import LinkVisited
+from sluice.builtin.links.events import LinkVisited
 
 _random = random.Random(1)
 

@@ -15,7 +15,6 @@ from typing import ClassVar
 
 import msgspec
 
-from sluice.builtin.links.rule_shapes import Rule
 from sluice.event_registry import Registry
 
 # Event ids need to be unique, not unpredictable: 74 random bits a millisecond from a
@@ -73,155 +72,6 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     v: int = 1  # the schema version of the event's type
 
 
-class UserRegistered(Event, frozen=True, kw_only=True, tag=True):
-    """A user registered (``POST /v1/users``); the welcome mail and its verification link
-    follow from it."""
-
-    aggregate: ClassVar[str] = "users"
-    user_id: str
-    email: str
-    name: str | None = None
-
-
-class UserVerified(Event, frozen=True, kw_only=True, tag=True):
-    """The user followed the verification link sent to ``email``."""
-
-    aggregate: ClassVar[str] = "users"
-    user_id: str
-    email: str
-
-
-class VerificationRequested(Event, frozen=True, kw_only=True, tag=True):
-    """The user asked for a new verification link (the first came with the welcome mail)."""
-
-    aggregate: ClassVar[str] = "users"
-    user_id: str
-    email: str
-    name: str | None = None
-
-
-class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
-    """A short link was made (``POST /v1/links``, or a row of a CSV import): its whole first
-    state. The fields after ``disabled`` came with SPEC 13 (issue 18); their defaults are
-    what events written before them mean."""
-
-    aggregate: ClassVar[str] = "links"
-    code: str
-    owner_id: str
-    url: str
-    expires_at: datetime | None = None
-    disabled: bool = False
-    max_visits: int | None = None
-    valid_since: datetime | None = None
-    redirect_status: int = 302
-    tags: tuple[str, ...] = ()
-    title: str | None = None
-    rules: tuple[Rule, ...] = ()
-    has_password: bool = False  # whether it has a password (never the password or its hash)
-
-
-class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
-    """The link's whole new state, so a cache can apply it without a read (the fields as
-    in ``LinkCreated``)."""
-
-    aggregate: ClassVar[str] = "links"
-    code: str
-    owner_id: str
-    url: str
-    expires_at: datetime | None = None
-    disabled: bool = False
-    max_visits: int | None = None
-    valid_since: datetime | None = None
-    redirect_status: int = 302
-    tags: tuple[str, ...] = ()
-    title: str | None = None
-    rules: tuple[Rule, ...] = ()
-    has_password: bool = False  # whether it has a password (never the password or its hash)
-
-
-class LinkVisited(Event, frozen=True, kw_only=True, tag=True):
-    """A redirect of ``code`` was followed (``GET /{code}``): what the link's stats count.
-    ``country``, ``os`` and ``device`` came with migration 24: None in older events, and
-    when they cannot be told."""
-
-    aggregate: ClassVar[str] = "visits"
-    code: str
-    visitor: str  # keyed hash of IP + User-Agent; the raw IP is never stored
-    referrer_host: str | None = None
-    browser: str = "Other"
-    is_bot: bool = False
-    country: str | None = None  # ISO 3166-1 alpha-2 of the client address
-    os: str | None = None  # android, ios, windows, macos or linux
-    device: str | None = None  # mobile, tablet or desktop
-
-
-class ReminderCreated(Event, frozen=True, kw_only=True, tag=True):
-    """A user made a reminder: recurring (``cron`` read in ``timezone``) or one-shot
-    (``at``)."""
-
-    aggregate: ClassVar[str] = "reminders"
-    reminder_id: str
-    owner_id: str
-    cron: str  # '' for a one-shot
-    timezone: str  # '' for a one-shot
-    text: str
-    at: datetime | None = None  # a one-shot's instant (SPEC 14)
-
-
-class ReminderDeleted(Event, frozen=True, kw_only=True, tag=True):
-    """A user deleted a reminder; no occurrence of it comes due any more."""
-
-    aggregate: ClassVar[str] = "reminders"
-    reminder_id: str
-    owner_id: str
-
-
-class ReminderUpdated(Event, frozen=True, kw_only=True, tag=True):
-    """The reminder's whole new state (paused by a one-click unsubscribe, or a PATCH)."""
-
-    aggregate: ClassVar[str] = "reminders"
-    reminder_id: str
-    owner_id: str
-    cron: str
-    timezone: str
-    text: str
-    paused: bool = False
-    at: datetime | None = None  # a one-shot's instant (SPEC 14)
-
-
-class ReminderDue(Event, frozen=True, kw_only=True, tag=True):
-    """An occurrence of a reminder came, once (the scheduler's once-per-occurrence); the
-    mail group mails it. ``email``, ``name`` and ``timezone`` are filled in by the
-    scheduler when it fires, so the mail needs no lookup."""
-
-    aggregate: ClassVar[str] = "reminders"
-    reminder_id: str
-    owner_id: str
-    scheduled_for: datetime
-    text: str
-    email: str = ""
-    name: str | None = None
-    timezone: str = "UTC"
-
-
-class ExportRequested(Event, frozen=True, kw_only=True, tag=True):
-    """A user asked for the CSV of a link's visits (``POST /v1/links/{code}/exports``); the
-    exports group runs job ``job_id``."""
-
-    aggregate: ClassVar[str] = "exports"
-    job_id: str
-    owner_id: str
-    code: str
-
-
-class ImportRequested(Event, frozen=True, kw_only=True, tag=True):
-    """A CSV of links uploaded (``sluice.imports``); on the jobs stream, with the exports."""
-
-    aggregate: ClassVar[str] = "exports"
-    job_id: str
-    owner_id: str
-
-
 class JobDue(Event, frozen=True, kw_only=True, tag=True):
     """A delayed job fell due (``sluice.app.Job``): fired once by a scheduler, in the
     transaction that removed it from the pending jobs; its group runs it."""
@@ -248,29 +98,12 @@ class TaskRunFinished(Event, frozen=True, kw_only=True, tag=True):
 # The events of sluice itself. An app adds its own through ``sluice.app``
 # (``App.event``), registered when the app is loaded (``register``).
 CORE_EVENTS: tuple[type[Event], ...] = (
-    UserRegistered,
-    UserVerified,
-    VerificationRequested,
-    LinkCreated,
-    LinkUpdated,
-    LinkVisited,
-    ReminderCreated,
-    ReminderDeleted,
-    ReminderUpdated,
-    ReminderDue,
-    ExportRequested,
-    ImportRequested,
     TaskRunFinished,
     JobDue,
 )
 
 # The field naming each aggregate's id, per aggregate type (``sluice.streams.partitions``).
 CORE_AGGREGATES: dict[str, str] = {
-    "users": "user_id",
-    "links": "code",
-    "visits": "code",
-    "reminders": "reminder_id",
-    "exports": "job_id",
     "tasks": "task",
     "delayed": "key",
 }

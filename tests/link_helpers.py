@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sluice.events import LinkCreated, LinkUpdated, utcnow
+from sluice.builtin.links.events import LinkCreated, LinkUpdated
+from sluice.events import utcnow
 from sluice.store import Store
 from sluice.store.users import db_time, token_hash
 

@@ -27,7 +27,8 @@ the example app (``examples/orders``); ``sluice.app.testing`` helps test one.
 from __future__ import annotations
 
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
-from sluice.app.declare import App, Group, GroupSettings, Projection
+from sluice.app.declare import App
+from sluice.app.groups import Group, GroupSettings, Projection
 from sluice.app.jobs import Job
 from sluice.app.web import config, redis, store, trace_id
 from sluice.config import Config

@@ -12,24 +12,28 @@ the tasks and jobs, ``sluice replay`` the projections).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
 
-from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
+from sluice.app.contexts import JobContext
+from sluice.app.groups import Group, GroupSettings, Projection, check_name
 from sluice.app.jobs import Job
 from sluice.config import Config
 from sluice.event_registry import Upcaster
 from sluice.events import Event
 from sluice.http.apidoc import Doc, Route
+from sluice.http.client_address import Caller
+from sluice.projections.base import Projection as EngineProjection
 from sluice.resources import Resources
 from sluice.scheduler.tasks import TaskFunction
-from sluice.store import Tx
+from sluice.store import Store, Tx
 from sluice.store.migrate import Migration
 from sluice.streams.spec import DeadLetterHook, GroupSpec
 
@@ -37,130 +41,26 @@ E = TypeVar("E", bound=Event)
 P = TypeVar("P", bound=msgspec.Struct)
 F = TypeVar("F", bound=Callable[..., Any])
 
-NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
-
-# A plain handler: an effect outside the database (a mail, a call), which must be
-# idempotent by itself (key it by ``event.event_id``); the group retries it until it
-# succeeds or goes to the dead letters.
-Handler = Callable[[Any, HandlerContext], Awaitable[None]]
-# A handler applied once: called inside a store transaction that also records the
-# event as handled by the group, so its writes (and the events it appends) commit once
-# whatever the redeliveries; a redelivery after the commit is acked without a call.
-OnceHandler = Callable[[Any, Tx, HandlerContext], Awaitable[None]]
-ProjectionApply = Callable[[Tx, Sequence[Any], ProjectionContext], Awaitable[None]]
 ApiContext = Callable[[web.Application], AsyncIterator[None]]
+# The hooks sluice's own apps use beyond the above (docs/guides/write-an-app.md, "Beyond
+# the usual"): the core's redirect fast path, purges of expired rows, services of the
+# scheduler process, and projections written against the engine itself.
+FastPath = Callable[[web.Application], "FastAnswers"]
+Purge = Callable[[Store, datetime], Awaitable[Mapping[str, int]]]
+SchedulerService = Callable[[Resources, str], "Service"]
 
 
-def check_name(kind: str, name: str) -> str:
-    if not NAME.fullmatch(name):
-        raise ValueError(
-            f"{kind} name {name!r}: 1 to 63 characters of a-z, 0-9 and '-', starting with a letter"
-        )
-    return name
+class FastAnswers(Protocol):
+    """Answers ``GET /{segment}`` before the router (and on the wire): (location, status,
+    trace id) of a redirect whose visit was recorded, or None for the router to answer."""
+
+    def answer(self, code: str, caller: Caller) -> tuple[str, int, str] | None: ...
 
 
-@dataclass(frozen=True)
-class GroupSettings:
-    """A group's consumer settings; None takes the deployment's (``SLUICE_*``). A
-    ``SLUICE_<GROUP>_TIMEOUT_SECONDS`` setting overrides ``timeout_seconds``."""
+class Service(Protocol):
+    """Work a scheduler process runs beside the cron tasks until ``stop`` is set."""
 
-    retry_base_ms: int | None = None  # backoff: base * 2^(attempt-1), with jitter
-    max_deliveries: int | None = None  # attempts before the dead letters
-    timeout_seconds: float | None = None  # an attempt's deadline
-    concurrency: int | None = None  # handlers running at once per consumer
-    batch: int | None = None  # entries per read
-
-
-class Group:
-    """A handler group: functions per event type, consumed by ``sluice worker NAME`` with
-    competing consumers, retries with backoff, and dead letters after the last attempt."""
-
-    def __init__(
-        self,
-        app: App,
-        name: str,
-        settings: GroupSettings,
-        on_dead_letter: DeadLetterHook | None,
-    ) -> None:
-        self.app = app
-        self.name = check_name("group", name)
-        self.settings = settings
-        self.on_dead_letter = on_dead_letter
-        self.handlers: dict[type[Event], Handler] = {}
-        self.once_handlers: dict[type[Event], OnceHandler] = {}
-        self.jobs: dict[str, Job[Any]] = {}
-
-    def on(self, event_type: type[E]) -> Callable[[F], F]:
-        """Declare ``async def handler(event, ctx)`` for ``event_type``: an effect outside
-        the database, retried until it succeeds (make it idempotent by the event's id)."""
-        return self._add(event_type, self.handlers)
-
-    def once(self, event_type: type[E]) -> Callable[[F], F]:
-        """Declare ``async def handler(event, tx, ctx)`` for ``event_type``, applied exactly
-        once: ``tx`` commits the handler's writes (and the events it appends) together
-        with the record that this group handled the event."""
-        return self._add(event_type, self.once_handlers)
-
-    def _add(self, event_type: type[E], into: dict[type[Event], Any]) -> Callable[[F], F]:
-        if event_type in self.handlers or event_type in self.once_handlers:
-            raise ValueError(f"group {self.name!r} handles {event_type.__name__} twice")
-
-        def declare(function: F) -> F:
-            into[event_type] = function
-            return function
-
-        return declare
-
-    @property
-    def event_types(self) -> tuple[type[Event], ...]:
-        return (*self.handlers, *self.once_handlers)
-
-
-@dataclass
-class Projection:
-    """A read model kept by a group of its own (named after it) and rebuilt from the
-    history by ``sluice replay NAME``. ``schema``: its versions, each DDL with ``{s}``
-    after every table and index name (empty for the live tables, a generation tag
-    while a replay rebuilds them); ``tables``: the tables it creates."""
-
-    app: App
-    name: str
-    events: tuple[type[Event], ...]
-    schema: tuple[str, ...]
-    tables: tuple[str, ...]
-    replaces: tuple[tuple[int, ...], ...] = ()
-    apply_function: ProjectionApply | None = None
-    payloads_function: Callable[[Tx, bytes | str, ProjectionContext], Awaitable[None]] | None = None
-    publish_function: Callable[[Resources, Sequence[Any]], Awaitable[None]] | None = None
-    republish_function: Callable[[Resources], Awaitable[None]] | None = None
-
-    def apply(self, function: F) -> F:
-        """Declare ``async def apply(tx, events, ctx)``: the effect of a batch of events
-        not applied before, written into ``ctx.table(name)`` (the live table, or the one
-        a replay is building)."""
-        self.apply_function = function
-        return function
-
-    def apply_payloads(self, function: F) -> F:
-        """Optional, for speed: ``async def apply(tx, payloads, ctx)`` takes the stored
-        payloads of a replay's chunk as one JSON array, in no guaranteed order."""
-        self.payloads_function = function
-        return function
-
-    def publish(self, function: F) -> F:
-        """Optional: ``async def publish(resources, events)`` writes derived state outside
-        the database (absolute values: it may run again for the same events)."""
-        self.publish_function = function
-        return function
-
-    def republish(self, function: F) -> F:
-        """Optional: ``async def republish(resources)`` rewrites that state after a replay."""
-        self.republish_function = function
-        return function
-
-    @property
-    def processed_table(self) -> str:
-        return f"{self.name.replace('-', '_')}_processed"
+    async def run(self, stop: asyncio.Event) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -204,6 +104,12 @@ class App:
     routes: list[Route] = field(default_factory=list, init=False, repr=False)
     migrations: list[Migration] = field(default_factory=list, init=False, repr=False)
     api_contexts: list[ApiContext] = field(default_factory=list, init=False, repr=False)
+    fast_paths: list[FastPath] = field(default_factory=list, init=False, repr=False)
+    purges: list[Purge] = field(default_factory=list, init=False, repr=False)
+    scheduler_services: list[SchedulerService] = field(default_factory=list, init=False, repr=False)
+    engine_projections: dict[str, EngineProjection] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         check_name("app", self.name)
@@ -371,6 +277,35 @@ class App:
         views share (a cache, a client) before ``yield``, release it after."""
         self.api_contexts.append(context)
         return context
+
+    # Beyond the usual: the hooks sluice's own apps use --------------------------------
+
+    def fast_path(self, factory: FastPath) -> FastPath:
+        """Declare what answers ``GET /{segment}`` first, as each request head is parsed:
+        ``factory(app)`` (on the API's startup, after every ``api_context``) returns a
+        ``FastAnswers``. One app of a deployment may (the links app's redirect)."""
+        self.fast_paths.append(factory)
+        return factory
+
+    def purge(self, function: Purge) -> Purge:
+        """Declare ``async def purge(store, now) -> {"rows": n}``: rows past any use that
+        the core's ``purge-expired`` task deletes on its schedule (idempotent: a run
+        that dies midway runs it again); the counts join the task's log line."""
+        self.purges.append(function)
+        return function
+
+    def scheduler_service(self, factory: SchedulerService) -> SchedulerService:
+        """Declare work every scheduler process runs beside the cron tasks:
+        ``factory(resources, holder)`` returns a ``Service`` (its ``run(stop)``); the
+        holder names the process in the locks and claims it takes."""
+        self.scheduler_services.append(factory)
+        return factory
+
+    def engine_projection(self, projection: EngineProjection) -> None:
+        """Declare a projection written against the engine itself
+        (``sluice.projections.base.Projection``: its own batch SQL, processed table and
+        replay), run and replayed like those of ``projection``."""
+        self.engine_projections[check_name("projection", projection.name)] = projection
 
     def migration(self, version: int, name: str, sql: str, *, replaces: Sequence[int] = ()) -> None:
         """Declare step ``version`` (1, 2, ...) of the app's own tables: DDL in SQLite's

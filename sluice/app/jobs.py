@@ -4,7 +4,7 @@ A job is scheduled inside the transaction that decides it (``Job.schedule(tx, ..
 one row of ``delayed_jobs`` per job name and key, committed with the state it is
 about, or not at all. Scheduling a key again moves it; ``Job.cancel(tx, key)`` removes
 it, in the transaction that makes it unneeded (the payment). Schedulers fire due jobs
-(``sluice.builtin.reminders.one_shot_runner.DueRunner`` over ``fire_due`` below): one transaction
+(``sluice.scheduler.one_shots.DueRunner`` over ``fire_due`` below): one transaction
 deletes the due rows and appends a ``JobDue`` event for each, so a job fires once
 whatever the number of schedulers; its group then runs it exactly once, in a
 transaction that records it as handled (``sluice.app.running``), with the group's

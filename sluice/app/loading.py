@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from sluice.app.declare import App
+from sluice.app.declare import App, FastPath, Purge, SchedulerService
 from sluice.app.jobs import Job
 from sluice.app.running import (
     engine_projection,
@@ -52,7 +52,10 @@ log = structlog.get_logger(__name__)
 ENTRY_POINTS = "sluice.apps"
 DEFAULT = "default"
 # The apps built into sluice, by name: their packages under sluice.builtin.
-BUILTIN: dict[str, str] = {"articles": "sluice.builtin.articles"}
+BUILTIN: dict[str, str] = {
+    name: f"sluice.builtin.{name}"
+    for name in ("accounts", "links", "reminders", "articles", "operations")
+}
 
 GroupFactory = Callable[[Resources], GroupSpec]
 
@@ -62,9 +65,9 @@ class Apps:
     """The apps a process runs, in load order, and what they declare, ready to run."""
 
     apps: tuple[App, ...]
-    groups: Mapping[str, GroupFactory]  # every group: sluice's own and the apps'
+    groups: Mapping[str, GroupFactory]  # every group of these apps, projections included
     projections: Mapping[str, Projection]
-    routes: tuple[Route, ...]  # the apps' routes (sluice's own are in sluice.http)
+    routes: tuple[Route, ...]  # the apps' routes (the core's are in sluice.http.openapi)
     migrations: tuple[Migration, ...]
     jobs: Mapping[str, Job[Any]]
     sources: Mapping[str, str]  # app name -> where it came from (for messages)
@@ -76,6 +79,19 @@ class Apps:
     def event_types(self) -> tuple[type[Event], ...]:
         """sluice's own event types and those of these apps."""
         return (*CORE_EVENTS, *(cls for app in self.apps for cls in app.events))
+
+    @property
+    def fast_path(self) -> FastPath | None:
+        """What answers ``GET /{segment}`` first (an app's ``fast_path``), if any."""
+        return next((factory for app in self.apps for factory in app.fast_paths), None)
+
+    @property
+    def purges(self) -> tuple[Purge, ...]:
+        return tuple(purge for app in self.apps for purge in app.purges)
+
+    @property
+    def scheduler_services(self) -> tuple[SchedulerService, ...]:
+        return tuple(service for app in self.apps for service in app.scheduler_services)
 
     def tasks(self, config: Config) -> list[Task]:
         """The apps' cron tasks, each with its declared policy (the deployment's
@@ -246,24 +262,27 @@ def _unique(kind: str, owners: Iterable[tuple[str, str]], core: Iterable[str] = 
 
 
 def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
-    from sluice.groups import CORE_GROUPS
-    from sluice.http.openapi import CATCH_ALL, ROUTES
-    from sluice.projections.registry import PROJECTIONS
+    from sluice.http.openapi import ROUTES
     from sluice.scheduler.builtin import BUILTIN as CORE_TASKS
 
     group_names = [(g, a.name) for a in apps for g in [*a.groups, *a.batch_groups]]
-    projections = [(p, a.name) for a in apps for p in a.projections]
-    _unique("group", [*group_names, *projections], CORE_GROUPS)
-    _unique("projection", projections, PROJECTIONS)
+    projections = [(p, a.name) for a in apps for p in [*a.projections, *a.engine_projections]]
+    _unique("group", [*group_names, *projections])
+    _unique("projection", projections)
     _unique("task", [(t, a.name) for a in apps for t in a.tasks], [t for t, _, _ in CORE_TASKS])
     _unique("job", [(j, a.name) for a in apps for j in a.jobs])
     _unique(
         "route",
         [(f"{r.method} {r.path}", a.name) for a in apps for r in a.routes],
-        [f"{r.method} {r.path}" for r in (*ROUTES, *CATCH_ALL)],
+        [f"{r.method} {r.path}" for r in ROUTES],
     )
-    groups: dict[str, GroupFactory] = dict(CORE_GROUPS)
-    engine_projections = dict(PROJECTIONS)
+    fast = [(str(i), a.name) for a in apps for i, _ in enumerate(a.fast_paths)]
+    if len(fast) > 1:
+        raise ConfigError(
+            f"the redirect fast path is declared by more than one app: {[a for _, a in fast]}"
+        )
+    groups: dict[str, GroupFactory] = {}
+    engine_projections: dict[str, Projection] = {}
     migrations: list[Migration] = []
     for app in apps:
         migrations += sorted(app.migrations, key=lambda m: m.version)
@@ -271,6 +290,9 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             groups[name] = functools.partial(group_spec, group)
         for name, (_, build) in app.batch_groups.items():
             groups[name] = build
+        for name, engine in app.engine_projections.items():
+            engine_projections[name] = engine
+            groups[name] = _projection_group(engine)
         for name, projection in app.projections.items():
             engine = engine_projection(projection)
             engine_projections[name] = engine

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
-from sluice.app.declare import Group, Projection
+from sluice.app.groups import Group, Projection
 from sluice.config import Config
 from sluice.events import Event, JobDue, utcnow
 from sluice.projections.base import Projection as EngineProjection

@@ -121,23 +121,24 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
 
 
 async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
-    """Cron tasks, user reminders and apps' delayed jobs; run any number of these."""
+    """Cron tasks, apps' delayed jobs and the apps' scheduler services (the reminders
+    app's cron and one-shot reminders); run any number of these."""
     from sluice.app.jobs import fire_due, next_due
-    from sluice.builtin.reminders.cron_runner import ReminderRunner
-    from sluice.builtin.reminders.one_shot_runner import Due, OneShotRunner
     from sluice.scheduler.loop import Scheduler
+    from sluice.scheduler.one_shots import Due, OneShotRunner
     from sluice.scheduler.registry import all_tasks
 
     tasks = all_tasks(config)
+    services = load_apps(config).scheduler_services
     async with open_resources(config) as resources:
         scheduler = Scheduler(resources, list(tasks.values()))
-        reminders = ReminderRunner(resources, holder=scheduler.holder)
-        one_shots = OneShotRunner(resources, holder=scheduler.holder)
         jobs = OneShotRunner(
             resources, holder=scheduler.holder, due=Due("delayed jobs", next_due, fire_due)
         )
         await asyncio.gather(
-            scheduler.run(stop), reminders.run(stop), one_shots.run(stop), jobs.run(stop)
+            scheduler.run(stop),
+            jobs.run(stop),
+            *(service(resources, scheduler.holder).run(stop) for service in services),
         )
 
 

@@ -1,4 +1,5 @@
-"""The HTTP API: ``create_app(config)`` assembles it without doing any I/O."""
+"""The HTTP API: ``create_app(config)`` assembles it without doing any I/O: the core's
+routes and resources, then each app's (``SLUICE_APPS``) routes and API contexts."""
 
 from __future__ import annotations
 
@@ -6,11 +7,6 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import hdrs, web
 
-from sluice.builtin.accounts.http import users
-from sluice.builtin.accounts.login_limit import LoginLimiter
-from sluice.builtin.accounts.mail.links import LinkKey
-from sluice.builtin.links.http import link_passwords, links, orphan_visits, redirects
-from sluice.builtin.reminders.upcoming import NextRuns
 from sluice.config import Config
 from sluice.http import aiohttp_compat, fast_redirect, metrics, task_controls, tasks
 from sluice.http.admin_token import AdminToken
@@ -24,16 +20,17 @@ from sluice.http.keys import (
     CONFIG,
     KEYS,
     LOGIN_LIMITER,
-    MAIL_LINK_KEY,
     NOTIFIER,
+    PASSWORDS,
     REDIS,
     STORE,
-    UPCOMING,
     VISITOR_KEY,
 )
+from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import request_context
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import load_visitor_key
+from sluice.passwords import PasswordHasher
 from sluice.resources import keys_for, redis_client
 from sluice.store import open_store
 from sluice.streams.notify import CommitNotifier
@@ -45,7 +42,6 @@ MAX_BODY = 64 * 1024
 
 async def _secrets(app: web.Application) -> AsyncIterator[None]:
     app[VISITOR_KEY] = await load_visitor_key(app[CONFIG], app[STORE])
-    app[MAIL_LINK_KEY] = LinkKey(app[STORE])
     app[ADMIN_TOKEN] = AdminToken(app[CONFIG].admin_token, app[STORE])
     yield
 
@@ -79,6 +75,21 @@ async def _notifier(app: web.Application) -> AsyncIterator[None]:
         await notifier.close()
 
 
+async def _password_hashing(app: web.Application) -> AsyncIterator[None]:
+    """cleanup_ctx: this process's password hasher, bounded by SLUICE_PASSWORD_HASH_CONCURRENCY
+    with a queue of SLUICE_PASSWORD_HASH_QUEUE waiting SLUICE_PASSWORD_HASH_WAIT_SECONDS."""
+    config = app[CONFIG]
+    app[PASSWORDS] = PasswordHasher(
+        config.password_hash_concurrency,
+        queue=config.password_hash_queue,
+        wait=config.password_hash_wait_seconds,
+    )
+    try:
+        yield
+    finally:
+        app[PASSWORDS].close()
+
+
 def _add_routes(router: web.UrlDispatcher, routes: Sequence[Route]) -> None:
     """Every route, in its order. A GET answers HEAD too (``add_get``), as aiohttp has it,
     unless its path declares a HEAD of its own (the redirect's)."""
@@ -91,7 +102,9 @@ def _add_routes(router: web.UrlDispatcher, routes: Sequence[Route]) -> None:
 
 
 def create_app(config: Config) -> web.Application:
-    """The API application; its resources open on startup and close on cleanup."""
+    """The API application; its resources open on startup and close on cleanup: the
+    core's first (store, secrets, Redis, password hashing, tasks), then each app's
+    ``api_context`` in the apps' order."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[request_context])
     # Here, not above: the apps (and the document of their routes) import sluice.http.
     from sluice.app.loading import load_apps
@@ -100,16 +113,8 @@ def create_app(config: Config) -> web.Application:
     app[CONFIG] = config
     app[APPS] = apps = load_apps(config)
     app[KEYS] = keys_for(config)
-    app[UPCOMING] = NextRuns()
-    app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier])
-    app.cleanup_ctx.append(links.code_pool)
-    app.cleanup_ctx.append(users.password_hashing)
-    app.cleanup_ctx.append(tasks.task_runner)
-    app.cleanup_ctx.append(task_controls.backfills)
-    app.cleanup_ctx.extend([redirects.follow_links, redirects.record_visits])
-    app.cleanup_ctx.append(link_passwords.password_limits)
-    app.cleanup_ctx.append(orphan_visits.count_orphans)
-    app.cleanup_ctx.append(metrics.publish_counters)
+    app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier, _password_hashing])
+    app.cleanup_ctx.extend([tasks.task_runner, task_controls.backfills, metrics.publish_counters])
     for each in apps.apps:
         app.cleanup_ctx.extend(each.api_contexts)
     _add_routes(app.router, routes_of(apps))

@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from sluice.builtin.operations.http.dashboard import Page, inline_hashes
 from sluice.errors import NotFound
 from sluice.http.apidoc import Route, html_page, problem
 from sluice.http.keys import CONFIG
+from sluice.http.static_page import Page, inline_hashes
 
 # What the page loads, with its content types; nothing else under /docs/assets/ is served.
 ASSETS = {

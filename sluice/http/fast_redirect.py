@@ -18,7 +18,9 @@ call), password links (their form; ``Target.plain`` tests one more attribute), `
 ``SLUICE_REDIRECT_LOG=all``. A failure here falls back
 to the full path before any visit was recorded, so a request never fails for it.
 
-``Redirects.answer`` is the choice and the visit. ``sluice api`` asks it twice: first
+The core knows no link: what answers is the ``fast_path`` an app declares (the links
+app's ``Redirects``, in ``sluice.builtin.links.http.fast``), and its ``answer`` is the
+choice and the visit. ``sluice api`` asks it twice: first
 as each request head is parsed, where the answer is written straight to the
 connection (``sluice.http.redirect_wire``), and then here, for the heads aiohttp
 handles (one pipelined behind a request still being answered, say).
@@ -27,39 +29,38 @@ handles (one pipelined behind a request still being answered, say).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import hdrs, web
 from aiohttp.abc import AbstractRouter
 from aiohttp.web_urldispatcher import UrlDispatcher
 
-from sluice.builtin.links.http.redirects import (
-    CODE,
-    NO_STORE,
-    TRUSTED_PROXIES,
-    destination,
-    visit_of,
-)
-from sluice.events import new_trace_id, utcnow
-from sluice.http.client_address import Caller
-from sluice.http.keys import CONFIG, LINK_CACHE, VISITOR_KEY, VISITS
-from sluice.http.middlewares import TRACE_ID_HEADER, incoming_trace_id
+from sluice.http.keys import APPS, CONFIG
+from sluice.http.middlewares import TRACE_ID_HEADER
 from sluice.metrics import REQUEST_TALLY
+
+if TYPE_CHECKING:
+    from sluice.app.declare import FastAnswers
 
 log = structlog.get_logger(__name__)
 
 ROUTE = "/{code}"  # the tally's label, as the full path reports it
+# A redirect's Cache-Control: each follow is a visit to count, never a cached answer.
+NO_STORE = "private, no-store"
 
 
-def install(server: web.Server, app: web.Application) -> Redirects | None:
+def install(server: web.Server, app: web.Application) -> FastAnswers | None:
     """Answer the redirects of ``app`` first on ``server`` (an ``AppRunner``'s, after
     ``setup()`` and before connections arrive); what answers them, for a site to answer
     them earlier still (``sluice.http.redirect_wire``). None, and nothing installed, with
-    ``SLUICE_REDIRECT_LOG=all``."""
-    if app[CONFIG].redirect_log == "all":
+    ``SLUICE_REDIRECT_LOG=all`` or when no app declares a ``fast_path`` (the links app's
+    ``sluice.builtin.links.http.fast``)."""
+    factory = app[APPS].fast_path
+    if factory is None or app[CONFIG].redirect_log == "all":
         return None
     full = server.request_handler
-    redirects = Redirects(app)
+    redirects = factory(app)
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if request.method != "GET" or request.body_exists:
@@ -82,42 +83,6 @@ def install(server: web.Server, app: web.Application) -> Redirects | None:
 
     server.request_handler = handle
     return redirects
-
-
-class Redirects:
-    """The redirects of one app that the way in answers, and what answering one takes."""
-
-    __slots__ = ("_cache", "_key", "_others", "_trusted", "_visits")
-
-    def __init__(self, app: web.Application) -> None:
-        self._others = other_routes(app.router)
-        self._cache, self._visits, self._key = app[LINK_CACHE], app[VISITS], app[VISITOR_KEY]
-        self._trusted = app[TRUSTED_PROXIES]
-
-    def answer(self, code: str, caller: Caller) -> tuple[str, int, str] | None:
-        """(location, status, trace id) of the redirect of ``code`` (the path after its
-        ``/``) for a ``GET`` without a body, its visit handed to the group commit; None:
-        the full path answers the request (nothing was recorded)."""
-        if code in self._others or not CODE.fullmatch(code):
-            return None
-        try:
-            target = self._cache.cached(code)
-        except KeyError:  # not cached: the full path looks it up
-            return None
-        now = utcnow()
-        if target is None or not target.plain(now):
-            return None  # 404 or 410, as problem+json, logged; or a visit limit to count
-        try:
-            trace_id = incoming_trace_id(caller.headers) or new_trace_id()
-            visit = visit_of(caller, self._key, code, now, trace_id, self._trusted)
-            location = destination(caller, target, self._trusted)
-        except Exception:
-            log.exception("fast redirect failed, answering through the app")
-            return None
-        if "\r" in location or "\n" in location:
-            return None  # never a header here; the full path's answer says what is wrong
-        self._visits.record(visit)
-        return location, target.status, trace_id
 
 
 def other_routes(router: AbstractRouter) -> frozenset[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import datetime
 
 import structlog
@@ -21,14 +21,10 @@ from sluice.history.size import HistorySize, measure
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route
 from sluice.http.auth import require_admin
 from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import APPS, CONFIG, KEYS, LINK_CACHE, REDIS, STORE, VISITS
+from sluice.http.keys import APPS, CONFIG, KEYS, PUBLISHERS, REDIS, STORE
 from sluice.metrics import (
     CONTENT_TYPE,
-    LINK_CACHE_LOOKUPS,
     REQUEST_TALLY,
-    VISITS_BUFFERED,
-    VISITS_DROPPED,
-    VISITS_RECORDED,
     ScrapedGauge,
     render,
 )
@@ -140,34 +136,24 @@ async def _history(request: web.Request) -> HistorySize | None:
         return None
 
 
-class _Published:
-    """What the request path counted in plain numbers, added to the shared counters
-    once a second (a prometheus-client increment per redirect costs more than this)."""
-
-    def __init__(self) -> None:
-        self.hits = self.misses = self.visits = self.dropped = 0
-
-    def publish(self, app: web.Application) -> None:
-        cache, visits = app[LINK_CACHE], app[VISITS]
-        LINK_CACHE_LOOKUPS.labels("hit").inc(cache.hits - self.hits)
-        LINK_CACHE_LOOKUPS.labels("miss").inc(cache.misses - self.misses)
-        VISITS_RECORDED.inc(visits.committed - self.visits)
-        VISITS_DROPPED.inc(visits.dropped - self.dropped)
-        VISITS_BUFFERED.set(visits.buffered)
-        self.hits, self.misses, self.visits = cache.hits, cache.misses, visits.committed
-        self.dropped = visits.dropped
-        REQUEST_TALLY.publish()
-
-
 async def publish_counters(app: web.Application) -> AsyncIterator[None]:
-    """Runs after the link cache and the visit writer exist, stops before they go."""
-    published = _Published()
+    """Once a second, what the request path counted in plain numbers is added to the
+    shared counters (a prometheus-client increment per redirect costs more than this):
+    the request tally, and what each app's context put in ``PUBLISHERS`` (the links
+    app's cache lookups and visits). Set up before the apps' contexts, stopped after."""
+    publishers: list[Callable[[], None]] = []
+    app[PUBLISHERS] = publishers
     stop = asyncio.Event()
+
+    def publish() -> None:
+        for publisher in publishers:
+            publisher()
+        REQUEST_TALLY.publish()
 
     async def every_second() -> None:
         while not stop.is_set():
             await wait_or_stop(stop, PUBLISH_EVERY)
-            published.publish(app)
+            publish()
 
     task = asyncio.create_task(every_second())
     try:

@@ -5,27 +5,13 @@ what is documented come from one declaration."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 
 import msgspec
 from aiohttp import web
 
 from sluice.app.loading import Apps, default_apps
-from sluice.builtin.accounts.http import unsubscribe, users, verification
-from sluice.builtin.links.http import (
-    jobs,
-    link_imports,
-    link_passwords,
-    link_qr,
-    link_stats,
-    links,
-    orphan_visits,
-    redirects,
-    top_links,
-    webhooks,
-)
-from sluice.builtin.operations.http import admin, dashboard, events, history, pauses
-from sluice.builtin.reminders.http import reminder_edits, reminders
 from sluice.http import api_docs, health, metrics, task_controls, tasks
 from sluice.http.apidoc import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
 from sluice.http.bodies import JSON, json_response
@@ -112,6 +98,17 @@ def _tag(path: str) -> str:
     return "users" if parts[2] in _USER_RESOURCES else parts[2]
 
 
+def tagged(routes: Sequence[Route]) -> tuple[Route, ...]:
+    """``routes`` each in the group ``TAGS`` gives its path, unless its operation names
+    its own: how sluice's own apps keep the document's groups (``App.add_routes`` would
+    put them in a group named after the app)."""
+    return tuple(
+        route if "tags" in route.doc else dataclasses.replace(
+            route, doc={"tags": [_tag(route.path)], **route.doc})
+        for route in routes
+    )  # fmt: skip
+
+
 def _with_tags(paths: Doc) -> Doc:
     """Each operation in its group (``TAGS``), unless it names its own."""
     return {
@@ -137,9 +134,11 @@ def _schemas(routes: Iterable[Route]) -> Doc:
 
 
 def routes_of(apps: Apps) -> tuple[Route, ...]:
-    """Every route, in the router's order: sluice's, then the apps', then the short
-    links' catch-all ``/{code}``, which must shadow no other route."""
-    return (*ROUTES, *apps.routes, *CATCH_ALL)
+    """Every route, in the router's order: the core's, then the apps' (each app's in its
+    own order), then the apps' routes whose path starts with a variable (the links app's
+    ``/{code}``), which must shadow no other route."""
+    catch_all = tuple(route for route in apps.routes if route.path.startswith("/{"))
+    return (*ROUTES, *(r for r in apps.routes if r not in catch_all), *catch_all)
 
 
 def build_document(base_url: str, apps: Apps | None = None) -> Doc:
@@ -147,7 +146,11 @@ def build_document(base_url: str, apps: Apps | None = None) -> Doc:
     the default apps): every route, each app's in a group (tag) of its own."""
     apps = apps or default_apps()
     routes = routes_of(apps)
-    tags = {**TAGS, **{app.name: app.description for app in apps.apps if app.routes}}
+    tags = dict(TAGS)
+    for app in apps.apps:
+        tags.setdefault(app.name, app.description)
+    used = {tag for route in routes for tag in route.doc.get("tags", [_tag(route.path)])}
+    tags = {name: text for name, text in tags.items() if name in used}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -176,8 +179,7 @@ async def openapi_view(request: web.Request) -> web.Response:
     return json_response(build_document(request.app[CONFIG].base_url, request.app[APPS]))
 
 
-# The router's order: each module keeps its own (links has /v1/links/stats before
-# /v1/links/{code}), and /{code} comes last of all (``CATCH_ALL``), after the apps'.
+# The core's routes, in the router's order; the apps' follow (``routes_of``).
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
     Route("GET", "/openapi.json", openapi_view, {
@@ -187,29 +189,7 @@ ROUTES: tuple[Route, ...] = (
                               "content": {JSON: {"schema": {"type": "object"}}}}},
     }),
     *metrics.ROUTES,
-    *dashboard.ROUTES,
     *api_docs.ROUTES,
-    *users.ROUTES,
-    *verification.ROUTES,
-    *unsubscribe.ROUTES,
-    *top_links.ROUTES,  # before /v1/links/{code}, which would take "stats" for a code
-    *links.ROUTES,
-    *admin.ROUTES,
-    *pauses.ROUTES,
-    *events.ROUTES,
-    *history.ROUTES,
     *tasks.ROUTES,
     *task_controls.ROUTES,
-    *link_stats.ROUTES,
-    *orphan_visits.ROUTES,
-    *reminders.ROUTES,
-    *reminder_edits.ROUTES,
-    *jobs.ROUTES,
-    *link_imports.ROUTES,
-    *link_qr.ROUTES,
-    *webhooks.ROUTES,
 )  # fmt: skip
-CATCH_ALL: tuple[Route, ...] = (
-    *redirects.ROUTES,
-    *link_passwords.ROUTES,  # POST /{code}, the password form's
-)

@@ -7,7 +7,7 @@ the request object, a task per request, the stream writer, the response and its
 protocol that writes a ready 302 after that parser serves 2.8 times the requests of the
 bare handler on the reference machine: bench/README.md). So the connection handler
 (``sluice.http.connections.GuardedRequestHandler``) hands each parsed head to
-``WireRedirects.response`` first, and a redirect that ``fast_redirect.Redirects``
+``WireRedirects.response`` first, and a redirect that the fast path (``fast_redirect``)
 answers (a cached, live, plain link; the same choice, visit and tally as there) is
 written to the transport at once, as the bytes aiohttp would have written for it:
 the status line, ``Location``, ``Cache-Control``, ``X-Trace-Id``, ``Content-Length:
@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import time
 from http import HTTPStatus
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aiohttp import helpers
 from aiohttp.http import SERVER_SOFTWARE, HttpVersion11
 from multidict import CIMultiDictProxy
 
-from sluice.builtin.links.http.redirects import NO_STORE
-from sluice.http.fast_redirect import ROUTE, Redirects
+from sluice.http.fast_redirect import NO_STORE, ROUTE
 from sluice.http.middlewares import TRACE_ID_HEADER
 from sluice.metrics import REQUEST_TALLY
+
+if TYPE_CHECKING:
+    from sluice.app.declare import FastAnswers
 
 
 class Asker(NamedTuple):
@@ -49,7 +51,7 @@ class WireRedirects:
 
     __slots__ = ("_date", "_redirects")
 
-    def __init__(self, redirects: Redirects) -> None:
+    def __init__(self, redirects: FastAnswers) -> None:
         self._redirects = redirects
         # Looked up here, not on import: on an aiohttp without it (sluice.http.aiohttp_compat
         # looks first) there is no wire, and the rest of sluice still imports.

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from sluice.builtin.links.exports.retention import purge_exports
-from sluice.builtin.links.pool import refill
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.events import utcnow
@@ -26,19 +22,6 @@ from sluice.streams.relay import POSITION
 # a live worker touches its consumer with every blocking read (seconds).
 REAP_IDLE_MS = 60 * 60 * 1000
 PURGE_BATCH = 1000
-OCCURRENCES_KEPT_DAYS = 7
-REFILL_BATCH = 1000
-
-
-async def refill_code_pool(ctx: TaskContext) -> None:
-    """Top the code pool up to SLUICE_CODE_POOL_TARGET, 1000 codes per transaction.
-
-    No cursor: each batch reads the free count in its own transaction, so a run
-    interrupted midway continues from the pool's state.
-    """
-    config = ctx.resources.config
-    added = await refill(ctx.resources.store, config.code_pool_target, batch=REFILL_BATCH)
-    ctx.log.info("code pool refilled", added=added, target=config.code_pool_target)
 
 
 async def trim_streams(ctx: TaskContext) -> None:
@@ -64,18 +47,18 @@ async def reap_idle_consumers(ctx: TaskContext) -> None:
 
 
 async def purge_expired(ctx: TaskContext) -> None:
-    """Delete expired user tokens, then reminder occurrence rows past any use.
-
-    1000 rows per transaction, a checkpoint after each: the cursor is
-    ``tokens:<last hash>`` while tokens are purged, then ``occurrences``. An
-    occurrence row only guards against firing its slot twice, which nobody
-    tries once the slot is older than the catch-up window (minutes); they are
-    kept OCCURRENCES_KEPT_DAYS for the record.
+    """Delete expired user tokens, then what each app's ``purge`` finds past any use
+    (the reminders app: occurrence rows older than a week).
+    1000 tokens per transaction, a checkpoint after each: the cursor is
+    ``tokens:<last hash>`` while tokens are purged, then ``apps``; the apps' purges
+    are idempotent, and run again whole by a run that resumes there.
     """
+    from sluice.app.loading import load_apps  # the apps import the scheduler
+
     store = ctx.resources.store
     now = utcnow()
     cursor = ctx.cursor or "tokens:"
-    tokens = occurrences = 0
+    tokens = 0
     while cursor.startswith("tokens:"):
         rows = await store.fetchall(
             "SELECT token_hash FROM tokens WHERE token_hash > ? AND expires_at < ?"
@@ -83,7 +66,7 @@ async def purge_expired(ctx: TaskContext) -> None:
             (cursor.removeprefix("tokens:"), db_time(now), PURGE_BATCH),
         )
         if not rows:
-            cursor = "occurrences"
+            cursor = "apps"
             break
         hashes = [str(row[0]) for row in rows]
         async with store.transaction() as tx:
@@ -94,19 +77,10 @@ async def purge_expired(ctx: TaskContext) -> None:
         cursor = f"tokens:{hashes[-1]}"
         await ctx.checkpoint(cursor)
     await ctx.checkpoint(cursor)
-    before = db_time(now - timedelta(days=OCCURRENCES_KEPT_DAYS))
-    while True:
-        async with store.transaction() as tx:
-            deleted = await tx.execute(
-                "DELETE FROM reminder_occurrences WHERE (reminder_id, scheduled_for) IN"
-                " (SELECT reminder_id, scheduled_for FROM reminder_occurrences"
-                "  WHERE scheduled_for < ? LIMIT ?)",
-                (before, PURGE_BATCH),
-            )
-        occurrences += deleted
-        if deleted < PURGE_BATCH:
-            break
-    ctx.log.info("expired records purged", tokens=tokens, reminder_occurrences=occurrences)
+    purged: dict[str, int] = {}
+    for purge in load_apps(ctx.resources.config).purges:
+        purged.update(await purge(store, now))
+    ctx.log.info("expired records purged", tokens=tokens, **purged)
 
 
 async def archive_history(ctx: TaskContext) -> None:
@@ -149,11 +123,6 @@ async def purge_deliveries(ctx: TaskContext) -> None:
 
 BUILTIN: list[tuple[str, TaskFunction, str]] = [
     (
-        "refill-code-pool",
-        refill_code_pool,
-        "tops the short-code pool up to SLUICE_CODE_POOL_TARGET",
-    ),
-    (
         "trim-streams",
         trim_streams,
         "trims stream entries every group has acked, older than SLUICE_STREAM_RETENTION",
@@ -166,12 +135,8 @@ BUILTIN: list[tuple[str, TaskFunction, str]] = [
     (
         "purge-expired",
         purge_expired,
-        "deletes expired user tokens and reminder occurrence rows older than 7 days",
-    ),
-    (
-        "purge-exports",
-        purge_exports,
-        "removes export results older than SLUICE_EXPORT_RETENTION (their jobs answer 410)",
+        "deletes expired user tokens, and what the apps purge (reminder occurrences older"
+        " than 7 days)",
     ),
     (
         "purge-deliveries",

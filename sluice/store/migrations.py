@@ -554,7 +554,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         26,
         "one-shot reminders, reminder edits",
-        # SPEC 14 (sluice/builtin/reminders/one_shot_runner.py). at: a one-shot's instant (NULL for
+        # SPEC 14 (sluice/scheduler/one_shots.py). at: a one-shot's instant (NULL for
         # a
         # cron reminder, whose cron and timezone a one-shot leaves ''); due_at: set while
         # a one-shot is pending (not fired, paused or deleted), NULL otherwise, so the

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.events import LinkVisited
 from sluice.http import create_app
 from sluice.http.keys import STORE
 from tests.api.conftest import AiohttpClient, Client, problem

@@ -12,10 +12,10 @@ import asyncio
 
 import pytest
 
+from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports.runner import run_export
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
-from sluice.events import ExportRequested
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_jobs import deps, request_export

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.runner import run_export
 from sluice.config import Config
-from sluice.events import LinkVisited
 from sluice.resources import keys_for
 from sluice.store import Store
 from sluice.streams.messages import Cancelled

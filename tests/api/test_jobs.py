@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.links.events import ExportRequested, LinkVisited
 from sluice.builtin.links.exports.retention import purge_finished
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
 from sluice.config import Config
-from sluice.events import ExportRequested, LinkVisited, utcnow
+from sluice.events import utcnow
 from sluice.http import MAX_BODY
 from sluice.http.keys import KEYS, REDIS
 from sluice.resources import Resources

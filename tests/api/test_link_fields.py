@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.events import LinkCreated, LinkUpdated
+from sluice.builtin.links.http.keys import VISITS
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import LinkCreated, LinkUpdated, utcnow
-from sluice.http.keys import REDIS, VISITS
+from sluice.events import utcnow
+from sluice.http.keys import REDIS
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import create, user_token

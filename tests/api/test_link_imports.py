@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.links.events import ImportRequested, LinkCreated
 from sluice.builtin.links.imports.runner import ImportDeps, run_import
 from sluice.builtin.links.stored import Link
 from sluice.config import Config
-from sluice.events import ImportRequested, LinkCreated
 from sluice.http.keys import KEYS, REDIS
 from sluice.resources import Resources
 from sluice.store import Store

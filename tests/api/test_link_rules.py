@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.config import Config
-from sluice.events import LinkCreated, LinkUpdated
 from sluice.http import create_app
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem

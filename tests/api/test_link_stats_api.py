@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.stats import projection as link_stats
 from sluice.config import Config
-from sluice.events import LinkVisited, utcnow
+from sluice.events import utcnow
 from sluice.store import Store
 from tests.api.conftest import Client, problem
 from tests.link_helpers import OTHER, OTHER_TOKEN, add_link, add_user, bearer

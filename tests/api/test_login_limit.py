@@ -15,14 +15,14 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from sluice.builtin.accounts.login_limit import (
+from sluice.embedded.redis_server import free_port
+from sluice.errors import TooManyRequests
+from sluice.http.login_limit import (
     IN_PROGRESS_SECONDS,
     MAX_FAILURES,
     WINDOW_SECONDS,
     LoginLimiter,
 )
-from sluice.embedded.redis_server import free_port
-from sluice.errors import TooManyRequests
 from sluice.streams.keys import Keys
 
 EMAIL = "ada@example.org"

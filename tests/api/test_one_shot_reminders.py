@@ -12,9 +12,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sluice.builtin.reminders.events import ReminderCreated, ReminderDue, ReminderUpdated
 from sluice.builtin.reminders.http import reminders as reminder_views
 from sluice.builtin.reminders.one_shots import fire_due, next_due
-from sluice.events import ReminderCreated, ReminderDue, ReminderUpdated
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import user_token

@@ -10,8 +10,8 @@ from typing import Any
 import structlog
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.events import LinkVisited
 from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.logs import add_request

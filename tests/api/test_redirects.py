@@ -10,10 +10,12 @@ from datetime import timedelta
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.events import LinkVisited
+from sluice.builtin.links.http.keys import LINK_CACHE, LINK_FOLLOWER, VISITS
 from sluice.config import Config
-from sluice.events import LinkVisited, utcnow
+from sluice.events import utcnow
 from sluice.http import create_app
-from sluice.http.keys import LINK_CACHE, LINK_FOLLOWER, STORE, VISITS
+from sluice.http.keys import STORE
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store, open_store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events

@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.events import ReminderUpdated
 from sluice.builtin.reminders.stored import Fired
-from sluice.events import ReminderUpdated, utcnow
+from sluice.events import utcnow
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import user_token

@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted
 from sluice.builtin.reminders.http import reminders as reminder_views
-from sluice.events import ReminderCreated, ReminderDeleted
 from sluice.http import create_app
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail.links import unsubscribe_token
-from sluice.events import ReminderUpdated
-from sluice.http.keys import MAIL_LINK_KEY
+from sluice.builtin.reminders.events import ReminderUpdated
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import user_token

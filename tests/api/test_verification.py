@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from sluice.builtin.accounts.events import UserVerified, VerificationRequested
+from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail.links import verify_token
-from sluice.events import UserVerified, VerificationRequested, utcnow
-from sluice.http.keys import MAIL_LINK_KEY
+from sluice.events import utcnow
 from sluice.store import Store
 from sluice.store.users import db_time
 from tests.api.conftest import Client, problem, stored_events

@@ -51,9 +51,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from sluice.builtin.links.http.keys import VISITS
 from sluice.config import Config
 from sluice.http.connections import GuardedSite
-from sluice.http.keys import CONFIG, VISITS
+from sluice.http.keys import CONFIG
 from sluice.http.redirect_wire import WireRedirects
 from sluice.store import Store
 from tests.api.conftest import Client

@@ -26,7 +26,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sluice.builtin.accounts.mail.sending import reminder_key
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import slot_text
-from sluice.events import AGGREGATES, ReminderDue, decode
+from sluice.builtin.reminders.events import ReminderDue
+from sluice.events import AGGREGATES, decode
 from sluice.resources import Resources
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import slot_id

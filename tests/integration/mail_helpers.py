@@ -23,8 +23,8 @@ import redis.exceptions
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from sluice.builtin.accounts.events import UserRegistered
 from sluice.embedded.redis_server import free_port
-from sluice.events import UserRegistered
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 

@@ -16,9 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sluice.app.testing import Child, wait_answering, wait_for
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.events import LinkVisited
 from sluice.resources import Resources
 from tests.link_helpers import add_link
 

@@ -14,10 +14,10 @@ import pytest
 from sluice.app.jobs import fire_due, next_due
 from sluice.app.loading import load_apps
 from sluice.app.testing import wait_for
-from sluice.builtin.reminders.one_shot_runner import Due, OneShotRunner
 from sluice.config import Config
 from sluice.events import EVENT_TYPES, Event, JobDue, utcnow
 from sluice.resources import Resources, open_resources
+from sluice.scheduler.one_shots import Due, OneShotRunner
 from sluice.streams.dead_letters import list_dead_letters
 from sluice.streams.messages import Delivery, Duplicate, Message
 from tests.app_helpers import AppDir

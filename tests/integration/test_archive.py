@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
-from sluice.events import LinkVisited, utcnow
+from sluice.events import utcnow
 from sluice.history import archive
 from sluice.resources import Resources
 from sluice.scheduler.registry import all_tasks

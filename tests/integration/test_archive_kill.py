@@ -29,9 +29,10 @@ import aiohttp
 import pytest
 
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.events import LinkVisited, decode
+from sluice.events import decode
 from sluice.history import catalog
 from sluice.history.segment import EventRow
 from sluice.resources import Resources

@@ -15,9 +15,9 @@ import pytest
 from sluice.app.loading import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
-from sluice.events import LinkVisited
 from sluice.history import CorruptSegment, catalog
 from sluice.history.packed import Packed, read_history_packed
 from sluice.history.reader import read_history

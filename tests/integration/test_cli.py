@@ -16,8 +16,8 @@ from typing import Any
 
 from sluice.app.loading import default_apps
 from sluice.app.testing import Child, child_env, wait_for
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.events import LinkVisited
 from sluice.resources import Resources
 from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS

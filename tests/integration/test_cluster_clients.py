@@ -17,16 +17,18 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from sluice.app.testing import wait_for
-from sluice.builtin.accounts import login_limit
-from sluice.builtin.accounts.login_limit import MAX_FAILURES, LoginLimiter
 from sluice.builtin.links.cache import ChangeHints, ChangeListener, LinkCache, LinkFollower, Target
+from sluice.builtin.links.events import LinkUpdated
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner
+from sluice.builtin.reminders.events import ReminderCreated
 from sluice.config import Config
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
 from sluice.errors import TooManyRequests
-from sluice.events import Event, LinkUpdated, ReminderCreated, encode, type_name
+from sluice.events import Event, encode, type_name
+from sluice.http import login_limit
+from sluice.http.login_limit import MAX_FAILURES, LoginLimiter
 from sluice.redis_cluster import is_cluster
 from sluice.resources import keys_for, open_resources, redis_client
 from sluice.streams.keys import Keys

@@ -41,10 +41,11 @@ from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.builtin.reminders import stored
+from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import Config
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer, free_port
-from sluice.events import ReminderDue, decode, utcnow
+from sluice.events import decode, utcnow
 from sluice.resources import Resources
 from tests.integration.failover_checks import (
     GROUPS,

@@ -20,9 +20,10 @@ from aiohttp.test_utils import TestClient
 
 from sluice.app.testing import child_env, wait_for
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkCreated, LinkVisited
 from sluice.config import Config
 from sluice.embedded.postgres_server import PostgresServer
-from sluice.events import LinkCreated, LinkVisited, decode, utcnow
+from sluice.events import decode, utcnow
 from sluice.history.reader import read_history
 from sluice.http import create_app
 from sluice.http.keys import STORE

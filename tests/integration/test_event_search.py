@@ -11,7 +11,9 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
+from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.operations.event_search import (
     EventQuery,
     FoundEvent,
@@ -23,7 +25,7 @@ from sluice.builtin.operations.event_search import (
     stored_time,
 )
 from sluice.config import Config
-from sluice.events import Event, LinkVisited, UserRegistered
+from sluice.events import Event
 from sluice.store import Store
 from tests.integration.test_cli import sluice
 

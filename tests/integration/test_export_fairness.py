@@ -17,9 +17,9 @@ from itertools import zip_longest
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs
 from sluice.config import Config
-from sluice.events import LinkVisited
 from sluice.resources import Resources
 from sluice.streams.relay import Relay
 from tests.integration.test_exports import all_published

@@ -19,6 +19,7 @@ import pytest
 
 from sluice.app.loading import default_apps
 from sluice.app.testing import Child, wait_for
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.exports.retention import purge_finished
@@ -26,7 +27,7 @@ from sluice.builtin.links.exports.runner import ExportDeps, run_export
 from sluice.cli.processes import runtime_settings
 from sluice.config import Config
 from sluice.errors import HandlerError
-from sluice.events import LinkVisited, decode, utcnow
+from sluice.events import decode, utcnow
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.streams.consumer import Consumer

@@ -18,8 +18,8 @@ import redis.asyncio as aioredis
 
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.reminders.events import ReminderCreated
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import ReminderCreated
 from sluice.resources import Resources
 from sluice.store import StoredEvent
 from sluice.streams.consumer import Consumer

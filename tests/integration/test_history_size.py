@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkVisited
 from sluice.cli.stream_commands import show_status
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import LinkVisited
 from sluice.history.size import measure
 from sluice.http import create_app
 from sluice.http.keys import STORE

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.events import LinkCreated
 from sluice.builtin.links.exports import chunks
 from sluice.builtin.links.exports import jobs as job_rows
 from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import parse
-from sluice.events import LinkCreated, decode
+from sluice.events import decode
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.streams.consumer import Consumer

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from sluice.app.testing import wait_for
-from sluice.events import LinkVisited
+from sluice.builtin.links.events import LinkVisited
 from sluice.resources import Resources
 from tests.link_helpers import add_user, bearer
 

@@ -31,10 +31,11 @@ from sluice.builtin.accounts.mail.budget import BudgetUnavailable, Spent, UserBu
 from sluice.builtin.accounts.mail.links import load_link_key, unsubscribe_token
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner
+from sluice.builtin.reminders.events import ReminderDue
 from sluice.builtin.reminders.stored import Reminder, insert_reminder
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import ReminderDue, utcnow
+from sluice.events import utcnow
 from sluice.http import create_app
 from sluice.resources import Resources, open_resources
 from sluice.store.users import User, db_time, insert_user

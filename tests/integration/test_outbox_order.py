@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.events import LinkVisited
 from sluice.store import Store, Tx, open_store
 from sluice.store.postgres import PostgresTx
 from sluice.streams.keys import Keys

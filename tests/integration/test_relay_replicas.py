@@ -23,7 +23,7 @@ import pytest
 
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.articles.events import ArticleViewed
-from sluice.events import LinkVisited
+from sluice.builtin.links.events import LinkVisited
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION
 from tests.integration.faults_helpers import commit_views_at_once

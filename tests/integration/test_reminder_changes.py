@@ -20,9 +20,10 @@ import pytest
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.sending import reminder_key
+from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import ReminderDue, decode, utcnow
+from sluice.events import decode, utcnow
 from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.store.users import from_db_time

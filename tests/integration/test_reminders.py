@@ -25,9 +25,10 @@ from sluice.builtin.accounts.mail.links import load_link_key, verify_token
 from sluice.builtin.accounts.mail.sending import reminder_key
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner
+from sluice.builtin.reminders.events import ReminderDeleted, ReminderDue
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.events import ReminderDeleted, ReminderDue, decode, utcnow
+from sluice.events import decode, utcnow
 from sluice.http import create_app
 from sluice.resources import Resources, open_resources
 from sluice.store import Store, Tx

@@ -19,13 +19,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from standardwebhooks.webhooks import Webhook as Verifier
 
 from sluice.app.testing import Child, wait_for
+from sluice.builtin.links.events import LinkUpdated
 from sluice.builtin.links.webhooks import repository
 from sluice.builtin.links.webhooks.group import NAME, WebhookDeps, build_deps, group
 from sluice.builtin.links.webhooks.repository import Webhook
 from sluice.builtin.links.webhooks.sender import Sender
 from sluice.builtin.links.webhooks.signing import generate_secret
 from sluice.config import Config
-from sluice.events import LinkUpdated, utcnow, uuid7
+from sluice.events import utcnow, uuid7
 from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.store.users import db_time

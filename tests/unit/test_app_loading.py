@@ -57,7 +57,7 @@ def _apps(names: str) -> list[str]:
 def test_an_app_named_in_sluice_apps_joins_the_built_in_ones(app_dir: AppDir) -> None:
     app_dir.module("tiny_app", TINY)
     apps = load_apps(load_config({"SLUICE_APPS": "default,tiny_app"}))
-    assert apps.names() == ["articles", "tiny"]
+    assert apps.names() == ["accounts", "links", "reminders", "articles", "operations", "tiny"]
     assert "tiny-group" in apps.groups and "article-views" in apps.groups
     assert EVENT_TYPES["TinyThingHappened"].__module__ == "tiny_app"
     assert REGISTRY.owners["TinyThingHappened"] == "tiny"
@@ -67,7 +67,7 @@ def test_an_app_named_in_sluice_apps_joins_the_built_in_ones(app_dir: AppDir) ->
 def test_an_installed_app_is_loaded_by_its_entry_point(app_dir: AppDir) -> None:
     app_dir.module("tiny_app", TINY)
     app_dir.entry_point("tiny-dist", "tiny", "tiny_app:app")
-    assert _apps("") == ["articles", "tiny"]  # the default: built in, and installed
+    assert _apps("") == ["accounts", "links", "reminders", "articles", "operations", "tiny"]  # the default: built in, and installed
     assert _apps("tiny") == ["tiny"]  # by the entry point's name
     # A process started in that environment finds it too, with no SLUICE_APPS at all.
     listed = subprocess.run(
@@ -106,8 +106,8 @@ def test_two_apps_declaring_one_event_type_are_refused_naming_both(app_dir: AppD
 
 def test_an_app_cannot_take_sluice_s_own_event_types_or_names(app_dir: AppDir) -> None:
     app_dir.module("thief", _clash("thief", event="LinkVisited"))
-    with pytest.raises(ConfigError, match="'LinkVisited' is declared by sluice and by thief"):
-        _apps("thief")
+    with pytest.raises(ConfigError, match="'LinkVisited' is declared by links and by thief"):
+        _apps("default,thief")
     app_dir.module(
         "mailer",
         """
@@ -116,8 +116,8 @@ def test_an_app_cannot_take_sluice_s_own_event_types_or_names(app_dir: AppDir) -
         app.group("mail")
     """,
     )
-    with pytest.raises(ConfigError, match="group 'mail' is declared by sluice and by mailer"):
-        _apps("mailer")
+    with pytest.raises(ConfigError, match="group 'mail' is declared by accounts and by mailer"):
+        _apps("default,mailer")
     app_dir.module(
         "router",
         """

@@ -7,7 +7,8 @@ import msgspec
 import pytest
 
 from sluice.builtin.articles.events import ArticleViewed
-from sluice.events import EVENT_TYPES, LinkCreated, decode, encode, uuid7
+from sluice.builtin.links.events import LinkCreated
+from sluice.events import EVENT_TYPES, decode, encode, uuid7
 
 
 def test_every_event_type_round_trips_through_the_codec() -> None:

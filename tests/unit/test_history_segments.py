@@ -23,28 +23,22 @@ from hypothesis import strategies as st
 
 from sluice import history
 from sluice.app.loading import default_apps
+from sluice.builtin.accounts.events import UserRegistered, UserVerified, VerificationRequested
 from sluice.builtin.articles.events import ArticleViewed
-from sluice.events import (
-    EVENT_TYPES,
-    Event,
+from sluice.builtin.links.events import (
     ExportRequested,
     ImportRequested,
-    JobDue,
     LinkCreated,
     LinkUpdated,
     LinkVisited,
+)
+from sluice.builtin.reminders.events import (
     ReminderCreated,
     ReminderDeleted,
     ReminderDue,
     ReminderUpdated,
-    TaskRunFinished,
-    UserRegistered,
-    UserVerified,
-    VerificationRequested,
-    encode,
-    type_name,
-    uuid7,
 )
+from sluice.events import EVENT_TYPES, Event, JobDue, TaskRunFinished, encode, type_name, uuid7
 from sluice.history import (
     CorruptSegment,
     EventRow,

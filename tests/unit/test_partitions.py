@@ -9,10 +9,13 @@ from datetime import UTC, datetime
 import pytest
 from redis.crc import key_slot
 
+from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.links.events import LinkVisited
+from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import load_config
 from sluice.errors import ConfigError
-from sluice.events import LinkVisited, ReminderDue, UserRegistered, encode
+from sluice.events import encode
 from sluice.streams.keys import Keys
 from sluice.streams.partitions import partition_of, payload_partition
 

@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from sluice.builtin.links.cache import LinkCache, Target, apply_entry, location
-from sluice.events import LinkUpdated, encode
+from sluice.builtin.links.events import LinkUpdated
+from sluice.events import encode
 
 
 def target(url: str = "https://example.org/", disabled: bool = False) -> Target:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.visits import VisitRecorder, classify, referrer_host
-from sluice.events import LinkVisited
 from sluice.store.sqlite import SqliteStore
 from tests.link_helpers import CHROME, FACEBOOK, FIREFOX, GOOGLEBOT, SLACKBOT
 

@@ -1,0 +1,15 @@
+"""Accounts (SPEC 3.1, 9): users register, verify their address from a signed link
+and sign in for bearer tokens; the ``mail`` group sends the welcome and verification
+mails (and, for the reminders app, each reminder's), once per event, within budgets.
+
+Declared on ``sluice.app`` like any app; it imports sluice's core and no other app.
+The core's ``require_user`` reads the users and tokens tables (``sluice.store.users``),
+so a token this app issued is honoured by every app's routes.
+"""
+
+from __future__ import annotations
+
+from sluice.builtin.accounts import declare, events  # noqa: F401  (declare)
+from sluice.builtin.accounts.app import app
+
+__all__ = ["app"]

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sluice.events import UserVerified
+from sluice.builtin.accounts.events import UserVerified
 from sluice.store.base import Store, Tx
 from sluice.store.users import db_time, email_key, from_db_time
 

@@ -44,9 +44,10 @@ import structlog
 import yarl
 from redis.typing import KeyT, StreamIdT
 
+from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.rule_shapes import Rule
 from sluice.builtin.links.stored import Link
-from sluice.events import LinkCreated, LinkUpdated, decode
+from sluice.events import decode
 from sluice.redis_cluster import refresh_topology, slot_groups
 from sluice.streams.waiting import cancel_and_wait
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import structlog
 
+from sluice.builtin.links.events import ExportRequested, ImportRequested
 from sluice.builtin.links.exports import jobs
-from sluice.events import ExportRequested, ImportRequested
 from sluice.store import Store
 from sluice.streams.messages import Message, NoOutcome, PoisonMessage
 from sluice.streams.spec import DeadLetterHook

@@ -29,7 +29,7 @@ import crawleruseragents
 import structlog
 import ua_parser
 
-from sluice.events import LinkVisited
+from sluice.builtin.links.events import LinkVisited
 from sluice.store import Store, Tx
 from sluice.streams.waiting import cancel_and_wait
 

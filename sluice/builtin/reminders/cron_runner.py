@@ -43,15 +43,9 @@ from redis.typing import KeyT, StreamIdT
 
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.agenda import Agenda, Plan
+from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted, ReminderUpdated
 from sluice.builtin.reminders.stored import Fired, Reminder
-from sluice.events import (
-    ReminderCreated,
-    ReminderDeleted,
-    ReminderUpdated,
-    decode,
-    new_trace_id,
-    utcnow,
-)
+from sluice.events import decode, new_trace_id, utcnow
 from sluice.redis_cluster import slot_groups
 from sluice.resources import Resources
 from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
@@ -334,7 +328,7 @@ class ReminderRunner:
             log.warning("undecodable entry on the reminders stream, skipped", error=str(exc))
             return
         if getattr(event, "at", None) is not None:
-            # A one-shot: fired from the store's due index (builtin.reminders.one_shot_runner).
+            # A one-shot: fired from the store's due index (scheduler.one_shots).
             return
         if isinstance(event, ReminderCreated):
             reminder = Reminder(

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sluice.events import ReminderDue, new_trace_id, uuid7
+from sluice.builtin.reminders.events import ReminderDue
+from sluice.events import new_trace_id, uuid7
+from sluice.scheduler.one_shots import Due
 from sluice.store.base import Store
 from sluice.store.users import db_time, from_db_time
 
@@ -84,3 +86,7 @@ async def fire_due(store: Store, now: datetime, limit: int) -> list[ReminderDue]
         )
         await tx.append(*fired)
     return fired
+
+
+# What the scheduler's one-shot runner fires for this app (``sluice.scheduler.one_shots``).
+DUE = Due("one-shot reminders", next_due, fire_due)

@@ -20,7 +20,8 @@ from typing import Literal
 
 import msgspec
 
-from sluice.events import ReminderDue, uuid7
+from sluice.builtin.reminders.events import ReminderDue
+from sluice.events import uuid7
 from sluice.store.base import Row, Store, Tx
 from sluice.store.users import db_time, from_db_time, optional_db_time
 
@@ -152,7 +153,7 @@ class Planned:
 
 async def all_active(store: Store) -> list[Planned]:
     """Every cron reminder neither deleted nor paused, with the latest slot it fired (any
-    process). One-shots are not loaded: ``sluice.builtin.reminders.one_shot_runner`` reads them by
+    process). One-shots are not loaded: ``sluice.scheduler.one_shots`` reads them by
     due time."""
     columns = ", ".join(f"r.{c}" for c in _COLUMNS.split(", "))
     rows = await store.fetchall(

@@ -1,0 +1,1 @@
+"""The accounts app's routes: users, tokens, email verification."""

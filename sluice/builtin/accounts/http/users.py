@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from aiohttp import web
 
+from sluice.builtin.accounts.events import UserRegistered
+from sluice.builtin.accounts.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
 from sluice.errors import Conflict, FieldError, Unauthorized, Unprocessable
-from sluice.events import UserRegistered, utcnow, uuid7
+from sluice.events import utcnow, uuid7
 from sluice.http.apidoc import (
     BAD_BODY,
     UNAUTHORIZED,
@@ -26,8 +27,7 @@ from sluice.http.auth import bearer_token, require_user
 from sluice.http.bodies import json_response, read_json
 from sluice.http.client_limit import LOGIN, REGISTER
 from sluice.http.keys import CLIENT_LIMITS, CONFIG, LOGIN_LIMITER, PASSWORDS, STORE, TRACE_ID
-from sluice.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
-from sluice.passwords import DUMMY_HASH, PasswordHasher
+from sluice.passwords import DUMMY_HASH
 from sluice.store.users import (
     EmailTaken,
     User,
@@ -76,21 +76,6 @@ def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
     if errors:
         raise Unprocessable("invalid registration", errors)
     return email, password, name
-
-
-async def password_hashing(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx: this process's password hasher, bounded by SLUICE_PASSWORD_HASH_CONCURRENCY
-    with a queue of SLUICE_PASSWORD_HASH_QUEUE waiting SLUICE_PASSWORD_HASH_WAIT_SECONDS."""
-    config = app[CONFIG]
-    app[PASSWORDS] = PasswordHasher(
-        config.password_hash_concurrency,
-        queue=config.password_hash_queue,
-        wait=config.password_hash_wait_seconds,
-    )
-    try:
-        yield
-    finally:
-        app[PASSWORDS].close()
 
 
 async def register(request: web.Request) -> web.Response:

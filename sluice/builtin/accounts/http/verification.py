@@ -15,6 +15,9 @@ import math
 from aiohttp import web
 
 from sluice.builtin.accounts import verification as stored
+from sluice.builtin.accounts.events import VerificationRequested
+from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
+from sluice.builtin.accounts.http.schemas import VerificationSent, VerifiedOut, VerifyBody
 from sluice.builtin.accounts.mail.links import (
     NEW_LINK_COOLDOWN,
     NEW_LINKS_MAX,
@@ -22,7 +25,7 @@ from sluice.builtin.accounts.mail.links import (
     parse_verify_token,
 )
 from sluice.errors import Conflict, FieldError, Gone, TooManyRequests, Unprocessable
-from sluice.events import VerificationRequested, utcnow
+from sluice.events import utcnow
 from sluice.http.apidoc import (
     FORM,
     HTML_PAGE,
@@ -38,9 +41,8 @@ from sluice.http.apidoc import (
 )
 from sluice.http.auth import require_user
 from sluice.http.bodies import JSON, json_response, read_json
-from sluice.http.keys import MAIL_LINK_KEY, STORE, TRACE_ID
+from sluice.http.keys import STORE, TRACE_ID
 from sluice.http.pages import Form, is_form, page, read_form
-from sluice.http.schemas import VerificationSent, VerifiedOut, VerifyBody
 from sluice.store.users import User, user_by_id
 
 VERIFY_ROUTE = "/v1/users/verify"

@@ -1,6 +1,6 @@
 """The ``mail`` handler group: the welcome mail once per registered user (with the link
-that verifies the address), new verification links asked for, and one mail per
-reminder occurrence.
+that verifies the address), new verification links asked for, and what other apps
+add (``handle``: the reminders app's one mail per reminder occurrence).
 
 Each handler renders a template and hands the mail to ``Mailer.send_once``,
 which does the rest (idempotency key, the user's budget, rate limit, transport,
@@ -12,11 +12,11 @@ mail is withheld here, logged and counted (``sluice_mails_withheld_total``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import structlog
 
+from sluice.builtin.accounts.events import UserRegistered, VerificationRequested
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.budget import UserBudget
 from sluice.builtin.accounts.mail.idempotency import SendLog
@@ -24,14 +24,11 @@ from sluice.builtin.accounts.mail.ratelimit import RateLimiter
 from sluice.builtin.accounts.mail.sending import (
     Mailer,
     Outgoing,
-    reminder_key,
     verification_key,
     welcome_key,
 )
 from sluice.builtin.accounts.mail.transport import make_transport
-from sluice.builtin.reminders.stored import mail_target
-from sluice.events import Event, ReminderDue, UserRegistered, VerificationRequested, utcnow
-from sluice.metrics import MAILS_WITHHELD
+from sluice.events import Event, utcnow
 from sluice.resources import Resources
 from sluice.store import Store
 from sluice.store.users import user_by_id
@@ -52,7 +49,7 @@ class MailDeps:
     link_key: links.LinkKey
 
 
-async def _send(deps: MailDeps, outgoing: Outgoing) -> None:
+async def send(deps: MailDeps, outgoing: Outgoing) -> None:
     """Send ``outgoing`` once; ``Duplicate`` when it was sent before (the delivery is
     recorded as a duplicate), nothing when it was withheld (the user's budget)."""
     if not await deps.mailer.send_once(outgoing) and await deps.mailer.sends.is_sent(outgoing.key):
@@ -68,7 +65,7 @@ async def _verify_url(deps: MailDeps, user_id: str, email: str) -> str:
 
 async def on_user_registered(event: UserRegistered, deps: MailDeps) -> None:
     url = await _verify_url(deps, event.user_id, event.email)
-    await _send(
+    await send(
         deps,
         Outgoing(
             key=welcome_key(event.user_id),
@@ -88,7 +85,7 @@ async def on_verification_requested(event: VerificationRequested, deps: MailDeps
                  verified=user is not None)  # fmt: skip
         return
     url = await _verify_url(deps, user.id, user.email)
-    await _send(
+    await send(
         deps,
         Outgoing(
             key=verification_key(event.event_id),
@@ -100,57 +97,18 @@ async def on_verification_requested(event: VerificationRequested, deps: MailDeps
     )
 
 
-def _withheld(reason: str, message: str, event: ReminderDue) -> None:
-    MAILS_WITHHELD.labels(reason).inc()
-    log.info(
-        message, reminder_id=event.reminder_id, owner_id=event.owner_id,
-        slot=event.scheduled_for.isoformat(), reason=reason,
-    )  # fmt: skip
-
-
-async def on_reminder_due(event: ReminderDue, deps: MailDeps) -> None:
-    """One mail per occurrence, keyed by reminder and slot, to the owner's address as stored
-    now (never one an entry names), only when it is verified and the reminder not paused."""
-    target = await mail_target(deps.store, event.reminder_id)
-    if target is None:
-        log.warning(
-            "reminder or its owner is gone, no mail", reminder_id=event.reminder_id,
-            owner_id=event.owner_id,
-        )  # fmt: skip
-        return
-    if not target.verified:
-        _withheld("unverified", "reminder not mailed: the owner's address is not verified", event)
-        return
-    if target.paused:
-        _withheld("paused", "reminder not mailed: the reminder is paused", event)
-        return
-    token = links.unsubscribe_token(await deps.link_key.get(), event.reminder_id)
-    unsubscribe = links.link(deps.base_url, links.UNSUBSCRIBE_PATH, token)
-    await _send(
-        deps,
-        Outgoing(
-            key=reminder_key(event.reminder_id, event.scheduled_for),
-            recipient=target.email,
-            recipient_name=target.name,
-            content=templates.reminder(
-                event.text, event.scheduled_for, event.timezone, unsubscribe
-            ),
-            user_id=target.owner_id,
-            # RFC 2369 and RFC 8058: a POST of List-Unsubscribe=One-Click to the URL pauses
-            # the reminder, without a sign-in.
-            headers=(
-                ("List-Unsubscribe", f"<{unsubscribe}>"),
-                ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
-            ),
-        ),
-    )
-
-
-HANDLERS: Mapping[type[Event], EventHandler] = {
+# The group's handlers by event type. Another app that mails through this group (the
+# reminders app, which requires this one) adds its own with ``handle``.
+HANDLERS: dict[type[Event], EventHandler] = {
     UserRegistered: on_user_registered,
     VerificationRequested: on_verification_requested,
-    ReminderDue: on_reminder_due,
 }
+
+
+def handle(event_type: type[Event], handler: EventHandler) -> None:
+    """Mail for ``event_type`` through this group: ``async def handler(event, deps)``
+    (``MailDeps``: the mailer, the signed-link key), called once per delivery."""
+    HANDLERS[event_type] = handler
 
 
 def build_deps(resources: Resources) -> MailDeps:

@@ -24,8 +24,9 @@ from typing import Literal
 import msgspec
 import structlog
 
+from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports import chunks
-from sluice.events import ExportRequested, utcnow, uuid7
+from sluice.events import utcnow, uuid7
 from sluice.history.catalog import HEAD_SQL
 from sluice.store.base import Row, Store, Tx
 from sluice.store.users import db_time, from_db_time, optional_db_time

@@ -17,6 +17,7 @@ from aiohttp import hdrs, web
 
 from sluice.builtin.links.exports import chunks, jobs
 from sluice.builtin.links.exports.jobs import Job
+from sluice.builtin.links.http.schemas import ExportStarted, JobOut
 from sluice.builtin.links.imports.jobs import IMPORT
 from sluice.errors import Conflict, FieldError, Gone, NotFound, TooManyRequests, Unprocessable
 from sluice.http.apidoc import (
@@ -37,7 +38,6 @@ from sluice.http.auth import require_admin, require_user, require_user_or_admin
 from sluice.http.bodies import JSON, json_response
 from sluice.http.conditional import Validators, not_modified, requested_range
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID
-from sluice.http.schemas import ExportStarted, JobOut
 from sluice.streams.cancel import signal_cancel
 
 log = structlog.get_logger(__name__)

@@ -12,6 +12,7 @@ import asyncio
 
 from aiohttp import web
 
+from sluice.builtin.links.http.schemas import ExportStarted
 from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import Parsed, UnreadableFile, parse
 from sluice.builtin.links.imports.runner import stored_fields
@@ -20,7 +21,6 @@ from sluice.http.apidoc import UNAUTHORIZED, USER, Route, ok, problem
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response
 from sluice.http.keys import CONFIG, STORE, TRACE_ID
-from sluice.http.schemas import ExportStarted
 
 CSV = "text/csv"
 

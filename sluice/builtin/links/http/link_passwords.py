@@ -36,11 +36,10 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from sluice.builtin.accounts.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
 from sluice.builtin.links.cache import Target
+from sluice.builtin.links.http.keys import LINK_CACHE
 from sluice.builtin.links.http.redirects import (
     CODE,
-    NO_STORE,
     TRUSTED_PROXIES,
     _problem,
     _target,
@@ -54,7 +53,9 @@ from sluice.errors import TooManyRequests, UnsupportedMediaType
 from sluice.events import utcnow
 from sluice.http.apidoc import FORM, Route, html_page, problem
 from sluice.http.client_address import client_address
-from sluice.http.keys import KEYS, LINK_CACHE, PASSWORDS, REDIS, STORE
+from sluice.http.fast_redirect import NO_STORE
+from sluice.http.keys import KEYS, PASSWORDS, REDIS, STORE
+from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
 from sluice.http.pages import is_form, password_page, read_form
 
 # A browser follows these with a GET; 307 and 308 would resend the form, password and all.

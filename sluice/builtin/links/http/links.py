@@ -11,14 +11,17 @@ import structlog
 from aiohttp import web
 
 from sluice.builtin.links import repository, rules
+from sluice.builtin.links.events import LinkCreated, LinkUpdated
+from sluice.builtin.links.http.keys import VISIT_LIMITER
 from sluice.builtin.links.http.redirects import link_changed
+from sluice.builtin.links.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.builtin.links.limits import LimitUnknown
 from sluice.builtin.links.pool import PoolRefiller
 from sluice.builtin.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
 from sluice.builtin.links.stored import Link, get_link
 from sluice.builtin.links.targeting import InvalidRules, check_rules
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
-from sluice.events import LinkCreated, LinkUpdated, utcnow
+from sluice.events import utcnow
 from sluice.http.apidoc import (
     BAD_BODY,
     CODE,
@@ -32,8 +35,7 @@ from sluice.http.apidoc import (
 )
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
-from sluice.http.keys import CONFIG, PASSWORDS, STORE, TRACE_ID, VISIT_LIMITER
-from sluice.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
+from sluice.http.keys import CONFIG, PASSWORDS, STORE, TRACE_ID
 
 log = structlog.get_logger(__name__)
 

@@ -34,30 +34,26 @@ from sluice.builtin.links.cache import (
     Target,
     target_of,
 )
+from sluice.builtin.links.events import LinkVisited
+from sluice.builtin.links.http.keys import (
+    LINK_CACHE,
+    LINK_FOLLOWER,
+    LINK_HINTS,
+    ORPHANS,
+    VISIT_LIMITER,
+    VISITS,
+)
 from sluice.builtin.links.limits import LimitUnknown, VisitLimiter
 from sluice.builtin.links.stored import get_link
 from sluice.builtin.links.targeting import Facts, choose
 from sluice.builtin.links.visits import VisitRecorder, referrer_host
 from sluice.config import Network, trusted_networks
 from sluice.errors import DependencyDown
-from sluice.events import LinkVisited, utcnow
+from sluice.events import utcnow
 from sluice.http.apidoc import Route, html_page, problem
 from sluice.http.client_address import Caller, client_host, client_ip
-from sluice.http.keys import (
-    CONFIG,
-    KEYS,
-    LINK_CACHE,
-    LINK_FOLLOWER,
-    LINK_HINTS,
-    ORPHANS,
-    QUIET,
-    REDIS,
-    STORE,
-    TRACE_ID,
-    VISIT_LIMITER,
-    VISITOR_KEY,
-    VISITS,
-)
+from sluice.http.fast_redirect import NO_STORE
+from sluice.http.keys import CONFIG, KEYS, QUIET, REDIS, STORE, TRACE_ID, VISITOR_KEY
 from sluice.http.pages import password_page
 from sluice.http.problems import problem_response
 from sluice.http.visitors import VisitorHasher
@@ -69,7 +65,6 @@ log = structlog.get_logger(__name__)
 # Generated codes and aliases both fit this; anything else is unknown without a lookup.
 CODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")
 # On 404 and 410 too: a link can be created, re-enabled or extended later.
-NO_STORE = "private, no-store"
 FOLLOW_BLOCK_MS = 5_000
 # SLUICE_TRUSTED_PROXIES, parsed once: whose forwarded headers name the client for rules.
 TRUSTED_PROXIES: web.AppKey[tuple[Network, ...]] = web.AppKey("trusted_proxies")

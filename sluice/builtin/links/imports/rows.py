@@ -23,6 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from sluice.builtin.links import repository
+from sluice.builtin.links.events import LinkCreated
 from sluice.builtin.links.imports.formats import Draft
 from sluice.builtin.links.rules import (
     TITLE_MAX,
@@ -34,7 +35,6 @@ from sluice.builtin.links.rules import (
     check_url,
 )
 from sluice.builtin.links.stored import Link
-from sluice.events import LinkCreated
 from sluice.store.base import Tx
 from sluice.store.users import db_time
 

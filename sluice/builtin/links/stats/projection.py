@@ -24,8 +24,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.events import Event, LinkVisited, utcnow
+from sluice.events import Event, utcnow
 from sluice.projections.base import Projection
 from sluice.store import Tx
 from sluice.store.migrations import LINK_STATS_DDL, LINK_STATS_RANGES_DDL

@@ -9,7 +9,8 @@ from typing import Any
 
 import msgspec
 
-from sluice.events import Event, LinkCreated, LinkUpdated, LinkVisited
+from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
+from sluice.events import Event
 
 VERSION = 1
 VISITS_PER_MESSAGE = 100

@@ -1,0 +1,1 @@
+"""The operations app's routes (admin token) and the ``/admin`` page."""

@@ -27,6 +27,8 @@ from aiohttp import web
 
 from sluice.builtin.reminders import next_runs
 from sluice.builtin.reminders import stored as store
+from sluice.builtin.reminders.events import ReminderUpdated
+from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.http.reminder_checks import (
     check_at,
     check_cron,
@@ -35,16 +37,16 @@ from sluice.builtin.reminders.http.reminder_checks import (
     one_shot_runs,
     reminder_out,
 )
+from sluice.builtin.reminders.http.schemas import ReminderOut, ReminderPatch
 from sluice.builtin.reminders.stored import Reminder
 from sluice.builtin.reminders.upcoming import Window, to_stored, window
 from sluice.config import Config
 from sluice.errors import Conflict, FieldError, NotFound, Unprocessable
-from sluice.events import ReminderUpdated, utcnow
+from sluice.events import utcnow
 from sluice.http.apidoc import BAD_BODY, UNAUTHORIZED, USER, Route, ok, problem, request_body
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, read_json
-from sluice.http.keys import CONFIG, STORE, TRACE_ID, UPCOMING
-from sluice.http.schemas import ReminderOut, ReminderPatch
+from sluice.http.keys import CONFIG, STORE, TRACE_ID
 
 _FIELDS = frozenset(ReminderPatch.__struct_fields__)
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}

@@ -14,6 +14,8 @@ from aiohttp import web
 
 from sluice.builtin.reminders import next_runs
 from sluice.builtin.reminders import stored as store
+from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted
+from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.http.reminder_checks import (
     check_at,
     check_cron,
@@ -22,16 +24,21 @@ from sluice.builtin.reminders.http.reminder_checks import (
     one_shot_runs,
     reminder_out,
 )
+from sluice.builtin.reminders.http.schemas import (
+    REMINDER_TEXT_MAX,
+    ReminderBody,
+    ReminderList,
+    ReminderOut,
+)
 from sluice.builtin.reminders.stored import Reminder
 from sluice.builtin.reminders.upcoming import Window, to_stored, window
 from sluice.config import Config
 from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.events import ReminderCreated, ReminderDeleted, utcnow, uuid7
+from sluice.events import utcnow, uuid7
 from sluice.http.apidoc import BAD_BODY, UNAUTHORIZED, USER, Route, ok, problem, request_body
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, read_json
-from sluice.http.keys import CONFIG, STORE, TRACE_ID, UPCOMING
-from sluice.http.schemas import REMINDER_TEXT_MAX, ReminderBody, ReminderList, ReminderOut
+from sluice.http.keys import CONFIG, STORE, TRACE_ID
 from sluice.scheduler.cron import CronSchedule
 
 ACTIVE_MAX = 100  # cron reminders per user (paused ones count, deleted ones do not)
@@ -70,7 +77,7 @@ def _over_pending(count: int) -> Unprocessable:
 
 async def _create_one_shot(request: web.Request, user_id: str, body: ReminderBody) -> web.Response:
     """``{at, text}``: fires once, from the store's due index
-    (``sluice.builtin.reminders.one_shot_runner``)."""
+    (``sluice.scheduler.one_shots``)."""
     now = utcnow()
     errors: list[FieldError] = []
     for name in ("cron", "timezone"):

@@ -1,10 +1,11 @@
-"""One-shot reminders fired within a second of their instant, by any number of replicas.
+"""Things due at an instant fired within a second of it, by any number of replicas: the
+reminders app's one-shot reminders and the apps' delayed jobs (``sluice.app.jobs``).
 
-Unlike cron reminders, one-shots are not loaded: a deployment may hold a million
-pending ones. Each replica's ``OneShotRunner`` asks the store's due-time index
-(``sluice.builtin.reminders.one_shots``) for the earliest pending instant, sleeps until it
-(at most ``poll`` seconds, so a one-shot created or moved meanwhile is seen in
-time), then claims and fires what is due in batches of ``batch``, one
+Such things are not loaded: a deployment may hold a million pending ones. Each
+replica's ``OneShotRunner`` asks a due-time index (the ``Due`` it is given: for
+one-shot reminders, ``sluice.builtin.reminders.one_shots``) for the earliest pending
+instant, sleeps until it (at most ``poll`` seconds, so a one-shot created or moved
+meanwhile is seen in time), then claims and fires what is due in batches of ``batch``, one
 transaction each, until nothing due is left. A tick is one index seek; only a
 tick that finds something due opens a write transaction.
 
@@ -13,8 +14,7 @@ Redis outages, and one that fell due while no scheduler ran fires late (once)
 when one starts; it is never dropped, unlike a cron occurrence older than the
 catch-up window, since a one-shot has no next occurrence to wait for.
 
-Delayed jobs of apps (``sluice.app.jobs``) fire the same way, from a table of their own:
-a runner is given the ``Due`` it fires (``REMINDERS`` by default).
+A runner is given the ``Due`` it fires: one per kind of thing, each with its own table.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any
 
 import structlog
 
-from sluice.builtin.reminders import one_shots as stored
 from sluice.events import utcnow
 from sluice.resources import Resources
 from sluice.store import Store
@@ -51,9 +50,6 @@ class Due:
     fire_due: Callable[[Store, datetime, int], Awaitable[Sequence[Any]]]
 
 
-REMINDERS = Due("one-shot reminders", stored.next_due, stored.fire_due)
-
-
 @dataclass
 class OneShotCounters:
     fired: int = 0
@@ -68,8 +64,8 @@ class OneShotRunner:
         holder: str,
         poll: float = POLL_S,
         batch: int = BATCH,
+        due: Due,
         clock: Callable[[], datetime] = utcnow,
-        due: Due = REMINDERS,
     ) -> None:
         self.resources = resources
         self.due = due

@@ -1,0 +1,27 @@
+"""What the accounts app declares on its ``App`` beyond its event types: its routes
+(users, tokens, verification), the API context holding the key of the signed links in
+mails, and the ``mail`` handler group."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from sluice.builtin.accounts.app import app
+from sluice.builtin.accounts.http import users, verification
+from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
+from sluice.builtin.accounts.mail import group as mail
+from sluice.builtin.accounts.mail.links import LinkKey
+from sluice.http.keys import STORE
+from sluice.http.openapi import tagged
+
+app.add_routes(tagged((*users.ROUTES, *verification.ROUTES)))
+app.batch_group(mail.NAME, ("users",), mail.group)
+
+
+@app.api_context
+async def mail_link_key(web_app: web.Application) -> AsyncIterator[None]:
+    """The key of the signed links in mails (verification, one-click unsubscribe)."""
+    web_app[MAIL_LINK_KEY] = LinkKey(web_app[STORE])
+    yield

@@ -1,0 +1,12 @@
+"""The ``links`` app object; the modules beside it declare its parts on it."""
+
+from __future__ import annotations
+
+from sluice.app import App
+
+app = App(
+    "links",
+    description="short links: a code pool, rules, redirects through the core's fast path,"
+    " stats, QR codes, imports, exports, orphan visits and webhooks of link events (SPEC 3.2,"
+    " 13)",
+)

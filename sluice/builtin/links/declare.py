@@ -1,0 +1,92 @@
+"""What the links app declares on its ``App`` beyond its event types: routes (the
+redirect's catch-all last), API contexts (the code pool, the link cache and its follower,
+the visit writer, the password limits, the orphan tally), the redirect's fast path,
+handler groups (exports, imports, webhooks), the ``link-stats`` projection, and its
+cron tasks (the code pool's refill, the export results' retention)."""
+
+from __future__ import annotations
+
+from sluice.builtin.links import pool
+from sluice.builtin.links.app import app
+from sluice.builtin.links.exports import group as exports
+from sluice.builtin.links.exports.retention import purge_exports
+from sluice.builtin.links.http import (
+    counters,
+    jobs,
+    link_imports,
+    link_passwords,
+    link_qr,
+    link_stats,
+    links,
+    orphan_visits,
+    redirects,
+    top_links,
+    webhooks,
+)
+from sluice.builtin.links.http.fast import Redirects
+from sluice.builtin.links.imports import group as imports
+from sluice.builtin.links.stats.projection import PROJECTION
+from sluice.builtin.links.webhooks import group as webhook_group
+from sluice.http.openapi import tagged
+from sluice.scheduler.tasks import TaskContext
+
+REFILL_BATCH = 1000
+
+app.add_routes(
+    tagged(
+        (
+            *top_links.ROUTES,  # before /v1/links/{code}, which would take "stats" for a code
+            *links.ROUTES,
+            *link_stats.ROUTES,
+            *orphan_visits.ROUTES,
+            *jobs.ROUTES,
+            *link_imports.ROUTES,
+            *link_qr.ROUTES,
+            *webhooks.ROUTES,
+            # /{code} and the password form's POST /{code}: routed after every other
+            # app's routes (sluice.http.openapi.routes_of), so they shadow none.
+            *redirects.ROUTES,
+            *link_passwords.ROUTES,
+        )
+    )
+)
+for context in (
+    links.code_pool,
+    redirects.follow_links,
+    redirects.record_visits,
+    link_passwords.password_limits,
+    orphan_visits.count_orphans,
+    counters.publish_counters,
+):
+    app.api_context(context)
+app.fast_path(Redirects)
+
+app.batch_group(exports.NAME, ("exports",), exports.group)
+app.batch_group(imports.NAME, ("exports",), imports.group)
+app.batch_group(webhook_group.NAME, ("links", "visits"), webhook_group.group)
+app.engine_projection(PROJECTION)
+
+
+@app.task(
+    "refill-code-pool",
+    cron=lambda config: config.refill_code_pool_cron,
+    timezone=lambda config: config.refill_code_pool_timezone,
+    description="tops the short-code pool up to SLUICE_CODE_POOL_TARGET",
+)
+async def refill_code_pool(ctx: TaskContext) -> None:
+    """Top the code pool up to SLUICE_CODE_POOL_TARGET, 1000 codes per transaction.
+
+    No cursor: each batch reads the free count in its own transaction, so a run
+    interrupted midway continues from the pool's state.
+    """
+    config = ctx.resources.config
+    added = await pool.refill(ctx.resources.store, config.code_pool_target, batch=REFILL_BATCH)
+    ctx.log.info("code pool refilled", added=added, target=config.code_pool_target)
+
+
+app.task(
+    "purge-exports",
+    cron=lambda config: config.purge_exports_cron,
+    timezone=lambda config: config.purge_exports_timezone,
+    description="removes export results older than SLUICE_EXPORT_RETENTION (their jobs answer 410)",
+)(purge_exports)

@@ -1,0 +1,12 @@
+"""The ``reminders`` app object; the modules beside it declare its parts on it."""
+
+from __future__ import annotations
+
+from sluice.app import App
+
+app = App(
+    "reminders",
+    requires=("accounts",),
+    description="a user's reminders, recurring (cron) or one-shot, each occurrence mailed once"
+    " (SPEC 3.4, 14)",
+)

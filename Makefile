@@ -18,7 +18,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 help:
 	@echo "make run        - start everything locally (sluice up, embedded Redis + SQLite)"
 	@echo "make test       - run the test suite (PYTEST_ARGS='...' to pass options)"
-	@echo "make lint       - ruff check, ruff format --check, mypy"
+	@echo "make lint       - ruff check, ruff format --check, mypy, the import rules (lint-imports)"
 	@echo "make docs       - build the documentation site into site/ (mkdocs build --strict)"
 	@echo "make docs-serve - serve the documentation on http://127.0.0.1:8000 while you edit"
 	@echo "make reference  - regenerate docs/reference/*.md from the code (commit them)"
@@ -61,10 +61,13 @@ test: $(STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 	cd examples/orders && ../../$(BIN)/pytest -n 2 -q
 
+# lint-imports: the layout's import rules ([tool.importlinter] in pyproject.toml; the
+# layers and what they may import: docs/design/index.md).
 lint: $(STAMP)
 	$(BIN)/ruff check sluice tests tools
 	$(BIN)/ruff format --check sluice tests tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	cd examples/orders && ../../$(BIN)/ruff check . && ../../$(BIN)/ruff format --check .
 	cd examples/orders && ../../$(BIN)/mypy
 

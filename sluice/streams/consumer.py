@@ -43,7 +43,8 @@ import structlog
 from sluice.errors import ServiceUnavailable
 from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, HANDLER_TIMEOUTS, RETRIES
 from sluice.store.errors import database_unavailable
-from sluice.streams.deliveries import BATCH, Attempt, Batch, DeliveryLog, Outcome
+from sluice.streams.attempts import Attempt, Batch, Outcome
+from sluice.streams.deliveries import BATCH, DeliveryLog
 from sluice.streams.failures import Failures, backoff_ms
 from sluice.streams.group_setup import ensure_group
 from sluice.streams.keys import Keys

@@ -35,16 +35,15 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-import msgspec
 import structlog
 
 from sluice.metrics import DELIVERIES_DROPPED, DELIVERIES_RECORDED
-from sluice.streams.delivery_batches import new_batch_id, write_batch
+from sluice.streams.attempts import Attempt, Batch, DeliveryView
 from sluice.streams.delivery_batches import of_events as batched_of_events
+from sluice.streams.delivery_batches import write_batch
 
 if TYPE_CHECKING:
     from sluice.store import Store, Tx
@@ -52,8 +51,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-Outcome = Literal["handled", "duplicate", "failed", "dead_lettered", "cancelled"]
-OUTCOMES: tuple[Outcome, ...] = ("handled", "duplicate", "failed", "dead_lettered", "cancelled")
 
 BACKLOG_MAX = 100_000
 # The longest a consumer waits for its batch's records before it acks anyway.
@@ -61,49 +58,6 @@ RECORD_WAIT_S = 5.0
 PURGE_BATCH = 5_000
 _COLUMNS = ("event_id", "group_name", "consumer", "stream", "entry_id", "attempt", "outcome",
             "error", "started_at", "duration_ms")  # fmt: skip
-
-
-class Attempt(msgspec.Struct, frozen=True, gc=False):
-    """One delivery of an event to a group, as recorded. ``started_at``: when its batch's
-    handler was called (UTC, ISO 8601); ``duration_ms``: that call's duration (the
-    attempts of one batch share it; 0 for an entry given up on before any call)."""
-
-    event_id: str
-    group: str
-    consumer: str
-    stream: str
-    entry_id: str
-    attempt: int
-    outcome: Outcome
-    error: str | None
-    started_at: str
-    duration_ms: float
-
-
-class DeliveryView(msgspec.Struct, frozen=True):
-    """An attempt as the admin routes show it."""
-
-    group: str
-    consumer: str
-    stream: str
-    entry_id: str
-    attempt: int
-    outcome: Outcome
-    error: str | None
-    started_at: str
-    duration_ms: float
-
-
-@dataclass(frozen=True)
-class Batch:
-    """The batch a consumer is handling, for a handler that records its own attempts;
-    ``started``: when the consumer called the handler (epoch seconds); ``id``: the id of
-    its row of handled attempts (``sluice.streams.delivery_batches``)."""
-
-    group: str
-    consumer: str
-    started: float
-    id: int = field(default_factory=new_batch_id)
 
 
 # Set by the consumer around its handler call when the process records deliveries.

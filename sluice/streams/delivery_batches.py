@@ -9,9 +9,10 @@ one row: the batch's group, consumer, start and duration, and its entries
 (level 1: 40 KB -> 10 KB for 500 entries in 0.3 ms; on SQLite the uncompressed column
 doubled the pages a batch's commit writes), one INSERT in the batch's transaction
 after its effect. The batch's id is drawn by the process before
-(``new_batch_id``), so each processed row the batch inserts carries it (``batch_id``)
-without a round trip for it. Found by event through the processed rows: an event's
-handled attempt by a projection is the batch its processed row names.
+(``sluice.streams.attempts.new_batch_id``), so each processed row the batch inserts
+carries it (``batch_id``) without a round trip for it. Found by event through the
+processed rows: an event's handled attempt by a projection is the batch its processed
+row names.
 
 Duplicates (rare) and every other group's attempts keep a ``deliveries`` row each.
 The purge removes batches as it removes rows, by id and start time; a processed row
@@ -20,7 +21,6 @@ whose batch was purged simply names none.
 
 from __future__ import annotations
 
-import secrets
 import time
 import zlib
 from collections.abc import Iterable, Sequence
@@ -29,29 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from sluice.streams.attempts import Batch, DeliveryView
+
 if TYPE_CHECKING:
     from sluice.store import Store, Tx
-    from sluice.streams.deliveries import Batch, DeliveryView
     from sluice.streams.messages import Message
 
 Entry = tuple[str, str, str, int]  # event_id, stream, entry_id, attempt
 
 _entries = msgspec.msgpack.Decoder(list[Entry])
-
-
-# Batch ids are chosen by the process: milliseconds since 2024 (time order, for the
-# purge), then 22 random bits; 63 bits in all until about 2093.
-_EPOCH_MS = 1_704_067_200_000
-_RANDOM_BITS = 22
-
-
-def new_batch_id() -> int:
-    """A batch's id: in time order, and unique short of two batches drawing the same 22
-    random bits in the same millisecond. Then the second batch's transaction fails on
-    the key and the consumer runs it again (nothing of it was committed)."""
-    return (time.time_ns() // 1_000_000 - _EPOCH_MS) << _RANDOM_BITS | secrets.randbits(
-        _RANDOM_BITS
-    )
 
 
 async def write_batch(tx: Tx, batch: Batch, handled: Sequence[Message]) -> None:
@@ -79,8 +65,6 @@ async def of_events(
     """The handled attempts of projection groups on each of ``event_ids`` (which the
     caller keeps to at most a few hundred), found through the projections' ``processed``
     tables."""
-    from sluice.streams.deliveries import DeliveryView
-
     marks = ", ".join("?" for _ in event_ids)
     named: dict[int, set[str]] = {}
     for table in processed:

@@ -24,8 +24,8 @@ from sluice.metrics import HANDLER_TIMEOUTS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.streams import deliveries
+from sluice.streams.attempts import Attempt
 from sluice.streams.consumer import Consumer
-from sluice.streams.deliveries import Attempt
 from sluice.streams.messages import Delivery
 from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec

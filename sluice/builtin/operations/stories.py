@@ -18,7 +18,7 @@ import msgspec
 
 from sluice.builtin.operations.event_search import COLUMNS, FoundEvent, found
 from sluice.streams import deliveries
-from sluice.streams.deliveries import DeliveryView
+from sluice.streams.attempts import DeliveryView
 
 if TYPE_CHECKING:
     from sluice.store import Store

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 
 from sluice.builtin.links.events import ExportRequested
+from sluice.builtin.links.exports.dead_letters import give_up_job
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
-from sluice.builtin.links.job_dead_letters import give_up_job
 from sluice.events import Event
 from sluice.resources import Resources
 from sluice.streams.dispatch import EventHandler, event_group

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sluice.builtin.links.events import ImportRequested
+from sluice.builtin.links.exports.dead_letters import give_up_job
 from sluice.builtin.links.imports.runner import ImportDeps, run_import
-from sluice.builtin.links.job_dead_letters import give_up_job
 from sluice.events import Event
 from sluice.resources import Resources
 from sluice.streams.dispatch import EventHandler, event_group

@@ -23,86 +23,51 @@ consumer keeps such entries in hand (still claimed) and runs them again with
 backoff until the service answers, so an outage neither spends their
 deliveries nor sends them to the dead letters. Stopping meanwhile leaves them
 pending for the next start.
+
+This module holds ``Consumer`` itself: its groups, its loops and its reads. What
+happens to a batch once read lives in mixins of ``Consumer`` (methods of the consumer
+itself, so no extra call per entry):
+
+- ``sluice.streams.handling``: running the handler over a batch, its deadline, and
+  holding entries through an outage (``HeldBack``, ``HandlerTimeout``);
+- ``sluice.streams.outcomes``: settling the outcomes: recording the attempts, acking
+  the entries done, retrying or dead-lettering the rest;
+- ``sluice.streams.claims``: keeping a long batch's entries claimed, and reclaiming the
+  entries of dead consumers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 
-from sluice.errors import ServiceUnavailable
-from sluice.metrics import DEAD_LETTERED, HANDLED, HANDLER_SECONDS, HANDLER_TIMEOUTS, RETRIES
-from sluice.store.errors import database_unavailable
-from sluice.streams.attempts import Attempt, Batch, Outcome
-from sluice.streams.deliveries import BATCH, DeliveryLog
-from sluice.streams.failures import Failures, backoff_ms
+from sluice.streams.claims import Claiming
+from sluice.streams.deliveries import DeliveryLog
+from sluice.streams.failures import Failures
 from sluice.streams.group_setup import ensure_group
+from sluice.streams.handling import Handling, HeldBack
 from sluice.streams.keys import Keys
-from sluice.streams.messages import (
-    SETTLED,
-    Cancelled,
-    Delivery,
-    Duplicate,
-    Message,
-    NoOutcome,
-    PoisonMessage,
-    Recorded,
-    fields_from_redis,
-)
+from sluice.streams.messages import Message, fields_from_redis
 from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.outcomes import Settling
 from sluice.streams.pause import READ_BLOCK_MS, PauseWatch
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
-from sluice.streams.waiting import cancel_and_wait, wait_or_stop
+from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)
 
 RawEntry = tuple[bytes, dict[bytes, bytes] | None]
-Outcomes = Mapping[tuple[str, str], BaseException]
 
 
-class HeldBack(Exception):
-    """Stopping while a service is down: the batch in hand stays pending."""
-
-
-class HandlerTimeout(RuntimeError):
-    """The handler ran past the group's deadline (``SLUICE_HANDLER_TIMEOUT_SECONDS``)."""
-
-
-def _text(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
-def _outcome(error: BaseException | None, given_up: bool) -> Outcome:
-    if error is None:
-        return "handled"
-    if isinstance(error, Duplicate):
-        return "duplicate"
-    if isinstance(error, Cancelled):
-        return "cancelled"
-    return "dead_lettered" if given_up else "failed"
-
-
-def _outage(error: BaseException) -> bool:
-    """Whether ``error`` is an outage, not the entry's fault: held, not retried. A settled
-    outcome (a projection names every entry ``Recorded``) is none, and is told apart
-    before the walk along the exception's chain."""
-    if isinstance(error, SETTLED):
-        return False
-    return isinstance(error, ServiceUnavailable) or database_unavailable(error)
-
-
-class Consumer:
+class Consumer(Handling, Settling, Claiming):
     def __init__(
         self,
         spec: GroupSpec,
@@ -302,264 +267,7 @@ class Consumer:
         before = int(fields.get("deliveries", "0") or 0)
         return Message(stream, entry_id, fields, before + times_delivered)
 
-    # Handling and outcomes.
-
-    async def process(self, messages: Sequence[Message]) -> None:
-        deliveries: list[Delivery] = []
-        failed: dict[tuple[str, str], BaseException] = {}
-        started, duration_ms = time.time(), 0.0
-        for message in messages:
-            if message.deliveries > self.settings.max_deliveries:
-                failed[message.key] = NoOutcome(
-                    f"delivered {message.deliveries} times without an outcome"
-                )
-                continue
-            try:
-                deliveries.append(Delivery(message, message.decode()))
-            except PoisonMessage as exc:
-                failed[message.key] = exc
-        if deliveries:
-            batch = Batch(self.group, self.name, started) if self.deliveries is not None else None
-            token = BATCH.set(batch)
-            try:
-                failed.update(await self._handle(deliveries))
-            finally:
-                BATCH.reset(token)
-            duration_ms = (time.time() - started) * 1000
-        await self._settle(messages, failed, started, duration_ms)
-
-    async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
-        keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
-        started = time.perf_counter()
-        try:
-            return await self._handle_through_outages(deliveries)
-        finally:
-            await cancel_and_wait(keeper)
-            seconds = time.perf_counter() - started
-            HANDLER_SECONDS.labels(self.group).observe(seconds)
-            self._log_batch(deliveries, seconds)
-
-    async def _handle_through_outages(self, deliveries: Sequence[Delivery]) -> Outcomes:
-        """The handler's outcomes; entries that failed because the database or another
-        service is down are run again, with backoff, until it answers (see the module
-        docstring)."""
-        outcomes: dict[tuple[str, str], BaseException] = {}
-        # From a twentieth of SLUICE_RETRY_BASE_MS up to 2.5 times it (0.1 s to 5 s).
-        base = self.settings.retry_base_ms / 1000
-        backoff, ceiling = base / 20, base * 2.5
-        while True:
-            failed = await self._handle_once(deliveries)
-            held = {key for key, error in failed.items() if _outage(error)}
-            outcomes.update((key, e) for key, e in failed.items() if key not in held)
-            if not held:
-                return outcomes
-            log.warning(
-                "consumer: a service is down, holding entries", group=self.group,
-                entries=len(held), retry_in=backoff, error=str(failed[next(iter(held))]),
-            )  # fmt: skip
-            await wait_or_stop(self._stop, backoff)
-            if self._stop.is_set():
-                raise HeldBack(f"{len(held)} entries left pending: a service is down")
-            backoff = min(backoff * 2, ceiling)
-            deliveries = [d for d in deliveries if d.message.key in held]
-
-    async def _handle_once(self, deliveries: Sequence[Delivery]) -> Outcomes:
-        deadline = asyncio.timeout(self.settings.handler_timeout_s)
-        try:
-            async with deadline:
-                return await self.spec.handler(deliveries)
-        except Exception as exc:
-            if isinstance(exc, TimeoutError) and deadline.expired():
-                return self._past_deadline(deliveries)
-            if _outage(exc):
-                return {d.message.key: exc for d in deliveries}
-            if isinstance(exc, REDIS_DOWN):
-                raise  # not the entries' fault: they stay pending and come back
-            log.exception("consumer: handler failed for the whole batch", group=self.group)
-            return {d.message.key: exc for d in deliveries}
-
-    def _past_deadline(self, deliveries: Sequence[Delivery]) -> Outcomes:
-        """The batch ran past the group's deadline and was cancelled: every entry failed."""
-        seconds = self.settings.handler_timeout_s
-        HANDLER_TIMEOUTS.labels(self.group).inc()
-        log.error("consumer: handler cancelled at its deadline", group=self.group,
-                  entries=len(deliveries), timeout_s=seconds)  # fmt: skip
-        error = HandlerTimeout(f"no outcome within {seconds:g} s, cancelled")
-        return {d.message.key: error for d in deliveries}
-
-    def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
-        if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
-            return
-        for delivery in deliveries:
-            m = delivery.message
-            log.info(
-                "event handled",
-                group=self.group,
-                stream=m.stream,
-                entry_id=m.entry_id,
-                event_id=m.event_id,
-                event_type=m.type,
-                trace_id=m.trace_id,
-                deliveries=m.deliveries,
-                batch_ms=round(seconds * 1000, 2),
-            )
-
-    async def _settle(
-        self, messages: Sequence[Message], failed: Outcomes, started: float, duration_ms: float
-    ) -> None:
-        """Record the attempts, then ack the entries done and retry or dead-letter the rest."""
-        if self.deliveries is not None:
-            await self.deliveries.record(self._attempts(messages, failed, started, duration_ms))
-        done: dict[str, list[str]] = {}
-        for message in messages:
-            error = failed.get(message.key)
-            if error is None or isinstance(error, SETTLED):
-                done.setdefault(message.stream, []).append(message.entry_id)
-            else:
-                await self._fail(message, error)
-        pipe = self.redis.pipeline(transaction=False)
-        for stream, ids in done.items():
-            pipe.xack(stream, self.group, *ids)
-        if done:  # the stall check's mark: this consumer acked just now
-            acks = self.keys.acks(self.group, self.partition)
-            pipe.hset(acks, self.name, int(time.time() * 1000))
-        if len(pipe):
-            await pipe.execute()
-        handled = sum(len(ids) for ids in done.values())
-        self.counters.handled += handled
-        HANDLED.labels(self.group).inc(handled)
-
-    def _attempts(
-        self, messages: Sequence[Message], failed: Outcomes, started: float, duration_ms: float
-    ) -> list[Attempt]:
-        at = datetime.fromtimestamp(started, UTC).isoformat()
-        attempts: list[Attempt] = []
-        for m in messages:
-            error = failed.get(m.key)
-            if isinstance(error, Recorded):
-                continue  # the handler wrote it with its effect
-            outcome = _outcome(error, self._given_up(m, error))
-            text = None if error is None or outcome in ("duplicate", "cancelled") else _text(error)
-            ms = 0.0 if isinstance(error, (NoOutcome, PoisonMessage)) else duration_ms
-            attempts.append(Attempt(m.event_id, self.group, self.name, m.stream, m.entry_id,
-                                    m.deliveries, outcome, text, at, round(ms, 3)))  # fmt: skip
-        return attempts
-
-    def _given_up(self, message: Message, error: BaseException | None) -> bool:
-        """Whether ``error`` sends the entry to the dead letters rather than to a retry."""
-        if error is None:
-            return False
-        permanent = bool(getattr(error, "permanent", False))
-        return permanent or message.deliveries >= self.settings.max_deliveries
-
-    async def _fail(self, message: Message, error: BaseException) -> None:
-        text = _text(error)
-        if self._given_up(message, error):
-            await self.failures.dead(
-                message.stream, message.entry_id, message.fields, message.deliveries, text
-            )
-            self.counters.dead += 1
-            DEAD_LETTERED.labels(self.group).inc()
-            log.error(
-                "event dead-lettered", group=self.group, event_id=message.event_id,
-                event_type=message.type, trace_id=message.trace_id,
-                deliveries=message.deliveries, error=text,
-            )  # fmt: skip
-            if self.spec.on_dead_letter is not None:
-                try:
-                    await self.spec.on_dead_letter(message, error)
-                except Exception:  # the dead letter stands; only the group's record of it failed
-                    log.exception("dead-letter hook failed", group=self.group,
-                                  event_id=message.event_id)  # fmt: skip
-            return
-        delay = backoff_ms(self.settings.retry_base_ms, message.deliveries)
-        await self.failures.retry(
-            message.stream, message.entry_id, message.fields, message.deliveries, delay
-        )
-        self.counters.retried += 1
-        RETRIES.labels(self.group).inc()
-        log.warning(
-            "event failed, retrying", group=self.group, event_id=message.event_id,
-            event_type=message.type, trace_id=message.trace_id,
-            deliveries=message.deliveries, retry_in_ms=delay, error=text,
-        )  # fmt: skip
-
-    async def _keep_claimed(self, messages: Sequence[Message]) -> None:
-        """Reset the entries' idle time while a long batch runs, so no one reclaims them."""
-        by_stream: dict[str, list[str]] = {}
-        for message in messages:
-            by_stream.setdefault(message.stream, []).append(message.entry_id)
-        while True:
-            await asyncio.sleep(self.settings.claim_idle_ms / 3000)
-            with contextlib.suppress(*REDIS_DOWN):
-                for stream, ids in by_stream.items():
-                    await self.redis.xclaim(
-                        stream, self.group, self.name, 0, list[Any](ids), justid=True
-                    )
-
-    # Reclaiming from dead consumers.
-
-    async def reclaim(self) -> int:
-        """Claim entries idle past ``claim_idle_ms`` from any consumer, and handle them.
-
-        Their consumer died or hung holding them, perhaps because of one of them, so
-        each is claimed (charged a delivery) and handled alone. Nothing is claimed
-        before our own pending list is drained: its entries are handled alone too, and
-        not claimed a second time while they wait their turn.
-        """
-        if not self._drained or self._paused():  # a paused group's entries wait
-            return 0
-        total = 0
-        for stream in self.streams:
-            total += await self._reclaim_stream(stream)
-        return total
-
-    async def _reclaim_stream(self, stream: str) -> int:
-        """Up to ``batch`` entries, one per ``XAUTOCLAIM``, which scans at most ten;
-        the cursor carries the scan over to the next round."""
-        idle: list[Any] = await self.redis.xpending_range(
-            stream, self.group, min="-", max="+", count=1, idle=self.settings.claim_idle_ms
-        )
-        if not idle:
-            return 0  # nothing to claim: the process's gate is not taken
-        async with self.gate.recovery():
-            return await self._reclaim_alone(stream)
-
-    async def _reclaim_alone(self, stream: str) -> int:
-        claimed = 0
-        for _ in range(self.settings.batch):
-            batch, scanned_all = await self._claim_one(stream)
-            for message in batch:  # logged first: if it kills us, the log names it
-                log.info("consumer: reclaimed entry", group=self.group, stream=stream,
-                         entry_id=message.entry_id, deliveries=message.deliveries)  # fmt: skip
-            if batch:
-                self.counters.claimed += len(batch)
-                claimed += len(batch)
-                await self.process(batch)
-            if scanned_all:
-                break
-        return claimed
-
-    async def _claim_one(self, stream: str) -> tuple[list[Message], bool]:
-        """The entry claimed (if any), and whether the scan got back to the start."""
-        reply = await self.redis.xautoclaim(
-            stream,
-            self.group,
-            self.name,
-            self.settings.claim_idle_ms,
-            start_id=self._cursors[stream],
-            count=1,
-        )
-        cursor, entries = reply[0], reply[1]
-        deleted = reply[2] if len(reply) > 2 else []
-        self._cursors[stream] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
-        if deleted:
-            log.warning("consumer: claimed entries were deleted", stream=stream, n=len(deleted))
-        batch = await self._redelivered(stream, entries) if entries else []
-        return batch, self._cursors[stream] == "0-0"
-
-    def _claim_interval(self) -> float:
-        return min(max(self.settings.claim_idle_ms / 2000, 0.2), 30.0)
+    # Background jobs.
 
     def _move_interval(self) -> float:
         return min(max(self.settings.retry_base_ms / 4000, 0.05), 1.0)

@@ -1,0 +1,168 @@
+"""Running a group's handler over a batch: a mixin of ``sluice.streams.consumer.Consumer``.
+
+The entries are decoded (a poison entry, or one delivered past ``max_deliveries``
+without an outcome, fails without reaching the handler), handled under the group's
+deadline (past it: ``HandlerTimeout``), and their outcomes settled
+(``sluice.streams.outcomes``). Entries that failed because the database or another
+service is down are held and run again with backoff until it answers; stopping
+meanwhile raises ``HeldBack`` and leaves them pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from sluice.errors import ServiceUnavailable
+from sluice.metrics import HANDLER_SECONDS, HANDLER_TIMEOUTS
+from sluice.store.errors import database_unavailable
+from sluice.streams.attempts import Batch
+from sluice.streams.deliveries import BATCH, DeliveryLog
+from sluice.streams.messages import SETTLED, Delivery, Message, NoOutcome, PoisonMessage
+from sluice.streams.outage import REDIS_DOWN
+from sluice.streams.outcomes import Outcomes
+from sluice.streams.spec import GroupSpec, RuntimeSettings
+from sluice.streams.waiting import cancel_and_wait, wait_or_stop
+
+log = structlog.get_logger(__name__)
+
+
+class HeldBack(Exception):
+    """Stopping while a service is down: the batch in hand stays pending."""
+
+
+class HandlerTimeout(RuntimeError):
+    """The handler ran past the group's deadline (``SLUICE_HANDLER_TIMEOUT_SECONDS``)."""
+
+
+def _outage(error: BaseException) -> bool:
+    """Whether ``error`` is an outage, not the entry's fault: held, not retried. A settled
+    outcome (a projection names every entry ``Recorded``) is none, and is told apart
+    before the walk along the exception's chain."""
+    if isinstance(error, SETTLED):
+        return False
+    return isinstance(error, ServiceUnavailable) or database_unavailable(error)
+
+
+class Handling:
+    """``Consumer.process``: handle a batch and settle its outcomes."""
+
+    spec: GroupSpec
+    group: str
+    name: str
+    settings: RuntimeSettings
+    deliveries: DeliveryLog | None
+    _stop: asyncio.Event
+
+    if TYPE_CHECKING:  # the consumer's other parts (sluice.streams.outcomes, .claims)
+
+        async def _settle(
+            self, messages: Sequence[Message], failed: Outcomes, started: float, duration_ms: float
+        ) -> None: ...
+
+        async def _keep_claimed(self, messages: Sequence[Message]) -> None: ...
+
+    async def process(self, messages: Sequence[Message]) -> None:
+        deliveries: list[Delivery] = []
+        failed: dict[tuple[str, str], BaseException] = {}
+        started, duration_ms = time.time(), 0.0
+        for message in messages:
+            if message.deliveries > self.settings.max_deliveries:
+                failed[message.key] = NoOutcome(
+                    f"delivered {message.deliveries} times without an outcome"
+                )
+                continue
+            try:
+                deliveries.append(Delivery(message, message.decode()))
+            except PoisonMessage as exc:
+                failed[message.key] = exc
+        if deliveries:
+            batch = Batch(self.group, self.name, started) if self.deliveries is not None else None
+            token = BATCH.set(batch)
+            try:
+                failed.update(await self._handle(deliveries))
+            finally:
+                BATCH.reset(token)
+            duration_ms = (time.time() - started) * 1000
+        await self._settle(messages, failed, started, duration_ms)
+
+    async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
+        started = time.perf_counter()
+        try:
+            return await self._handle_through_outages(deliveries)
+        finally:
+            await cancel_and_wait(keeper)
+            seconds = time.perf_counter() - started
+            HANDLER_SECONDS.labels(self.group).observe(seconds)
+            self._log_batch(deliveries, seconds)
+
+    async def _handle_through_outages(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        """The handler's outcomes; entries that failed because the database or another
+        service is down are run again, with backoff, until it answers (see the module
+        docstring)."""
+        outcomes: dict[tuple[str, str], BaseException] = {}
+        # From a twentieth of SLUICE_RETRY_BASE_MS up to 2.5 times it (0.1 s to 5 s).
+        base = self.settings.retry_base_ms / 1000
+        backoff, ceiling = base / 20, base * 2.5
+        while True:
+            failed = await self._handle_once(deliveries)
+            held = {key for key, error in failed.items() if _outage(error)}
+            outcomes.update((key, e) for key, e in failed.items() if key not in held)
+            if not held:
+                return outcomes
+            log.warning(
+                "consumer: a service is down, holding entries", group=self.group,
+                entries=len(held), retry_in=backoff, error=str(failed[next(iter(held))]),
+            )  # fmt: skip
+            await wait_or_stop(self._stop, backoff)
+            if self._stop.is_set():
+                raise HeldBack(f"{len(held)} entries left pending: a service is down")
+            backoff = min(backoff * 2, ceiling)
+            deliveries = [d for d in deliveries if d.message.key in held]
+
+    async def _handle_once(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        deadline = asyncio.timeout(self.settings.handler_timeout_s)
+        try:
+            async with deadline:
+                return await self.spec.handler(deliveries)
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                return self._past_deadline(deliveries)
+            if _outage(exc):
+                return {d.message.key: exc for d in deliveries}
+            if isinstance(exc, REDIS_DOWN):
+                raise  # not the entries' fault: they stay pending and come back
+            log.exception("consumer: handler failed for the whole batch", group=self.group)
+            return {d.message.key: exc for d in deliveries}
+
+    def _past_deadline(self, deliveries: Sequence[Delivery]) -> Outcomes:
+        """The batch ran past the group's deadline and was cancelled: every entry failed."""
+        seconds = self.settings.handler_timeout_s
+        HANDLER_TIMEOUTS.labels(self.group).inc()
+        log.error("consumer: handler cancelled at its deadline", group=self.group,
+                  entries=len(deliveries), timeout_s=seconds)  # fmt: skip
+        error = HandlerTimeout(f"no outcome within {seconds:g} s, cancelled")
+        return {d.message.key: error for d in deliveries}
+
+    def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
+        if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
+            return
+        for delivery in deliveries:
+            m = delivery.message
+            log.info(
+                "event handled",
+                group=self.group,
+                stream=m.stream,
+                entry_id=m.entry_id,
+                event_id=m.event_id,
+                event_type=m.type,
+                trace_id=m.trace_id,
+                deliveries=m.deliveries,
+                batch_ms=round(seconds * 1000, 2),
+            )

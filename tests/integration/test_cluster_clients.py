@@ -17,7 +17,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
 from sluice.app.testing import wait_for
-from sluice.builtin.links.cache import ChangeHints, ChangeListener, LinkCache, LinkFollower, Target
+from sluice.builtin.links.cache import LinkCache, Target
+from sluice.builtin.links.cache_updates import ChangeHints, ChangeListener, LinkFollower
 from sluice.builtin.links.events import LinkUpdated
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from sluice.builtin.links.cache import ChangeHints, LinkCache, LinkFollower
+from sluice.builtin.links.cache import LinkCache
+from sluice.builtin.links.cache_updates import ChangeHints, LinkFollower
 from sluice.builtin.links.limits import VisitLimiter
 from sluice.builtin.links.orphans import OrphanTally
 from sluice.builtin.links.visits import VisitRecorder

@@ -26,14 +26,8 @@ from aiohttp import hdrs, web
 
 from sluice.builtin.links import geo
 from sluice.builtin.links.agents import describe, warm_up
-from sluice.builtin.links.cache import (
-    ChangeHints,
-    ChangeListener,
-    LinkCache,
-    LinkFollower,
-    Target,
-    target_of,
-)
+from sluice.builtin.links.cache import LinkCache, Target, target_of
+from sluice.builtin.links.cache_updates import ChangeHints, ChangeListener, LinkFollower
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import (
     LINK_CACHE,

@@ -1,5 +1,8 @@
-"""The HTTP API: ``create_app(config)`` assembles it without doing any I/O: the core's
-routes and resources, then each app's (``SLUICE_APPS``) routes and API contexts."""
+"""The HTTP server (core): connections, the wire and fast paths, limits, middlewares,
+problems, auth, OpenAPI, and the core's routes. ``create_app(config)`` assembles it
+without doing any I/O: the core's routes and resources, then each app's (``SLUICE_APPS``)
+routes and API contexts. Imports the engine and, to ask which apps run,
+``sluice.app.loading`` inside ``create_app``; no app."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The store: state and the event history, behind a small interface."""
+"""The store (core): state and the event history behind a small interface, on SQLite or
+PostgreSQL (each dialect stays here), the migration engine with the core's own tables,
+and the users and tokens every app's ``require_user`` reads. Imports events, no app."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""The ``link-stats`` projection (per-link, per-day visit counts) and its reads."""
+"""The ``link-stats`` projection (per-link, per-day visit counts, facets, owners' days)
+and the reads of its tables. Imports the projection engine and this app's events."""

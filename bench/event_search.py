@@ -30,9 +30,9 @@ from stores import Stores, parse_stores
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
-from sluice.builtin.operations.event_search import EventQuery, decode_cursor, search
 from sluice.config import load_config
 from sluice.events import Event
+from sluice.history.search import EventQuery, decode_cursor, search
 from sluice.store import Store, open_store
 
 PER_TX = 5_000

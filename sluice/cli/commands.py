@@ -124,8 +124,8 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
 
 
 async def events_command(config: Config, args: argparse.Namespace) -> int:
-    from sluice.builtin.operations import event_search
-    from sluice.builtin.operations.event_search import EventQuery, search
+    from sluice.history import search as event_search
+    from sluice.history.search import EventQuery, search
 
     load_apps(config)  # their event types and aggregates are searchable too
     for flag, check in (("type", event_search.event_type), ("aggregate", event_search.aggregate)):

@@ -11,9 +11,9 @@ from importlib import metadata
 
 import structlog
 
-from sluice.builtin.operations import event_search
 from sluice.config import load_config
 from sluice.errors import SluiceError
+from sluice.history import search as event_search
 from sluice.logs import configure_logging
 from sluice.metrics_env import prepare
 from sluice.secret_files import make_private

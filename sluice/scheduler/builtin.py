@@ -50,8 +50,9 @@ async def purge_expired(ctx: TaskContext) -> None:
     """Delete expired user tokens, then what each app's ``purge`` finds past any use
     (the reminders app: occurrence rows older than a week).
     1000 tokens per transaction, a checkpoint after each: the cursor is
-    ``tokens:<last hash>`` while tokens are purged, then ``apps``; the apps' purges
-    are idempotent, and run again whole by a run that resumes there.
+    ``tokens:<last hash>`` while tokens are purged, then the name of the app's purge
+    function that runs (the reminders app's ``occurrences``); the apps' purges are
+    idempotent, and all run again by a run that resumes past the tokens.
     """
     from sluice.app.loading import load_apps  # the apps import the scheduler
 
@@ -66,7 +67,7 @@ async def purge_expired(ctx: TaskContext) -> None:
             (cursor.removeprefix("tokens:"), db_time(now), PURGE_BATCH),
         )
         if not rows:
-            cursor = "apps"
+            cursor = "apps"  # past the tokens
             break
         hashes = [str(row[0]) for row in rows]
         async with store.transaction() as tx:
@@ -79,6 +80,7 @@ async def purge_expired(ctx: TaskContext) -> None:
     await ctx.checkpoint(cursor)
     purged: dict[str, int] = {}
     for purge in load_apps(ctx.resources.config).purges:
+        await ctx.checkpoint(purge.__name__)
         purged.update(await purge(store, now))
     ctx.log.info("expired records purged", tokens=tokens, **purged)
 

@@ -329,7 +329,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         15,
         "event search: indexes by type and by trace id, in page order",
-        # sluice/builtin/operations/event_search.py: newest first by (created_at, seq). Two
+        # sluice/history/search.py: newest first by (created_at, seq). Two
         # indexes, each going on with those two columns: a type's or a trace's events
         # are one index range read in page order; an aggregate (its types) and no
         # filter at all are the ranges of several types merged. Every index is paid on

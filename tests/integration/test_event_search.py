@@ -14,7 +14,9 @@ import pytest
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
-from sluice.builtin.operations.event_search import (
+from sluice.config import Config
+from sluice.events import Event
+from sluice.history.search import (
     EventQuery,
     FoundEvent,
     Invalid,
@@ -24,8 +26,6 @@ from sluice.builtin.operations.event_search import (
     search,
     stored_time,
 )
-from sluice.config import Config
-from sluice.events import Event
 from sluice.store import Store
 from tests.integration.test_cli import sluice
 

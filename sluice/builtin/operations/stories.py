@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.builtin.operations.event_search import COLUMNS, FoundEvent, found
+from sluice.history.search import COLUMNS, FoundEvent, found
 from sluice.streams import deliveries
 from sluice.streams.attempts import DeliveryView
 

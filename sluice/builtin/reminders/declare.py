@@ -53,7 +53,7 @@ def one_shot_reminders(resources: Resources, holder: str) -> OneShotRunner:
 
 
 @app.purge
-async def old_occurrences(store: Store, now: datetime) -> Mapping[str, int]:
+async def occurrences(store: Store, now: datetime) -> Mapping[str, int]:
     """Reminder occurrence rows older than ``OCCURRENCES_KEPT_DAYS``."""
     before = db_time(now - timedelta(days=OCCURRENCES_KEPT_DAYS))
     occurrences = 0

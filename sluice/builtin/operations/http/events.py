@@ -1,5 +1,5 @@
 """The event routes of SPEC 12 for the operator (admin token): the search
-(``sluice.builtin.operations.event_search``; every parameter's fault named in one 422), one
+(``sluice.history.search``; every parameter's fault named in one 422), one
 event with its deliveries and a trace's events (``sluice.builtin.operations.stories``)."""
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from sluice.builtin.operations import event_search, stories
-from sluice.builtin.operations.event_search import (
+from sluice.builtin.operations import stories
+from sluice.errors import FieldError, NotFound, Unprocessable
+from sluice.history import search as event_search
+from sluice.history.search import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
     EventPage,
     EventQuery,
     Invalid,
 )
-from sluice.errors import FieldError, NotFound, Unprocessable
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Doc, Route, ok, problem
 from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response

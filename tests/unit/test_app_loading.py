@@ -67,7 +67,8 @@ def test_an_app_named_in_sluice_apps_joins_the_built_in_ones(app_dir: AppDir) ->
 def test_an_installed_app_is_loaded_by_its_entry_point(app_dir: AppDir) -> None:
     app_dir.module("tiny_app", TINY)
     app_dir.entry_point("tiny-dist", "tiny", "tiny_app:app")
-    assert _apps("") == ["accounts", "links", "reminders", "articles", "operations", "tiny"]  # the default: built in, and installed
+    # the default: built in, and installed
+    assert _apps("") == ["accounts", "links", "reminders", "articles", "operations", "tiny"]
     assert _apps("tiny") == ["tiny"]  # by the entry point's name
     # A process started in that environment finds it too, with no SLUICE_APPS at all.
     listed = subprocess.run(

@@ -1,81 +1,21 @@
-"""sluice's own schema history, applied in order at start (``sluice.store.migrate``).
+"""sluice's own schema history: the tables of the core, applied in order at start
+(``sluice.store.migrate``), recorded in ``schema_migrations``.
 
-Projection tables are written as templates with ``{s}``: the suffix is empty
-for the live tables and a generation tag while ``sluice replay`` rebuilds them.
+The core owns what the engine and the core's modules read and write: the event history
+and the outbox positions, users and tokens (``sluice.store.users``, read by every app's
+``require_user``), the secrets hosts share, the scheduler's task runs and pauses, history
+segments, the event search indexes, deliveries and delivery batches, paused handler
+groups, delayed jobs and the events handled once per group.
+
+Each built-in app owns the steps of its own tables, declared on its ``App`` in
+``sluice/builtin/<app>/migrations.py`` (the articles app through its projection and
+task). A table that moved out of here keeps its history: the step that made it here
+stays, with its number and name, without the moved part (empty if nothing is left, as
+2, 4, 5, ...), and the app's step holding that part names it in ``replaces``, so a
+database that had it applied records the app's step as done and a new one runs it.
 """
 
 from __future__ import annotations
-
-# Link statistics, pre-aggregated per link; unique visitors are exact: one row
-# per (link, visitor) and per (link, day, visitor), counted as they are inserted.
-LINK_STATS_DDL = """
-CREATE TABLE link_stats{s} (
-    code TEXT PRIMARY KEY,
-    total INTEGER NOT NULL,
-    bots INTEGER NOT NULL,
-    unique_visitors INTEGER NOT NULL,
-    updated_at TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE link_stats_days{s} (
-    code TEXT NOT NULL,
-    day TEXT NOT NULL,
-    visits INTEGER NOT NULL,
-    unique_visitors INTEGER NOT NULL,
-    PRIMARY KEY (code, day)
-) WITHOUT ROWID;
-CREATE TABLE link_stats_referrers{s} (
-    code TEXT NOT NULL,
-    referrer TEXT NOT NULL,
-    visits INTEGER NOT NULL,
-    PRIMARY KEY (code, referrer)
-) WITHOUT ROWID;
-CREATE TABLE link_stats_browsers{s} (
-    code TEXT NOT NULL,
-    browser TEXT NOT NULL,
-    visits INTEGER NOT NULL,
-    PRIMARY KEY (code, browser)
-) WITHOUT ROWID;
-CREATE TABLE link_visitors{s} (
-    code TEXT NOT NULL,
-    visitor TEXT NOT NULL,
-    PRIMARY KEY (code, visitor)
-) WITHOUT ROWID;
-CREATE TABLE link_day_visitors{s} (
-    code TEXT NOT NULL,
-    day TEXT NOT NULL,
-    visitor TEXT NOT NULL,
-    PRIMARY KEY (code, day, visitor)
-) WITHOUT ROWID;
-CREATE TABLE link_stats_processed{s} (
-    event_id TEXT PRIMARY KEY
-) WITHOUT ROWID;
-"""
-
-# Link statistics of any UTC day range (SPEC 13), added by migration 24 to the tables
-# above, which stay as migration 6 made them (a fresh database runs 6, then 24; a
-# replay runs both templates). Per day: the bots; link_day_facets counts visits per
-# (day, facet, value), facet one of referrer, browser, country, os, device, value ''
-# when unknown; link_owner_days counts each owner's links per day, for the owner's
-# busiest links of a range.
-LINK_STATS_RANGES_DDL = """
-ALTER TABLE link_stats_days{s} ADD COLUMN bots INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE link_day_facets{s} (
-    code TEXT NOT NULL,
-    day TEXT NOT NULL,
-    facet TEXT NOT NULL,
-    value TEXT NOT NULL,
-    visits INTEGER NOT NULL,
-    PRIMARY KEY (code, day, facet, value)
-) WITHOUT ROWID;
-CREATE TABLE link_owner_days{s} (
-    owner_id TEXT NOT NULL,
-    day TEXT NOT NULL,
-    code TEXT NOT NULL,
-    visits INTEGER NOT NULL,
-    bots INTEGER NOT NULL,
-    PRIMARY KEY (owner_id, day, code)
-) WITHOUT ROWID;
-"""
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -122,43 +62,13 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX tokens_user ON tokens (user_id);
         """,
     ),
-    (
-        4,
-        "mail idempotency keys",
-        """
-        CREATE TABLE mail_sends (
-            key TEXT PRIMARY KEY,
-            state TEXT NOT NULL CHECK (state IN ('reserved', 'sent')),
-            holder TEXT NOT NULL,
-            lease_until TEXT NOT NULL,
-            recipient TEXT NOT NULL,
-            reserved_at TEXT NOT NULL,
-            sent_at TEXT
-        ) WITHOUT ROWID;
-        """,
-    ),
-    (
-        5,
-        "short links and the code pool",
-        """
-        CREATE TABLE code_pool (
-            code TEXT PRIMARY KEY,
-            taken INTEGER NOT NULL DEFAULT 0
-        ) WITHOUT ROWID;
-        CREATE INDEX code_pool_free ON code_pool (taken) WHERE taken = 0;
-        CREATE TABLE links (
-            code TEXT PRIMARY KEY,
-            owner_id TEXT NOT NULL REFERENCES users (id),
-            url TEXT NOT NULL,
-            expires_at TEXT,
-            disabled INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL
-        ) WITHOUT ROWID;
-        CREATE INDEX links_owner ON links (owner_id, created_at DESC, code);
-        """,
-    ),
-    (6, "link statistics projection", LINK_STATS_DDL.format(s="")),
+    # Emptied steps: their tables are an app's, made by the app's step that replaces
+    # the version (sluice/builtin/<app>/migrations.py), named after each line.
+    (4, "mail idempotency keys", ""),  # accounts 1: mail_sends
+    (5, "short links and the code pool", ""),  # links 1: code_pool, links
+    (6, "link statistics projection", ""),  # links 2: link_stats and the tables beside it
+    # The leaderboard snapshots are the articles app's (its step 1), reminders and their
+    # occurrences the reminders app's (its step 1); both replace 7.
     (
         7,
         "scheduler: task runs, leaderboard snapshots, reminders",
@@ -179,66 +89,10 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE UNIQUE INDEX task_runs_occurrence ON task_runs (task, scheduled_for)
             WHERE trigger = 'cron';
         CREATE INDEX task_runs_newest ON task_runs (task, id DESC);
-        CREATE TABLE reminders (
-            id TEXT PRIMARY KEY,
-            owner_id TEXT NOT NULL REFERENCES users (id),
-            cron TEXT NOT NULL,
-            timezone TEXT NOT NULL,
-            text TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            deleted_at TEXT
-        ) WITHOUT ROWID;
-        CREATE INDEX reminders_owner ON reminders (owner_id, id DESC);
-        CREATE TABLE reminder_occurrences (
-            reminder_id TEXT NOT NULL,
-            scheduled_for TEXT NOT NULL,
-            event_id TEXT NOT NULL,
-            fired_at TEXT NOT NULL,
-            PRIMARY KEY (reminder_id, scheduled_for)
-        ) WITHOUT ROWID;
         """,
     ),
-    (
-        8,
-        "export jobs",
-        # snapshot_seq: the history's head when the export was requested (the CSV covers
-        # visits up to it); cursor_seq/cursor_bytes: the checkpoint (last seq scanned, part
-        # file length then); attempt: fences a stale runner's checkpoints.
-        """
-        CREATE TABLE jobs (
-            id TEXT PRIMARY KEY,
-            kind TEXT NOT NULL,
-            owner_id TEXT NOT NULL REFERENCES users (id),
-            code TEXT NOT NULL,
-            status TEXT NOT NULL
-                CHECK (status IN ('queued', 'running', 'succeeded', 'failed')),
-            progress INTEGER NOT NULL DEFAULT 0 CHECK (progress BETWEEN 0 AND 100),
-            created_at TEXT NOT NULL,
-            started_at TEXT,
-            finished_at TEXT,
-            error TEXT,
-            snapshot_seq INTEGER NOT NULL,
-            cursor_seq INTEGER NOT NULL DEFAULT 0,
-            cursor_bytes INTEGER NOT NULL DEFAULT 0,
-            rows INTEGER NOT NULL DEFAULT 0,
-            attempt INTEGER NOT NULL DEFAULT 0,
-            resumed_from INTEGER,
-            result_path TEXT,
-            purged_at TEXT,
-            trace_id TEXT NOT NULL
-        ) WITHOUT ROWID;
-        CREATE UNIQUE INDEX jobs_active ON jobs (kind, owner_id, code)
-            WHERE status IN ('queued', 'running');
-        CREATE INDEX jobs_finished ON jobs (finished_at)
-            WHERE finished_at IS NOT NULL AND purged_at IS NULL;
-        """,
-    ),
-    (
-        9,
-        "export jobs given up in the dead letters",
-        # 1: failed because its entry went to the dead letters; a redrive resumes it.
-        "ALTER TABLE jobs ADD COLUMN dead_lettered INTEGER NOT NULL DEFAULT 0",
-    ),
+    (8, "export jobs", ""),  # links 3: jobs
+    (9, "export jobs given up in the dead letters", ""),  # links 4: jobs.dead_lettered
     (
         11,
         "secrets every host shares",
@@ -252,56 +106,19 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
-    (
-        10,
-        "export results in the database",
-        # The CSV of a job as consecutive byte ranges, each row holding bytes from first_byte
-        # on. A rowid table, not WITHOUT ROWID: rows reach 256 KiB, and SQLite advises WITHOUT
-        # ROWID only for rows far smaller than a page. jobs.result_path is unused from here
-        # on; results written to a data dir before cannot be served from the database, so
-        # their jobs count as purged (410; the old files under <data dir>/exports can go).
-        """
-        CREATE TABLE export_chunks (
-            job_id TEXT NOT NULL REFERENCES jobs (id),
-            first_byte INTEGER NOT NULL,
-            data BLOB NOT NULL,
-            PRIMARY KEY (job_id, first_byte)
-        );
-        UPDATE jobs SET purged_at = finished_at WHERE status = 'succeeded' AND purged_at IS NULL;
-        """,
-    ),
+    (10, "export results in the database", ""),  # links 5: export_chunks
     (
         12,
         "verified mail addresses, paused reminders",
         # verified_at: when the user followed the link of a verification mail (NULL: not yet;
-        # users from before this release start unverified too); verification_requested_at,
-        # verification_requests: the last new link asked for (POST /v1/me/verification, one
-        # an hour) and how many were; paused_at: a reminder paused by its mails' one-click
-        # unsubscribe does not fire.
+        # users from before this release start unverified too); sluice.store.users reads
+        # it. The step's other columns are the apps': the verification requests the
+        # accounts app's (its step 2), reminders.paused_at the reminders app's (its step 2).
         """
         ALTER TABLE users ADD COLUMN verified_at TEXT;
-        ALTER TABLE users ADD COLUMN verification_requested_at TEXT;
-        ALTER TABLE users ADD COLUMN verification_requests INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE reminders ADD COLUMN paused_at TEXT;
         """,
     ),
-    (
-        13,
-        "reminders' next runs, computed once",
-        # A run of consecutive occurrences after computed_after (runs: db_time instants,
-        # space-separated) for the cron and zone named; complete: none follows the last.
-        # Listing reminders reads these instead of walking rare crons per request.
-        """
-        CREATE TABLE reminder_next_runs (
-            reminder_id TEXT PRIMARY KEY REFERENCES reminders (id),
-            cron TEXT NOT NULL,
-            timezone TEXT NOT NULL,
-            computed_after TEXT NOT NULL,
-            runs TEXT NOT NULL,
-            complete INTEGER NOT NULL
-        ) WITHOUT ROWID;
-        """,
-    ),
+    (13, "reminders' next runs, computed once", ""),  # reminders 3: reminder_next_runs
     (
         14,
         "history segments: archived events",
@@ -364,26 +181,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX deliveries_event ON deliveries (event_id);
         """,
     ),
-    (
-        18,
-        "export jobs can be cancelled",
-        # DELETE /v1/jobs/{id} (sluice/builtin/links/exports/jobs.py, cancel): status gains
-        # 'cancelled'.
-        # A column's CHECK cannot be altered in SQLite, so the column is replaced by one
-        # with the wider CHECK (ADD, copy, DROP, RENAME: the same words in SQLite and
-        # PostgreSQL, and no table rebuild, which export_chunks' foreign key would
-        # forbid); the partial index on it goes first and comes back.
-        """
-        DROP INDEX jobs_active;
-        ALTER TABLE jobs ADD COLUMN status_new TEXT NOT NULL DEFAULT 'queued'
-            CHECK (status_new IN ('queued', 'running', 'succeeded', 'failed', 'cancelled'));
-        UPDATE jobs SET status_new = status;
-        ALTER TABLE jobs DROP COLUMN status;
-        ALTER TABLE jobs RENAME COLUMN status_new TO status;
-        CREATE UNIQUE INDEX jobs_active ON jobs (kind, owner_id, code)
-            WHERE status IN ('queued', 'running');
-        """,
-    ),
+    (18, "export jobs can be cancelled", ""),  # links 6: jobs.status
     (
         17,
         "paused handler groups",
@@ -396,187 +194,23 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
-    (
-        21,
-        "webhooks, their messages and delivery attempts",
-        # sluice/builtin/links/webhooks/repository.py. The secret is kept to sign (shown once by the
-        # API). A message is one call's body and webhook-id, stable across retries;
-        # webhook_message_events names the message carrying each event to each webhook,
-        # so a retried entry resends only what was not delivered. Attempts: the last
-        # 200 per webhook are kept (rows in id order, the index reads them newest first).
-        """
-        CREATE TABLE webhooks (
-            id TEXT PRIMARY KEY,
-            owner_id TEXT NOT NULL REFERENCES users (id),
-            url TEXT NOT NULL,
-            events TEXT NOT NULL,
-            secret TEXT NOT NULL,
-            created_at TEXT NOT NULL
-        ) WITHOUT ROWID;
-        CREATE INDEX webhooks_owner ON webhooks (owner_id, created_at);
-        CREATE TABLE webhook_messages (
-            id TEXT PRIMARY KEY,
-            webhook_id TEXT NOT NULL,
-            event_type TEXT NOT NULL,
-            body BLOB NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL,
-            delivered_at TEXT
-        ) WITHOUT ROWID;
-        CREATE INDEX webhook_messages_hook ON webhook_messages (webhook_id);
-        CREATE INDEX webhook_messages_created ON webhook_messages (created_at);
-        CREATE TABLE webhook_message_events (
-            webhook_id TEXT NOT NULL,
-            event_id TEXT NOT NULL,
-            message_id TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            PRIMARY KEY (webhook_id, event_id)
-        ) WITHOUT ROWID;
-        CREATE INDEX webhook_message_events_created ON webhook_message_events (created_at);
-        CREATE TABLE webhook_deliveries (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            webhook_id TEXT NOT NULL,
-            message_id TEXT NOT NULL,
-            event_type TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            status INTEGER,
-            error TEXT,
-            started_at TEXT NOT NULL,
-            duration_ms REAL NOT NULL
-        );
-        CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, id);
-        """,
-    ),
-    (
-        20,
-        "link imports",
-        # sluice/builtin/links/imports/jobs.py. An uploaded CSV waits here for its job (kind
-        # 'import' in
-        # jobs), so a worker on any host runs it, with the rows of each outcome so far;
-        # deleted when the job ends. import_keys: every link an import created, by owner
-        # and SHA-256 of its URL, so importing a file again creates nothing twice.
-        """
-        CREATE TABLE import_uploads (
-            job_id TEXT PRIMARY KEY REFERENCES jobs (id),
-            format TEXT NOT NULL,
-            data BLOB NOT NULL,
-            created INTEGER NOT NULL DEFAULT 0,
-            existing INTEGER NOT NULL DEFAULT 0,
-            invalid INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL
-        );
-        CREATE TABLE import_keys (
-            owner_id TEXT NOT NULL,
-            url_key TEXT NOT NULL,
-            code TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            PRIMARY KEY (owner_id, url_key)
-        ) WITHOUT ROWID;
-        """,
-    ),
-    (
-        19,
-        "link fields: visit limit, valid since, redirect status, tags, title",
-        # SPEC 13 (issue 18), sluice/builtin/links/repository.py. Each field is a column of
-        # links (the redirect reads one row); rules and password come later as columns
-        # of their own. Tags are also in link_tags, with the owner and creation time
-        # copied, so GET /v1/links?tag= pages through one index range newest first.
-        # link_visit_counts: GET redirects served of links with max_visits, committed with
-        # their visits; the count a lost Redis counter starts from (sluice/builtin/links/limits.py).
-        """
-        ALTER TABLE links ADD COLUMN max_visits INTEGER;
-        ALTER TABLE links ADD COLUMN valid_since TEXT;
-        ALTER TABLE links ADD COLUMN redirect_status INTEGER NOT NULL DEFAULT 302
-            CHECK (redirect_status IN (301, 302, 307, 308));
-        ALTER TABLE links ADD COLUMN tags TEXT NOT NULL DEFAULT '';
-        ALTER TABLE links ADD COLUMN title TEXT;
-        CREATE TABLE link_tags (
-            code TEXT NOT NULL,
-            tag TEXT NOT NULL,
-            owner_id TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            PRIMARY KEY (code, tag)
-        ) WITHOUT ROWID;
-        CREATE INDEX link_tags_owner ON link_tags (owner_id, tag, created_at DESC, code);
-        CREATE TABLE link_visit_counts (
-            code TEXT PRIMARY KEY,
-            visits INTEGER NOT NULL
-        ) WITHOUT ROWID;
-        """,
-    ),
-    (
-        22,
-        "link redirect rules",
-        # SPEC 13 rules (issue 18): the JSON list of sluice/builtin/links/rule_shapes.py's Rule,
-        # NULL for none; read with the link's row, so a redirect reads nothing more.
-        """
-        ALTER TABLE links ADD COLUMN rules TEXT;
-        """,
-    ),
-    (
-        25,
-        "orphan visits",
-        # SPEC 13 orphan visits: GETs of codes no link has, per UTC day ('YYYY-MM-DD').
-        # A day keeps at most SLUICE_ORPHAN_CODES_PER_DAY code rows; `other` counts the
-        # visits of codes beyond them (sluice/builtin/links/orphans.py).
-        """
-        CREATE TABLE orphan_visit_days (
-            day TEXT PRIMARY KEY,
-            visits INTEGER NOT NULL,
-            other INTEGER NOT NULL
-        ) WITHOUT ROWID;
-        CREATE TABLE orphan_visit_codes (
-            day TEXT NOT NULL,
-            code TEXT NOT NULL,
-            visits INTEGER NOT NULL,
-            PRIMARY KEY (day, code)
-        ) WITHOUT ROWID;
-        """,
-    ),
-    (
-        24,
-        "link statistics of any day range",
-        # SPEC 13 (sluice/builtin/links/stats/projection.py). The new rows start empty for the
-        # visits before it: `sluice replay link-stats` fills them from the history.
-        LINK_STATS_RANGES_DDL.format(s=""),
-    ),
-    (
-        23,
-        "link passwords",
-        # SPEC 13 password (sluice/builtin/links/http/link_passwords.py): the scrypt hash of the
-        # link's
-        # password (sluice/passwords.py's format), NULL for none. Read with the link's
-        # row; never in an event (they carry has_password), a response or an export.
-        """
-        ALTER TABLE links ADD COLUMN password_hash TEXT;
-        """,
-    ),
-    (
-        26,
-        "one-shot reminders, reminder edits",
-        # SPEC 14 (sluice/scheduler/one_shots.py). at: a one-shot's instant (NULL for
-        # a
-        # cron reminder, whose cron and timezone a one-shot leaves ''); due_at: set while
-        # a one-shot is pending (not fired, paused or deleted), NULL otherwise, so the
-        # partial index holds the pending ones only and schedulers read "due <= now"
-        # from it; done_at: when it fired. rescheduled_at: the last PATCH of the
-        # schedule (or resume), before which no occurrence of the new schedule fires.
-        """
-        ALTER TABLE reminders ADD COLUMN at TEXT;
-        ALTER TABLE reminders ADD COLUMN due_at TEXT;
-        ALTER TABLE reminders ADD COLUMN done_at TEXT;
-        ALTER TABLE reminders ADD COLUMN rescheduled_at TEXT;
-        CREATE INDEX reminders_due ON reminders (due_at, id) WHERE due_at IS NOT NULL;
-        """,
-    ),
+    (21, "webhooks, their messages and delivery attempts", ""),  # links 9: webhook*
+    (20, "link imports", ""),  # links 8: import_uploads, import_keys
+    (19, "link fields: visit limit, valid since, redirect status, tags, title", ""),  # links 7
+    (22, "link redirect rules", ""),  # links 10: links.rules
+    (25, "orphan visits", ""),  # links 13: orphan_visit_days, orphan_visit_codes
+    (24, "link statistics of any day range", ""),  # links 12: link_day_facets, ...
+    (23, "link passwords", ""),  # links 11: links.password_hash
+    (26, "one-shot reminders, reminder edits", ""),  # reminders 4: reminders' columns
     (
         27,
         "task scheduling policies: skipped and cancelled runs, catch-up, backfill, pauses",
         # SPEC 14 (sluice/scheduler/policy.py, overlap.py, pauses.py). status gains
         # 'cancelled' and 'skipped', trigger 'catchup' and 'backfill': the columns are
-        # replaced as in migration 18 (a CHECK cannot be altered in SQLite). One run per
-        # occurrence, whatever triggered it (cron, catch-up, backfill); a skipped record
-        # does not count, so a backfill can still run an occurrence that was skipped.
+        # replaced as migration 18 did jobs.status (a CHECK cannot be altered in
+        # SQLite). One run per occurrence, whatever triggered it (cron, catch-up,
+        # backfill); a skipped record does not count, so a backfill can still run an
+        # occurrence that was skipped.
         """
         DROP INDEX task_runs_occurrence;
         ALTER TABLE task_runs ADD COLUMN trigger_new TEXT NOT NULL DEFAULT 'cron'
@@ -604,7 +238,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         # sluice/streams/delivery_batches.py. entries: msgpack (zlib) of (event_id,
         # stream, entry_id, attempt) per handled entry; the id is drawn by the writing process, in
         # time order. No index but the key: a batch is found through a processed row's
-        # batch_id, and the purge goes by id as for deliveries.
+        # batch_id, and the purge goes by id as for deliveries. The processed rows' batch_id
+        # columns are the apps' (link_stats_processed: the links app's step 14).
         """
         CREATE TABLE delivery_batches (
             id INTEGER PRIMARY KEY,
@@ -614,7 +249,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             duration_ms REAL NOT NULL,
             entries BLOB NOT NULL
         );
-        ALTER TABLE link_stats_processed ADD COLUMN batch_id INTEGER;
         """,
     ),
     (

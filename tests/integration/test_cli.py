@@ -57,9 +57,13 @@ async def test_migrate_creates_the_schema_and_says_so(
     store = await open_store(config)
     try:
         rows = await store.fetchall("SELECT version FROM schema_migrations ORDER BY version")
+        app_rows = await store.fetchall("SELECT owner, version FROM app_migrations")
     finally:
         await store.close()
     assert [row[0] for row in rows] == sorted(version for version, _, _ in MIGRATIONS)
+    # and the apps' steps, which hold most tables (sluice/builtin/<app>/migrations.py)
+    steps = default_apps().migrations
+    assert sorted(app_rows) == sorted((step.owner, step.version) for step in steps)
 
 
 async def test_status_shows_the_relay_backlog_and_then_the_stream(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.loading import load_apps
 from sluice.app.testing import child_env
 from sluice.config import Config
 from sluice.store import open_store
@@ -54,6 +55,12 @@ async def test_processes_starting_together_apply_each_migration_once(
         rows = await store.fetchall(
             "SELECT version, COUNT(*) FROM schema_migrations GROUP BY version"
         )
+        app_rows = await store.fetchall(
+            "SELECT owner, version, COUNT(*) FROM app_migrations GROUP BY owner, version"
+        )
     finally:
         await store.close()
     assert sorted(rows) == [(version, 1) for version, _, _ in sorted(MIGRATIONS)]
+    # The apps' steps too (most tables are theirs): each recorded once.
+    steps = load_apps(config).migrations
+    assert sorted(app_rows) == sorted((step.owner, step.version, 1) for step in steps)

@@ -9,7 +9,7 @@ so a token this app issued is honoured by every app's routes.
 
 from __future__ import annotations
 
-from sluice.builtin.accounts import declare, events  # noqa: F401  (declare)
+from sluice.builtin.accounts import declare, events, migrations  # noqa: F401  (declare)
 from sluice.builtin.accounts.app import app
 
 __all__ = ["app"]

@@ -8,7 +8,7 @@ Declared on ``sluice.app`` like any app; it imports sluice's core and no other a
 
 from __future__ import annotations
 
-from sluice.builtin.links import declare, events  # noqa: F401  (declare)
+from sluice.builtin.links import declare, events, migrations  # noqa: F401  (declare)
 from sluice.builtin.links.app import app
 
 __all__ = ["app"]

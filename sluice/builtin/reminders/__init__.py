@@ -8,7 +8,7 @@ which its ``App`` requires (its mail handler joins that app's ``mail`` group).
 
 from __future__ import annotations
 
-from sluice.builtin.reminders import declare, events  # noqa: F401  (declare)
+from sluice.builtin.reminders import declare, events, migrations  # noqa: F401  (declare)
 from sluice.builtin.reminders.app import app
 
 __all__ = ["app"]

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sluice.builtin.links.events import LinkVisited
+from sluice.builtin.links.stats.schema import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
 from sluice.config import Config
 from sluice.events import Event, utcnow
 from sluice.projections.base import Projection
 from sluice.store import Tx
-from sluice.store.migrations import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
 
 # Rows per multi-row statement: far below SQLite's bound on statement parameters.
 _CHUNK = 300
@@ -178,7 +178,8 @@ PROJECTION = Projection(
     name="link-stats",
     aggregates=("visits",),
     event_types=("LinkVisited",),
-    # A replay builds the tables as a fresh database gets them: migration 6, then 24.
+    # A replay builds the tables as a fresh database gets them: the links app's
+    # migrations 2, then 12 (sluice.builtin.links.migrations).
     ddl=LINK_STATS_DDL + LINK_STATS_RANGES_DDL,
     tables=TABLES,
     apply=apply,

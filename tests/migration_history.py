@@ -1,0 +1,74 @@
+"""The databases earlier releases made, for the tests of tables that moved into apps.
+
+``tests/data/migrations_before_split.txt`` is ``sluice/store/migrations.py`` as it was
+before the built-in apps held the migrations of their tables (commit 3cd6023): sluice's
+history 1..29 with the tables of the accounts, links and reminders apps in it (the
+articles app already held its own). Kept as text, loaded here as a module of its own,
+so no test depends on what the current history says.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from sluice.app.loading import default_apps
+from sluice.store import migrations
+from sluice.store.migrate import Migration
+from sluice.store.postgres import PostgresStore
+from sluice.store.sqlite import SqliteStore
+
+BEFORE_SPLIT = Path(__file__).parent / "data" / "migrations_before_split.txt"
+# The apps whose steps the split gave them: each of their steps replaces a version of
+# the history above. The articles app's steps (and their replaces) came before it.
+SPLIT_APPS = ("accounts", "links", "reminders")
+
+
+@functools.cache
+def migrations_before_split() -> tuple[tuple[int, str, str], ...]:
+    """``MIGRATIONS`` of the module as it was: (version, name, sql), in its order."""
+    loader = importlib.machinery.SourceFileLoader("migrations_before_split", str(BEFORE_SPLIT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return tuple(module.MIGRATIONS)
+
+
+def split_owners() -> set[str]:
+    """The owners of the steps the split made (the apps', their projections')."""
+    apps = [app for app in default_apps().apps if app.name in SPLIT_APPS]
+    return {app.name for app in apps} | {f"projection:{p}" for app in apps for p in app.projections}
+
+
+def steps_before_split(upto: int = 29) -> list[Migration]:
+    """The default apps' steps a release with sluice's history up to ``upto`` had: the
+    articles app's, those whose replaced versions it had (a release before the articles
+    app made the same tables in sluice's own steps)."""
+    split = split_owners()
+    return [
+        step
+        for step in default_apps().migrations
+        if step.owner not in split and max(step.replaces, default=0) <= upto
+    ]
+
+
+async def migrate_as_before_split(
+    store: SqliteStore | PostgresStore,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    upto: int = 29,
+    steps: Sequence[Migration] | None = None,
+) -> list[str]:
+    """Migrate ``store`` (opened with ``migrate=False``) as a release before the split
+    did: sluice's history as it was, up to ``upto``, then ``steps`` (by default
+    ``steps_before_split(upto)``). The steps applied, as ``migrate`` says them."""
+    with monkeypatch.context() as patch:
+        old = [m for m in migrations_before_split() if m[0] <= upto]
+        patch.setattr(migrations, "MIGRATIONS", old)
+        return await store.migrate(steps_before_split(upto) if steps is None else steps)

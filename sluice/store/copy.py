@@ -47,6 +47,9 @@ SAMPLE = 100
 # wrong address should fail in seconds, not after the half minute a deployment waits.
 OPEN_WAIT = 5.0
 SCHEMA = "schema_migrations"
+# Each database's own record of its schema, never copied: the target's says how its
+# tables were made (schema_migrations_moved: see sluice.store.migrate).
+OWN = frozenset({SCHEMA, "schema_migrations_moved"})
 HISTORY = "events"
 # The suffix ``sluice replay`` gives the tables it is building; after a replay they
 # are renamed into place, so one still found was left by an interrupted replay.
@@ -232,7 +235,7 @@ async def _seeded_rows(steps: Sequence[Migration]) -> dict[str, int]:
                 counts = {name: await _count(tx, name) for name in await _table_names(tx)}
         finally:
             await fresh.close()
-    return {name: n for name, n in counts.items() if n and name != SCHEMA}
+    return {name: n for name, n in counts.items() if n and name not in OWN}
 
 
 async def _refuse_unless_empty(tx: CopyTx, seeded: dict[str, int]) -> list[str]:
@@ -240,7 +243,7 @@ async def _refuse_unless_empty(tx: CopyTx, seeded: dict[str, int]) -> list[str]:
     tables holding such rows."""
     full, holding = [], []
     for name in await _table_names(tx):
-        if name == SCHEMA:
+        if name in OWN:
             continue
         allowed = seeded.get(name, 0)
         head = f"SELECT COUNT(*) FROM (SELECT 1 FROM {quoted(name)} LIMIT ?) AS head"
@@ -281,7 +284,7 @@ async def _plan(snapshot: CopyTx, tx: CopyTx) -> tuple[list[Table], list[str]]:
     """The source's tables to copy, each after those it references; those skipped."""
     found = await _tables(snapshot)
     skipped = sorted(name for name in found if GENERATION.search(name))
-    wanted = {n: t for n, t in found.items() if n != SCHEMA and n not in skipped}
+    wanted = {n: t for n, t in found.items() if n not in OWN and n not in skipped}
     there = await _tables(tx)
     for table in wanted.values():
         if table.name not in there:

@@ -9,10 +9,14 @@ SQLite's words, which each backend's ``execute_script`` says in its own.
 
 A step may replace steps of sluice's history: tables that moved from sluice into an
 app keep their history. Such a step is recorded as done without running when every
-version it replaces had been applied before this start (the database was made by a
-release in which sluice owned those tables); otherwise it runs. The set of versions
-applied is read once, before anything runs, so a sluice step rewritten without the
-moved tables cannot make a fresh database skip them.
+version it replaces had been applied, with those tables, before this start (the
+database was made by a release in which sluice owned them); otherwise it runs. The set
+of versions applied is read once, before anything runs, so a sluice step rewritten
+without the moved tables cannot make a fresh database skip them. And a version run
+without them (``migrations.MOVED_OUT``, applied by this release or a later one) is
+recorded in ``schema_migrations_moved``: it never counts as having made the app's
+tables, so a database created with some apps (``SLUICE_APPS=articles``) gets another
+app's tables when that app is first loaded, months later.
 
 The caller makes the transaction exclusive (SQLite's write lock, PostgreSQL's advisory
 lock), so processes starting together apply each step once.
@@ -51,7 +55,11 @@ async def apply_migrations(tx: Tx, steps: Sequence[Migration] = ()) -> list[str]
         "CREATE TABLE IF NOT EXISTS schema_migrations"
         " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
     )
+    await tx.execute_script(
+        "CREATE TABLE IF NOT EXISTS schema_migrations_moved (version INTEGER PRIMARY KEY)"
+    )
     before = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
+    moved = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations_moved")}
     applied: list[str] = []
     for version, name, script in sorted(migrations.MIGRATIONS):
         if version in before:
@@ -62,9 +70,12 @@ async def apply_migrations(tx: Tx, steps: Sequence[Migration] = ()) -> list[str]
             "INSERT INTO schema_migrations VALUES (?, ?, ?)",
             (version, name, utcnow().isoformat()),
         )
+        if version in migrations.MOVED_OUT:
+            await tx.execute("INSERT INTO schema_migrations_moved VALUES (?)", (version,))
         applied.append(f"{CORE}:{version}")
     if steps:
-        applied += await _apply_app_steps(tx, steps, before)
+        # Versions that made the apps' tables here: applied before, and in their full form.
+        applied += await _apply_app_steps(tx, steps, before - moved)
     return applied
 
 

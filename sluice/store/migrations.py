@@ -17,6 +17,15 @@ database that had it applied records the app's step as done and a new one runs i
 
 from __future__ import annotations
 
+# The versions above whose tables (all or some) moved into the built-in apps: each is
+# replaced by an app step. A database that runs one of them now runs it without those
+# tables, and the engine records that (``sluice.store.migrate``), so the app's step runs
+# whenever the app is first loaded, even long after. A test holds this set to the
+# ``replaces`` of the built-in apps' steps.
+MOVED_OUT: frozenset[int] = frozenset(
+    {2, 4, 5, 6, 7, 8, 9, 10, 12, 13, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28}
+)
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,

@@ -92,7 +92,7 @@ async def everything(url: str) -> Tables:
                 columns.setdefault(table, []).append(column)
             tables: Tables = {}
             for name, names in sorted(columns.items()):
-                if name not in ("schema_migrations", "app_migrations"):
+                if name not in ("schema_migrations", "schema_migrations_moved", "app_migrations"):
                     select = ", ".join(quoted(c) for c in sorted(names))
                     rows = await tx.fetchall(f"SELECT {select} FROM {quoted(name)}")
                     tables[name] = sorted(rows, key=repr)

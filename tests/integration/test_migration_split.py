@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from sluice.app.loading import default_apps
-from sluice.config import Config
+from sluice.app.loading import default_apps, load_apps
+from sluice.config import Config, load_config
 from sluice.http import create_app
 from sluice.store import Store, migrations
 from sluice.store.postgres import PostgresStore
@@ -146,6 +146,28 @@ def test_every_step_of_the_split_apps_replaces_steps_of_sluices_history() -> Non
     assert {step.owner for step in split} == set(SPLIT_APPS)
     for step in split:
         assert step.replaces and set(step.replaces) <= versions, step
+
+
+def test_the_versions_moved_out_are_those_the_built_in_apps_replace() -> None:
+    replaced = {v for step in default_apps().migrations for v in step.replaces}
+    assert replaced == migrations.MOVED_OUT
+
+
+@pytest.mark.parametrize("first", ["articles", "accounts", "links,accounts"])
+async def test_an_app_loaded_after_the_database_was_made_without_it_gets_its_tables(
+    open_empty: Opener, first: str
+) -> None:
+    """A deployment started with some apps (``SLUICE_APPS=articles``) ran sluice's steps
+    without the other apps' tables; when it loads them later, their steps run, although
+    the versions they replace were applied."""
+    store = await open_empty("partial")
+    await store.migrate(load_apps(load_config({"SLUICE_APPS": first})).migrations)
+    applied = await store.migrate(default_apps().migrations)
+    assert "links:1" in applied or "links" in first
+    assert "reminders:1" in applied
+    new = await new_database(open_empty)
+    assert differences(await catalog(new), await catalog(store)) == SAME
+    assert await app_steps(store) == await app_steps(new)
 
 
 async def test_a_new_database_has_the_schema_it_had_before_the_split(

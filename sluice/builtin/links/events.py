@@ -86,7 +86,8 @@ class ExportRequested(Event, frozen=True, kw_only=True, tag=True):
 
 @app.event
 class ImportRequested(Event, frozen=True, kw_only=True, tag=True):
-    """A CSV of links uploaded (``sluice.imports``); on the jobs stream, with the exports."""
+    """A CSV of links uploaded (``sluice.builtin.links.imports``); on the jobs stream, with
+    the exports."""
 
     aggregate: ClassVar[str] = "exports"
     job_id: str

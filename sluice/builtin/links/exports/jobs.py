@@ -365,6 +365,6 @@ async def purge_result(store: Store, job_id: str, now: datetime) -> bool:
 
 
 async def _delete_upload(tx: Tx, job_id: str) -> None:
-    # An import's uploaded CSV (sluice.imports) goes with the job's end: cancelled, or
+    # An import's uploaded CSV (sluice.builtin.links.imports) goes with the job's end: cancelled, or
     # purged (a job given up in the dead letters kept it for a redrive until then).
     await tx.execute("DELETE FROM import_uploads WHERE job_id = ?", (job_id,))

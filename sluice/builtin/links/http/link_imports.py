@@ -2,7 +2,7 @@
 
 The file is checked here (UTF-8, CSV, a header row naming a known format, at least
 one row: 422 otherwise) and kept in the database with its job; the ``imports``
-workers apply the rows (``sluice.imports``). The job is polled like an export, at
+workers apply the rows (``sluice.builtin.links.imports``). The job is polled like an export, at
 ``GET /v1/jobs/{id}``; its result is JSON, one outcome per row.
 """
 

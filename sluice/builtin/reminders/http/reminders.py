@@ -76,8 +76,7 @@ def _over_pending(count: int) -> Unprocessable:
 
 
 async def _create_one_shot(request: web.Request, user_id: str, body: ReminderBody) -> web.Response:
-    """``{at, text}``: fires once, from the store's due index
-    (``sluice.scheduler.one_shots``)."""
+    """``{at, text}``: fires once, from the store's due index (``sluice.scheduler.one_shots``)."""
     now = utcnow()
     errors: list[FieldError] = []
     for name in ("cron", "timezone"):

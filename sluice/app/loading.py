@@ -276,10 +276,11 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
         [(f"{r.method} {r.path}", a.name) for a in apps for r in a.routes],
         [f"{r.method} {r.path}" for r in ROUTES],
     )
-    fast = [(str(i), a.name) for a in apps for i, _ in enumerate(a.fast_paths)]
-    if len(fast) > 1:
+    claimants = [a.name for a in apps for _ in a.fast_paths]
+    if len(claimants) > 1:
         raise ConfigError(
-            f"the redirect fast path is declared by more than one app: {[a for _, a in fast]}"
+            f"the fast path of GET /{{segment}} is declared by {' and by '.join(claimants)};"
+            " one app of a deployment may declare it"
         )
     groups: dict[str, GroupFactory] = {}
     engine_projections: dict[str, Projection] = {}

@@ -133,6 +133,20 @@ def test_an_app_cannot_take_sluice_s_own_event_types_or_names(app_dir: AppDir) -
         _apps("router")
 
 
+def test_a_second_fast_path_is_refused_naming_both_apps(app_dir: AppDir) -> None:
+    app_dir.module(
+        "shortcut",
+        """
+        from sluice.app import App
+        app = App("shortcut")
+        app.fast_path(lambda web_app: None)
+    """,
+    )
+    with pytest.raises(ConfigError, match="declared by links and by shortcut"):
+        _apps("default,shortcut")
+    assert _apps("shortcut") == ["shortcut"]  # alone, it is the deployment's one
+
+
 def test_names_apps_and_requirements_that_cannot_be_loaded_are_refused(app_dir: AppDir) -> None:
     with pytest.raises(ConfigError, match="no built-in or installed app's name"):
         _apps("no_such_app")

@@ -30,6 +30,7 @@ from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import Draft, Parsed, UnreadableFile, parse
 from sluice.builtin.links.imports.jobs import IMPORT, Counts
 from sluice.builtin.links.imports.rows import RowContext, RowOutcome, apply
+from sluice.builtin.links.repository import room_for_links
 from sluice.builtin.links.rules import short_origin
 from sluice.builtin.links.stored import Link
 from sluice.events import utcnow
@@ -60,6 +61,7 @@ class ImportDeps:
     keys: Keys
     base_url: str
     max_attempts: int
+    links_per_user: int
 
     @classmethod
     def from_resources(cls, resources: Resources) -> ImportDeps:
@@ -67,6 +69,7 @@ class ImportDeps:
         return cls(
             store=resources.store, redis=resources.redis, keys=resources.keys,
             base_url=config.base_url, max_attempts=config.max_deliveries,
+            links_per_user=config.links_per_user,
         )  # fmt: skip
 
 
@@ -165,7 +168,8 @@ async def _apply_batch(
         await tx.serialize(f"imports-of:{job.owner_id}")
         if not await jobs.owns_batch(tx, job, done):
             raise _Fenced(job.id)
-        outcomes = [await apply(tx, draft, ctx) for draft in batch]
+        room = await room_for_links(tx, job.owner_id, deps.links_per_user)
+        outcomes = [await apply(tx, draft, ctx, room) for draft in batch]
         lines = b",".join(_encoder.encode(outcome) for outcome in outcomes)
         if done > 0:
             lines = b"," + lines

@@ -123,8 +123,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     export_retention: int = 86_400
     export_batch: int = 10_000
     exports_per_user: int = 3
-    # Link imports (SPEC 13): the largest CSV POST /v1/links/imports takes (413 beyond).
+    # Link imports (docs/guides/imports.md): the largest CSV POST /v1/links/imports takes
+    # (413 beyond); a user has at most this many queued or running at once (429 beyond,
+    # answered before the upload is read).
     import_max_bytes: int = 10 * 1024 * 1024
+    imports_per_user: int = 3
+    # Links one user may own, however made (POST /v1/links answers 403 beyond; an
+    # import reports the rows beyond as invalid). Links are never deleted.
+    links_per_user: int = 100_000
     # More tasks: comma-separated "module:callable", each callable(config) -> iterable of Task.
     extra_tasks: str = ""
     # The apps this deployment runs (sluice.app.loading): comma-separated names of
@@ -301,7 +307,8 @@ def _validate(config: Config) -> None:
         "max_deliveries", "relay_batch", "worker_batch", "projection_batch", "worker_concurrency",
         "visit_batch", "import_max_bytes", "orphan_flush_ms", "orphan_codes_per_day",
         "orphan_retention_days",
-        "export_batch", "exports_per_user", "database_pool", "visit_buffer", "max_connections",
+        "export_batch", "exports_per_user", "imports_per_user", "links_per_user",
+        "database_pool", "visit_buffer", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",
         "history_segment_events", "api_processes", "webhooks_per_user",

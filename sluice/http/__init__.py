@@ -14,6 +14,7 @@ from sluice.config import Config
 from sluice.http import aiohttp_compat, fast_redirect, metrics, task_controls, tasks
 from sluice.http.admin_token import AdminToken
 from sluice.http.apidoc import Route
+from sluice.http.body_limits import declared
 from sluice.http.client_limit import ClientLimits
 from sluice.http.connections import GuardedSite
 from sluice.http.keys import (
@@ -22,6 +23,7 @@ from sluice.http.keys import (
     CLIENT_LIMITS,
     CONFIG,
     KEYS,
+    LARGE_BODIES,
     LOGIN_LIMITER,
     NOTIFIER,
     PASSWORDS,
@@ -120,7 +122,9 @@ def create_app(config: Config) -> web.Application:
     app.cleanup_ctx.extend([tasks.task_runner, task_controls.backfills, metrics.publish_counters])
     for each in apps.apps:
         app.cleanup_ctx.extend(each.api_contexts)
-    _add_routes(app.router, routes_of(apps))
+    routes = routes_of(apps)
+    _add_routes(app.router, routes)
+    app[LARGE_BODIES] = declared(routes)
     return app
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp.typedefs import Handler
 
 from sluice.http.bodies import JSON, PROBLEM_JSON
+from sluice.http.body_limits import LargeBody
 from sluice.http.schemas import Problem
 
 Doc = dict[str, Any]
@@ -21,13 +22,16 @@ SCHEMA_REF = "#/components/schemas/{name}"
 class Route:
     """``view`` at ``method`` ``path`` (a GET answers HEAD too, unless the path declares
     a HEAD of its own); ``doc`` is its OpenAPI operation and ``structs`` the types its
-    ``$ref``s name, Structs or dataclasses (``Problem`` is always in the document)."""
+    ``$ref``s name, Structs or dataclasses (``Problem`` is always in the document);
+    ``large_body``: the route takes a body larger than 64 KiB, read only once the
+    caller was admitted (``sluice.http.body_limits``)."""
 
     method: str
     path: str
     view: Handler
     doc: Doc
     structs: tuple[type, ...] = ()
+    large_body: LargeBody | None = None
 
 
 def ref(struct: type) -> Doc:

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from sluice.config import Config
 from sluice.http.admin_token import AdminToken
+from sluice.http.body_limits import LargeBodies
 from sluice.http.client_limit import ClientLimits
 from sluice.http.login_limit import LoginLimiter
 from sluice.passwords import PasswordHasher
@@ -38,6 +39,9 @@ CLIENT_LIMITS = web.AppKey("client_limits", ClientLimits)
 PASSWORDS = web.AppKey("passwords", PasswordHasher)
 # While no admin token is configured or generated, admin routes refuse everyone.
 ADMIN_TOKEN = web.AppKey("admin_token", AdminToken)
+
+# The routes that take bodies larger than MAX_BODY, and their admission (body_limits).
+LARGE_BODIES: web.AppKey[LargeBodies] = web.AppKey("large_bodies")
 
 # Scheduled tasks by name, and the runner of manual runs (admin routes).
 TASKS: web.AppKey[dict[str, Task]] = web.AppKey("tasks")

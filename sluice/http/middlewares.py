@@ -20,9 +20,9 @@ from sluice import logs
 from sluice.errors import DependencyDown, ProblemError, RequestTimeout
 from sluice.events import TRACE, new_trace_id
 from sluice.http.bodies import buffer_body, close_with
-from sluice.http.body_limits import with_body_limit
+from sluice.http.body_limits import large_body
 from sluice.http.degrade import unavailable
-from sluice.http.keys import CONFIG, QUIET, TRACE_ID
+from sluice.http.keys import CONFIG, LARGE_BODIES, QUIET, TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
 from sluice.logs import REQUEST
 from sluice.metrics import REQUEST_TALLY
@@ -52,17 +52,30 @@ def incoming_trace_id(headers: Mapping[str, str]) -> str | None:
 
 
 async def _with_body(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The handler's answer once the body is read, or the 408 for a body that did not
-    arrive in time, sent at once with the connection closed after it."""
-    request = with_body_limit(request)  # a route that takes more than MAX_BODY
+    """The handler's answer once the body is read; else, sent at once with the connection
+    closed after it, the refusal of a route that takes a large body (``body_limits``:
+    its body is not read at all) or the 408 for a body that did not arrive in time."""
+    large = large_body(request, request.app[LARGE_BODIES])
+    if large is not None:
+        try:
+            await large.admit(request)  # credentials and limits before any of the body
+        except ProblemError as exc:
+            return await _answer_and_close(request, exc)
+        request = request.clone(client_max_size=large.limit(request.app[CONFIG]))
     try:
         await buffer_body(request, request.app[CONFIG].body_timeout_seconds)
     except RequestTimeout as exc:
-        response = problem_response(exc.status, exc.detail, title=exc.title)
-        response.headers[TRACE_ID_HEADER] = request[TRACE_ID]
-        await close_with(request, response)
-        return response
+        return await _answer_and_close(request, exc)
     return await handler(request)
+
+
+async def _answer_and_close(request: web.Request, exc: ProblemError) -> web.StreamResponse:
+    response = problem_response(
+        exc.status, exc.detail, title=exc.title, errors=exc.errors, headers=exc.headers
+    )
+    response.headers[TRACE_ID_HEADER] = request[TRACE_ID]
+    await close_with(request, response)
+    return response
 
 
 @web.middleware

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import aiosqlite
 import structlog
@@ -21,6 +21,8 @@ from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
+from sluice.store.sqlite_dialect import DIALECT
+from sluice.store.sqlite_lock import write_lock
 
 log = structlog.get_logger(__name__)
 
@@ -68,35 +70,6 @@ APPEND_ROWS = 500
 # Parameters per statement of ``insert_rows`` (SQLite takes up to 32,766).
 INSERT_PARAMS = 5_000
 _EVENT_ROW = "(?, ?, ?, ?, ?, ?)"
-
-
-class SqliteDialect:
-    """SQL that differs from PostgreSQL's, for the code above the store."""
-
-    name = "sqlite"
-    # Without statistics (no ANALYZE ran) SQLite takes ``type IN (...)`` to be selective,
-    # reads the type index and sorts every remaining event of the type for each chunk:
-    # a replay of 1M events took 7.4 s instead of 3.
-    events_by_seq = "events NOT INDEXED"
-
-    @staticmethod
-    def payload_field(field: str) -> str:
-        """An expression for a top-level text field of ``events.payload`` (JSON)."""
-        # The payload is stored as a BLOB; SQLite's JSON functions take text.
-        return f"json_extract(CAST(payload AS TEXT), '$.{field_name(field)}')"
-
-    @staticmethod
-    def json_array_agg(column: str) -> str:
-        """``[a,b,...]`` as TEXT (a BLOB is concatenated as its bytes)."""
-        return f"'[' || group_concat({field_name(column)}, ',') || ']'"
-
-    @staticmethod
-    def row_lock(mode: Literal["update", "share"], *tables: str, skip_locked: bool = False) -> str:
-        """Nothing: every write transaction holds the database's write lock from BEGIN."""
-        return ""
-
-
-DIALECT = SqliteDialect()
 
 
 class SqliteTx(SqliteCatalog):
@@ -234,14 +207,17 @@ class _HeldReport:
 
 
 class SqliteStore:
-    """Writes go through one connection under a lock; reads use a second one."""
+    """Writes go through one connection under a lock (the process's for this file);
+    reads use a second one."""
 
     dialect = DIALECT
 
-    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+    def __init__(
+        self, writer: aiosqlite.Connection, reader: aiosqlite.Connection, lock: asyncio.Lock
+    ) -> None:
         self._writer = writer
         self._reader = reader
-        self._lock = asyncio.Lock()
+        self._lock = lock
         self._cleanups: set[asyncio.Future[None]] = set()  # rollbacks still running
         self._listeners: list[Callable[[], None]] = []
         self._lazy = False  # the open transaction commits without waiting for the disk
@@ -259,7 +235,7 @@ class SqliteStore:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         writer = await _connect(path)
         reader = await _connect(path)
-        store = cls(writer, reader)
+        store = cls(writer, reader, write_lock(path))
         if migrate:
             await store.migrate(steps)
         return store

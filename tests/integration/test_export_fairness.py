@@ -54,7 +54,7 @@ async def test_a_users_single_export_runs_before_other_users_queued_ones(
                 job, created = await jobs.request_export(
                     store, owner, code, f"trace-{code}", per_user=PER_USER
                 )
-            except jobs.TooManyExports:
+            except jobs.TooManyJobs:
                 assert code == "a4"  # the owner's fourth at once
                 continue
             assert created

@@ -38,6 +38,36 @@ class NoFreeCode(SluiceError):
     """Every code drawn was in use (``CODE_ATTEMPTS`` of them): not expected to happen."""
 
 
+class Room:
+    """The owner's links against ``SLUICE_LINKS_PER_USER`` in one transaction
+    (``room_for_links``); ``made()`` counts each link the transaction creates."""
+
+    def __init__(self, links: int, quota: int) -> None:
+        self.links, self.quota = links, quota
+
+    @property
+    def full(self) -> bool:
+        return self.links >= self.quota
+
+    def refusal(self) -> str:
+        return (
+            f"you have {self.links} links, the most one account may have"
+            f" (SLUICE_LINKS_PER_USER is {self.quota}); links are never deleted"
+        )
+
+    def made(self) -> None:
+        self.links += 1
+
+
+async def room_for_links(tx: Tx, owner_id: str, quota: int) -> Room:
+    """The owner's links counted in ``tx``, against ``quota``. One owner's link creations
+    are decided one at a time until ``tx`` ends (SQLite's writers are anyway), so two
+    at once cannot both take the last place; the count is a range of ``links_owner``."""
+    await tx.serialize(f"links-of:{owner_id}")
+    row = await tx.fetchone("SELECT COUNT(*) FROM links WHERE owner_id = ?", (owner_id,))
+    return Room(int(row[0]) if row else 0, quota)
+
+
 async def _insert(tx: Tx, link: Link, code: str) -> bool:
     created = db_time(link.created_at)
     inserted = await tx.execute(

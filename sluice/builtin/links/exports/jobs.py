@@ -43,11 +43,13 @@ class NoSuchLink(Exception):
     """The link does not exist, or belongs to someone else (the same answer for both)."""
 
 
-class TooManyExports(Exception):
-    """The user has as many exports queued or running as one user may."""
+class TooManyJobs(Exception):
+    """The user has as many jobs of this kind (exports, imports) queued or running as one
+    user may."""
 
-    def __init__(self, active: int, limit: int) -> None:
-        super().__init__(f"{active} exports queued or running, at most {limit}")
+    def __init__(self, kind: str, active: int, limit: int) -> None:
+        super().__init__(f"{active} {kind}s queued or running, at most {limit}")
+        self.kind = kind
         self.active = active
         self.limit = limit
 
@@ -149,7 +151,7 @@ async def request_export(
         if active is not None:
             return job_from_row(active), False
         if per_user is not None:
-            await _check_room(tx, owner_id, per_user)
+            await check_room(tx, EXPORT, owner_id, per_user)
         # Held until commit: no event commits between this read and our append, so the
         # snapshot is exactly the history the user could see.
         await tx.lock_history()
@@ -172,18 +174,29 @@ async def request_export(
     return job, True
 
 
-async def _check_room(tx: Tx, owner_id: str, per_user: int) -> None:
-    # One owner's new exports are decided one at a time (SQLite's writers are anyway), so
-    # two requests at once cannot both take the last place.
-    await tx.serialize(f"exports-of:{owner_id}")
-    row = await tx.fetchone(
-        "SELECT COUNT(*) FROM jobs WHERE kind = ? AND owner_id = ?"
-        " AND status IN ('queued', 'running')",
-        (EXPORT, owner_id),
-    )
-    active = int(row[0]) if row else 0
+_ACTIVE = (
+    "SELECT COUNT(*) FROM jobs WHERE kind = ? AND owner_id = ? AND status IN ('queued', 'running')"
+)
+
+
+async def active_jobs(db: Store | Tx, kind: str, owner_id: str) -> int:
+    """The owner's jobs of ``kind`` queued or running."""
+    row = await db.fetchone(_ACTIVE, (kind, owner_id))
+    return int(row[0]) if row else 0
+
+
+def check_active(kind: str, active: int, per_user: int) -> None:
+    """``TooManyJobs`` when ``active`` jobs of ``kind`` leave no room under ``per_user``."""
     if active >= per_user:
-        raise TooManyExports(active, per_user)
+        raise TooManyJobs(kind, active, per_user)
+
+
+async def check_room(tx: Tx, kind: str, owner_id: str, per_user: int) -> None:
+    """Room for one more job of ``kind``: ``TooManyJobs`` when the owner has ``per_user``
+    queued or running. One owner's new jobs of a kind are decided one at a time (SQLite's
+    writers are anyway), so two requests at once cannot both take the last place."""
+    await tx.serialize(f"{kind}s-of:{owner_id}")
+    check_active(kind, await active_jobs(tx, kind, owner_id), per_user)
 
 
 async def begin_attempt(store: Store, job_id: str, header: bytes) -> Job | None:

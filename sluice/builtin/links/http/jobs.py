@@ -42,8 +42,9 @@ from sluice.streams.cancel import signal_cancel
 
 log = structlog.get_logger(__name__)
 
-# When to ask again once a user's exports fill their places: most finish within seconds.
-EXPORTS_RETRY_AFTER = 5
+# When to ask again once a user's exports or imports fill their places: most finish
+# within seconds.
+JOBS_RETRY_AFTER = 5
 ADMIN_JOBS_MAX = 100
 _STATUSES: tuple[str, ...] = get_args(jobs.Status)
 
@@ -77,15 +78,22 @@ async def request_export(request: web.Request) -> web.Response:
         )
     except jobs.NoSuchLink:
         raise NotFound(f"you have no link {code!r}") from None
-    except jobs.TooManyExports as exc:
-        raise TooManyRequests(
-            f"you have {exc.active} exports queued or running, the most allowed at once is"
-            f" {exc.limit}; ask again when one has finished",
-            EXPORTS_RETRY_AFTER,
-        ) from None
+    except jobs.TooManyJobs as exc:
+        raise too_many_jobs(exc) from None
     status_url = _job_url(request, job.id)
     return json_response(
         ExportStarted(job_id=job.id, status_url=status_url), 202, headers={"Location": status_url}
+    )
+
+
+def too_many_jobs(exc: jobs.TooManyJobs) -> TooManyRequests:
+    """The 429 for a job beyond the owner's cap of its kind (SLUICE_EXPORTS_PER_USER,
+    SLUICE_IMPORTS_PER_USER)."""
+    setting = f"SLUICE_{exc.kind.upper()}S_PER_USER"
+    return TooManyRequests(
+        f"you have {exc.active} {exc.kind}s queued or running, the most allowed at once"
+        f" ({setting}) is {exc.limit}; ask again when one has finished",
+        JOBS_RETRY_AFTER,
     )
 
 

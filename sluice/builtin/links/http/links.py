@@ -20,7 +20,7 @@ from sluice.builtin.links.pool import PoolRefiller
 from sluice.builtin.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
 from sluice.builtin.links.stored import Link, get_link
 from sluice.builtin.links.targeting import InvalidRules, check_rules
-from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
+from sluice.errors import Conflict, DependencyDown, FieldError, Forbidden, NotFound, Unprocessable
 from sluice.events import utcnow
 from sluice.http.apidoc import (
     BAD_BODY,
@@ -155,6 +155,9 @@ async def create_link(request: web.Request) -> web.Response:
     )  # fmt: skip
     try:
         async with request.app[STORE].transaction() as tx:
+            room = await repository.room_for_links(tx, user.id, request.app[CONFIG].links_per_user)
+            if room.full:
+                raise Forbidden(room.refusal())
             link, pool_empty = await repository.create_link(tx, draft, alias=alias)
             await tx.append(repository.link_event(LinkCreated, link, request[TRACE_ID]))
     except repository.AliasTaken:
@@ -277,7 +280,8 @@ ROUTES = (
             "follows the rules of `url`). `password`: 8 to 128 characters; `GET /{code}` "
             "then answers a form and only `POST /{code}` with the password redirects (and "
             "records the visit). It is kept as a scrypt hash and never answered: links "
-            "show `has_password`. Unknown fields are refused (400)."
+            "show `has_password`. Unknown fields are refused (400). A user has at most "
+            "SLUICE_LINKS_PER_USER links (default 100000), however made; beyond it, 403."
         ),
         "security": USER,
         "requestBody": request_body(LinkBody),
@@ -285,6 +289,8 @@ ROUTES = (
             "201": ok(LinkOut, "the new link"),
             **BAD_BODY,
             "401": UNAUTHORIZED,
+            "403": problem("you have SLUICE_LINKS_PER_USER links already (links are never"
+                           " deleted: waiting does not help)"),
             "409": problem("the alias is taken"),
             "422": problem("invalid or missing url, invalid or reserved alias, "
                            "expiry not in the future, or an invalid max_visits, "

@@ -23,7 +23,7 @@ import msgspec
 
 from sluice.builtin.links.events import ImportRequested
 from sluice.builtin.links.exports import chunks
-from sluice.builtin.links.exports.jobs import Job, get_job, job_from_row
+from sluice.builtin.links.exports.jobs import Job, check_room, get_job, job_from_row
 from sluice.events import utcnow, uuid7
 from sluice.store.base import Store, Tx
 from sluice.store.users import db_time
@@ -59,11 +59,19 @@ class Counts(msgspec.Struct, frozen=True):
 
 
 async def request_import(
-    store: Store, owner_id: str, data: bytes, fmt: str, rows: int, trace_id: str
+    store: Store,
+    owner_id: str,
+    data: bytes,
+    fmt: str,
+    rows: int,
+    trace_id: str,
+    *,
+    per_user: int | None = None,
 ) -> tuple[Job, bool]:
     """The job importing ``data`` (``rows`` data rows of format ``fmt``), and whether it
     is new: while an import of the same bytes by the same user is queued or running,
-    that job, with nothing written."""
+    that job, with nothing written. ``TooManyJobs`` (nothing written) when the owner
+    has ``per_user`` other imports queued or running (None: no limit)."""
     digest = hashlib.sha256(data).hexdigest()
     async with store.transaction() as tx:
         # One owner's requests one at a time: two uploads of one file find one job.
@@ -75,6 +83,8 @@ async def request_import(
         )
         if active is not None:
             return job_from_row(active), False
+        if per_user is not None:
+            await check_room(tx, IMPORT, owner_id, per_user)
         job_id, now = uuid7(), db_time(utcnow())
         await tx.execute(
             "INSERT INTO jobs (id, kind, owner_id, code, status, progress, created_at,"

@@ -11,6 +11,10 @@ else by the caller and the URL: every link an import creates is recorded in
 code whose URL the caller imported before is ``existing`` too (also within one file).
 A link made with ``POST /v1/links`` is not in that record: an import does not look
 for it.
+
+**Every link counts against the owner's ``SLUICE_LINKS_PER_USER``**, as one made with
+``POST /v1/links`` does: a new row beyond it is ``invalid``, with the reason (rows
+that are ``existing`` make nothing and still pass).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import msgspec
 from sluice.builtin.links import repository
 from sluice.builtin.links.events import LinkCreated
 from sluice.builtin.links.imports.formats import Draft
+from sluice.builtin.links.repository import Room
 from sluice.builtin.links.rules import (
     TITLE_MAX,
     Invalid,
@@ -115,8 +120,9 @@ def url_key(url: str) -> str:
     return hashlib.sha256(url.encode()).hexdigest()
 
 
-async def apply(tx: Tx, draft: Draft, ctx: RowContext) -> RowOutcome:
-    """The row's outcome, with its link created (and its event appended) if it is new."""
+async def apply(tx: Tx, draft: Draft, ctx: RowContext, room: Room) -> RowOutcome:
+    """The row's outcome, with its link created (and its event appended) if it is new
+    and ``room`` has a place for it (invalid otherwise: the owner's quota is used up)."""
     try:
         checked = _checked(draft, ctx)
     except _Refused as exc:
@@ -137,6 +143,8 @@ async def apply(tx: Tx, draft: Draft, ctx: RowContext) -> RowOutcome:
         )
         if known is not None:
             return _done(ctx, draft, "existing", str(known[0]), url, note)
+    if room.full:
+        return _invalid(draft, url, room.refusal())
     draft_link = Link(
         code="", owner_id=ctx.owner_id, url=url, expires_at=checked.expires_at, disabled=False,
         created_at=ctx.now, tags=checked.tags, title=checked.title,
@@ -145,6 +153,7 @@ async def apply(tx: Tx, draft: Draft, ctx: RowContext) -> RowOutcome:
         link, _ = await repository.create_link(tx, draft_link, alias=code)
     except repository.AliasTaken:  # nothing was written: the transaction goes on
         return _invalid(draft, url, f"alias: {code!r} is taken")
+    room.made()
     await tx.execute(
         "INSERT INTO import_keys (owner_id, url_key, code, created_at) VALUES (?, ?, ?, ?)"
         " ON CONFLICT (owner_id, url_key) DO NOTHING",

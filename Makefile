@@ -39,10 +39,14 @@ $(BIN)/python:
 # dependencies, so nothing but the lock's pins is installed. `pip check` then finds a
 # dependency that pyproject.toml names and the lock lacks (or pins out of its range):
 # a lock not remade after an edit. It warns instead of failing, so that `make lock`,
-# which needs this venv's uv, still runs.
-$(STAMP): $(LOCK) pyproject.toml | $(BIN)/python
+# which needs this venv's uv, still runs. The editable install is setuptools' `compat`
+# mode, a plain path in a .pth file: the default mode's import hook is code that mypy and
+# other static checkers do not run, so an app's package outside this checkout could not
+# find `sluice.app` (tests/integration/test_static_checkers.py). A change of this file
+# installs again, so a venv made before it gets the mode too.
+$(STAMP): $(LOCK) pyproject.toml Makefile | $(BIN)/python
 	$(PIP) install --quiet --require-hashes --no-deps -r $(LOCK)
-	$(PIP) install --quiet --no-deps -e .
+	$(PIP) install --quiet --no-deps -e . --config-settings editable_mode=compat
 	@$(PIP) check >/dev/null 2>&1 || { $(PIP) check; \
 		echo "WARNING: $(LOCK) does not match pyproject.toml: run 'make lock'" >&2; }
 	@touch $@

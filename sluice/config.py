@@ -18,6 +18,9 @@ from sluice.errors import ConfigError
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """The deployment's settings, read once from the ``SLUICE_*`` environment variables
+    (each field is the variable's name without the prefix, in lower case)."""
+
     redis_url: str | None = None
     # host:port[,host:port...]: seed nodes of a Redis Cluster, used instead of redis_url.
     redis_cluster_nodes: str = ""
@@ -165,14 +168,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def sqlite_path(self) -> Path:
+        """The SQLite file of ``database_url`` (on the SQLite store)."""
         return urls.sqlite_path(self.database_url)
 
     @property
     def postgres(self) -> bool:
+        """Whether the store is PostgreSQL."""
         return urls.is_postgres(self.database_url)
 
     @property
     def cluster(self) -> bool:
+        """Whether Redis is a Redis Cluster (``SLUICE_REDIS_CLUSTER_NODES`` is set)."""
         return bool(self.redis_cluster_nodes)
 
     @property
@@ -184,10 +190,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def cluster_seeds(self) -> list[tuple[str, int]]:
+        """The cluster's seed nodes as ``(host, port)`` pairs."""
         return cluster_nodes(self.redis_cluster_nodes)
 
     @property
     def zone(self) -> ZoneInfo:
+        """``SLUICE_TIMEZONE`` as a time zone."""
         return ZoneInfo(self.timezone)
 
     def handler_timeout(self, group: str) -> float:

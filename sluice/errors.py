@@ -15,6 +15,9 @@ class ConfigError(SluiceError):
 
 @dataclass(frozen=True)
 class FieldError:
+    """One field of a request body and what is wrong with it: an entry of a 400's or a
+    422's ``errors``."""
+
     field: str
     message: str
 
@@ -43,6 +46,8 @@ class BadRequest(ProblemError):
 
 
 class Unauthorized(ProblemError):
+    """401: no credentials, or wrong ones; ``detail`` says which."""
+
     status = 401
     title = "Unauthorized"
 
@@ -51,16 +56,24 @@ class Unauthorized(ProblemError):
 
 
 class Forbidden(ProblemError):
+    """403: the caller is known but may not do this."""
+
     status = 403
     title = "Forbidden"
 
 
 class NotFound(ProblemError):
+    """404: no such resource, or one the caller may not see (answer both alike, so an
+    id of someone else's does not show that it exists)."""
+
     status = 404
     title = "Not Found"
 
 
 class Conflict(ProblemError):
+    """409: the request clashes with the resource's current state (a name taken, a
+    version moved on, a run already in progress)."""
+
     status = 409
     title = "Conflict"
 
@@ -91,6 +104,9 @@ class RangeNotSatisfiable(ProblemError):
 
 
 class Unprocessable(ProblemError):
+    """422: well-formed but invalid; ``FieldError``s name each field and what is wrong
+    with it (the answer's ``errors``)."""
+
     status = 422
     title = "Unprocessable Content"
 

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+# An event as a plain dict, as an upcaster receives and returns it.
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]
 

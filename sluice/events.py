@@ -58,6 +58,7 @@ TRACE: ContextVar[str] = ContextVar("sluice_trace", default="")
 
 
 def utcnow() -> datetime:
+    """Now, in UTC (an aware datetime): what events' ``occurred_at`` hold."""
     return datetime.now(UTC)
 
 

@@ -20,6 +20,9 @@ from sluice.streams.keys import Keys
 
 @dataclass(frozen=True)
 class Resources:
+    """What one process shares between its parts: the configuration, the store, the
+    Redis client and the deployment's Redis key names (``keys``)."""
+
     config: Config
     store: Store
     redis: aioredis.Redis

@@ -26,18 +26,22 @@ class HandlerContext:
 
     @property
     def store(self) -> Store:
+        """The process's store (what a task reaches as ``ctx.resources.store``)."""
         return self.resources.store
 
     @property
     def redis(self) -> Redis:
+        """The process's Redis client (a cluster client on a Redis Cluster)."""
         return self.resources.redis
 
     @property
     def config(self) -> Config:
+        """The deployment's configuration."""
         return self.resources.config
 
     @property
     def log(self) -> FilteringBoundLogger:
+        """A logger bound to the group, the attempt and the event's trace id."""
         logger: FilteringBoundLogger = structlog.get_logger("sluice.app")
         return logger.bind(group=self.group, attempt=self.attempt, trace_id=self.trace_id)
 

@@ -98,6 +98,7 @@ class Group:
 
     @property
     def event_types(self) -> tuple[type[Event], ...]:
+        """The event types the group has a handler for (``on`` and ``once``)."""
         return (*self.handlers, *self.once_handlers)
 
 
@@ -145,4 +146,6 @@ class Projection:
 
     @property
     def processed_table(self) -> str:
+        """The table where the projection records each event it applied (its dedupe
+        record, written in the same transaction as the projection's rows)."""
         return f"{self.name.replace('-', '_')}_processed"

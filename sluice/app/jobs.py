@@ -87,6 +87,7 @@ class Job(Generic[P]):
         return removed > 0
 
     def decode(self, event: JobDue) -> P:
+        """The payload the job was scheduled with, decoded as the job's payload type."""
         return msgspec.json.decode(event.payload, type=self.payload)
 
 

@@ -135,6 +135,7 @@ class Child:
 
     @property
     def pid(self) -> int:
+        """The process id of the running child."""
         assert self.process is not None
         return self.process.pid
 

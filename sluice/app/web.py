@@ -36,6 +36,7 @@ def redis(request: web.Request) -> Redis:
 
 
 def config(request: web.Request) -> Config:
+    """The deployment's configuration, as this API process read it at start."""
     return request.app[CONFIG]
 
 

@@ -35,14 +35,20 @@ class Route:
 
 
 def ref(struct: type) -> Doc:
+    """A ``$ref`` to the schema of the msgspec struct ``struct``, for a schema nested in
+    another (an array's items, a property)."""
     return {"$ref": SCHEMA_REF.format(name=struct.__name__)}
 
 
 def ok(struct: type, description: str) -> Doc:
+    """An OpenAPI response answered as JSON of the msgspec struct ``struct``:
+    ``{"200": ok(Order, "the order")}`` in a route's ``responses``."""
     return {"description": description, "content": {JSON: {"schema": ref(struct)}}}
 
 
 def problem(description: str) -> Doc:
+    """An OpenAPI response answered as problem+json, described by ``description``:
+    ``{"404": problem("no such order")}`` in a route's ``responses``."""
     return {"description": description, "content": {PROBLEM_JSON: {"schema": ref(Problem)}}}
 
 
@@ -58,6 +64,8 @@ def too_many(description: str) -> Doc:
 
 
 def request_body(struct: type) -> Doc:
+    """An OpenAPI request body: JSON of the msgspec struct ``struct`` (its schema is
+    added to the document's components)."""
     return {"required": True, "content": {JSON: {"schema": ref(struct)}}}
 
 
@@ -75,14 +83,20 @@ def token_query(description: str) -> Doc:
             "schema": {"type": "string"}}  # fmt: skip
 
 
+# A route's ``security``: a user's bearer token.
 USER: list[Doc] = [{"user": []}]
+# A route's ``security``: the admin token.
 ADMIN: list[Doc] = [{"admin": []}]
+# The answers every route that reads a JSON body may give (400, 413, 415), to merge
+# into its ``responses``: ``{**BAD_BODY, "201": ok(...)}``.
 BAD_BODY = {
     "400": problem("malformed JSON, or a field of the wrong type"),
     "413": problem("the body is larger than 64 KiB"),
     "415": problem("the body is not application/json"),
 }
+# The 401 of a route that needs a token, for its ``responses``.
 UNAUTHORIZED = problem("missing, unknown or expired bearer token")
+# The 403 of an admin route called with a user's token, for its ``responses``.
 FORBIDDEN = problem("a user token where the admin token is required")
 # The code of one of the caller's links, in the paths of links, link_stats and jobs (exports).
 CODE = {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}}

@@ -45,6 +45,8 @@ async def optional_user(request: web.Request) -> User | None:
 
 
 async def require_user(request: web.Request) -> User:
+    """The user whose bearer token the request carries; ``Unauthorized`` (401) without
+    one, or with an unknown or expired one."""
     user = await optional_user(request)
     if user is None:
         raise Unauthorized("a bearer token is required")

@@ -28,6 +28,7 @@ _encoder = msgspec.json.Encoder()
 def json_response(
     obj: Any, status: int = 200, *, content_type: str = JSON, headers: dict[str, str] | None = None
 ) -> web.Response:
+    """``obj`` (a msgspec struct, or anything msgspec encodes) as a JSON answer."""
     return web.Response(
         body=_encoder.encode(obj), status=status, content_type=content_type, headers=headers
     )

@@ -27,6 +27,10 @@ class TaskContext:
     ``cursor`` is where a batch task starts: None for a fresh run, else the last
     checkpoint of the previous run, which failed or died midway. A batch task
     calls ``checkpoint`` after each batch it has committed.
+
+    The task reaches the process's parts through ``resources``: the database as
+    ``ctx.resources.store`` (a handler's context has it as ``ctx.store``), Redis as
+    ``ctx.resources.redis``, the settings as ``ctx.resources.config``.
     """
 
     resources: Resources
@@ -37,6 +41,7 @@ class TaskContext:
 
     @property
     def log(self) -> FilteringBoundLogger:
+        """A logger bound to the task's name and the run's id."""
         logger: FilteringBoundLogger = structlog.get_logger("sluice.task")
         return logger.bind(task=self.run.task, run_id=self.run.id)
 

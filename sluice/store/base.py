@@ -88,16 +88,20 @@ class Tx(Protocol):
     """
 
     @property
-    def dialect(self) -> Dialect: ...
+    def dialect(self) -> Dialect:
+        """What differs between the backends' SQL (placeholders, locking clauses)."""
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
 
-    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement once per row of ``rows``."""
 
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row the query returns, or None; read inside this transaction."""
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Every row the query returns; read inside this transaction."""
 
     async def append(self, *events: Event) -> None:
         """Add events to the history; they commit with the rest of the transaction."""
@@ -146,23 +150,33 @@ class Tx(Protocol):
 
 
 class Store(Protocol):
+    """The database (SQLite or PostgreSQL): its state and the event history. SQL is
+    written in SQLite's words with ``?`` placeholders; the PostgreSQL store translates."""
+
     @property
-    def dialect(self) -> Dialect: ...
+    def dialect(self) -> Dialect:
+        """What differs between the backends' SQL (placeholders, locking clauses)."""
 
-    def transaction(self) -> AbstractAsyncContextManager[Tx]: ...
+    def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        """A unit of work, ``async with store.transaction() as tx``: it commits when the
+        block ends, and rolls back (nothing written, no event appended) if it raises."""
 
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row the query returns, or None, outside any transaction."""
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Every row the query returns, outside any transaction."""
 
     async def events_after(
         self, seq: int, limit: int, *, types: Sequence[str] = ()
     ) -> list[StoredEvent]:
         """Committed events with a sequence above ``seq``, in order."""
 
-    async def max_seq(self) -> int: ...
+    async def max_seq(self) -> int:
+        """The sequence of the newest committed event (0 for an empty history)."""
 
-    async def position(self, name: str) -> int: ...
+    async def position(self, name: str) -> int:
+        """A stored position (0 when never set): the sequence a reader reached."""
 
     async def insert_rows(
         self,
@@ -188,6 +202,8 @@ class Store(Protocol):
         """Bring the planner's statistics of ``tables`` up to date where they are stale
         (before a long scan, after a bulk load), so it picks the indexes."""
 
-    async def ping(self) -> None: ...
+    async def ping(self) -> None:
+        """Raise when the database does not answer."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the connections (the process's assembly does; an app never needs to)."""

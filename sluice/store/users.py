@@ -11,6 +11,8 @@ from sluice.store.base import Store, Tx
 
 
 class User(msgspec.Struct, frozen=True, kw_only=True):
+    """A registered user, as ``require_user`` and ``optional_user`` return the caller."""
+
     id: str
     email: str
     name: str | None

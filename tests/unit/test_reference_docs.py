@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import types
 from collections.abc import Callable
 from typing import ClassVar
 
 import pytest
 
+import sluice.app
+import sluice.app.testing
 from sluice.config import Config
 from sluice.events import Event
 from sluice.metrics import Described
 from tools.reference import generate, stale
+from tools.reference.app_api import Module
 from tools.reference.cli import commands
 from tools.reference.sources import Sources, current
 from tools.reference.undocumented import Undocumented
@@ -63,6 +67,28 @@ def _with_route(sources: Sources) -> Sources:
     return dataclasses.replace(sources, document=document)
 
 
+async def archive_order(order_id: str) -> None:
+    """Put an order away for good."""
+
+
+async def forget_order(order_id: str) -> None:
+    pass
+
+
+def _with_public(name: str, obj: object) -> Callable[[Sources], Sources]:
+    """``sources`` with ``name`` added to ``sluice.app``'s ``__all__``."""
+
+    def alter(sources: Sources) -> Sources:
+        public = types.ModuleType("sluice.app")
+        public.__dict__.update(vars(sluice.app))
+        setattr(public, name, obj)
+        public.__all__ = [*sluice.app.__all__, name]
+        return dataclasses.replace(sources, public=[Module("sluice.app", public),
+                                                    *sources.public[1:]])  # fmt: skip
+
+    return alter
+
+
 # Each change the code may make, and what the stale page must name.
 CHANGES: dict[str, tuple[Callable[[Sources], Sources], str, str]] = {
     "setting": (
@@ -88,6 +114,7 @@ CHANGES: dict[str, tuple[Callable[[Sources], Sources], str, str]] = {
         "sluice_widgets_total",
     ),
     "route": (_with_route, "http-api.md", "POST /v1/links/{code}/archive"),
+    "app API name": (_with_public("archive_order", archive_order), "app-api.md", "archive_order"),
 }
 
 
@@ -145,6 +172,10 @@ REFUSED: dict[str, tuple[Callable[[Sources], Sources], str]] = {
         lambda s: dataclasses.replace(s, events=s.events | UndescribedEvent),
         "UndescribedEvent has no docstring",
     ),
+    "app API name without a docstring": (
+        _with_public("forget_order", forget_order),
+        "function forget_order has no docstring",
+    ),
     "metric made past the catalogue": (
         lambda s: dataclasses.replace(s, registered=[*s.registered, "sluice_rogue"]),
         "sluice_rogue is registered with prometheus-client but not declared in sluice.metrics",
@@ -173,3 +204,14 @@ def test_every_setting_is_on_the_configuration_page(sources: Sources) -> None:
     for name in Config.__struct_fields__:
         if not isinstance(getattr(defaults, name), dict):  # those are SLUICE_<NAME>_... ones
             assert f"### `SLUICE_{name.upper()}`" in page
+
+
+def test_every_name_an_app_may_import_is_on_the_app_api_page(sources: Sources) -> None:
+    page = generate(sources)["app-api.md"]
+    for module in (sluice.app, sluice.app.testing):
+        for name in module.__all__:
+            assert f"\n### `{name}`\n" in page, name
+    # The plugin's fixtures, which no __all__ lists, and the methods of what views and
+    # handlers are handed.
+    for heading in ("sluice_config` (fixture)", "Store.transaction", "Tx.append", "Tx.execute"):
+        assert f"`{heading}" in page, heading

@@ -3,9 +3,10 @@
 Each page comes from one thing the code already has and uses: configuration.md from the
 config struct and .env.example, cli.md from the argument parser, events.md from the event
 union, metrics.md from the metrics catalogue, http-api.md from the OpenAPI document the
-API serves. A page is never edited by hand: tests/unit/test_reference_docs.py generates
-them again and fails when the committed ones differ, and generation itself stops when
-the code has something its description lacks (``Undocumented``).
+API serves, app-api.md from the public modules an app imports. A page is never edited
+by hand: tests/unit/test_reference_docs.py generates them again and fails when the
+committed ones differ, and generation itself stops when the code has something its
+description lacks (``Undocumented``).
 
 Kept out of the ``sluice`` package (contributors run it; an installation never does) and
 out of docs/ (MkDocs would publish it).
@@ -16,7 +17,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from tools.reference import cli, configuration, events, http_api, metrics
+from tools.reference import app_api, cli, configuration, events, http_api, metrics
 from tools.reference.sources import ROOT, Sources, current
 
 DOCS = ROOT / "docs" / "reference"
@@ -33,6 +34,7 @@ def generate(sources: Sources | None = None) -> dict[str, str]:
         events.PAGE: events.render(s.events, s.stream_of),
         metrics.PAGE: metrics.render(s.metrics, s.registered),
         http_api.PAGE: http_api.render(s.document),
+        app_api.PAGE: app_api.render(s.public),
     }
 
 

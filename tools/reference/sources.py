@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 
+from tools.reference.app_api import Module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,6 +32,7 @@ class Sources:
     metrics: Sequence[Any]  # sluice.metrics.Described
     registered: Iterable[str]  # prometheus-client's family names
     document: Mapping[str, Any]  # the OpenAPI document
+    public: Sequence[Any]  # tools.reference.app_api.Module: sluice.app, sluice.app.testing
 
 
 def _read_by_a_module(package: Path) -> Callable[[str], bool]:
@@ -42,6 +45,8 @@ def current() -> Sources:
     from prometheus_client import REGISTRY
 
     import sluice
+    import sluice.app
+    import sluice.app.testing
     import sluice.http  # imports every module that declares a metric (what /metrics shows)
     from sluice.app.loading import default_apps
     from sluice.cli.main import build_parser
@@ -62,4 +67,5 @@ def current() -> Sources:
         metrics=declared(),
         registered=[metric.name for metric in REGISTRY.collect()],
         document=build_document(defaults.base_url),
+        public=[Module("sluice.app", sluice.app), Module("sluice.app.testing", sluice.app.testing)],
     )

@@ -86,6 +86,7 @@ async def _password_hashing(app: web.Application) -> AsyncIterator[None]:
         config.password_hash_concurrency,
         queue=config.password_hash_queue,
         wait=config.password_hash_wait_seconds,
+        per_claimant=config.password_hash_per_claimant,
     )
     try:
         yield

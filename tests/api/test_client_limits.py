@@ -23,6 +23,7 @@ from tests.link_helpers import add_user, bearer
 
 PASSWORD = "correct horse battery"
 ADMIN_TOKEN = "limits-admin-token-0123456789abcdef"
+CLAIMANT = "address 192.0.2.1"  # whose share of the hasher a direct hash takes
 PROXY = "127.0.0.1/32"  # the test client's address: X-Forwarded-For then names the client
 
 
@@ -259,13 +260,15 @@ async def test_a_hash_whose_request_is_gone_keeps_its_slot_until_it_ends(
     release = threading.Event()
     monkeypatch.setattr(passwords, "verify_password", lambda *_: release.wait(10))
     try:
-        checking = asyncio.create_task(hasher.verify("password", passwords.DUMMY_HASH))
+        checking = asyncio.create_task(
+            hasher.verify("password", passwords.DUMMY_HASH, claimant=CLAIMANT)
+        )
         await until(lambda: hasher.busy == 1)
         checking.cancel()  # the client went away; the thread cannot be stopped
         await asyncio.sleep(0.05)
         assert hasher.busy == 1  # so no second hash runs beside it
         with pytest.raises(Overloaded):
-            await hasher.verify("password", passwords.DUMMY_HASH)
+            await hasher.verify("password", passwords.DUMMY_HASH, claimant=CLAIMANT)
         release.set()
         await until(lambda: hasher.busy == 0)
     finally:

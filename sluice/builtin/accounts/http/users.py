@@ -27,7 +27,7 @@ from sluice.http.auth import bearer_token, require_user
 from sluice.http.bodies import json_response, read_json
 from sluice.http.client_limit import LOGIN, REGISTER
 from sluice.http.keys import CLIENT_LIMITS, CONFIG, LOGIN_LIMITER, PASSWORDS, STORE, TRACE_ID
-from sluice.passwords import DUMMY_HASH
+from sluice.passwords import DUMMY_HASH, by_address
 from sluice.store.users import (
     EmailTaken,
     User,
@@ -81,9 +81,10 @@ def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
 async def register(request: web.Request) -> web.Response:
     """Create a user; the welcome mail follows through the ``mail`` group, never awaited here."""
     email, password, name = _registration(await read_json(request, RegisterBody))
-    request.app[PASSWORDS].admit()  # a burst beyond the queue is refused before it costs
-    await request.app[CLIENT_LIMITS].take(REGISTER, request)
-    password_hash = await request.app[PASSWORDS].hash(password)
+    # The client's place in the hasher first: a burst beyond it is refused before it costs.
+    with request.app[PASSWORDS].admit(_claimant(request)) as claim:
+        await request.app[CLIENT_LIMITS].take(REGISTER, request)
+        password_hash = await claim.hash(password)
     user = User(id=uuid7(), email=email, name=name, created_at=utcnow())
     event = UserRegistered(user_id=user.id, email=email, name=name, trace_id=request[TRACE_ID])
     try:
@@ -95,6 +96,12 @@ async def register(request: web.Request) -> web.Response:
     return json_response(_out(user), 201)
 
 
+def _claimant(request: web.Request) -> str:
+    """Whose share of the password hasher a login or a sign-up takes: its client address's
+    (no account asks for it)."""
+    return by_address(request.app[CLIENT_LIMITS].address(request))
+
+
 async def create_token(request: web.Request) -> web.Response:
     """Log in. Unknown email and wrong password get the same answer, in the same time."""
     body = await read_json(request, TokenBody)
@@ -103,19 +110,18 @@ async def create_token(request: web.Request) -> web.Response:
             FieldError(f, "is required") for f in ("email", "password") if not getattr(body, f)
         ]
         raise Unprocessable("email and password are required", missing)
-    request.app[PASSWORDS].admit()
-    # Per address first: it spares the per-email sets (and a hash) a client's flood.
-    await request.app[CLIENT_LIMITS].take(LOGIN, request)
-    limiter = request.app[LOGIN_LIMITER]
-    attempt = await limiter.attempt(body.email)  # counted as in progress from now
-    try:
-        found = await credentials(request.app[STORE], body.email)
-        stored_hash = found[1] if found else DUMMY_HASH
-        password = body.password[: PASSWORD_MAX * 4]
-        valid = await request.app[PASSWORDS].verify(password, stored_hash)
-    except BaseException:  # no answer on the password (503, the client gone): not a failure
-        await asyncio.shield(limiter.abandon(body.email, attempt))
-        raise
+    with request.app[PASSWORDS].admit(_claimant(request)) as claim:
+        # Per address first: it spares the per-email sets (and a hash) a client's flood.
+        await request.app[CLIENT_LIMITS].take(LOGIN, request)
+        limiter = request.app[LOGIN_LIMITER]
+        attempt = await limiter.attempt(body.email)  # counted as in progress from now
+        try:
+            found = await credentials(request.app[STORE], body.email)
+            stored_hash = found[1] if found else DUMMY_HASH
+            valid = await claim.verify(body.password[: PASSWORD_MAX * 4], stored_hash)
+        except BaseException:  # no answer on the password (503, the client gone): not a failure
+            await asyncio.shield(limiter.abandon(body.email, attempt))
+            raise
     if found is None or not valid:
         await limiter.failed(body.email, attempt)
         raise Unauthorized("invalid email or password")
@@ -159,7 +165,8 @@ ROUTES = (
             "422": problem("missing or invalid email, password not 8 to 128 characters"),
             "429": too_many(
                 "this client address's registrations are used up"
-                " (SLUICE_REGISTRATIONS_PER_CLIENT per window)"
+                " (SLUICE_REGISTRATIONS_PER_CLIENT per window), or it has"
+                " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
             ),
             "503": _HASHING_UNAVAILABLE,
         },
@@ -175,7 +182,8 @@ ROUTES = (
             "422": problem("email or password missing"),
             "429": too_many(
                 "5 failed logins for this email within 15 minutes, or this client address's"
-                " logins used up (SLUICE_LOGINS_PER_CLIENT per window)"
+                " logins used up (SLUICE_LOGINS_PER_CLIENT per window), or it has"
+                " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
             ),
             "503": _HASHING_UNAVAILABLE,
         },

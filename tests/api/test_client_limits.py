@@ -193,7 +193,8 @@ async def test_a_user_s_valid_token_passes_where_the_address_ran_out_of_admin_fa
 async def test_a_right_password_from_an_address_out_of_logins_waits_like_any_other(
     aiohttp_client: AiohttpClient, make_config: Callable[..., Config], hashes: list[str]
 ) -> None:
-    """Decided (SPEC 15): the per-address login limit holds for a right password too. A
+    """Decided (docs/guides/security.md, "Who a used-up address still lets in"): the
+    per-address login limit holds for a right password too. A
     password is not told right from wrong without the hash the limit spares, and a limit
     that let right passwords through while refusing wrong ones would answer every guess
     (429 wrong, 201 right) without stopping any. The remedy for clients that share an

@@ -132,6 +132,7 @@ async def bound(client: Client) -> float:
     return max(LOGIN_MAX, SLOWER_MAX * max(seconds for _, seconds in quiet))
 
 
+@pytest.mark.topologies("single", "cluster")
 async def test_a_hundred_wrong_unlocks_by_one_account_never_slow_others_logins(
     client: Client,
 ) -> None:

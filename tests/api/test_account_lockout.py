@@ -15,9 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from sluice.config import Config
+from sluice.embedded.redis_server import free_port
+from sluice.errors import TooManyRequests
+from sluice.http.account_logins import AccountLogins
 from sluice.http.login_limit import MAX_FAILURES
+from sluice.streams.keys import Keys
 from tests.api.conftest import Client, problem
 from tests.link_helpers import bearer
 
@@ -170,3 +177,30 @@ async def test_tokens_are_listed_without_secrets_and_revoked_one_by_one(
     left = (await (await client.get("/v1/tokens", headers=bearer(owner))).json())["items"]
     assert [item["current"] for item in left] == [True]
     await problem(await client.delete(f"/v1/tokens/{other}", headers=bearer(owner)), 404)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_with_redis_down_each_process_keeps_both_windows_and_the_known_clients() -> None:
+    gone = aioredis.Redis(port=free_port(), retry=Retry(NoBackoff(), retries=0))
+    logins = AccountLogins(gone, Keys("test"), clock := Clock())
+    try:
+        await logins.succeeded(await logins.attempt(OWNER, "192.0.2.10"))  # home
+        for n in range(EMAIL_MAX_FAILURES // MAX_FAILURES):
+            for _ in range(MAX_FAILURES):
+                await logins.failed(await logins.attempt(OWNER, f"198.51.100.{n}"))
+        with pytest.raises(TooManyRequests, match="from this address"):
+            await logins.attempt(OWNER, "198.51.100.0")
+        with pytest.raises(TooManyRequests, match="slowed down"):
+            await logins.attempt(OWNER, "203.0.113.99")
+        await logins.abandon(await logins.attempt(OWNER, "192.0.2.10"))  # home passes
+        clock.now += EMAIL_WINDOW_SECONDS
+        await logins.abandon(await logins.attempt(OWNER, "203.0.113.99"))  # the hour moved
+    finally:
+        await gone.aclose()

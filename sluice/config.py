@@ -150,6 +150,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # waits) and each at most this many seconds; beyond either, 503 with Retry-After.
     password_hash_queue: int = 64
     password_hash_wait_seconds: float = 2.0
+    # Password hashes one claimant (an account; a client address for logins, sign-ups
+    # and unlocking password links) may have running or waiting at once (0: no cap);
+    # beyond it, 429 with Retry-After for that claimant only.
+    password_hash_per_claimant: int = 2
     # Per client address, shared by every replica: comma-separated CIDRs whose forwarded
     # headers are believed, and how many logins, registrations and failed admin
     # authentications one address gets per window.
@@ -327,7 +331,7 @@ def _validate(config: Config) -> None:
     _validate_history(config)
     _validate_redis(config)
     zero = {"mail_user_hourly": "no limit", "mail_user_daily": "no limit",
-            "password_hash_queue": "no queue"}  # fmt: skip
+            "password_hash_queue": "no queue", "password_hash_per_claimant": "no cap"}  # fmt: skip
     for name, meaning in zero.items():
         if getattr(config, name) < 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be 0 ({meaning}) or more")

@@ -12,6 +12,7 @@ from aiohttp import hdrs, web
 
 from sluice.config import Config
 from sluice.http import aiohttp_compat, fast_redirect, metrics, task_controls, tasks
+from sluice.http.account_logins import AccountLogins
 from sluice.http.admin_token import AdminToken
 from sluice.http.apidoc import Route
 from sluice.http.body_limits import declared
@@ -31,7 +32,6 @@ from sluice.http.keys import (
     STORE,
     VISITOR_KEY,
 )
-from sluice.http.login_limit import LoginLimiter
 from sluice.http.middlewares import request_context
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import load_visitor_key
@@ -61,7 +61,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
 
 async def _redis(app: web.Application) -> AsyncIterator[None]:
     app[REDIS] = redis_client(app[CONFIG], retry=False)
-    app[LOGIN_LIMITER] = LoginLimiter(app[REDIS], app[KEYS])
+    app[LOGIN_LIMITER] = AccountLogins(app[REDIS], app[KEYS])
     app[CLIENT_LIMITS] = ClientLimits(app[REDIS], app[KEYS], app[CONFIG])
     try:
         yield
@@ -88,6 +88,7 @@ async def _password_hashing(app: web.Application) -> AsyncIterator[None]:
         config.password_hash_concurrency,
         queue=config.password_hash_queue,
         wait=config.password_hash_wait_seconds,
+        per_claimant=config.password_hash_per_claimant,
     )
     try:
         yield

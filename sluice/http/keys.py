@@ -10,10 +10,10 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from sluice.config import Config
+from sluice.http.account_logins import AccountLogins
 from sluice.http.admin_token import AdminToken
 from sluice.http.body_limits import LargeBodies
 from sluice.http.client_limit import ClientLimits
-from sluice.http.login_limit import LoginLimiter
 from sluice.passwords import PasswordHasher
 from sluice.scheduler.runner import Runner
 from sluice.scheduler.tasks import Task
@@ -32,7 +32,7 @@ STORE: web.AppKey[Store] = web.AppKey("store")
 REDIS = web.AppKey("redis", aioredis.Redis)
 NOTIFIER = web.AppKey("notifier", CommitNotifier)
 VISITOR_KEY = web.AppKey("visitor_key", bytes)
-LOGIN_LIMITER = web.AppKey("login_limiter", LoginLimiter)
+LOGIN_LIMITER = web.AppKey("login_limiter", AccountLogins)
 # Per client address: logins, registrations, failed admin authentications (SPEC 15).
 CLIENT_LIMITS = web.AppKey("client_limits", ClientLimits)
 # Password hashes of this process, bounded (SPEC 15).

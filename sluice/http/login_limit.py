@@ -1,8 +1,10 @@
-"""At most five failed logins per email in any fifteen minutes, counted across replicas.
+"""At most five failures per subject in any fifteen minutes, counted across replicas.
 
+The subject is a login's email and client address, an email from every client (with a
+larger window: sluice/http/account_logins.py), or a password link and its client.
 A sliding window: each failure is kept with its time (a Redis sorted set per
-email, shared by every replica) until it is fifteen minutes old, and an email
-with five failures inside the window is refused until the oldest of those five
+subject, shared by every replica) until it is ``WINDOW`` seconds old, and a subject
+with ``LIMIT`` failures inside the window is refused until the oldest of those
 leaves it. (A counter expiring fifteen minutes after the first failure would let
 nine failures through within minutes around its end.)
 
@@ -102,6 +104,8 @@ class LoginLimiter:
     # passwords).
     BUSY = "other logins for this email are being checked; try again in a moment"
     USED_UP = "too many failed logins for this email; try again later"
+    LIMIT = MAX_FAILURES  # failures in any WINDOW seconds
+    WINDOW = WINDOW_SECONDS
 
     def __init__(
         self, redis: aioredis.Redis, keys: Keys, clock: Callable[[], float] = time.time
@@ -126,7 +130,7 @@ class LoginLimiter:
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
                 wait_ms = int(await self._attempt(keys=keys, args=[
-                    int(now * 1000), WINDOW_SECONDS * 1000, MAX_FAILURES, token,
+                    int(now * 1000), self.WINDOW * 1000, self.LIMIT, token,
                     IN_PROGRESS_SECONDS * 1000,
                 ]))  # fmt: skip
         except REDIS_ERRORS as exc:
@@ -148,7 +152,7 @@ class LoginLimiter:
             return
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
-                await self._failed(keys=keys, args=[int(now * 1000), WINDOW_SECONDS * 1000, token])
+                await self._failed(keys=keys, args=[int(now * 1000), self.WINDOW * 1000, token])
         except REDIS_ERRORS as exc:  # started with Redis, failed without: count it here
             log.warning("login failure counted in this process only", error=repr(exc))
             self._local_entry(keys[0], now).fail(now)
@@ -181,12 +185,12 @@ class LoginLimiter:
         died = [t for t, at in local.in_progress.items() if at <= now - IN_PROGRESS_SECONDS]
         for started in died:
             local.fail(local.in_progress.pop(started))
-        del local.failures[: bisect.bisect_right(local.failures, now - WINDOW_SECONDS)]
+        del local.failures[: bisect.bisect_right(local.failures, now - self.WINDOW)]
         failed = len(local.failures)
-        if failed >= MAX_FAILURES:
-            oldest = local.failures[failed - MAX_FAILURES]
-            return max(1, math.ceil((oldest + WINDOW_SECONDS - now) * 1000))
-        if failed + len(local.in_progress) >= MAX_FAILURES:
+        if failed >= self.LIMIT:
+            oldest = local.failures[failed - self.LIMIT]
+            return max(1, math.ceil((oldest + self.WINDOW - now) * 1000))
+        if failed + len(local.in_progress) >= self.LIMIT:
             return -1
         local.in_progress[token] = now
         return 0
@@ -200,7 +204,7 @@ class LoginLimiter:
         return local
 
     def _forget_old(self, now: float) -> None:
-        stale = [k for k, local in self._local.items() if local.last() + WINDOW_SECONDS <= now]
+        stale = [k for k, local in self._local.items() if local.last() + self.WINDOW <= now]
         for key in stale:
             del self._local[key]
         if len(self._local) >= _LOCAL_KEYS_MAX:  # all recent: drop the oldest entries

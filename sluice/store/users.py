@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 from datetime import UTC, datetime
 
 import msgspec
@@ -111,3 +112,61 @@ async def user_for_token(store: Store, token: str, now: datetime) -> User | None
 async def delete_token(store: Store, token: str) -> bool:
     async with store.transaction() as tx:
         return await tx.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash(token),)) > 0
+
+
+class TokenRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A token as its owner may see it: never the token nor its hash."""
+
+    id: str
+    created_at: datetime
+    expires_at: datetime
+    current: bool
+
+
+def token_id(stored_hash: str) -> str:
+    """A token's public id: derived from its stored hash, one way, so that neither the
+    token nor the hash it is looked up by can be learnt from it."""
+    return hashlib.sha256(f"sluice token id {stored_hash}".encode()).hexdigest()[:24]
+
+
+async def user_tokens(store: Store, user_id: str, current: str, now: datetime) -> list[TokenRow]:
+    """The user's tokens that have not expired, newest first; ``current``: the token of
+    the request asking."""
+    rows = await store.fetchall(
+        "SELECT token_hash, created_at, expires_at FROM tokens"
+        " WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC, token_hash",
+        (user_id, db_time(now)),
+    )
+    mine = token_hash(current)
+    return [
+        TokenRow(id=token_id(str(stored)), created_at=from_db_time(created),
+                 expires_at=from_db_time(expires), current=stored == mine)
+        for stored, created, expires in rows
+    ]  # fmt: skip
+
+
+async def delete_user_token(store: Store, user_id: str, public_id: str, now: datetime) -> bool:
+    """Revoke the user's token whose id is ``public_id``; False when the user has none."""
+    async with store.transaction() as tx:
+        rows = await tx.fetchall(
+            "SELECT token_hash FROM tokens WHERE user_id = ? AND expires_at > ?",
+            (user_id, db_time(now)),
+        )
+        for (stored,) in rows:
+            if hmac.compare_digest(token_id(str(stored)), public_id):
+                await tx.execute("DELETE FROM tokens WHERE token_hash = ?", (stored,))
+                return True
+    return False
+
+
+async def change_password(store: Store, user_id: str, password_hash: str, keep: str) -> int:
+    """Set the user's password hash and revoke every token of theirs but ``keep``: how
+    many were revoked."""
+    async with store.transaction() as tx:
+        await tx.execute(
+            "UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id)
+        )
+        return await tx.execute(
+            "DELETE FROM tokens WHERE user_id = ? AND token_hash <> ?",
+            (user_id, token_hash(keep)),
+        )

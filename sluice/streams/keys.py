@@ -93,6 +93,18 @@ class Keys:
         """A sorted set of the login attempts in progress (token, start time)."""
         return f"{self.prefix}:login:attempts:{{{email_digest}}}"
 
+    def login_email_failures(self, email_digest: str) -> str:
+        """An email's failed logins from every client (a sorted set as ``login_failures``;
+        that one's subject is the email and the client address)."""
+        return f"{self.prefix}:login:email-failures:{{{email_digest}}}"
+
+    def login_email_attempts(self, email_digest: str) -> str:
+        return f"{self.prefix}:login:email-attempts:{{{email_digest}}}"
+
+    def login_known(self, pair_digest: str) -> str:
+        """Set while a client address logged in to an email within the last 30 days."""
+        return f"{self.prefix}:login:known:{pair_digest}"
+
     def link_password_failures(self, digest: str) -> str:
         """Failed passwords of one link from one client (``digest``: of both), a sorted
         set as ``login_failures``, tagged alike for the limiter's script."""

@@ -23,6 +23,7 @@ from tests.link_helpers import add_user, bearer
 
 PASSWORD = "correct horse battery"
 ADMIN_TOKEN = "limits-admin-token-0123456789abcdef"
+CLAIMANT = "address 192.0.2.1"  # whose share of the hasher a direct hash takes
 PROXY = "127.0.0.1/32"  # the test client's address: X-Forwarded-For then names the client
 
 
@@ -192,7 +193,8 @@ async def test_a_user_s_valid_token_passes_where_the_address_ran_out_of_admin_fa
 async def test_a_right_password_from_an_address_out_of_logins_waits_like_any_other(
     aiohttp_client: AiohttpClient, make_config: Callable[..., Config], hashes: list[str]
 ) -> None:
-    """Decided (SPEC 15): the per-address login limit holds for a right password too. A
+    """Decided (docs/guides/security.md, "Who a used-up address still lets in"): the
+    per-address login limit holds for a right password too. A
     password is not told right from wrong without the hash the limit spares, and a limit
     that let right passwords through while refusing wrong ones would answer every guess
     (429 wrong, 201 right) without stopping any. The remedy for clients that share an
@@ -259,13 +261,15 @@ async def test_a_hash_whose_request_is_gone_keeps_its_slot_until_it_ends(
     release = threading.Event()
     monkeypatch.setattr(passwords, "verify_password", lambda *_: release.wait(10))
     try:
-        checking = asyncio.create_task(hasher.verify("password", passwords.DUMMY_HASH))
+        checking = asyncio.create_task(
+            hasher.verify("password", passwords.DUMMY_HASH, claimant=CLAIMANT)
+        )
         await until(lambda: hasher.busy == 1)
         checking.cancel()  # the client went away; the thread cannot be stopped
         await asyncio.sleep(0.05)
         assert hasher.busy == 1  # so no second hash runs beside it
         with pytest.raises(Overloaded):
-            await hasher.verify("password", passwords.DUMMY_HASH)
+            await hasher.verify("password", passwords.DUMMY_HASH, claimant=CLAIMANT)
         release.set()
         await until(lambda: hasher.busy == 0)
     finally:

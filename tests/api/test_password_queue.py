@@ -25,10 +25,12 @@ from sluice.config import Config
 from sluice.errors import Overloaded
 from sluice.http import create_app
 from sluice.http.keys import PASSWORDS
+from sluice.passwords import ClaimantBusy
 from tests.api.conftest import AiohttpClient, problem
 from tests.api.test_reminder_listing_cost import LoopLag
 
 PASSWORD = "correct horse battery"
+CLAIMANT = "address 192.0.2.1"  # whose share of the hasher a direct hash takes
 PROXY = "127.0.0.1/32"  # the client's address: X-Forwarded-For then names each sign-up's own
 # A sign-up's worst wait in the queue: 50 hashes of ~50 ms on two cores take about 1.2 s
 # on an idle machine; a loaded one (the suite's other workers) can take twice that, and
@@ -156,11 +158,13 @@ async def test_a_hash_that_waits_past_its_deadline_is_a_503_and_frees_its_place(
     release = threading.Event()
     monkeypatch.setattr(passwords, "verify_password", lambda *_: release.wait(10))
     try:
-        running = asyncio.create_task(hasher.verify("password", passwords.DUMMY_HASH))
+        running = asyncio.create_task(
+            hasher.verify("password", passwords.DUMMY_HASH, claimant=CLAIMANT)
+        )
         await _until(lambda: hasher.busy == 1)
         started = time.monotonic()
         with pytest.raises(Overloaded) as waited:
-            await hasher.verify("password", passwords.DUMMY_HASH)
+            await hasher.verify("password", passwords.DUMMY_HASH, claimant=CLAIMANT)
         assert 0.2 <= time.monotonic() - started < 2.0
         assert "waited too long" in str(waited.value)
         assert hasher.waiting == 0  # its place in the queue is free again
@@ -186,12 +190,12 @@ async def test_queued_hashes_run_in_their_order_and_a_gone_waiter_passes_its_slo
     monkeypatch.setattr(passwords, "verify_password", verify)
     try:
         tasks = {
-            name: asyncio.create_task(hasher.verify(name, passwords.DUMMY_HASH))
+            name: asyncio.create_task(hasher.verify(name, passwords.DUMMY_HASH, claimant=CLAIMANT))
             for name in ("first", "gone", "second", "third")
         }
         await _until(lambda: hasher.busy == 1 and hasher.waiting == 3)
         with pytest.raises(Overloaded):  # the queue is full
-            await hasher.verify("fourth", passwords.DUMMY_HASH)
+            await hasher.verify("fourth", passwords.DUMMY_HASH, claimant=CLAIMANT)
         tasks["gone"].cancel()  # its client went away while it waited
         await _until(lambda: hasher.waiting == 2)
         for name in ("first", "second", "third"):
@@ -210,7 +214,7 @@ async def test_a_registration_beyond_a_full_queue_gets_503_with_retry_after(
     make_config: Callable[..., Config],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    config = make_config(password_hash_concurrency=1, password_hash_queue=1)
+    config = make_config(password_hash_concurrency=1, password_hash_queue=1, trusted_proxies=PROXY)
     client = await aiohttp_client(create_app(config))
     assert client.app is not None
     hasher = client.app[PASSWORDS]
@@ -222,13 +226,14 @@ async def test_a_registration_beyond_a_full_queue_gets_503_with_retry_after(
         return hash_password(password)
 
     monkeypatch.setattr(passwords, "hash_password", slow)
-    body = {"password": PASSWORD}
+    # Each from an address of its own: three claimants, none beyond its own share.
     held: list[asyncio.Task[Any]] = [
-        asyncio.create_task(client.post("/v1/users", json={**body, "email": f"q{n}@example.org"}))
-        for n in range(2)
+        asyncio.create_task(client.post("/v1/users", json=body, headers=headers))
+        for body, headers in map(sign_up, range(2))
     ]
     await _until(lambda: hasher.busy == 1 and hasher.waiting == 1)
-    refused = await client.post("/v1/users", json={**body, "email": "q2@example.org"})
+    body, headers = sign_up(2)
+    refused = await client.post("/v1/users", json=body, headers=headers)
     await problem(refused, 503)
     assert refused.headers["Retry-After"] == "1"
     release.set()
@@ -240,3 +245,67 @@ async def _until(holds: Callable[[], bool], timeout: float = 10.0) -> None:
     while not holds():
         assert time.monotonic() < deadline, "never happened"
         await asyncio.sleep(0.01)
+
+
+async def test_one_claimant_beyond_its_share_is_refused_429_and_nobody_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hasher = passwords.PasswordHasher(4, queue=8, wait=10, per_claimant=2)
+    release = threading.Event()
+    monkeypatch.setattr(passwords, "verify_password", lambda *_: release.wait(10))
+    flooder, other = "address 198.51.100.66", "address 203.0.113.1"
+    try:
+        held = [
+            asyncio.create_task(hasher.verify("x", passwords.DUMMY_HASH, claimant=flooder))
+            for _ in range(2)
+        ]
+        await _until(lambda: hasher.busy == 2)
+        with pytest.raises(ClaimantBusy) as refused:  # its third, at once
+            hasher.admit(flooder)
+        assert refused.value.status == 429 and refused.value.headers["Retry-After"] == "1"
+        with pytest.raises(ClaimantBusy):
+            await hasher.verify("x", passwords.DUMMY_HASH, claimant=flooder)
+        # Another claimant's hash runs beside them at once.
+        beside = asyncio.create_task(hasher.verify("x", passwords.DUMMY_HASH, claimant=other))
+        await _until(lambda: hasher.busy == 3)
+        release.set()
+        assert await asyncio.gather(*held, beside) == [True] * 3
+        await _until(lambda: hasher.busy == 0 and not hasher.held)
+    finally:
+        release.set()
+        hasher.close()
+
+
+async def test_freed_slots_go_to_the_waiting_claimants_in_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hasher = passwords.PasswordHasher(1, queue=8, wait=10, per_claimant=4)
+    gate = threading.Event()
+    ran: list[str] = []
+
+    def verify(password: str, _: str) -> bool:
+        ran.append(password)
+        return password != "first" or gate.wait(10)
+
+    monkeypatch.setattr(passwords, "verify_password", verify)
+
+    def check(name: str, claimant: str) -> asyncio.Task[bool]:
+        return asyncio.create_task(hasher.verify(name, passwords.DUMMY_HASH, claimant=claimant))
+
+    try:
+        tasks = [check("first", "address a")]
+        await _until(lambda: hasher.busy == 1)
+        # One claimant queues three hashes, then two others one each: they do not wait
+        # for all three of the first one's.
+        for queued, name in enumerate(("a1", "a2", "a3"), 1):
+            tasks.append(check(name, "account flood"))
+            await _until(lambda: hasher.waiting == queued)  # noqa: B023 (awaited here)
+        tasks += [check("b1", "address b"), check("c1", "address c")]
+        await _until(lambda: hasher.waiting == 5)
+        gate.set()
+        assert all(await asyncio.gather(*tasks))
+        assert ran == ["first", "a1", "b1", "c1", "a2", "a3"]
+        await _until(lambda: hasher.busy == 0 and not hasher.held)
+    finally:
+        gate.set()
+        hasher.close()

@@ -57,3 +57,24 @@ class TokenBody(msgspec.Struct, kw_only=True):
 class TokenOut(msgspec.Struct, kw_only=True):
     token: str
     expires_at: datetime
+
+
+class PasswordChange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    current_password: str | None = None
+    new_password: (
+        Annotated[str, msgspec.Meta(extra_json_schema={"minLength": 8, "maxLength": 128})] | None
+    ) = None
+
+
+class TokenInfo(msgspec.Struct, kw_only=True):
+    """One of the user's tokens: never the token itself. `current`: the one this request
+    carries."""
+
+    id: str
+    created_at: datetime
+    expires_at: datetime
+    current: bool
+
+
+class TokenList(msgspec.Struct, kw_only=True):
+    items: list[TokenInfo]

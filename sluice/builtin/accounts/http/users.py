@@ -1,4 +1,5 @@
-"""Users and tokens: register, log in, log out, who am I."""
+"""Users and tokens: register, log in, log out, who am I (password changes and the token
+list: tokens.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from sluice.http.auth import bearer_token, require_user
 from sluice.http.bodies import json_response, read_json
 from sluice.http.client_limit import LOGIN, REGISTER
 from sluice.http.keys import CLIENT_LIMITS, CONFIG, LOGIN_LIMITER, PASSWORDS, STORE, TRACE_ID
-from sluice.passwords import DUMMY_HASH
+from sluice.passwords import DUMMY_HASH, Claim, by_address
 from sluice.store.users import (
     EmailTaken,
     User,
@@ -58,6 +59,13 @@ def _out(user: User) -> UserOut:
     )  # fmt: skip
 
 
+def password_errors(field: str, password: str) -> list[FieldError]:
+    """What is wrong with a new password: its length (the rules of registration)."""
+    if PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
+        return []
+    return [FieldError(field, f"must be {PASSWORD_MIN} to {PASSWORD_MAX} characters")]
+
+
 def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
     errors: list[FieldError] = []
     email = (body.email or "").strip()
@@ -66,10 +74,7 @@ def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
     elif len(email) > EMAIL_MAX or not EMAIL.fullmatch(email):
         errors.append(FieldError("email", "is not a valid email address"))
     password = body.password or ""
-    if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
-        errors.append(
-            FieldError("password", f"must be {PASSWORD_MIN} to {PASSWORD_MAX} characters")
-        )
+    errors += password_errors("password", password)
     name = body.name.strip() if body.name is not None else None
     if name is not None and not 1 <= len(name) <= NAME_MAX:
         errors.append(FieldError("name", f"must be 1 to {NAME_MAX} characters"))
@@ -81,9 +86,10 @@ def _registration(body: RegisterBody) -> tuple[str, str, str | None]:
 async def register(request: web.Request) -> web.Response:
     """Create a user; the welcome mail follows through the ``mail`` group, never awaited here."""
     email, password, name = _registration(await read_json(request, RegisterBody))
-    request.app[PASSWORDS].admit()  # a burst beyond the queue is refused before it costs
-    await request.app[CLIENT_LIMITS].take(REGISTER, request)
-    password_hash = await request.app[PASSWORDS].hash(password)
+    # The client's place in the hasher first: a burst beyond it is refused before it costs.
+    with request.app[PASSWORDS].admit(_claimant(request)) as claim:
+        await request.app[CLIENT_LIMITS].take(REGISTER, request)
+        password_hash = await claim.hash(password)
     user = User(id=uuid7(), email=email, name=name, created_at=utcnow())
     event = UserRegistered(user_id=user.id, email=email, name=name, trace_id=request[TRACE_ID])
     try:
@@ -95,6 +101,34 @@ async def register(request: web.Request) -> web.Response:
     return json_response(_out(user), 201)
 
 
+def _claimant(request: web.Request) -> str:
+    """Whose share of the password hasher a sign-up takes: its client address's (no
+    account asks for it)."""
+    return by_address(request.app[CLIENT_LIMITS].address(request))
+
+
+async def checked_password(
+    request: web.Request, claim: Claim, email: str, password: str, address: str
+) -> str | None:
+    """The id of the user whose email and password these are, else None, counted by the
+    login windows of the email and the client (429 while they refuse it). An unknown email
+    costs the same hash as a wrong password."""
+    limiter = request.app[LOGIN_LIMITER]
+    attempt = await limiter.attempt(email, address)  # counted as in progress from now
+    try:
+        found = await credentials(request.app[STORE], email)
+        stored_hash = found[1] if found else DUMMY_HASH
+        valid = await claim.verify(password[: PASSWORD_MAX * 4], stored_hash)
+    except BaseException:  # no answer on the password (503, the client gone): not a failure
+        await asyncio.shield(limiter.abandon(attempt))
+        raise
+    if found is None or not valid:
+        await limiter.failed(attempt)
+        return None
+    await limiter.succeeded(attempt)
+    return found[0]
+
+
 async def create_token(request: web.Request) -> web.Response:
     """Log in. Unknown email and wrong password get the same answer, in the same time."""
     body = await read_json(request, TokenBody)
@@ -103,27 +137,17 @@ async def create_token(request: web.Request) -> web.Response:
             FieldError(f, "is required") for f in ("email", "password") if not getattr(body, f)
         ]
         raise Unprocessable("email and password are required", missing)
-    request.app[PASSWORDS].admit()
-    # Per address first: it spares the per-email sets (and a hash) a client's flood.
-    await request.app[CLIENT_LIMITS].take(LOGIN, request)
-    limiter = request.app[LOGIN_LIMITER]
-    attempt = await limiter.attempt(body.email)  # counted as in progress from now
-    try:
-        found = await credentials(request.app[STORE], body.email)
-        stored_hash = found[1] if found else DUMMY_HASH
-        password = body.password[: PASSWORD_MAX * 4]
-        valid = await request.app[PASSWORDS].verify(password, stored_hash)
-    except BaseException:  # no answer on the password (503, the client gone): not a failure
-        await asyncio.shield(limiter.abandon(body.email, attempt))
-        raise
-    if found is None or not valid:
-        await limiter.failed(body.email, attempt)
+    address = request.app[CLIENT_LIMITS].address(request)
+    with request.app[PASSWORDS].admit(by_address(address)) as claim:
+        # Per address first: it spares the per-email sets (and a hash) a client's flood.
+        await request.app[CLIENT_LIMITS].take(LOGIN, request)
+        found = await checked_password(request, claim, body.email, body.password, address)
+    if found is None:
         raise Unauthorized("invalid email or password")
-    await limiter.succeeded(body.email)
     token = secrets.token_urlsafe(32)
     now = utcnow()
     expires = now + timedelta(seconds=request.app[CONFIG].token_ttl_seconds)
-    await insert_token(request.app[STORE], token, found[0], now, expires)
+    await insert_token(request.app[STORE], token, found, now, expires)
     return json_response(TokenOut(token=token, expires_at=expires), 201)
 
 
@@ -159,7 +183,8 @@ ROUTES = (
             "422": problem("missing or invalid email, password not 8 to 128 characters"),
             "429": too_many(
                 "this client address's registrations are used up"
-                " (SLUICE_REGISTRATIONS_PER_CLIENT per window)"
+                " (SLUICE_REGISTRATIONS_PER_CLIENT per window), or it has"
+                " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
             ),
             "503": _HASHING_UNAVAILABLE,
         },
@@ -174,8 +199,11 @@ ROUTES = (
             "401": problem("unknown email or wrong password (the same answer for both)"),
             "422": problem("email or password missing"),
             "429": too_many(
-                "5 failed logins for this email within 15 minutes, or this client address's"
-                " logins used up (SLUICE_LOGINS_PER_CLIENT per window)"
+                "5 failed logins for this email from this client address within 15"
+                " minutes, or 20 for this email from addresses that never logged in to it"
+                " within an hour (docs/guides/security.md), or this client address's"
+                " logins used up (SLUICE_LOGINS_PER_CLIENT per window), or it has"
+                " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
             ),
             "503": _HASHING_UNAVAILABLE,
         },

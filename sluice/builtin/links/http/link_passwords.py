@@ -20,7 +20,9 @@ of SPEC 15 see it (``client_address``: the peer, or what a ``SLUICE_TRUSTED_PROX
 proxy says; an IPv6 client is its /64), so one client's guesses do not lock others out.
 
 The hash is read from the database on each POST, never cached, and checked in a
-thread of the bounded hasher (``PASSWORDS``), as a login's password.
+thread of the bounded hasher (``PASSWORDS``), as a login's password, in the share of
+the client's address (docs/guides/security.md, "The password hasher, shared fairly"):
+a client with its share in hand is answered 429 with the form before anything else.
 
 A link with a 307 or 308 ``redirect_status`` answers 303 here: a browser repeats the
 method and body of a 307 or 308, and would post the password to the target site. A
@@ -57,6 +59,7 @@ from sluice.http.fast_redirect import NO_STORE
 from sluice.http.keys import KEYS, PASSWORDS, REDIS, STORE
 from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
 from sluice.http.pages import is_form, password_page, read_form
+from sluice.passwords import Claim, ClaimantBusy, by_address
 
 # A browser follows these with a GET; 307 and 308 would resend the form, password and all.
 _AFTER_POST = {301: 301, 302: 302, 307: 303, 308: 303}
@@ -86,8 +89,22 @@ async def password_limits(app: web.Application) -> AsyncIterator[None]:
 
 async def unlock(request: web.Request) -> web.StreamResponse:
     """The redirect of a password link, for the right ``password`` form field."""
+    trusted = request.app[TRUSTED_PROXIES]
+    address = client_address(request, trusted)
+    try:
+        # The client's place in the hasher first: a client with its share in hand
+        # already is refused before it costs anything else (no database, no Redis).
+        claim = request.app[PASSWORDS].admit(by_address(address))
+    except ClaimantBusy as exc:
+        return password_page(_refusal(exc), status=429, headers=exc.headers)
+    with claim:
+        return await _unlock(request, request.match_info["code"], address, claim)
+
+
+async def _unlock(
+    request: web.Request, code: str, address: str, claim: Claim
+) -> web.StreamResponse:
     now = utcnow()
-    code = request.match_info["code"]
     try:
         target = request.app[LINK_CACHE].cached(code)
     except KeyError:
@@ -99,15 +116,14 @@ async def unlock(request: web.Request) -> web.StreamResponse:
     if not target.password:  # removed since the form was shown: a GET redirects now
         return _see_other(code)
     password = await _posted_password(request)
-    trusted = request.app[TRUSTED_PROXIES]
-    subject = f"{code} {client_address(request, trusted)}"
+    subject = f"{code} {address}"
     limiter = request.app[LINK_PASSWORD_LIMITER]
     try:
         attempt = await limiter.attempt(subject)  # counted as in progress from now
     except TooManyRequests as exc:
         return password_page(_refusal(exc), status=429, headers=exc.headers)
     try:
-        right = await _right(request, code, password)
+        right = await _right(request, code, password, claim)
     except BaseException:  # no answer on the password (503, the client gone): not a failure
         await asyncio.shield(limiter.abandon(subject, attempt))
         raise
@@ -129,15 +145,15 @@ async def _posted_password(request: web.Request) -> str:
     return (await read_form(request)).get("password", "")
 
 
-async def _right(request: web.Request, code: str, password: str) -> bool | None:
+async def _right(request: web.Request, code: str, password: str, claim: Claim) -> bool | None:
     """Whether ``password`` is the link's, by its hash as stored now; None when the
-    link has none (any more)."""
+    link has none (any more). The hash is the client address's to claim: a visitor's."""
     link = await get_link(request.app[STORE], code)
     if link is None or link.password_hash is None:
         return None
     if not 0 < len(password) <= PASSWORD_MAX:  # no hash to spend on what cannot match
         return False
-    return await request.app[PASSWORDS].verify(password, link.password_hash)
+    return await claim.verify(password, link.password_hash)
 
 
 async def _redirect(request: web.Request, code: str, target: Target) -> web.StreamResponse:
@@ -154,6 +170,8 @@ async def _redirect(request: web.Request, code: str, target: Target) -> web.Stre
 def _refusal(exc: TooManyRequests) -> str:
     if exc.detail == LinkPasswordLimiter.BUSY:
         return "Other passwords for this link are being checked. Try again in a moment."
+    if isinstance(exc, ClaimantBusy):
+        return "Other passwords from you are being checked. Try again in a moment."
     minutes = math.ceil(int(exc.headers["Retry-After"]) / 60)
     return f"Too many wrong passwords. Try again in {minutes} minute{'s' * (minutes > 1)}."
 
@@ -208,8 +226,9 @@ ROUTES = (
             "413": problem("the body is larger than 64 KiB"),
             "415": problem(f"the body is not {FORM}"),
             "429": {**html_page(f"{MAX_FAILURES} wrong passwords from this client within "
-                                f"{WINDOW_SECONDS // 60} minutes: the form, saying when to "
-                                "try again"),
+                                f"{WINDOW_SECONDS // 60} minutes, or this client has "
+                                "SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked "
+                                "already: the form, saying when to try again"),
                     "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
             "503": problem(
                 "the link is not cached and the database is unavailable, or this process "

@@ -32,10 +32,13 @@ from sluice.http.apidoc import (
     ok,
     problem,
     request_body,
+    too_many,
 )
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
 from sluice.http.keys import CONFIG, PASSWORDS, STORE, TRACE_ID
+from sluice.passwords import by_account
+from sluice.store.users import User
 
 log = structlog.get_logger(__name__)
 
@@ -122,13 +125,15 @@ def _fields(checks: _Checks, body: LinkBody | LinkPatch, own: tuple[str, int]) -
     return fields
 
 
-async def _hashed(request: web.Request, fields: dict[str, Any]) -> dict[str, Any]:
+async def _hashed(request: web.Request, fields: dict[str, Any], user: User) -> dict[str, Any]:
     """``fields`` with a new password as its scrypt hash, made in a thread of the bounded
-    hasher (as a registration's: 503 at its bound), never on the event loop."""
+    hasher (as a registration's: 503 at its bound), never on the event loop; the user's
+    account is its claimant (429 beyond SLUICE_PASSWORD_HASH_PER_CLAIMANT)."""
     if "password" not in fields:
         return fields
     password = fields.pop("password")
-    hashed = None if password is None else await request.app[PASSWORDS].hash(password)
+    hasher = request.app[PASSWORDS]
+    hashed = None if password is None else await hasher.hash(password, claimant=by_account(user.id))
     return {**fields, "password_hash": hashed}
 
 
@@ -148,7 +153,7 @@ async def create_link(request: web.Request) -> web.Response:
     if fields.get("redirect_status", 302) is None:  # null: the default
         del fields["redirect_status"]
     checks.done("invalid link")
-    fields = await _hashed(request, fields)
+    fields = await _hashed(request, fields, user)
     draft = Link(
         code="", owner_id=user.id, url=url, expires_at=expires_at, disabled=False,
         created_at=now, **fields,
@@ -236,7 +241,7 @@ async def patch_link(request: web.Request) -> web.Response:
     code = request.match_info["code"]
     body = await read_json(request, LinkPatch)
     now = utcnow()
-    changes = await _hashed(request, _changes(request, body, now))  # before the row is locked
+    changes = await _hashed(request, _changes(request, body, now), user)  # before the lock
     async with request.app[STORE].transaction() as tx:
         old = await repository.link_for_update(tx, code)
         if old is None or old.owner_id != user.id:
@@ -258,6 +263,16 @@ async def _restart_count(request: web.Request, code: str) -> None:
     except LimitUnknown:
         raise DependencyDown("Redis is unavailable; a visit limit cannot be set now") from None
 
+
+# A link's password is hashed in the account's share of the process's password hasher.
+_HASHES_CLAIMED = too_many(
+    "a password is being set and this account has SLUICE_PASSWORD_HASH_PER_CLAIMANT"
+    " passwords being hashed already; nothing was changed"
+)
+_HASHER_FULL = problem(
+    "a password is being set and this process is hashing as many passwords as it takes"
+    " (Retry-After); nothing was changed"
+)
 
 ROUTES = (
     Route("POST", "/v1/links", create_link, {
@@ -297,6 +312,8 @@ ROUTES = (
                            "valid_since, redirect_status, tags, title, rules (each "
                            "broken rule named by its path, as `rules[2].when.os`) or "
                            "password (not 8 to 128 characters)"),
+            "429": _HASHES_CLAIMED,
+            "503": _HASHER_FULL,
         },
     }, structs=(LinkBody, LinkOut)),
     Route("GET", "/v1/links", list_links, {
@@ -351,8 +368,10 @@ ROUTES = (
             "422": problem("invalid url, an expiry not in the future, or an invalid "
                            "max_visits, valid_since, redirect_status, tags, title, "
                            "rules or password"),
+            "429": _HASHES_CLAIMED,
             "503": problem("a visit limit is being set and Redis, which counts the "
-                           "visits, is unavailable; nothing was changed"),
+                           "visits, is unavailable, or this process is checking as many "
+                           "passwords as it takes (Retry-After); nothing was changed"),
         },
     }, structs=(LinkPatch, LinkOut)),
 )  # fmt: skip

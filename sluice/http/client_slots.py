@@ -83,6 +83,7 @@ def _refusal(detail: str) -> bytes:
     head = (
         "HTTP/1.1 503 Service Unavailable\r\n"
         "Content-Type: application/problem+json\r\n"
+        "X-Content-Type-Options: nosniff\r\n"
         "Retry-After: 1\r\n"
         "Connection: close\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"

@@ -214,6 +214,7 @@ async def test_connections_beyond_the_cap_are_answered_503_and_closed_at_once(
     data, after = await extra.closed()
     assert data.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), data
     assert b"Retry-After: 1\r\n" in data and b"Connection: close\r\n" in data
+    assert b"X-Content-Type-Options: nosniff\r\n" in data
     assert after < 1.0
     await held.pop().close()
     await asyncio.sleep(0.3)
@@ -246,6 +247,7 @@ async def test_one_address_at_its_share_of_slots_leaves_the_others_theirs(
             data, after = await extra.closed()
             assert data.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), data
             assert b"Retry-After: 1\r\n" in data and b"Connection: close\r\n" in data
+            assert b"X-Content-Type-Options: nosniff\r\n" in data
             assert after < 1.0
         admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         async with http.get(f"{url(port)}/metrics", headers=admin) as metrics:

@@ -23,12 +23,16 @@ async def boom(request: web.Request) -> web.Response:
     raise RuntimeError("kaboom")
 
 
-async def test_an_unexpected_error_is_a_logged_500_problem(
-    aiohttp_client: AiohttpClient, config: Config
-) -> None:
+@pytest.fixture
+async def booming(aiohttp_client: AiohttpClient, config: Config) -> Client:
+    """The API with one more route, ``GET /boom``, that fails unexpectedly."""
     app = create_app(config)
     app.router.add_get("/boom", boom)
-    client = await aiohttp_client(app)
+    return await aiohttp_client(app)
+
+
+async def test_an_unexpected_error_is_a_logged_500_problem(booming: Client) -> None:
+    client = booming
     with structlog.testing.capture_logs(processors=[add_request]) as logs:
         response = await client.get("/boom", headers={"X-Request-ID": "trace-boom-1"})
         body = await problem(response, 500)
@@ -134,12 +138,8 @@ async def test_headers_that_are_not_utf8_get_their_answer_not_a_500(
     assert await raw_status(client, me) == 401
 
 
-async def test_problem_answers_tell_browsers_not_to_sniff_them(
-    aiohttp_client: AiohttpClient, config: Config
-) -> None:
-    app = create_app(config)
-    app.router.add_get("/boom", boom)
-    client = await aiohttp_client(app)
+async def test_problem_answers_tell_browsers_not_to_sniff_them(booming: Client) -> None:
+    client = booming
     reflected = "/v1/<script>alert(1)</script>"  # the 404's detail names the path
     for method, path, status in [
         ("GET", reflected, 404), ("GET", "/nosuchcode", 404), ("DELETE", "/healthz", 405),

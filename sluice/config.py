@@ -145,6 +145,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     body_timeout_seconds: float = 30.0
     keepalive_timeout_seconds: float = 75.0
     max_connections: int = 1_000
+    # Of those, what one client address holds (IPv6 by /64; a proxy is one address), and
+    # how long an answer may wait unread (writing paused) before its connection is closed.
+    connections_per_address: int = 100
+    write_timeout_seconds: float = 30.0
     password_hash_concurrency: int = 8
     # Password hashes beyond the concurrency wait for a slot, at most this many (0: none
     # waits) and each at most this many seconds; beyond either, 503 with Retry-After.
@@ -324,6 +328,7 @@ def _validate(config: Config) -> None:
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",
         "history_segment_events", "api_processes", "webhooks_per_user",
+        "connections_per_address",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
@@ -339,7 +344,8 @@ def _validate(config: Config) -> None:
     _validate_admin_token(config.admin_token)
     for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
                  "handler_timeout_seconds", "stall_seconds", "delivery_retention",
-                 "webhook_timeout_seconds", "password_hash_wait_seconds"):  # fmt: skip
+                 "webhook_timeout_seconds", "password_hash_wait_seconds",
+                 "write_timeout_seconds"):  # fmt: skip
         if not getattr(config, name) > 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")
     for group, seconds in config.group_timeouts.items():

@@ -33,19 +33,25 @@ from structlog.typing import EventDict, FilteringBoundLogger, Processor, Wrapped
 
 from sluice.config import Config
 
-# (trace_id, method, path) of the request this code runs for, if any.
-REQUEST: ContextVar[tuple[str, str, str] | None] = ContextVar("sluice_request", default=None)
+# (trace_id, method, path, the client's X-Request-ID or None) of the request this code
+# runs for, if any.
+REQUEST: ContextVar[tuple[str, str, str, str | None] | None] = ContextVar(
+    "sluice_request", default=None
+)
 
 _encode = msgspec.json.Encoder().encode
 
 
 def add_request(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-    """Processor: the current request's ``trace_id``, ``method`` and ``path``."""
+    """Processor: the current request's ``trace_id``, ``method`` and ``path``, and the
+    ``request_id`` its client sent, if any."""
     request = REQUEST.get()
     if request is not None:
         event_dict.setdefault("trace_id", request[0])
         event_dict.setdefault("method", request[1])
         event_dict.setdefault("path", request[2])
+        if request[3] is not None:
+            event_dict.setdefault("request_id", request[3])
     return event_dict
 
 
@@ -267,6 +273,8 @@ def json_request_line(writer: LineWriter, timestamp: Timestamp) -> Callable[[int
         else:
             line = {"status": status, "duration_ms": duration_ms, "event": "request",
                     "trace_id": request[0], "method": request[1], "path": request[2]}  # fmt: skip
+            if request[3] is not None:
+                line["request_id"] = request[3]
         line["level"] = "info"
         line["timestamp"] = timestamp.now()
         try:

@@ -148,6 +148,17 @@ VISITS_BUFFERED = live_sum(
     "sluice_visits_buffered",
     "Visits answered and waiting in memory for the database (SLUICE_VISIT_BUFFER at most)",
 )
+CONNECTIONS_REFUSED = counter(
+    "sluice_connections_refused",
+    "New connections answered 503 and closed unread, by the cap they met: process"
+    " (SLUICE_MAX_CONNECTIONS) or address (SLUICE_CONNECTIONS_PER_ADDRESS)",
+    ["cap"],
+)
+WRITE_TIMEOUTS = counter(
+    "sluice_write_timeouts",
+    "Connections closed because their client read none of its answer for"
+    " SLUICE_WRITE_TIMEOUT_SECONDS",
+)
 LINK_CACHE_LOOKUPS = counter(
     "sluice_link_cache_lookups", "Redirect link lookups, by result (hit, miss)", ["result"]
 )

@@ -41,5 +41,5 @@ def config(request: web.Request) -> Config:
 
 
 def trace_id(request: web.Request) -> str:
-    """The request's trace id (from ``traceparent`` or ``X-Request-ID``, else new)."""
+    """The request's trace id (the one a ``traceparent`` continues, else new)."""
     return request[TRACE_ID]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 import structlog
@@ -96,10 +96,22 @@ async def run_worker(
             finally:
                 finished.set()
                 await sampling
+                await _close_groups(specs.values())
             await deliveries.flush()  # what a refused write kept, if the database is back
     finally:
         await reader.aclose()
     log.info("worker stopped", groups=list(groups))
+
+
+async def _close_groups(specs: Iterable[GroupSpec]) -> None:
+    """What each group holds (``GroupSpec.close``); one that fails is logged, the others
+    are still closed."""
+    for spec in specs:
+        if spec.close is not None:
+            try:
+                await spec.close()
+            except Exception:
+                log.exception("handler group not closed cleanly", group=spec.name)
 
 
 async def run_relay(config: Config, stop: asyncio.Event) -> None:

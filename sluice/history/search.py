@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 500
-# Trace ids are W3C trace ids (32 hex digits) or a proxy's X-Request-ID (the
-# middleware's alphabet); anything else cannot name a trace.
+# Trace ids are W3C trace ids (32 hex digits), or, in events older than 2026-12-07, a
+# client's X-Request-ID (the middleware's alphabet); anything else cannot name a trace.
 _TRACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _CURSOR = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?\+00:00) (\d{1,19})")
 # The columns of an event as ``found`` reads them.

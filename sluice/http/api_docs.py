@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from sluice.errors import NotFound
 from sluice.http.apidoc import Route, html_page, problem
+from sluice.http.conditional import Validators, not_modified, requested_range
 from sluice.http.keys import CONFIG
 from sluice.http.static_page import Page, inline_hashes
 
@@ -53,20 +56,37 @@ async def docs_page(request: web.Request) -> web.Response:
     return (await asyncio.to_thread(load_page, request.app[CONFIG].base_url)).response()
 
 
-async def docs_asset(request: web.Request) -> web.StreamResponse:
+@functools.cache
+def load_asset(name: str) -> tuple[bytes, Validators]:
+    """An asset's bytes and validators, read from the package once per process."""
+    path = _static() / "swagger-ui" / name
+    body = path.read_bytes()
+    modified = datetime.fromtimestamp(int(path.stat().st_mtime), UTC)
+    return body, Validators(hashlib.sha256(body).hexdigest()[:32], modified, len(body))
+
+
+async def docs_asset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     content_type = ASSETS.get(name)
     if content_type is None:
         raise NotFound(f"no asset {name!r}; the page loads {', '.join(sorted(ASSETS))}")
-    # FileResponse answers conditional requests (ETag, Last-Modified) and ranges itself.
-    return web.FileResponse(
-        _static() / "swagger-ui" / name,
-        headers={
-            "Content-Type": content_type,
-            "Cache-Control": "no-cache",
-            "X-Content-Type-Options": "nosniff",
-        },
-    )
+    # From memory, not FileResponse: its sendfile() writes past the transport, where the
+    # write timeout cannot see a client that does not read (sluice.http.connections).
+    body, current = await asyncio.to_thread(load_asset, name)
+    if not_modified(request, current):
+        return web.Response(status=304, headers=current.headers())
+    headers = {
+        **current.headers(),
+        hdrs.CONTENT_TYPE: content_type,
+        hdrs.CACHE_CONTROL: "no-cache",
+        "X-Content-Type-Options": "nosniff",
+    }
+    span = requested_range(request, current)
+    if span is None:
+        return web.Response(body=body, headers=headers)
+    start, stop = span
+    headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{stop - 1}/{current.size}"
+    return web.Response(status=206, body=body[start:stop], headers=headers)
 
 
 ROUTES = (
@@ -85,8 +105,10 @@ ROUTES = (
         "responses": {
             "200": {"description": "the file",
                     "content": {t: {"schema": {"type": "string"}} for t in ASSETS.values()}},
+            "206": {"description": "the bytes a Range asks for"},
             "304": {"description": "not modified since the ETag or date the request names"},
             "404": problem("not an asset of the page"),
+            "416": problem("a byte range past the end of the file"),
         },
     }),
 )  # fmt: skip

@@ -3,7 +3,8 @@ never changes once it exists, stored anywhere (not a file, so no ``FileResponse`
 
 The order is RFC 9110 section 13.2.2's: ``If-Match`` (else ``If-Unmodified-Since``)
 can answer 412, then ``If-None-Match`` (else ``If-Modified-Since``) 304, and only
-then ``Range`` with its ``If-Range`` is looked at: 206, 416, or the whole 200.
+then ``Range`` with its ``If-Range`` is looked at: 206, 416, or the whole 200 (also
+for a range unit other than bytes, which section 14.2 says to ignore).
 """
 
 from __future__ import annotations
@@ -69,11 +70,12 @@ def not_modified(request: web.Request, current: Validators) -> bool:
 def requested_range(request: web.Request, current: Validators) -> tuple[int, int] | None:
     """The bytes ``[start, stop)`` a ``Range`` asks for (206), or None for the whole
     representation (200: no ``Range``, or an ``If-Range`` naming another version).
-    Raises ``RangeNotSatisfiable`` (416) for a range past the end, an empty or
-    backwards one, and anything but a single byte range."""
+    A ``Range`` in another unit than bytes is ignored (the whole 200). Raises
+    ``RangeNotSatisfiable`` (416) for a byte range past the end, an empty or backwards
+    one, and anything but a single byte range."""
     value = request.headers.get(hdrs.RANGE)
-    if value is None or not _if_range_holds(request, current):
-        return None
+    if value is None or not _is_bytes(value) or not _if_range_holds(request, current):
+        return None  # a unit other than bytes is ignored (RFC 9110 section 14.2)
     size = current.size
     match = _BYTE_RANGE.fullmatch(value.strip())
     if match is None or match.groups() == ("", ""):
@@ -92,6 +94,12 @@ def requested_range(request: web.Request, current: Validators) -> tuple[int, int
     if start >= size:
         raise RangeNotSatisfiable(f"the range starts past the end of the {size}-byte result", size)
     return start, min(stop, size)
+
+
+def _is_bytes(value: str) -> bool:
+    """Whether a ``Range`` value is in bytes (units are case-insensitive)."""
+    unit, equals, _ = value.strip().partition("=")
+    return bool(equals) and unit.strip().lower() == "bytes"
 
 
 def _if_range_holds(request: web.Request, current: Validators) -> bool:

@@ -1,4 +1,5 @@
-"""Where the API listens, with deadlines and a cap on connections (SPEC 15).
+"""Where the API listens, with deadlines and caps on connections (docs/guides/security.md,
+"Limits on abuse" and "Connection slots").
 
 aiohttp closes a connection that sits idle between requests after its
 keep-alive timeout, but it has no deadline for a request head: a client that
@@ -14,10 +15,19 @@ them exhausted a replica). So each connection here has:
   between requests (or before the first byte of the first) that long, it is
   closed, which is aiohttp's own timer;
 - a **body deadline** (``SLUICE_BODY_TIMEOUT_SECONDS``), which the request
-  middleware keeps as it reads the body (``sluice.http.bodies``).
+  middleware keeps as it reads the body (``sluice.http.bodies``);
+- a **write timeout** (``SLUICE_WRITE_TIMEOUT_SECONDS``): an answer the client does
+  not read fills the kernel's buffers, then the transport's past its high-water mark,
+  which pauses writing (``pause_writing``); paused that long without a
+  ``resume_writing``, the connection is aborted, its unsent bytes dropped. Nothing else
+  closes it: aiohttp's handler waits for the drain for ever, and the keep-alive and
+  head timers do not run while a request is answered. The timer is armed only when
+  writing pauses, so an answer read as it comes costs nothing. (An answer sent with
+  ``sendfile`` bypasses the transport and would not be seen: sluice sends none.)
 
-And each process holds at most ``SLUICE_MAX_CONNECTIONS`` connections: one more
-is accepted, answered ``503`` with ``Retry-After: 1`` and ``Connection: close``
+And each process holds at most ``SLUICE_MAX_CONNECTIONS`` connections, and one client
+address at most ``SLUICE_CONNECTIONS_PER_ADDRESS`` of them (``sluice.http.client_slots``):
+one more is accepted, answered ``503`` with ``Retry-After: 1`` and ``Connection: close``
 at once, and closed, without reading from it. Refusing fast beats leaving it in
 the listen backlog: the descriptor comes straight back, and a client learns at
 once to try again (another replica, or this one a second later) instead of
@@ -48,72 +58,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import resource
-import time
+import socket
+import struct
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import structlog
 from aiohttp import web
 from aiohttp.streams import EMPTY_PAYLOAD
 
 from sluice.config import Config
+from sluice.http.client_slots import ConnectionLimits, slot_key
 from sluice.http.redirect_wire import WireRedirects
-from sluice.http.schemas import Problem
+from sluice.metrics import WRITE_TIMEOUTS
 
 log = structlog.get_logger(__name__)
 
 # Descriptors a process needs besides its client connections: database, Redis, logs, files.
 _SPARE_FILES = 256
-_REFUSED_LOG_EVERY = 10.0  # seconds: one warning per stretch of refusals, not one per connection
-
-
-def _refusal() -> bytes:
-    body = msgspec.json.encode(
-        Problem(
-            type="about:blank",
-            title="Service Unavailable",
-            status=503,
-            detail="this server holds as many connections as it takes; try again",
-        )
-    )
-    head = (
-        "HTTP/1.1 503 Service Unavailable\r\n"
-        "Content-Type: application/problem+json\r\n"
-        "Retry-After: 1\r\n"
-        "Connection: close\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-_REFUSAL = _refusal()
-
-
-class ConnectionLimits:
-    """What every connection of one listening site shares: the deadlines and the count.
-    ``head_deadline``: False on an aiohttp without what the deadline reads of it."""
-
-    def __init__(self, config: Config, *, head_deadline: bool = True) -> None:
-        self.head_deadline = head_deadline
-        self.header_timeout = config.header_timeout_seconds
-        self.max_connections = config.max_connections
-        self.open = 0
-        self.refused = 0
-        self._refused_logged = 0
-        self._last_log = -_REFUSED_LOG_EVERY
-
-    def note_refused(self) -> None:
-        self.refused += 1
-        now = time.monotonic()
-        if now - self._last_log >= _REFUSED_LOG_EVERY:
-            self._last_log = now
-            log.warning(
-                "connection cap reached: new connections answered 503 and closed",
-                max_connections=self.max_connections,
-                refused=self.refused - self._refused_logged,
-            )
-            self._refused_logged = self.refused
+# SO_LINGER on, 0 seconds: close() resets the connection and drops what the kernel holds
+# unsent, where a plain close() would keep it (megabytes) until the client reads it.
+_RESET = struct.pack("ii", 1, 0)
 
 
 class GuardedRequestHandler(web.RequestHandler):
@@ -127,7 +92,9 @@ class GuardedRequestHandler(web.RequestHandler):
         "_heads_at_arming",
         "_limits",
         "_remote",
+        "_slot",
         "_wire",
+        "_write_timer",
     )
 
     def __init__(
@@ -144,6 +111,8 @@ class GuardedRequestHandler(web.RequestHandler):
         self._head_deadline = 0.0
         self._heads_at_arming = -1
         self._counted = False
+        self._slot: str | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
         self._wire = wire
         self._remote: str | None = None
         if wire is not None:
@@ -151,28 +120,71 @@ class GuardedRequestHandler(web.RequestHandler):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         limits = self._limits
+        assert isinstance(transport, asyncio.Transport)
         if limits.open >= limits.max_connections:
-            limits.note_refused()
-            assert isinstance(transport, asyncio.Transport)
-            transport.write(_REFUSAL)
-            transport.close()  # after the answer is written; aiohttp never sees it
+            self._refuse(transport, limits.refusal("process"))
             return
+        peer = transport.get_extra_info("peername")
+        remote = str(peer[0]) if isinstance(peer, (list, tuple)) else peer  # as aiohttp
+        if isinstance(peer, (list, tuple)):
+            slot = slot_key(remote)
+            if not limits.slots.take(slot):
+                self._refuse(transport, limits.refusal("address", slot))
+                return
+            self._slot = slot
         limits.open += 1
         self._counted = True
         super().connection_made(transport)
-        peer = transport.get_extra_info("peername")
-        self._remote = str(peer[0]) if isinstance(peer, (list, tuple)) else peer  # as aiohttp
+        self._remote = remote
         if limits.head_deadline:
             self._arm_head_deadline()
+
+    @staticmethod
+    def _refuse(transport: asyncio.Transport, answer: bytes) -> None:
+        transport.write(answer)
+        transport.close()  # after the answer is written; aiohttp never sees it
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._counted:
             self._counted = False
             self._limits.open -= 1
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+            if self._slot is not None:
+                self._limits.slots.give_back(self._slot)
+        for timer in (self._head_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._write_timer = None
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        # The transport holds more than its high-water mark unsent: the client reads slower
+        # than it is answered, or not at all. Armed here only, so an answer read as it is
+        # written (every redirect) costs no timer.
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self._loop.call_later(
+                self._limits.write_timeout, self._write_overdue
+            )
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_overdue(self) -> None:
+        self._write_timer = None
+        transport = self.transport
+        if not self._paused or transport is None:
+            return
+        log.debug("connection closed: its answer was not read in time", peer=self._remote)
+        WRITE_TIMEOUTS.inc()
+        # abort, not close: close would wait for the unsent bytes the client does not read.
+        with contextlib.suppress(OSError, AttributeError):
+            transport.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, _RESET
+            )
+        transport.abort()
 
     def data_received(self, data: bytes) -> None:
         # The first bytes of a head after an earlier request: its deadline starts now.

@@ -31,7 +31,7 @@ log = structlog.get_logger(__name__)
 
 # W3C trace context: version-traceid-parentid-flags; an all-zero trace id is invalid.
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
-# Request ids from proxies: a safe alphabet only, since they end up in every log line.
+# Request ids from clients and proxies: a safe alphabet only, since they end up in log lines.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{7,127}")
 _TRACEPARENT_HEADER = istr("traceparent")
 _REQUEST_ID_HEADER = istr("X-Request-ID")
@@ -39,12 +39,19 @@ TRACE_ID_HEADER = istr("X-Trace-Id")
 
 
 def incoming_trace_id(headers: Mapping[str, str]) -> str | None:
-    """The caller's trace id (``traceparent`` first, then ``X-Request-ID``) if well-formed."""
+    """The trace a W3C ``traceparent`` continues, if well-formed. Never ``X-Request-ID``:
+    any client picks one, often not unique, and as a trace id it would put unrelated
+    requests into one trace in /admin; it is logged as ``request_id`` instead."""
     traceparent = headers.get(_TRACEPARENT_HEADER)
     if traceparent is not None:
         match = _TRACEPARENT.fullmatch(traceparent.strip().lower())
         if match and match[1] != "0" * 32:
             return match[1]
+    return None
+
+
+def client_request_id(headers: Mapping[str, str]) -> str | None:
+    """The caller's ``X-Request-ID`` if well-formed: logged beside the trace id."""
     request_id = headers.get(_REQUEST_ID_HEADER)
     if request_id is not None and _REQUEST_ID.fullmatch(request_id := request_id.strip()):
         return request_id
@@ -85,7 +92,8 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
     trace_id = incoming_trace_id(request.headers) or new_trace_id()
     request[TRACE_ID] = trace_id
     TRACE.set(trace_id)  # the request's own task: events it makes join its trace
-    token = REQUEST.set((trace_id, request.method, request.path))
+    request_id = client_request_id(request.headers)
+    token = REQUEST.set((trace_id, request.method, request.path, request_id))
     started = time.perf_counter()
     status = 500
     try:

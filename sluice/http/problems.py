@@ -12,6 +12,7 @@ from sluice.http.schemas import Problem
 
 VALIDATION_TYPE = "https://sluice.dev/problems/validation"
 
+NOSNIFF = {"X-Content-Type-Options": "nosniff"}
 # Headers of an aiohttp HTTPException worth keeping on the problem answer (405's Allow).
 _KEPT_HEADERS = ("Allow", "Retry-After", "Location")
 
@@ -33,6 +34,9 @@ def problem_response(
         errors=errors or None,
         checks=checks,
     )
+    # The detail may quote the request (a path, a field); a browser sniffing the answer
+    # as HTML would run what the client wrote into it.
+    headers = {**headers, **NOSNIFF} if headers else NOSNIFF
     return json_response(problem, status, content_type=PROBLEM_JSON, headers=headers)
 
 

@@ -30,6 +30,9 @@ class GroupSpec:
     retry_base_ms: int | None = None
     max_deliveries: int | None = None
     handler_timeout_s: float | None = None
+    # What the group holds beyond a batch (an HTTP client, say), let go once its consumers
+    # have stopped and before the process's store and Redis close.
+    close: Callable[[], Awaitable[None]] | None = None
 
     def settings(self, process: RuntimeSettings) -> RuntimeSettings:
         """The process's settings with this group's own in place of the defaults."""

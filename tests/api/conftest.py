@@ -44,6 +44,7 @@ async def problem(response: Any, status: int) -> dict[str, Any]:
     """Assert a problem+json answer with ``status`` and return its body."""
     assert response.status == status, await response.text()
     assert response.content_type == "application/problem+json"
+    assert response.headers.get("X-Content-Type-Options") == "nosniff"  # never sniffed
     body: dict[str, Any] = await response.json(content_type="application/problem+json")
     assert body["status"] == status
     assert body["title"] and body["detail"] and body["type"]

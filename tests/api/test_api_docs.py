@@ -42,3 +42,12 @@ async def test_nothing_else_is_served_from_the_assets(client: Client) -> None:
         response = await client.get(f"/docs/assets/{name}")
         assert response.status == 404, name
         assert response.content_type == "application/problem+json"
+
+
+async def test_an_asset_answers_a_byte_range_and_ignores_other_units(client: Client) -> None:
+    whole = await (await client.get("/docs/assets/swagger-ui.css")).read()
+    part = await client.get("/docs/assets/swagger-ui.css", headers={"Range": "bytes=10-19"})
+    assert (part.status, await part.read()) == (206, whole[10:20])
+    assert part.headers["Content-Range"] == f"bytes 10-19/{len(whole)}"
+    other = await client.get("/docs/assets/swagger-ui.css", headers={"Range": "lines=1-2"})
+    assert (other.status, await other.read()) == (200, whole)

@@ -106,13 +106,18 @@ async def test_a_download_resumes_with_a_range_and_a_bad_range_is_a_problem(
     assert (more_than_all.status, await more_than_all.read()) == (206, whole)
 
     for value in (
-        f"bytes={size}-", f"bytes={size + 100}-{size + 200}", "bytes=9-3", "pages=1-2",
+        f"bytes={size}-", f"bytes={size + 100}-{size + 200}", "bytes=9-3",
         "bytes=-0", "bytes=0-1,5-6", "bytes=-", f"bytes={'9' * 5000}-",
     ):  # fmt: skip
         response = await get(client, url, Range=value)
         body = await problem(response, 416)
         assert response.headers["Content-Range"] == f"bytes */{size}"
         assert body["detail"]
+    # A unit other than bytes is ignored, as RFC 9110 section 14.2 says: the whole CSV.
+    for value in ("pages=1-2", "items=0-5", "bytesx=0-1", "none"):
+        response = await get(client, url, Range=value)
+        assert (response.status, await response.read()) == (200, whole), value
+        assert "Content-Range" not in response.headers
 
 
 async def test_conditions_answer_304_and_412_before_the_range_is_looked_at(

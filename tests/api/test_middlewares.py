@@ -1,5 +1,6 @@
 """Unexpected failures become one logged 500 problem (503 when the database or Redis is
-down); every request gets one summary line."""
+down); every request gets one summary line; problem answers are never sniffed; a
+client's X-Request-ID is logged beside the trace id, never as it."""
 
 from __future__ import annotations
 
@@ -22,21 +23,25 @@ async def boom(request: web.Request) -> web.Response:
     raise RuntimeError("kaboom")
 
 
-async def test_an_unexpected_error_is_a_logged_500_problem(
-    aiohttp_client: AiohttpClient, config: Config
-) -> None:
+@pytest.fixture
+async def booming(aiohttp_client: AiohttpClient, config: Config) -> Client:
+    """The API with one more route, ``GET /boom``, that fails unexpectedly."""
     app = create_app(config)
     app.router.add_get("/boom", boom)
-    client = await aiohttp_client(app)
+    return await aiohttp_client(app)
+
+
+async def test_an_unexpected_error_is_a_logged_500_problem(booming: Client) -> None:
+    client = booming
     with structlog.testing.capture_logs(processors=[add_request]) as logs:
         response = await client.get("/boom", headers={"X-Request-ID": "trace-boom-1"})
         body = await problem(response, 500)
     assert "kaboom" not in body["detail"]  # internals stay in the logs
-    assert response.headers["X-Trace-Id"] == "trace-boom-1"
+    trace_id = response.headers["X-Trace-Id"]
     errors = [entry for entry in logs if entry["log_level"] == "error"]
     assert len(errors) == 1
     assert errors[0]["exc_info"] is True
-    assert errors[0]["trace_id"] == "trace-boom-1"
+    assert (errors[0]["trace_id"], errors[0]["request_id"]) == (trace_id, "trace-boom-1")
     [summary] = [entry for entry in logs if entry["event"] == "request"]
     assert summary["status"] == 500
 
@@ -51,9 +56,10 @@ async def test_one_summary_line_per_request(aiohttp_client: AiohttpClient, confi
         ("GET", "/healthz", 200),
         ("GET", "/missing", 404),
     ]
-    assert summaries[0]["trace_id"] == "trace-ok-1"
-    # Context is cleared per request: the second one has its own trace id.
-    assert summaries[1]["trace_id"] not in ("", "trace-ok-1")
+    assert summaries[0]["request_id"] == "trace-ok-1"
+    # Context is cleared per request: the second one has its own trace id, no request id.
+    assert summaries[1]["trace_id"] not in ("", summaries[0]["trace_id"])
+    assert "request_id" not in summaries[1]
     assert all(s["duration_ms"] >= 0 for s in summaries)
 
 
@@ -130,3 +136,34 @@ async def test_headers_that_are_not_utf8_get_their_answer_not_a_500(
     assert await raw_status(client, view) == 202
     me = b"GET /v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + bad + b"\r\n\r\n"
     assert await raw_status(client, me) == 401
+
+
+async def test_problem_answers_tell_browsers_not_to_sniff_them(booming: Client) -> None:
+    client = booming
+    reflected = "/v1/<script>alert(1)</script>"  # the 404's detail names the path
+    for method, path, status in [
+        ("GET", reflected, 404), ("GET", "/nosuchcode", 404), ("DELETE", "/healthz", 405),
+        ("GET", "/v1/me", 401), ("POST", "/v1/users", 400), ("GET", "/boom", 500),
+    ]:  # fmt: skip
+        response = await client.request(method, path)
+        await problem(response, status)
+        assert response.headers["X-Content-Type-Options"] == "nosniff", (method, path)
+
+
+async def test_a_client_s_request_id_is_logged_but_never_names_a_trace(
+    client: Client, store: Store
+) -> None:
+    """Two clients that send the same X-Request-ID (by chance or on purpose) stay in two
+    traces: /admin never shows one's events in the other's trace."""
+    shared = {"X-Request-ID": "shared-request-0001"}
+    with structlog.testing.capture_logs(processors=[add_request]) as logs:
+        first = await client.post("/v1/articles/a1/views", json={"viewer": "al"}, headers=shared)
+        second = await client.post("/v1/articles/a2/views", json={"viewer": "bo"}, headers=shared)
+    traces = [first.headers["X-Trace-Id"], second.headers["X-Trace-Id"]]
+    assert traces[0] != traces[1]
+    assert all(len(trace) == 32 and int(trace, 16) for trace in traces)
+    assert [trace for _, trace in await stored_events(store)] == traces
+    summaries = [entry for entry in logs if entry["event"] == "request"]
+    assert [(s["trace_id"], s["request_id"]) for s in summaries] == [
+        (trace, "shared-request-0001") for trace in traces
+    ]

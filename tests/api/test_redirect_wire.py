@@ -167,7 +167,7 @@ async def test_a_client_that_reads_late_gets_every_answer_in_order(
 
     def send_one() -> None:
         nonlocal sent
-        wire.send(get(f"/{CODE}", f"X-Request-ID: request-{sent:06d}"))
+        wire.send(get(f"/{CODE}", f"traceparent: 00-{sent + 1:032x}-00f067aa0ba902b7-01"))
         sent += 1
 
     async def answered_or_backed_up() -> bool:
@@ -191,7 +191,7 @@ async def test_a_client_that_reads_late_gets_every_answer_in_order(
     assert transport.get_write_buffer_size() <= high_water + 4096
     for i in range(sent):
         status, headers, _ = await wire.response()
-        assert (status, headers["X-Trace-Id"]) == ("HTTP/1.1 302 Found", f"request-{i:06d}")
+        assert (status, headers["X-Trace-Id"]) == ("HTTP/1.1 302 Found", f"{i + 1:032x}")
     await wait_for(visits_stored(store, sent + 2), timeout=30)
 
 

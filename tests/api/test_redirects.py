@@ -123,7 +123,7 @@ async def test_the_visit_carries_visitor_hash_referrer_host_browser_and_trace(
     assert before <= first.occurred_at <= utcnow()
     assert second.visitor == visitor_hash(key, "127.0.0.1", CHROME) != first.visitor
     assert (second.referrer_host, second.browser, second.is_bot) == (None, "Chrome", False)
-    assert second.trace_id == "req-visit-1"
+    assert second.trace_id == human.headers["X-Trace-Id"] != "req-visit-1"
     payloads = await store.fetchall("SELECT payload FROM events WHERE type = 'LinkVisited'")
     assert all(b"127.0.0.1" not in bytes(p) for (p,) in payloads)  # no raw IP anywhere
 

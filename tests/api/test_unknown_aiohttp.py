@@ -24,6 +24,7 @@ from tests.api.raw_http import CODE, URL, Connect, cached, get, visits_stored
 from tests.integration.conftest import wait_for
 
 HEAD = f"HEAD /{CODE} HTTP/1.1\r\nHost: sluice\r\n\r\n".encode()
+TRACE = "0af7651916cd43dd8448eb211c80319c"  # a caller's, in its traceparent
 
 
 @pytest.fixture(params=["version", "attribute"])
@@ -72,7 +73,7 @@ async def test_an_unknown_aiohttp_serves_redirects_through_the_request_path(
         await cached(client, store)
         first, second = await connect(client), await connect(client)
         first.send(get(f"/{CODE}"), get("/healthz"), get(f"/{CODE}"), get("/nosuchcode"))
-        second.send(HEAD, get(f"/{CODE}", "X-Request-ID: request-000001"))
+        second.send(HEAD, get(f"/{CODE}", f"traceparent: 00-{TRACE}-00f067aa0ba902b7-01"))
         answers = [await first.response() for _ in range(4)]
         head_answer = (await second.reader.readuntil(b"\r\n\r\n")).decode()
         last = await second.response()
@@ -99,7 +100,7 @@ async def test_an_unknown_aiohttp_serves_redirects_through_the_request_path(
         assert (headers["Location"], headers["Cache-Control"]) == (URL, "private, no-store")
         assert (headers["Content-Length"], headers["Server"], body) == ("0", SERVER_SOFTWARE, b"")
     assert [len(answers[i][1]["X-Trace-Id"]) for i in (0, 2)] == [32, 32]
-    assert last[1]["X-Trace-Id"] == "request-000001"  # the caller's, as on the wire
+    assert last[1]["X-Trace-Id"] == TRACE  # the caller's, as on the wire
     await wait_for(visits_stored(store, 4), timeout=10)  # the GETs, with the one that cached
     assert wire_asked == []
     (warning,) = [entry for entry in logs if entry["log_level"] == "warning"]

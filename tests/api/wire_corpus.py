@@ -42,7 +42,8 @@ GET = request()
 HEAD = request(method="HEAD")
 # A GET of the link that would be answered, with this trace id, if it were taken for a
 # request; it is sent as a body.
-SMUGGLED = request(f"/{CODE}", "X-Request-ID: smuggled-0001")
+SMUGGLED_TRACE = "5a0991ed000000000000000000000001"
+SMUGGLED = request(f"/{CODE}", f"traceparent: 00-{SMUGGLED_TRACE}-00f067aa0ba902b7-01")
 
 
 def _bodies() -> Iterator[Stream]:

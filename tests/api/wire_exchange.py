@@ -31,11 +31,13 @@ from sluice.http.connections import GuardedRequestHandler
 
 # The last request of every stream; answered only on a connection still open after the
 # stream, and it closes it.
+_SENTINEL_TRACE = b"5e471e1000000000000000000000f1a9"  # continued from its traceparent
 SENTINEL = (
-    b"GET /healthz HTTP/1.1\r\nHost: sentinel\r\nX-Request-ID: sentinel-0001\r\n"
+    b"GET /healthz HTTP/1.1\r\nHost: sentinel\r\n"
+    b"traceparent: 00-" + _SENTINEL_TRACE + b"-00f067aa0ba902b7-01\r\n"
     b"Connection: close\r\n\r\n"
 )
-_SENTINEL_ANSWERED = b"X-Trace-Id: sentinel-0001\r\n"
+_SENTINEL_ANSWERED = b"X-Trace-Id: " + _SENTINEL_TRACE + b"\r\n"
 
 
 @dataclass(frozen=True)

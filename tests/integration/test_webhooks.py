@@ -10,6 +10,7 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -325,3 +326,26 @@ async def test_visit_batches_are_complete_and_exact_under_kill_9_of_the_worker(
     assert set().union(*by_id.values()) == {event.event_id for event in stored}
     assert sum(len(v) for v in by_id.values()) == 400, "a visit in two different messages"
     assert sent_before < 400, "the worker had sent everything before the kill: nothing tested"
+
+
+async def test_a_worker_that_delivered_closes_its_http_client_when_it_stops(
+    api: Client, receiver: tuple[Receiver, str], start_relay: Callable[..., Any],
+    spawn: Callable[..., Child], tmp_path: Path,
+) -> None:  # fmt: skip
+    """A ``sluice worker webhooks`` stopped with SIGTERM after a call ends cleanly: no
+    "Unclosed client session" (or connector) left for the garbage collector to report."""
+    hooks, base = receiver
+    ada = await user_token(api)
+    await add_webhook(api, ada, f"{base}/ada", "link.created")
+    start_relay()
+    log = tmp_path / "worker.log"
+    worker = spawn("worker", NAME, log=log, SLUICE_WEBHOOK_ALLOW_PRIVATE="1")
+    await add_link(api, ada)
+
+    async def delivered() -> bool:
+        return len(hooks.calls["ada"]) == 1
+
+    await wait_for(delivered, timeout=30)
+    assert worker.terminate() == 0
+    lines = log.read_text().splitlines()
+    assert not [line for line in lines if "Unclosed" in line], lines

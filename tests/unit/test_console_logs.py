@@ -29,7 +29,7 @@ def test_console_lines_escape_controls_in_every_value_and_keep_tracebacks_readab
         processors=processors(console_renderer()),
         wrapper_class=lean_bound_logger(logging.INFO),
     )
-    token = REQUEST.set(("t" * 32, "GET", HOSTILE))
+    token = REQUEST.set(("t" * 32, "GET", HOSTILE, None))
     try:
         log.info("request", status=404, agent="curl\r\nfake line", nested={"k": "\x1b[2J"})
     finally:

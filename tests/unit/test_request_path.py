@@ -95,7 +95,7 @@ def test_a_json_line_carries_the_request_and_skips_lower_levels() -> None:
         processors=processors(render_json),
         wrapper_class=lean_bound_logger(logging.INFO),
     )
-    token = REQUEST.set(("t" * 32, "GET", "/abc123"))
+    token = REQUEST.set(("t" * 32, "GET", "/abc123", None))
     try:
         log.debug("not written")
         log.info("request", status=302, duration_ms=0.25)
@@ -128,7 +128,9 @@ def test_the_fast_request_line_is_the_line_structlog_writes() -> None:
     )
     request_line = json_request_line(LineWriter(fast), Timestamp())
     # A lone surrogate is what msgspec refuses: both fall back to json's escapes.
-    for context in (("t" * 32, "GET", '/a"b\\\u00e9'), ("t" * 32, "GET", "/x\udc80"), None):
+    contexts = [("t" * 32, "GET", '/a"b\\\u00e9', None), ("t" * 32, "GET", "/x\udc80", None),
+                ("t" * 32, "GET", "/r", "client-req-0001"), None]  # fmt: skip
+    for context in contexts:
         token = REQUEST.set(context)
         try:
             log.info("request", status=302, duration_ms=0.25)
@@ -141,7 +143,8 @@ def test_the_fast_request_line_is_the_line_structlog_writes() -> None:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", quick.pop("timestamp"))
         del slow["timestamp"]
         assert list(quick.items()) == list(slow.items())  # same keys and values, same order
-    assert len(fast.getvalue().splitlines()) == 3
+    assert len(fast.getvalue().splitlines()) == 4
+    assert json.loads(fast.getvalue().splitlines()[2])["request_id"] == "client-req-0001"
 
 
 def test_the_request_tally_adds_up_to_what_observe_would_count() -> None:
@@ -242,7 +245,7 @@ def test_a_library_record_is_a_json_line_like_sluices_own() -> None:
         raise ZeroDivisionError("division by zero")
     except ZeroDivisionError as exc:
         record = _record("asyncio", logging.ERROR, "Task exception %s", "x", exc=exc)
-    token = REQUEST.set(("t" * 32, "GET", "/abc123"))
+    token = REQUEST.set(("t" * 32, "GET", "/abc123", None))
     try:
         with structlog.contextvars.bound_contextvars(group="link-stats"):
             line = json.loads(formatter.format(record))

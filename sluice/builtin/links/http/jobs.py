@@ -374,7 +374,8 @@ ROUTES = (
             "If-None-Match, else If-Modified-Since: 304) before a `Range` is looked at. One "
             "byte range is served (`bytes=10-`, `bytes=10-99`, `bytes=-500`); an `If-Range` "
             "naming another version (a weak or other tag, a date other than Last-Modified) "
-            "gets the whole CSV."
+            "gets the whole CSV, as does a Range in a unit other than bytes (ignored, RFC "
+            "9110 section 14.2)."
         ),
         "security": USER,
         "parameters": [_JOB_ID, *_RESULT_CONDITIONS],
@@ -402,8 +403,8 @@ ROUTES = (
             "410": problem("the result was removed after the retention period"),
             "412": problem("If-Match names another version, or the result changed after "
                            "If-Unmodified-Since"),
-            "416": {**problem("a Range that starts past the end, is empty or backwards, or is "
-                              "not one byte range"),
+            "416": {**problem("a byte Range that starts past the end, is empty or backwards, "
+                              "or is not one byte range"),
                     "headers": {"Content-Range": _required_header("`bytes */size`")}},
         },
     }),

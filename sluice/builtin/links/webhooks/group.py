@@ -235,4 +235,5 @@ def group(resources: Resources, deps: WebhookDeps | None = None) -> GroupSpec:
     async def handler(deliveries: Sequence[Delivery]) -> Mapping[Key, BaseException]:
         return await handle_batch(deps, deliveries)
 
-    return GroupSpec(NAME, AGGREGATES, handler)
+    # The sender's HTTP client is closed with the worker, not left to the collector.
+    return GroupSpec(NAME, AGGREGATES, handler, close=deps.sender.close)

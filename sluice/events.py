@@ -42,13 +42,12 @@ def new_trace_id() -> str:
     """The id of a trace that starts here: 32 lowercase hex digits (the W3C trace-id
     format), 48-bit Unix milliseconds, then 80 random bits, never all zero.
 
-    Time first, as in a UUIDv7 (or an AWS X-Ray trace id): the history's trace index
-    (migration 15) then grows at its right edge, where random ids scattered every insert
-    over the whole index; on a history larger than the store's page cache each visit's
-    row wrote one more index page (``bench/trace_ids.py``). A trace a caller's
-    ``traceparent`` names is kept as it is. 80 random bits a millisecond keep ids unique
-    without a counter, which would tell every client how many requests the process
-    served."""
+    Time first, as in a UUIDv7 (or an AWS X-Ray trace id): the history's index of trace
+    ids then grows at its right edge, where random ids would scatter every insert over
+    the whole index (one more index page written per event, once the history outgrows
+    the database's cache). A trace a caller's ``traceparent`` names is kept as it is.
+    80 random bits a millisecond keep ids unique without a counter, which would tell
+    every client how many requests the process served."""
     return f"{time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF:012x}{_random.getrandbits(80):020x}"
 
 

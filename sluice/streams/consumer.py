@@ -92,7 +92,8 @@ class Consumer(Handling, Settling, Claiming):
         self.name = name
         self.settings = spec.settings(settings)
         self.pauses = pauses
-        if pauses is not None:  # a pause stops the reads within 2 s (sluice.streams.pause)
+        if pauses is not None and self.settings.block_ms is not None:
+            # A pause stops the reads within 2 s (sluice.streams.pause).
             block_ms = min(self.settings.block_ms, READ_BLOCK_MS)
             self.settings = replace(self.settings, block_ms=block_ms)
         # One partition's streams, all in one slot: one XREADGROUP reads them together.

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from sluice.app.testing import DeadLettered, Harness, TaskFailed, open_harness
+from sluice.app.testing import DeadLettered, Harness, HarnessFactory, TaskFailed, open_harness
 from sluice.config import Config
 from tests.app_helpers import AppDir
 
-PARCELS = """
+CRATES = """
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import ClassVar
@@ -136,7 +136,7 @@ async def count_crates(ctx: TaskContext) -> None:
 
 @pytest.fixture
 async def harness(app_dir: AppDir, make_config: Callable[..., Config]) -> AsyncIterator[Harness]:
-    app_dir.module("crates_app", PARCELS)
+    app_dir.module("crates_app", CRATES)
     async with open_harness(make_config(apps="crates_app")) as opened:
         yield opened
 
@@ -265,3 +265,19 @@ async def test_unknown_groups_and_projections_are_refused_naming_the_known_ones(
         await harness.handled("nope")
     with pytest.raises(ValueError, match=r"no projection 'nope'; the projections: .*crate-counts"):
         await harness.replay("nope")
+
+
+async def test_the_fixture_opens_harnesses_on_either_store_that_share_nothing(
+    app_dir: AppDir, sluice_harness: HarnessFactory, sluice_store_kind: str
+) -> None:
+    app_dir.module("crates_app", CRATES)
+    first = await sluice_harness("crates_app", store=sluice_store_kind)
+    second = await sluice_harness("crates_app", store=sluice_store_kind)
+    assert first.config.postgres == (sluice_store_kind == "postgres")
+    await _send(first, "p1")
+    await _send(second, "p2")
+    await first.drain()
+    assert [e.crate_id for e in await first.handled("stamping")] == ["p1"]  # type: ignore[attr-defined]
+    assert await second.handled("stamping") == []  # its own database and Redis keys
+    await second.drain()
+    assert [e.crate_id for e in await second.handled("stamping")] == ["p2"]  # type: ignore[attr-defined]

@@ -1,8 +1,10 @@
 """The testing kit an app's tests get (``sluice.app.testing``): a child process of a
-deployment gets every setting of its config."""
+deployment gets every setting of its config, and the example app's tests need nothing
+of sluice but ``sluice.app`` and ``sluice.app.testing``."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,9 @@ import msgspec
 
 from sluice.app.testing import child_env
 from sluice.config import Config, load_config
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders"
+PUBLIC = ("sluice.app", "sluice.app.testing")
 
 # Settings checked when a config is built: a value each accepts that is not its default.
 VALID: dict[str, Any] = {
@@ -62,3 +67,27 @@ def test_a_child_process_gets_every_setting_of_its_config(tmp_path: Path) -> Non
         if getattr(child, f.name) != getattr(config, f.name)
     ]
     assert lost == []
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Constant) and str(node.value).startswith("sluice."):
+            found.add(str(node.value).split()[0])  # pytest_plugins = ["sluice.app.testing"]
+    return found
+
+
+def test_the_example_app_uses_only_the_public_api_of_sluice() -> None:
+    files = sorted(EXAMPLE.rglob("*.py"))
+    assert len(files) > 10
+    private = {
+        f"{path.relative_to(EXAMPLE)}: {module}"
+        for path in files
+        for module in _imports(path)
+        if (module == "sluice" or module.startswith("sluice.")) and module not in PUBLIC
+    }
+    assert sorted(private) == []

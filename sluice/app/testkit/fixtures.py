@@ -54,15 +54,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("sluice_store_kind", _stores_wanted())
 
 
-@pytest.fixture
-def sluice_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    """A private ``redis-server`` for this test, killed after it."""
-    server = RedisServer(tmp_path / "redis")
+def _running(server: RedisServer) -> Iterator[RedisServer]:
     server.start()
     try:
         yield server
     finally:
         server.kill()
+
+
+@pytest.fixture
+def sluice_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A private ``redis-server`` for this test, killed after it."""
+    yield from _running(RedisServer(tmp_path / "redis"))
 
 
 @pytest.fixture(scope="session")
@@ -129,12 +132,11 @@ def sluice_spawn() -> Iterator[Callable[..., Child]]:
 def sluice_harness_redis() -> Iterator[RedisServer]:
     """The ``redis-server`` of the session's harnesses, each under a key prefix of its
     own (its keys deleted when it closes)."""
-    server = RedisServer(Path(tempfile.mkdtemp(prefix="sluice-harness-redis-")))
-    server.start()
+    root = Path(tempfile.mkdtemp(prefix="sluice-harness-redis-"))
     try:
-        yield server
+        yield from _running(RedisServer(root))
     finally:
-        server.kill()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class Templates:

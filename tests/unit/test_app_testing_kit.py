@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
-from sluice.app.testing import child_env
+from sluice.app.testing import child_env, free_port, wait_answering
 from sluice.config import Config, load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders"
@@ -91,3 +92,10 @@ def test_the_example_app_uses_only_the_public_api_of_sluice() -> None:
         if (module == "sluice" or module.startswith("sluice.")) and module not in PUBLIC
     }
     assert sorted(private) == []
+
+
+async def test_an_api_that_never_answers_is_named_with_what_it_answered() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(AssertionError) as failed:
+        await wait_answering([url], timeout=0.3)
+    assert f"no answer 200 to GET /healthz from {url} (ClientConnectorError" in str(failed.value)

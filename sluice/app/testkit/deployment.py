@@ -72,7 +72,8 @@ class Deployment:
         (with the group's record that it handled them); for a projection, those applied
         to its tables; for an ``on`` handler, those its call returned for (an attempt
         recorded as handled). Events of types the group has no handler for are not
-        listed, though the group reads and acks them."""
+        listed, though the group reads and acks them (a built-in app's batch group, whose
+        handlers the engine declares, lists every entry it acked)."""
         if group not in self.apps.groups:
             known = ", ".join(sorted(self.apps.groups))
             raise ValueError(f"no group {group!r} in this deployment; its groups: {known}")

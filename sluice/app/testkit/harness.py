@@ -162,8 +162,9 @@ class Harness(Deployment):
         that appends what it handles, without end)."""
         published = fired = retried = 0
         failed = len(self._failures)
+        deadline = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with deadline:
                 while True:
                     jobs, sent = await self._fire_jobs(), await self._publish()
                     handled, moved = await self._consume(), await self._move_retries()
@@ -171,6 +172,8 @@ class Harness(Deployment):
                     if not (jobs or sent or handled or moved):
                         break
         except TimeoutError:
+            if not deadline.expired():
+                raise  # not the drain's deadline: a socket's, say
             raise TimeoutError(
                 f"still busy after {timeout} s of draining: a handler that appends what it"
                 " handles without end, or one waiting for a service that does not answer"

@@ -103,6 +103,8 @@ async def track(event: CrateStamped, ctx: HandlerContext) -> None:
                          (event.event_id, ctx.attempt))
     if ctx.attempt <= FLAKY.get(event.crate_id, 0):
         raise LookupError("the tracking service lost the crate")
+    if event.crate_id == "down":  # an outage, not the entry's fault: held, not retried
+        raise ConnectionError("the tracking service does not answer")
 
 
 counts = app.projection("crate-counts", events=(CrateSent, CrateStamped), schema='''
@@ -254,6 +256,12 @@ async def test_a_replay_rebuilds_a_projection_from_the_history(harness: Harness)
 
 async def test_a_drain_that_never_ends_says_so(harness: Harness) -> None:
     await _send(harness, "loop")
+    with pytest.raises(TimeoutError, match=r"still busy after 1.0 s"):
+        await harness.drain(timeout=1.0)
+
+
+async def test_a_drain_held_by_an_outage_that_never_ends_says_so(harness: Harness) -> None:
+    await _send(harness, "down")
     with pytest.raises(TimeoutError, match=r"still busy after 1.0 s"):
         await harness.drain(timeout=1.0)
 

@@ -43,6 +43,7 @@ from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
 from sluice.streams.consumer import Consumer
 from sluice.streams.deliveries import DeliveryLog
+from sluice.streams.handling import HeldBack
 from sluice.streams.messages import Message
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
@@ -134,11 +135,12 @@ class Harness(Deployment):
         )  # fmt: skip
         self._deliveries = deliveries = DeliveryLog(resources.store)
         settings = replace(runtime_settings(config), block_ms=None)  # reads return at once
-        gate = RecoveryGate()
+        gate, self._stop = RecoveryGate(), asyncio.Event()
+        redis, keys, stop = resources.redis, resources.keys, self._stop
         self._consumers = [
-            Consumer(spec, resources.redis, resources.keys, NAME, settings, p, gate, deliveries)
+            Consumer(spec, redis, keys, NAME, settings, p, gate, deliveries, stop=stop)
             for spec in (self._recording(s) for s in specs.values())
-            for p in resources.keys.numbers
+            for p in keys.numbers
         ]
         due = Due("delayed jobs", next_due, fire_due)
         self._jobs = OneShotRunner(resources, holder=NAME, due=due, clock=self.now)
@@ -162,23 +164,27 @@ class Harness(Deployment):
         that appends what it handles, without end)."""
         published = fired = retried = 0
         failed = len(self._failures)
-        deadline = asyncio.timeout(timeout)
+        # Nothing is cancelled at the deadline: the round in hand ends, and a consumer
+        # holding entries through an outage lets them go (HeldBack) as a stopping worker does.
+        deadline = asyncio.get_running_loop().call_later(timeout, self._stop.set)
         try:
-            async with deadline:
-                while True:
-                    jobs, sent = await self._fire_jobs(), await self._publish()
-                    handled, moved = await self._consume(), await self._move_retries()
-                    published, fired, retried = published + sent, fired + jobs, retried + moved
-                    if not (jobs or sent or handled or moved):
-                        break
-        except TimeoutError:
-            if not deadline.expired():
-                raise  # not the drain's deadline: a socket's, say
+            while True:
+                jobs, sent = await self._fire_jobs(), await self._publish()
+                handled, moved = await self._consume(), await self._move_retries()
+                published, fired, retried = published + sent, fired + jobs, retried + moved
+                if not (jobs or sent or handled or moved):
+                    break
+                if self._stop.is_set():
+                    raise HeldBack("past the drain's deadline")
+        except HeldBack:
             raise TimeoutError(
                 f"still busy after {timeout} s of draining: a handler that appends what it"
                 " handles without end, or one waiting for a service that does not answer"
                 f" ({published} events published, {retried} retries so far)"
             ) from None
+        finally:
+            deadline.cancel()
+            self._stop.clear()
         failures = tuple(self._failures[failed:])
         if failures and raise_dead_letters:
             raise DeadLettered(failures) from failures[0].error

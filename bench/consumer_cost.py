@@ -42,12 +42,12 @@ async def drain(n: int, env: dict[str, str]) -> None:
     from deliveries import publish
 
     from sluice.app.loading import default_apps
-    from sluice.cli.processes import runtime_settings
     from sluice.config import load_config
     from sluice.logs import configure_logging
     from sluice.resources import open_resources, redis_client
     from sluice.streams.consumer import Consumer
     from sluice.streams.deliveries import DeliveryLog
+    from sluice.streams.spec import runtime_settings
 
     config = load_config(env, log_level="warning", log_format="json")
     configure_logging(config)

@@ -32,20 +32,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
-import msgspec
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 from hypothesis.configuration import set_hypothesis_home_dir
-from yarl import URL
 
 from sluice.app.loading import default_apps
+from sluice.app.testkit.served import ServedAsApi
 from sluice.config import Config, load_config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import listen
 from sluice.http.keys import CONFIG
 from sluice.resources import redis_client
 from sluice.store.postgres import PostgresStore
@@ -345,21 +342,6 @@ async def redis(
         yield client
     finally:
         await client.aclose()
-
-
-class ServedAsApi(TestServer):
-    """A sluice app on a loopback port as ``sluice api`` serves it (``listen``): cached
-    redirects answered on the wire (``sluice.http.redirect_wire``) or before the app
-    (``sluice.http.fast_redirect``), connections under the deadlines and the cap."""
-
-    async def start_server(self, loop: asyncio.AbstractEventLoop | None = None, **_: Any) -> None:
-        if self.runner:
-            return
-        self._loop = loop
-        self.app[CONFIG] = msgspec.structs.replace(self.app[CONFIG], host="127.0.0.1", port=0)
-        self.runner, site = await listen(self.app)
-        self.host, self.port, self.scheme = "127.0.0.1", site.port, "http"
-        self._root = URL(f"http://127.0.0.1:{site.port}")
 
 
 @pytest.fixture

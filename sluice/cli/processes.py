@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 
 import structlog
 
@@ -19,7 +18,7 @@ from sluice.streams.group_history.sampler import HistorySampler
 from sluice.streams.pause import PauseWatch
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
-from sluice.streams.spec import GroupSpec, RuntimeSettings
+from sluice.streams.spec import runtime_settings, with_deployment_timeout
 
 log = structlog.get_logger(__name__)
 
@@ -27,24 +26,6 @@ log = structlog.get_logger(__name__)
 def default_consumer_name() -> str:
     """Stable across restarts on one host, so a restarted worker finds its own pending list."""
     return socket.gethostname()
-
-
-def runtime_settings(config: Config) -> RuntimeSettings:
-    return RuntimeSettings(
-        batch=config.worker_batch,
-        block_ms=config.worker_block_ms,
-        claim_idle_ms=config.claim_idle_ms,
-        retry_base_ms=config.retry_base_ms,
-        max_deliveries=config.max_deliveries,
-        handler_timeout_s=config.handler_timeout_seconds,
-    )
-
-
-def _with_timeout(spec: GroupSpec, config: Config) -> GroupSpec:
-    """``spec`` with the deadline ``SLUICE_<GROUP>_TIMEOUT_SECONDS`` gives it, if any: the
-    deployment's word on one group wins over the group's own default."""
-    seconds = config.group_timeouts.get(spec.name)
-    return spec if seconds is None else replace(spec, handler_timeout_s=seconds)
 
 
 async def run_worker(
@@ -65,7 +46,7 @@ async def run_worker(
             pauses = PauseWatch(resources.store)
             await pauses.refresh()
             # A consumer per group and partition: each partition's reads touch one slot.
-            specs = {g: _with_timeout(every[g](resources), config) for g in groups}
+            specs = {g: with_deployment_timeout(every[g](resources), config) for g in groups}
             consumers = [
                 Consumer(
                     specs[g],

@@ -81,7 +81,7 @@ class OneShotRunner:
         log.info("one-shot runner started", holder=self.holder, fires=self.due.what)
         while not stop.is_set():
             try:
-                delay = await self._tick()
+                delay = await self.tick()
             except Exception as exc:  # a store outage, or a bug: logged, retried, never fatal
                 log.error(
                     "one-shot runner failed, retrying", fires=self.due.what, error=repr(exc),
@@ -96,8 +96,8 @@ class OneShotRunner:
                     async with asyncio.timeout(delay):
                         await stop.wait()
 
-    async def _tick(self) -> float:
-        """Fire what is due; how long to sleep before the next look."""
+    async def tick(self) -> float:
+        """Fire what is due (a batch); how long to sleep before the next look."""
         store = self.resources.store
         first = await self.due.next_due(store)
         now = self.clock()

@@ -79,10 +79,13 @@ class Consumer(Handling, Settling, Claiming):
         gate: RecoveryGate | None = None,
         deliveries: DeliveryLog | None = None,
         pauses: PauseWatch | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         """``gate``: shared by every consumer of the process (see ``sluice.streams.recovery``);
         ``deliveries``: the process's record of attempts (none: not recorded);
-        ``pauses``: the process's watch of paused groups (none: never paused)."""
+        ``pauses``: the process's watch of paused groups (none: never paused);
+        ``stop``: what ends the holding of entries through an outage when ``step`` is
+        called without ``run`` (the test harness; ``run`` brings its own)."""
         self.deliveries = deliveries
         self.spec = spec
         self.partition = partition
@@ -92,7 +95,8 @@ class Consumer(Handling, Settling, Claiming):
         self.name = name
         self.settings = spec.settings(settings)
         self.pauses = pauses
-        if pauses is not None:  # a pause stops the reads within 2 s (sluice.streams.pause)
+        if pauses is not None and self.settings.block_ms is not None:
+            # A pause stops the reads within 2 s (sluice.streams.pause).
             block_ms = min(self.settings.block_ms, READ_BLOCK_MS)
             self.settings = replace(self.settings, block_ms=block_ms)
         # One partition's streams, all in one slot: one XREADGROUP reads them together.
@@ -104,7 +108,7 @@ class Consumer(Handling, Settling, Claiming):
         self._cursors = dict.fromkeys(self.streams, "0-0")
         self._drained = False
         self._pending_after = dict.fromkeys(self.streams, "0")
-        self._stop = asyncio.Event()
+        self._stop = stop or asyncio.Event()
 
     # Groups.
 

@@ -157,8 +157,10 @@ class Failures:
         result = await self._dead(keys=[stream, self.dead_key], args=[self.group, entry_id, *flat])
         return result.decode() if isinstance(result, bytes) else None
 
-    async def move_due(self, limit: int = 500) -> int:
-        now = int(utcnow().timestamp() * 1000)
+    async def move_due(self, limit: int = 500, *, until_ms: int | None = None) -> int:
+        """Move the retries due by now (by ``until_ms``, unix ms, if given: the test
+        harness skips the backoff) to the retry stream; how many were moved."""
+        now = int(utcnow().timestamp() * 1000) if until_ms is None else until_ms
         moved = await self._move(keys=[self.delayed_key, self.retry_key], args=[now, limit])
         return int(moved)
 

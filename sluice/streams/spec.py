@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.streams.messages import BatchHandler, Message
+
+if TYPE_CHECKING:
+    from sluice.config import Config
 
 # Called after an entry of the group went to its dead letters, with the reason: the
 # handler's last exception, PoisonMessage, or NoOutcome (its consumers kept dying).
@@ -49,7 +52,10 @@ class GroupSpec:
 @dataclass(frozen=True)
 class RuntimeSettings:
     batch: int = 100
-    block_ms: int = 2_000
+    # How long a read waits for new entries; None: it returns at once (the test harness,
+    # which reads until nothing is left: Redis ends a BLOCK of 1 ms only at its next
+    # tick, 100 ms later).
+    block_ms: int | None = 2_000
     claim_idle_ms: int = 60_000
     retry_base_ms: int = 2_000
     max_deliveries: int = 5
@@ -64,3 +70,22 @@ class Counters:
     retried: int = 0
     dead: int = 0
     claimed: int = 0
+
+
+def runtime_settings(config: Config) -> RuntimeSettings:
+    """A worker's settings, from the deployment's (``SLUICE_WORKER_*`` and the rest)."""
+    return RuntimeSettings(
+        batch=config.worker_batch,
+        block_ms=config.worker_block_ms,
+        claim_idle_ms=config.claim_idle_ms,
+        retry_base_ms=config.retry_base_ms,
+        max_deliveries=config.max_deliveries,
+        handler_timeout_s=config.handler_timeout_seconds,
+    )
+
+
+def with_deployment_timeout(spec: GroupSpec, config: Config) -> GroupSpec:
+    """``spec`` with the deadline ``SLUICE_<GROUP>_TIMEOUT_SECONDS`` gives it, if any: the
+    deployment's word on one group wins over the group's own default."""
+    seconds = config.group_timeouts.get(spec.name)
+    return spec if seconds is None else replace(spec, handler_timeout_s=seconds)

@@ -15,7 +15,6 @@ from sluice.app.loading import default_apps
 from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.reminders.cron_runner import ReminderRunner
-from sluice.cli.processes import runtime_settings
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 from sluice.resources import Resources, open_resources, redis_client
@@ -24,7 +23,7 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
-from sluice.streams.spec import Counters, GroupSpec
+from sluice.streams.spec import Counters, GroupSpec, runtime_settings
 
 
 @pytest.fixture

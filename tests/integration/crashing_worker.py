@@ -26,13 +26,12 @@ DELIVERIES_KEY = "test:poison:deliveries"
 async def work(consumer_name: str, poison: str) -> None:
     from sluice.app.loading import default_apps
     from sluice.builtin.articles.events import ArticleViewed
-    from sluice.cli.processes import runtime_settings
     from sluice.resources import open_resources, redis_client
     from sluice.stop_signals import stop_on_signals
     from sluice.streams.consumer import Consumer
     from sluice.streams.messages import Delivery
     from sluice.streams.recovery import RecoveryGate
-    from sluice.streams.spec import GroupSpec
+    from sluice.streams.spec import GroupSpec, runtime_settings
 
     config = load_config()
     configure_logging(config)

@@ -24,7 +24,6 @@ from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.exports.retention import purge_finished
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
-from sluice.cli.processes import runtime_settings
 from sluice.config import Config
 from sluice.errors import HandlerError
 from sluice.events import decode, utcnow
@@ -33,7 +32,7 @@ from sluice.store import Store
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import BatchHandler, Delivery, Message, fields_from_redis
 from sluice.streams.relay import POSITION, Relay
-from sluice.streams.spec import GroupSpec
+from sluice.streams.spec import GroupSpec, runtime_settings
 from tests.link_helpers import OWNER, add_link, add_user
 
 pytestmark = pytest.mark.topologies("single", "cluster")

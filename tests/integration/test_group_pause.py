@@ -17,7 +17,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from sluice.app.testing import Child, wait_for
-from sluice.cli.processes import runtime_settings
 from sluice.config import Config
 from sluice.http import create_app
 from sluice.resources import Resources, redis_client
@@ -26,7 +25,7 @@ from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.pause import POLL_INTERVAL_S, READ_BLOCK_MS, PauseWatch
 from sluice.streams.relay import Relay
-from sluice.streams.spec import GroupSpec
+from sluice.streams.spec import GroupSpec, runtime_settings
 from tests.integration.conftest import Running, post_views, views
 from tests.integration.test_cli import sluice
 

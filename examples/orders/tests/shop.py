@@ -1,37 +1,26 @@
-"""A running deployment of sluice with the orders app, and a client of its API."""
+"""The orders app in a harness (``sluice.app.testing``), and a client of its API."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-from sluice.app import Store
-from sluice.app.testing import Child
-from sluice.config import Config
+from sluice.app.testing import Harness
 
+# Every built-in app beside the orders app, as `SLUICE_APPS=default,sluice_orders sluice up`.
 APPS = "default,sluice_orders"
-# Light for a test: a small code pool, orders closed two seconds after they are placed.
-ENV = {"SLUICE_CODE_POOL_TARGET": "100", "ORDERS_CLOSE_AFTER_SECONDS": "2"}
-GROUPS = ("loyalty", "customer-totals", "orders-jobs")
+ADMIN_TOKEN = "orders-tests-admin-token-of-forty-characters"
 
 
 @dataclass
 class Shop:
-    config: Config
-    url: str
-    http: aiohttp.ClientSession
-    spawn: Callable[..., Child]
-    store: Store
+    h: Harness
 
-    def start(self, *command: str, **env: str) -> Child:
-        """``sluice *command`` of this deployment, a real process."""
-        return self.spawn(self.config, *command, **{**ENV, **env})
-
-    async def call(self, method: str, path: str, status: int, **body: Any) -> Any:
-        async with self.http.request(
-            method, f"{self.url}{path}", json=body if body else None
+    async def call(self, method: str, path: str, status: int, *, admin: bool = False,
+                   **body: Any) -> Any:  # fmt: skip
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"} if admin else {}
+        async with self.h.client.request(
+            method, path, json=body if body else None, headers=headers
         ) as response:
             answer = await response.json(content_type=None)
             assert response.status == status, (method, path, response.status, answer)
@@ -56,5 +45,6 @@ class Shop:
         return found
 
     async def count(self, sql: str, *params: Any) -> int:
-        row = await self.store.fetchone(sql, params)
+        """A count in the app's own tables."""
+        row = await self.h.store.fetchone(sql, params)
         return int(row[0]) if row and row[0] is not None else 0

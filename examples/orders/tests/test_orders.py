@@ -1,41 +1,41 @@
-"""The orders app end to end, on both stores: each guarantee sluice gives its own
+"""The orders app end to end in the harness: each guarantee sluice gives its own
 capabilities, given to an app's through the public API."""
 
 from __future__ import annotations
 
 import json
 
-from sluice.app.testing import sluice_command, wait_for
-
+from sluice_orders.app import close_after
+from sluice_orders.events import OrderClosed, OrderPaid, OrderPlaced, PointsCredited
 from tests.shop import Shop
 
 
-async def test_a_paid_order_credits_points_once_and_an_unpaid_one_closes(running: Shop) -> None:
-    shop = running
+async def test_a_paid_order_credits_points_once_and_an_unpaid_one_closes(shop: Shop) -> None:
     paid = await shop.place("ada", 1234)
     unpaid = await shop.place("ada", 500)
     assert (paid["status"], unpaid["status"]) == ("placed", "placed")
     assert (await shop.pay(paid["id"]))["status"] == "paid"
+    await shop.h.drain()
+    assert [e.order_id for e in await shop.h.handled("loyalty", OrderPaid)] == [paid["id"]]
+    assert (await shop.order(unpaid["id"]))["status"] == "placed"  # its job is not due yet
 
-    async def closed() -> bool:
-        return bool((await shop.order(unpaid["id"]))["status"] == "closed")
-
-    await wait_for(closed, timeout=30)  # its close-order job fell due two seconds on
-    # The paid order's job was scheduled for the same moment and cancelled with the payment.
+    await shop.h.advance(close_after())  # the close-order jobs fall due
+    assert (await shop.order(unpaid["id"]))["status"] == "closed"
+    # The paid order's job was due at the same moment: cancelled with the payment.
     assert (await shop.order(paid["id"]))["status"] == "paid"
-    assert await shop.count("SELECT COUNT(*) FROM delayed_jobs") == 0
-
-    async def settled() -> bool:
-        totals = await shop.totals("ada")
-        return bool((totals["paid"], totals["closed"], totals["points"]) == (1, 1, 12))
-
-    await wait_for(settled, timeout=30)
+    credited = await shop.h.events(PointsCredited)
+    assert [(e.customer_id, e.order_id, e.points) for e in credited] == [("ada", paid["id"], 12)]
+    assert [type(e) for e in await shop.h.handled("customer-totals")] == [
+        OrderPlaced, OrderPlaced, OrderPaid, OrderClosed,
+    ]  # fmt: skip
     assert await shop.totals("ada") == {
         "customer_id": "ada", "placed": 2, "paid": 1, "closed": 1,
         "placed_cents": 1734, "paid_cents": 1234, "points": 12,
     }  # fmt: skip
     events = await shop.call("GET", "/v1/admin/events?type=PointsCredited", 401)
     assert events["status"] == 401  # the admin routes serve the app's events, for the admin
+    found = await shop.call("GET", "/v1/admin/events?type=PointsCredited", 200, admin=True)
+    assert [e["event_id"] for e in found["items"]] == [credited[0].event_id]
 
 
 async def test_paying_twice_or_after_closing_is_a_conflict_and_bad_input_a_4xx(shop: Shop) -> None:
@@ -51,59 +51,51 @@ async def test_paying_twice_or_after_closing_is_a_conflict_and_bad_input_a_4xx(s
     assert shape["errors"][0]["field"] == "total_cents"
     # Nothing of a refused order was written.
     assert await shop.count("SELECT COUNT(*) FROM orders") == 1
-    assert await shop.count("SELECT COUNT(*) FROM events WHERE type = 'OrderPlaced'") == 1
+    assert len(await shop.h.events(OrderPlaced)) == 1
+    late = await shop.place("bob", 200)
+    await shop.h.advance(close_after())
+    closed = await shop.call("POST", f"/v1/orders/{late['id']}/payment", 409)
+    assert closed["detail"] == "the order is closed"
 
 
-async def test_the_app_is_in_the_openapi_document_and_its_groups_in_sluice_groups(
+async def test_the_app_is_in_the_openapi_document_and_its_groups_and_task_with_the_admin(
     shop: Shop,
 ) -> None:
     document = await shop.call("GET", "/openapi.json", 200)
     assert "post" in document["paths"]["/v1/orders/{order_id}/payment"]
     assert "OrderOut" in document["components"]["schemas"]
-    listed = await sluice_command(shop.config, "groups", "list")
-    assert listed.returncode == 0, listed.stderr
-    names = {line.split()[0] for line in listed.stdout.splitlines()}
-    assert {"loyalty", "customer-totals", "orders-jobs", "mail", "article-views"} <= names
+    await shop.place("dan", 100)
+    await shop.h.drain()
+    status = await shop.call("GET", "/v1/admin/streams", 200, admin=True)
+    groups = {g["group"] for stream in status["streams"] for g in stream["groups"]}
+    assert {"loyalty", "customer-totals", "orders-jobs", "mail", "article-views"} <= groups
+    tasks = await shop.call("GET", "/v1/admin/tasks", 200, admin=True)
+    assert {t["name"]: t["cron"] for t in tasks}["reconcile-orders"] == "0 30 2 * * *"
 
 
-async def test_a_replay_rebuilds_totals_equal_to_the_live_ones(running: Shop) -> None:
-    shop = running
+async def test_a_replay_rebuilds_totals_equal_to_the_live_ones(shop: Shop) -> None:
     for n in range(30):
         order = await shop.place(f"c{n % 4}", 100 + n)
         if n % 3:
             await shop.pay(order["id"])
-
-    async def settled() -> bool:  # every order placed, the 10 unpaid ones closed
-        closed = await shop.count("SELECT SUM(closed) FROM customer_totals")
-        return await shop.count("SELECT SUM(placed) FROM customer_totals") == 30 and closed == 10
-
-    await wait_for(settled, timeout=30)
-    live = await shop.store.fetchall("SELECT * FROM customer_totals ORDER BY customer_id")
-    async with shop.store.transaction() as tx:  # damage it: the replay must repair it
+    await shop.h.advance(close_after())  # every order placed, the 10 unpaid ones closed
+    assert await shop.count("SELECT SUM(placed) FROM customer_totals") == 30
+    assert await shop.count("SELECT SUM(closed) FROM customer_totals") == 10
+    live = await shop.h.store.fetchall("SELECT * FROM customer_totals ORDER BY customer_id")
+    async with shop.h.store.transaction() as tx:  # damage it: the replay must repair it
         await tx.execute("UPDATE customer_totals SET placed = 0, paid_cents = 7")
-    replayed = await sluice_command(shop.config, "replay", "customer-totals", "--no-progress")
-    assert replayed.returncode == 0, replayed.stderr
-    assert "customer-totals: rebuilt from" in replayed.stdout
-    rebuilt = await shop.store.fetchall("SELECT * FROM customer_totals ORDER BY customer_id")
+    assert await shop.h.replay("customer-totals") == 30 + 20 + 10
+    rebuilt = await shop.h.store.fetchall("SELECT * FROM customer_totals ORDER BY customer_id")
     assert rebuilt == live
 
 
-async def test_the_nightly_reconciliation_runs_with_a_run_record(running: Shop) -> None:
-    shop = running
+async def test_the_nightly_reconciliation_runs_with_a_run_record(shop: Shop) -> None:
     order = await shop.place("dan", 4200)
     await shop.pay(order["id"])
-
-    async def projected() -> bool:
-        return await shop.count("SELECT SUM(paid) FROM customer_totals") == 1
-
-    await wait_for(projected, timeout=30)
-    done = await sluice_command(shop.config, "tasks", "run", "reconcile-orders")
-    assert done.returncode == 0, done.stderr
-    row = await shop.store.fetchone(
-        "SELECT status, trigger FROM task_runs WHERE task = 'reconcile-orders'"
-    )
-    assert row is not None and tuple(row) == ("succeeded", "manual")
-    kept = await shop.store.fetchone("SELECT customers, mismatched FROM order_reconciliations")
+    await shop.h.drain()
+    run = await shop.h.run_task("reconcile-orders")
+    assert run.status == "succeeded"
+    runs = await shop.call("GET", "/v1/admin/tasks/reconcile-orders/runs", 200, admin=True)
+    assert [(r["id"], r["trigger"], r["status"]) for r in runs] == [(run.id, "manual", "succeeded")]
+    kept = await shop.h.store.fetchone("SELECT customers, mismatched FROM order_reconciliations")
     assert kept is not None and (int(kept[0]), json.loads(kept[1])) == (1, [])
-    listed = await sluice_command(shop.config, "tasks", "list")
-    assert "reconcile-orders" in listed.stdout and "0 30 2 * * *" in listed.stdout

@@ -18,7 +18,7 @@ from sluice.streams.group_history.sampler import HistorySampler
 from sluice.streams.pause import PauseWatch
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.relay import Relay
-from sluice.streams.spec import runtime_settings, with_deployment_timeout
+from sluice.streams.spec import GroupSpec, runtime_settings, with_deployment_timeout
 
 log = structlog.get_logger(__name__)
 

@@ -247,22 +247,17 @@ def _entry(name: str, module: ModuleType, problems: list[str]) -> str:
 
 
 def _fixtures(module: ModuleType, problems: list[str]) -> Iterator[str]:
-    """The pytest fixtures the module defines (``@pytest.fixture``), read from its source:
-    the plugin's API beside ``__all__``."""
-    tree = ast.parse(inspect.getsource(module))
-    for node in tree.body:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    """The pytest fixtures the module offers (``@pytest.fixture``, defined there or
+    imported into it): the plugin's API beside ``__all__``."""
+    for name, obj in vars(module).items():
+        if name.startswith("_") or type(obj).__name__ != "FixtureFunctionDefinition":
             continue
-        if not any("fixture" in ast.unparse(decorator) for decorator in node.decorator_list):
-            continue
-        text = _doc(ast.get_docstring(node))
+        function = inspect.unwrap(obj)
+        text = _doc(function.__doc__)
         if not text:
-            problems.append(f"fixture {node.name} has no docstring")
-        signature = f"def {node.name}({ast.unparse(node.args)})"
-        if node.returns is not None:
-            signature += f" -> {ast.unparse(node.returns)}"
-        shown = f"@pytest.fixture\n{signature}"
-        yield page(f"### `{node.name}` (fixture)", f"```python\n{shown}\n```", text).rstrip("\n")
+            problems.append(f"fixture {name} has no docstring")
+        shown = f"@pytest.fixture\ndef {_signature(name, function)}"
+        yield page(f"### `{name}` (fixture)", f"```python\n{shown}\n```", text).rstrip("\n")
 
 
 def render(modules: Iterable[Module]) -> str:

@@ -29,6 +29,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sluice.app.testing import patience
+
 _FENCE = re.compile(r"^(?P<indent> *)```(?P<info>[^\n`]*)$")
 # A command that only reads: retried while the page's eventual answer is not there yet.
 _WRITES = re.compile(r"(^|\s)(-X\S*|--request|-d|--data\S*|-T|--upload-file|-F|--form)(\s|$)")
@@ -121,7 +123,7 @@ class Shell:
         self._process.stdin.write(f"{command}\nprintf '\\n{marker}\\n'\n")
         self._process.stdin.flush()
         out: list[str] = []
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while True:
             try:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))

@@ -33,7 +33,9 @@ handler's exception), ``await h.advance(seconds)`` moves the clock of delayed jo
 - ``open_deployment(config)``: the deployment's store and Redis in the test process
   (``Deployment``), to read ``events()``, ``handled(group)`` and ``dead_letters()``;
 - ``wait_for(predicate)`` and ``wait_answering(urls)``, to wait for a condition
-  instead of sleeping; ``free_port()`` for an API's port.
+  instead of sleeping, within a budget that stretches with the machine's load
+  (``slowdown()``; ``patience(seconds)`` stretches any other budget the same way);
+  ``free_port()`` for an API's port.
 
 Nothing here touches a server the tests did not start, and everything started is
 stopped and removed at the end.
@@ -44,6 +46,7 @@ from __future__ import annotations
 from sluice.app.testkit.deployment import Deployment, open_deployment
 from sluice.app.testkit.fixtures import (  # noqa: F401  (the plugin's hook and fixtures)
     pytest_generate_tests,
+    pytest_timeout_set_timer,
     sluice_config,
     sluice_database_url,
     sluice_harness,
@@ -66,6 +69,8 @@ from sluice.app.testkit.harness import (
 from sluice.app.testkit.processes import (
     Child,
     child_env,
+    patience,
+    slowdown,
     sluice_command,
     wait_answering,
     wait_for,
@@ -88,6 +93,8 @@ __all__ = [
     "free_port",
     "open_deployment",
     "open_harness",
+    "patience",
+    "slowdown",
     "sluice_command",
     "wait_answering",
     "wait_for",

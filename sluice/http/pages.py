@@ -1,5 +1,5 @@
 """Small HTML pages for people who follow a link from a mail (verify, unsubscribe), and
-the password form of a password-protected short link.
+the password form of a password-protected short link with the page that opens its target.
 
 A mail link is opened by a person in a browser, and also fetched by mail
 scanners and link previewers, which follow GET links but never submit forms:
@@ -76,16 +76,25 @@ def page(
     title: str,
     *paragraphs: str,
     form: Form | None = None,
+    onward: str | None = None,
     status: int = 200,
     headers: Mapping[str, str] | None = None,
 ) -> web.Response:
     """A page (200 unless ``status``): the title, the paragraphs (plain text, escaped),
-    then the form; ``headers`` join the page's own."""
+    then the form, or a link to ``onward``, which the browser opens at once; ``headers``
+    join the page's own."""
     body = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+    refresh, own = "", dict(_HEADERS)
+    if onward is not None:
+        # A declarative refresh, as a header and in the document: no script, and not a
+        # redirect of the form's POST, which form-action 'self' would block.
+        own["Refresh"] = f"0; url={onward}"
+        refresh = f'<meta http-equiv="refresh" content="{html.escape(own["Refresh"])}">'
+        body += f'<p><a href="{html.escape(onward)}">{html.escape(onward)}</a></p>'
     document = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{html.escape(title)} - sluice</title><style>{_STYLE}</style></head>"
+        f"{refresh}<title>{html.escape(title)} - sluice</title><style>{_STYLE}</style></head>"
         f"<body><h1>{html.escape(title)}</h1>{body}{form.render() if form else ''}</body></html>"
     )
     return web.Response(
@@ -93,15 +102,16 @@ def page(
         text=document,
         content_type="text/html",
         charset="utf-8",
-        headers={**_HEADERS, **(headers or {})},
+        headers={**own, **(headers or {})},
     )
 
 
 def password_page(
     error: str | None = None, *, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> web.Response:
-    """The form of a password link (SPEC 13): it POSTs ``password`` to the link's own URL
-    (sluice/builtin/links/http/link_passwords.py). Names neither the link nor its target."""
+    """The form of a password link (docs/guides/links.md): it POSTs ``password`` to the
+    link's own URL (sluice/builtin/links/http/link_passwords.py). Names neither the link
+    nor its target."""
     form = Form("Open the link", password="Password", error=error)
     return page(
         "Password required",
@@ -109,6 +119,17 @@ def password_page(
         form=form,
         status=status,
         headers=headers,
+    )
+
+
+def onward_page(url: str) -> web.Response:
+    """What the right password of a password link answers: a page that opens ``url`` (the
+    link's target) at once, and links to it for a browser that refreshes nothing by itself
+    (sluice/builtin/links/http/link_passwords.py)."""
+    return page(
+        "Opening the link",
+        "The password is right. If the page does not open by itself, follow this link:",
+        onward=url,
     )
 
 

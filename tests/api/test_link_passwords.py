@@ -1,9 +1,11 @@
-"""Password links (SPEC 13 ``password``): the field's rules, the form a GET answers, the
-redirect and visit a right POST answers, the limit of five wrong passwords per link and
-client, and the password never leaving the links table as anything but ``has_password``."""
+"""Password links (docs/guides/links.md, "Password links"): the field's rules, the form a
+GET answers, the page that opens the target and the visit a right POST answers, the limit
+of five wrong passwords per link and client, and the password never leaving the links
+table as anything but ``has_password``."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from typing import Any
@@ -84,6 +86,28 @@ async def assert_form(response: Any, status: int, error: str = "") -> str:
     return page
 
 
+async def opens(response: Any) -> str:
+    """The page the right password answers, under the form's own policy: 200, opening the
+    target at once without script (the ``Refresh`` header and its meta twin) and linking to
+    it; no redirect, which the form's ``form-action 'self'`` would block. The target."""
+    assert response.status == 200, await response.text()
+    assert response.content_type == "text/html"
+    assert "Location" not in response.headers
+    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Referrer-Policy"] == "no-referrer"
+    csp = response.headers["Content-Security-Policy"]
+    for directive in ("default-src 'none'", "form-action 'self'", "frame-ancestors 'none'"):
+        assert directive in csp
+    refresh: str = response.headers["Refresh"]
+    assert refresh.startswith("0; url=")
+    page: str = await response.text()
+    assert f'<meta http-equiv="refresh" content="{html.escape(refresh)}">' in page
+    target = refresh.removeprefix("0; url=")
+    assert f'<a href="{html.escape(target)}">' in page
+    assert "<script" not in page and "<form" not in page
+    return target
+
+
 async def test_a_password_link_shows_its_form_and_records_nothing_until_the_right_password(
     client: Client, store: Store, ada: dict[str, str]
 ) -> None:
@@ -102,12 +126,9 @@ async def test_a_password_link_shows_its_form_and_records_nothing_until_the_righ
     await assert_form(await unlock(client, code, ""), 401, "Wrong password")
     assert await visits(client, store, code) == 0
 
-    right = await unlock(client, code, SECRET)
-    assert right.status == 301
-    assert right.headers["Location"] == "https://example.org/secret"
-    assert right.headers["Cache-Control"] == "private, no-store"
+    assert await opens(await unlock(client, code, SECRET)) == "https://example.org/secret"
     assert await visits(client, store, code) == 1
-    # A browser follows the form's answer; the next GET asks for the password again.
+    # A browser opens the target from that page; the next GET asks for the password again.
     await assert_form(await client.get(f"/{code}", allow_redirects=False), 200)
     assert await visits(client, store, code) == 1
 
@@ -122,21 +143,33 @@ async def test_the_right_password_applies_rules_and_counts_max_visits(
         await assert_form(await client.get(f"/{code}", allow_redirects=False), 200)
     french = await client.post(f"/{code}", data={"password": SECRET}, allow_redirects=False,
                                headers={"Accept-Language": "fr-FR"})  # fmt: skip
-    assert (french.status, french.headers["Location"]) == (302, "https://example.fr/")
-    other = await unlock(client, code, SECRET)
-    assert (other.status, other.headers["Location"]) == (302, "https://example.org/")
+    assert await opens(french) == "https://example.fr/"
+    assert await opens(await unlock(client, code, SECRET)) == "https://example.org/"
     await problem(await unlock(client, code, SECRET), 410)
     await problem(await client.get(f"/{code}", allow_redirects=False), 410)
     assert await visits(client, store, code) == 2
 
 
-@pytest.mark.parametrize(("status", "answered"), [(302, 302), (307, 303), (308, 303)])
-async def test_a_status_that_would_resend_the_password_is_a_303_after_the_form(
-    client: Client, ada: dict[str, str], status: int, answered: int
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_every_redirect_status_opens_the_page_after_the_form(
+    client: Client, ada: dict[str, str], status: int
 ) -> None:
+    # A 307 or 308 would resend the password to the target; none is a redirect here.
     link = await create(client, ada, password=SECRET, redirect_status=status)
+    assert await opens(await unlock(client, link["code"], SECRET)) == "https://example.org/"
+    assert (await client.get(f"/{link['code']}", allow_redirects=False)).status == 200  # form
+
+
+async def test_a_target_of_any_characters_is_opened_as_it_is_and_escaped_on_the_page(
+    client: Client, ada: dict[str, str]
+) -> None:
+    url = """https://example.org/a;b?c=1&d='e'&f="g"<h>#i"""
+    link = await create(client, ada, url=url, password=SECRET)
+    assert link["url"] == url
     response = await unlock(client, link["code"], SECRET)
-    assert (response.status, response.headers["Location"]) == (answered, "https://example.org/")
+    assert await opens(response) == url
+    page = await response.text()
+    assert "<h>" not in page and '"g"' not in page
 
 
 async def test_five_wrong_passwords_lock_out_that_client_from_that_link_only(
@@ -152,8 +185,8 @@ async def test_five_wrong_passwords_lock_out_that_client_from_that_link_only(
         await assert_form(limited, 429, "Too many wrong passwords")
         assert 800 < int(limited.headers["Retry-After"]) <= WINDOW_SECONDS
     # Another client, and the same client on another link, are not limited.
-    assert (await unlock(client, code, SECRET, alice)).status == 302
-    assert (await unlock(client, other, SECRET, mallory)).status == 302
+    await opens(await unlock(client, code, SECRET, alice))
+    await opens(await unlock(client, other, SECRET, mallory))
     # Forwarded headers from a peer that is not a trusted proxy name no one: the peer counts.
     await assert_form(await unlock(client, code, "guess-guess"), 401)
 
@@ -216,7 +249,7 @@ async def test_an_invalid_password_is_refused_on_create_and_patch(
 async def test_the_bounds_hold(client: Client, ada: dict[str, str]) -> None:
     for password in ("12345678", "é" * 128, " " * 8):
         code = (await create(client, ada, password=password))["code"]
-        assert (await unlock(client, code, password)).status == 302
+        await opens(await unlock(client, code, password))
 
 
 async def test_patch_sets_changes_and_removes_the_password_at_once(
@@ -232,7 +265,7 @@ async def test_patch_sets_changes_and_removes_the_password_at_once(
     await assert_form(await client.get(f"/{code}", allow_redirects=False), 200)
     await patch(client, ada, code, password="another secret")
     await assert_form(await unlock(client, code, SECRET), 401)
-    assert (await unlock(client, code, "another secret")).status == 302
+    await opens(await unlock(client, code, "another secret"))
     removed = await patch(client, ada, code, password=None)
     assert removed["has_password"] is False
     assert (await client.get(f"/{code}", allow_redirects=False)).status == 302

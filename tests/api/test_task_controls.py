@@ -105,7 +105,7 @@ async def test_a_running_run_is_cancelled_and_recorded_so(admin: Client) -> None
     async def cancelled() -> bool:
         return [r["status"] for r in await runs_of(admin, "forever")] == ["cancelled"]
 
-    await wait_for(cancelled, timeout=2)
+    await wait_for(cancelled, timeout=2, exact=True)
     record = (await runs_of(admin, "forever", status="cancelled"))[0]
     assert record["error"] == CANCELLED and record["finished_at"]
     body = await problem(await admin.post(path, headers=ADMIN), 409)
@@ -115,7 +115,7 @@ async def test_a_running_run_is_cancelled_and_recorded_so(admin: Client) -> None
     async def starts_again() -> bool:
         return (await admin.post("/v1/admin/tasks/forever/runs", headers=ADMIN)).status == 202
 
-    await wait_for(starts_again, timeout=2)
+    await wait_for(starts_again, timeout=2, exact=True)
     unknown = "/v1/admin/tasks/forever/runs/01a00000-0000-7000-8000-000000000000/cancel"
     await problem(await admin.post(unknown, headers=ADMIN), 404)
     other_task = f"/v1/admin/tasks/minutely/runs/{run_id}/cancel"

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import io
 import json
+import math
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
+from sluice.app.testing import patience, wait_for
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.accounts.http import users
 from sluice.builtin.accounts.mail.sending import Outgoing, compose
@@ -233,14 +235,16 @@ async def test_the_limit_holds_across_api_replicas(
 async def test_tokens_expire(
     aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
 ) -> None:
-    client = await aiohttp_client(create_app(make_config(token_ttl_seconds=1)))
+    ttl = math.ceil(patience(1))  # the first GET below comes within it on a loaded machine
+    client = await aiohttp_client(create_app(make_config(token_ttl_seconds=ttl)))
     await register(client)
     token = (await (await login(client)).json())["token"]
     assert (await client.get("/v1/me", headers=bearer(token))).status == 200
-    for _ in range(100):
-        if (await client.get("/v1/me", headers=bearer(token))).status == 401:
-            break
-        await asyncio.sleep(0.05)  # the clock has to pass the expiry
+
+    async def expired() -> bool:
+        return (await client.get("/v1/me", headers=bearer(token))).status == 401
+
+    await wait_for(expired, timeout=ttl + 5, interval=0.05)
     await problem(await client.get("/v1/me", headers=bearer(token)), 401)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import aiohttp
 
-from sluice.app.testing import wait_for
+from sluice.app.testing import patience, wait_for
 from sluice.builtin.accounts.mail.idempotency import stamp
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
@@ -142,7 +142,7 @@ class Faults:
         """
         group = name.removeprefix("worker-")
         pid = self.cluster.pid(name)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while time.monotonic() < deadline:
             if await self._pending_of(group) == 0:
                 await asyncio.sleep(0.002)

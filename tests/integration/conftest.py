@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from sluice.app.loading import default_apps
-from sluice.app.testing import Child, wait_answering, wait_for
+from sluice.app.testing import Child, patience, wait_answering, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
@@ -70,7 +70,8 @@ class Running:
         """Stop every task and wait for it; a second call does nothing."""
         self.stop.set()
         tasks, self.tasks = self.tasks, []
-        results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
+        gathered = asyncio.gather(*tasks, return_exceptions=True)
+        results = await asyncio.wait_for(gathered, patience(30))
         for result in results:
             if isinstance(result, BaseException):
                 raise result

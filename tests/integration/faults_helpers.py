@@ -20,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sluice.app.testing import wait_for
+from sluice.app.testing import patience, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.embedded.redis_server import RedisServer
 from sluice.resources import Resources
@@ -144,7 +144,7 @@ async def settle(
     and has none pending, and no retry waits. The count is asserted only
     then, so an over-count cannot slip through while it is still growing.
     """
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     state: Snapshot | None = None
     while time.monotonic() < deadline:
         try:
@@ -155,7 +155,7 @@ async def settle(
             break
         await asyncio.sleep(0.05)
     assert state is not None, "Redis never answered"
-    assert state.settled, f"never settled within {timeout}s: {state}"
+    assert state.settled, f"never settled within {timeout} s (x the load): {state}"
     assert state.dead == 0, f"dead letters: {state}"
     assert state.views == expected, f"expected exactly {expected} views: {state}"
     return state

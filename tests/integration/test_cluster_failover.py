@@ -230,16 +230,23 @@ def answered(load: Load) -> Counter[str]:
 async def drained(resources: Resources, load: Load) -> None:
     """Until the history holds what was answered (the API commits a visit just after
     its 302), then until every group has settled on every partition: the counts are
-    final then, and compared exactly."""
+    final then, and compared exactly. The drain may take long on a loaded machine; it
+    fails 40 s (stretched) after what is left last changed."""
 
     async def recorded() -> bool:
         return await history(resources) >= answered(load)
 
+    left: list[str] = []
+
     async def settled() -> bool:
-        return not await unsettled(resources)
+        left[:] = await unsettled(resources)
+        return not left
+
+    async def what_is_left() -> list[str]:
+        return list(left)
 
     await wait_for(recorded, timeout=10, interval=0.05)
-    await wait_for(settled, timeout=40, interval=0.1)
+    await wait_for(settled, timeout=40, interval=0.1, progress=what_is_left)
 
 
 async def report(resources: Resources, smtp: SmtpServer, load: Load, logs: Path) -> str:

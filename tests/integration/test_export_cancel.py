@@ -117,7 +117,7 @@ async def test_a_running_export_in_a_worker_process_stops_within_2s_of_its_cance
         released = not await resources.redis.exists(lock)
         return released and await outcomes(resources, event_id) == ["cancelled"]
 
-    await wait_for(stopped, timeout=2, interval=0.02)
+    await wait_for(stopped, timeout=2, interval=0.02, exact=True)
     assert time.monotonic() - asked < 2
     job = await jobs.get_job(store, job_id)
     assert job is not None and (job.status, job.attempt) == ("cancelled", 1)

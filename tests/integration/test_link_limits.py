@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -47,6 +48,12 @@ async def answers(urls: list[str], code: str) -> list[int]:
             async with http.head(f"{url}/{code}", allow_redirects=False) as response:
                 seen.append(response.status)
     return seen
+
+
+async def within_a_second(change_seen: Callable[[], Awaitable[bool]]) -> None:
+    """Every replica answers by the new state within a second (docs/guides/links.md): a
+    promise, not a budget, so not stretched on a loaded machine."""
+    await wait_for(change_seen, timeout=1.0, exact=True)
 
 
 def everywhere(urls: list[str], code: str, status: int) -> Any:
@@ -95,16 +102,16 @@ async def test_a_patch_of_the_new_fields_is_answered_everywhere_within_a_second(
     await wait_for(everywhere(replicas, code, 302))  # both have it cached
 
     await patch(replicas[0], code, redirect_status=301)
-    await wait_for(everywhere(replicas, code, 301), timeout=1.0)
+    await within_a_second(everywhere(replicas, code, 301))
     await patch(replicas[1], code, valid_since="2999-01-01T00:00:00Z")
-    await wait_for(everywhere(replicas, code, 404), timeout=1.0)
+    await within_a_second(everywhere(replicas, code, 404))
     await patch(replicas[0], code, valid_since=None, max_visits=1)
-    await wait_for(everywhere(replicas, code, 301), timeout=1.0)
+    await within_a_second(everywhere(replicas, code, 301))
     async with aiohttp.ClientSession() as http:
         for url, status in ((replicas[1], 301), (replicas[0], 410), (replicas[1], 410)):
             async with http.get(f"{url}/{code}", allow_redirects=False) as response:
                 assert response.status == status
     await patch(replicas[1], code, max_visits=2)
-    await wait_for(everywhere(replicas, code, 301), timeout=1.0)
+    await within_a_second(everywhere(replicas, code, 301))
     await patch(replicas[0], code, max_visits=None, tags=["moved"], title="t")
-    await wait_for(everywhere(replicas, code, 301), timeout=1.0)
+    await within_a_second(everywhere(replicas, code, 301))

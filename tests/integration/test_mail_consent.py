@@ -155,7 +155,7 @@ async def test_an_unverified_address_gets_no_reminder_mail_and_one_click_pauses_
         async def every_replica_dropped_it() -> bool:
             return all(r.scheduled == 0 for r in runners)
 
-        await wait_for(every_replica_dropped_it, timeout=2)
+        await wait_for(every_replica_dropped_it, timeout=2, exact=True)
         await asyncio.sleep(2)  # two more occurrences' time: none may fire
         slots = await stored.occurrences(resources.store, reminder_id)
         assert max(slots) <= paused_at

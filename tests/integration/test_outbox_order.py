@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.store import Store, Tx, open_store
@@ -167,10 +168,7 @@ async def test_concurrent_writers_on_two_hosts_never_make_the_relay_skip(
     async def caught_up() -> bool:
         return len(await published(redis, keys, "visits")) >= 400
 
-    deadline = clock() + 30
-    while not await caught_up():
-        assert clock() < deadline, "the relay did not catch up"
-        await asyncio.sleep(0.05)
+    await wait_for(caught_up, timeout=30, interval=0.05)
     stop.set()
     await asyncio.wait_for(running, 10)
 

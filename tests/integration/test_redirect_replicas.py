@@ -5,7 +5,7 @@ picked up when the follower reconnects."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -31,6 +31,12 @@ async def answers(urls: list[str], code: str = CODE) -> list[tuple[int, str | No
             async with http.head(f"{url}/{code}", allow_redirects=False) as response:
                 seen.append((response.status, response.headers.get("Location")))
     return seen
+
+
+async def within_a_second(change_seen: Callable[[], Awaitable[bool]]) -> None:
+    """Every replica answers by the new state within a second (docs/guides/links.md): a
+    promise, not a budget, so not stretched on a loaded machine."""
+    await wait_for(change_seen, timeout=1.0, exact=True)
 
 
 def everywhere(urls: list[str], expected: tuple[int, str | None]) -> Callable[[], object]:
@@ -62,11 +68,11 @@ async def test_a_change_reaches_every_replica_within_a_second(
 
     await change_link(resources.store, CODE, "https://example.org/first", disabled=True)
     await published(resources)
-    await wait_for(everywhere(replicas, (410, None)), timeout=1.0)
+    await within_a_second(everywhere(replicas, (410, None)))
 
     await change_link(resources.store, CODE, "https://example.org/second")
     await published(resources)
-    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    await within_a_second(everywhere(replicas, (302, "https://example.org/second")))
 
 
 async def test_a_patch_through_one_api_redirects_by_the_new_state_everywhere_within_a_second(
@@ -88,20 +94,20 @@ async def test_a_patch_through_one_api_redirects_by_the_new_state_everywhere_wit
             assert r.status == 200, await r.text()
 
     await patch({"url": "https://example.org/second"})
-    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    await within_a_second(everywhere(replicas, (302, "https://example.org/second")))
     await patch({"disabled": True})
-    await wait_for(everywhere(replicas, (410, None)), timeout=1.0)
+    await within_a_second(everywhere(replicas, (410, None)))
     await patch({"disabled": False})
-    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    await within_a_second(everywhere(replicas, (302, "https://example.org/second")))
     await patch({"rules": [{"when": {"language": "en"}, "url": "https://example.org/en"}]})
-    await wait_for(everywhere(replicas, (302, "https://example.org/en")), timeout=1.0)
+    await within_a_second(everywhere(replicas, (302, "https://example.org/en")))
     await patch({"rules": None})
-    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    await within_a_second(everywhere(replicas, (302, "https://example.org/second")))
     # A password: its form (200, no Location) everywhere, and the redirect once removed.
     await patch({"password": "correct horse battery"})
-    await wait_for(everywhere(replicas, (200, None)), timeout=1.0)
+    await within_a_second(everywhere(replicas, (200, None)))
     await patch({"password": None})
-    await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=1.0)
+    await within_a_second(everywhere(replicas, (302, "https://example.org/second")))
 
 
 async def test_a_patch_is_seen_everywhere_however_far_behind_the_relay_is(
@@ -121,7 +127,7 @@ async def test_a_patch_is_seen_everywhere_however_far_behind_the_relay_is(
         assert r.status == 200, await r.text()
     # The replica that committed it answers by the new state at once.
     assert (await answers(replicas[:1])) == [(410, None)]
-    await wait_for(everywhere(replicas, (410, None)), timeout=1.0)
+    await within_a_second(everywhere(replicas, (410, None)))
 
 
 async def test_a_change_missed_during_an_outage_is_seen_after_the_reconnect(
@@ -152,4 +158,4 @@ async def test_a_change_missed_during_an_outage_is_seen_after_the_reconnect(
                    headers=bearer()) as r,
     ):  # fmt: skip
         assert r.status == 200, await r.text()
-    await wait_for(everywhere(replicas, (302, "https://example.org/third")), timeout=1.0)
+    await within_a_second(everywhere(replicas, (302, "https://example.org/third")))

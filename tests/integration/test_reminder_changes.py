@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sluice.app.testing import Child, wait_for
+from sluice.app.testing import Child, patience, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.sending import reminder_key
 from sluice.builtin.reminders.events import ReminderDue
@@ -112,7 +112,7 @@ async def test_one_shots_fire_once_within_a_second_with_two_schedulers(
     for log in logs:
         scheduler(spawn, log)
     await wait_for(started(*logs), timeout=30)
-    at = (utcnow() + 2 * SECOND).replace(microsecond=0)
+    at = (utcnow() + patience(2) * SECOND).replace(microsecond=0)  # past the 30 made next
     ids = [await one_shot(client, headers, at, f"order {i}") for i in range(30)]
 
     async def all_fired() -> bool:
@@ -132,7 +132,7 @@ async def test_a_one_shot_survives_a_scheduler_restart_before_it_is_due(
     client, headers = auth
     first = scheduler(spawn, tmp_path / "first.log")
     await wait_for(started(tmp_path / "first.log"), timeout=30)
-    at = (utcnow() + 15 * SECOND).replace(microsecond=0)  # past a slow start (a loaded host)
+    at = (utcnow() + patience(15) * SECOND).replace(microsecond=0)  # past the restart below
     reminder_id = await one_shot(client, headers, at)
     first.kill()
     scheduler(spawn, tmp_path / "second.log")
@@ -157,7 +157,7 @@ async def test_a_one_shot_fires_on_time_while_redis_is_down(
     client, headers = auth
     scheduler(spawn, tmp_path / "s.log")
     await wait_for(started(tmp_path / "s.log"), timeout=30)
-    at = (utcnow() + 4 * SECOND).replace(microsecond=0)
+    at = (utcnow() + patience(4) * SECOND).replace(microsecond=0)
     reminder_id = await one_shot(client, headers, at)
     await asyncio.to_thread(redis_server.stop)
     try:
@@ -255,8 +255,9 @@ async def test_two_hundred_one_shots_due_together_mail_once_each_across_three_sc
         for log in logs:
             scheduler(spawn, log)
         await wait_for(started(*logs), timeout=30)
-        # Made 20 at a time, well ahead: 200 one at a time took over 4 s in a full run.
-        at = (utcnow() + 8 * SECOND).replace(microsecond=0)
+        # Made 20 at a time, well ahead: 200 one at a time took over 4 s in a full run, and
+        # over 8 s in one beside other work (the at was past for the last ones: 422).
+        at = (utcnow() + patience(8) * SECOND).replace(microsecond=0)
         making = asyncio.Semaphore(20)
 
         async def make(i: int) -> str:
@@ -286,7 +287,7 @@ async def test_a_one_shot_due_while_no_scheduler_runs_fires_once_when_one_starts
     tmp_path: Path,
 ) -> None:  # fmt: skip
     client, headers = auth
-    at = (utcnow() + 2 * SECOND).replace(microsecond=0)
+    at = (utcnow() + patience(2) * SECOND).replace(microsecond=0)
     reminder_id = await one_shot(client, headers, at)
 
     async def past_due() -> bool:

@@ -179,7 +179,7 @@ async def test_a_new_reminder_is_followed_and_each_occurrence_mails_once(
         await verify_address(client, auth, resources)
         created_at = utcnow()
         reminder_id = await create(client, auth, "* * * * * *", "drink water")
-        await wait_for(fired_at_least(resources, reminder_id, 1), timeout=2.5)
+        await wait_for(fired_at_least(resources, reminder_id, 1), timeout=2.5, exact=True)
         first = (await stored.occurrences(resources.store, reminder_id))[0]
         assert first <= created_at + 2 * SECOND
         assert all(r.scheduled == 1 for r in runners)

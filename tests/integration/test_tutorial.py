@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.testing import patience
 from sluice.embedded.redis_server import die_with_parent, free_port
 from tests.console_blocks import Shell, environment, run_steps, steps
 
@@ -32,7 +33,7 @@ MILESTONES = (
 
 
 def _wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + patience(30)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"sluice up exited {process.returncode}:\n{log.read_text()}")
@@ -43,7 +44,8 @@ def _wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -
         except (urllib.error.URLError, ConnectionError):
             pass
         time.sleep(0.1)
-    raise AssertionError(f"sluice up served nothing within 30 s:\n{log.read_text()[-3000:]}")
+    served = log.read_text()[-3000:]
+    raise AssertionError(f"sluice up served nothing within 30 s (x the load):\n{served}")
 
 
 @pytest.fixture

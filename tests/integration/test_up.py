@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 import redis
 
-from sluice.app.testing import wait_for
+from sluice.app.testing import patience, wait_for
 from sluice.embedded.redis_server import free_port, with_password
 
 
@@ -110,7 +110,7 @@ async def test_up_serves_article_views_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
             async with http.get(f"{url}/v1/admin/streams", headers=admin) as response:
                 assert response.status == 200
         process.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(process.wait(), 30) == 0
+        assert await asyncio.wait_for(process.wait(), patience(30)) == 0
         assert not (data / "redis" / "url").exists()
         redis_port = int(announced.rsplit(":", 1)[1].split("/")[0])
         assert _nothing_listens(redis_port), "the embedded Redis outlived sluice up"
@@ -190,5 +190,5 @@ async def test_up_keeps_its_data_private_and_its_redis_behind_a_password(
         }
         assert open_to_others == {}
         process.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(process.wait(), 30) == 0
+        assert await asyncio.wait_for(process.wait(), patience(30)) == 0
     assert password not in (tmp_path / "up.log").read_text()

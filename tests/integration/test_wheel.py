@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sluice.app.testing import patience
 from sluice.embedded.redis_server import free_port
 from tests.integration.conftest import wait_for
 
@@ -92,7 +93,7 @@ async def _sluice_up(sluice: Path, home: Path, port: int) -> AsyncIterator[str]:
         assert url, f"sluice up printed no URL; its log:\n{log.read_text()[-3000:]}"
         yield url
         process.send_signal(signal.SIGINT)
-        assert await asyncio.wait_for(process.wait(), 30) == 0, log.read_text()[-3000:]
+        assert await asyncio.wait_for(process.wait(), patience(30)) == 0, log.read_text()[-3000:]
     finally:
         if process.returncode is None:
             process.kill()

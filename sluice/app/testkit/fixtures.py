@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from sluice.app.testkit.harness import Harness, open_harness
-from sluice.app.testkit.processes import Child, child_env
+from sluice.app.testkit.processes import Child, child_env, slowdown
 from sluice.config import Config, load_config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_server import RedisServer
@@ -47,6 +47,19 @@ def _stores_wanted() -> tuple[str, ...]:
     if set(chosen) - set(STORES):
         raise pytest.UsageError(f"SLUICE_TEST_STORES: {wanted!r}; known: {STORES}")
     return chosen
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> object:
+    """pytest-timeout's limit per test, stretched as the waits are (``slowdown()`` when
+    the test starts), so a loaded run is not cut short where its waits would have held."""
+    stretch = slowdown()
+    if stretch == 1.0:
+        return None  # the plugin's own timer, as set
+    import pytest_timeout  # type: ignore[import-untyped]  # present: it calls this hook
+
+    stretched = settings._replace(timeout=settings.timeout * stretch)
+    return pytest_timeout.pytest_timeout_set_timer(item, stretched)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,32 +1,51 @@
-"""``POST /{code}``: the password form of a password link (SPEC 13), and its limit.
+"""``POST /{code}``: the password form of a password link (docs/guides/links.md,
+"Password links"), and its limit.
 
 ``GET /{code}`` of a link with a password answers a small form
 (sluice/builtin/links/http/redirects.py,
 sluice/http/pages.py), records nothing and counts nothing; the link's target is not on
 the page. The form POSTs ``password`` to the same URL, and this handler checks it:
 
-- the right one: the redirect a GET of an open link would answer (its rules applied,
-  its ``max_visits`` counted) and the visit it would record, through the same code;
+- the right one: a page that opens the target a GET of an open link would redirect to
+  (its rules applied, its ``max_visits`` counted), and the visit it would record,
+  through the same code;
 - a wrong one: 401 and the form again, saying so;
 - five wrong ones from one client for one link within fifteen minutes: 429, the form
   saying when to try again and ``Retry-After``, whatever is posted, the right password
   included, until the oldest of the five leaves the window.
 
+Why a page and not a redirect: the form's Content-Security-Policy says ``form-action
+'self'`` (the form may post the password to this service only), and Chromium and Safari
+apply ``form-action`` to every redirect that answers a form as well, as CSP Level 3
+writes it (Firefox has not, but may at any release): a 302 to the target, another
+origin, is blocked and the person with the right password never gets there. So the
+answer is a 200 page under the same policy that opens the target with a declarative
+refresh (the ``Refresh`` header and ``<meta http-equiv="refresh">``, zero seconds; no
+script), and links to it for a browser that refreshes nothing by itself. It is a GET of
+the target from a page, not the form's navigation, so no ``form-action`` applies, in any
+browser; the POST is answered once, so the visit is recorded once, and the refresh
+replaces the page in the history, so Back returns to the form, never to a POST sent
+again. The link's ``redirect_status`` does not apply here: a 301 or 308 after a POST
+meant nothing to keep, and a 307 or 308 would have resent the password to the target.
+
+The other way, ``form-action 'self'`` plus the target's origin (every rule's too) on the
+form, was not taken: the form's header would name the target's site to anyone without
+the password, a target changed between the form and the POST would be blocked, and so
+would a target that redirects further (http to https, a tracker), since the directive
+covers the whole chain.
+
 The limit is the login limit's sliding window and script (``LoginLimiter``: a sorted
 set in Redis per link and client, shared by every replica; an attempt counts as in
 progress before the hash is checked, so guesses sent at once get five tries, not
 more; in process only while Redis is down). The client is its address as the limits
-of SPEC 15 see it (``client_address``: the peer, or what a ``SLUICE_TRUSTED_PROXIES``
-proxy says; an IPv6 client is its /64), so one client's guesses do not lock others out.
+of docs/guides/security.md see it (``client_address``: the peer, or what a
+``SLUICE_TRUSTED_PROXIES`` proxy says; an IPv6 client is its /64), so one client's
+guesses do not lock others out.
 
 The hash is read from the database on each POST, never cached, and checked in a
 thread of the bounded hasher (``PASSWORDS``), as a login's password, in the share of
 the client's address (docs/guides/security.md, "The password hasher, shared fairly"):
 a client with its share in hand is answered 429 with the form before anything else.
-
-A link with a 307 or 308 ``redirect_status`` answers 303 here: a browser repeats the
-method and body of a 307 or 308, and would post the password to the target site. A
-301 or 302 after a POST is followed with a GET already (and is answered as set).
 """
 
 from __future__ import annotations
@@ -58,11 +77,9 @@ from sluice.http.client_address import client_address
 from sluice.http.fast_redirect import NO_STORE
 from sluice.http.keys import KEYS, PASSWORDS, REDIS, STORE
 from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
-from sluice.http.pages import is_form, password_page, read_form
+from sluice.http.pages import is_form, onward_page, password_page, read_form
 from sluice.passwords import Claim, ClaimantBusy, by_address
 
-# A browser follows these with a GET; 307 and 308 would resend the form, password and all.
-_AFTER_POST = {301: 301, 302: 302, 307: 303, 308: 303}
 _WRONG = "Wrong password. Please try again."
 
 
@@ -88,7 +105,7 @@ async def password_limits(app: web.Application) -> AsyncIterator[None]:
 
 
 async def unlock(request: web.Request) -> web.StreamResponse:
-    """The redirect of a password link, for the right ``password`` form field."""
+    """The way on from a password link's form, for the right ``password`` form field."""
     trusted = request.app[TRUSTED_PROXIES]
     address = client_address(request, trusted)
     try:
@@ -134,7 +151,7 @@ async def _unlock(
         await limiter.failed(subject, attempt)
         return password_page(_WRONG, status=401)
     await limiter.succeeded(subject)
-    return await _redirect(request, code, target)
+    return await _open(request, code, target)
 
 
 async def _posted_password(request: web.Request) -> str:
@@ -156,15 +173,14 @@ async def _right(request: web.Request, code: str, password: str, claim: Claim) -
     return await claim.verify(password, link.password_hash)
 
 
-async def _redirect(request: web.Request, code: str, target: Target) -> web.StreamResponse:
-    """What a GET of the link would answer were it open, and its visit recorded alike."""
+async def _open(request: web.Request, code: str, target: Target) -> web.StreamResponse:
+    """The page that opens where a GET of the link would redirect were it open (not a
+    redirect: see the module's docstring), and its visit recorded alike."""
     now = utcnow()
     if target.max_visits is not None and not await _visit_left(request, code, target, True):
         return _problem(410, f"the short link {code} has served all its visits")
     record_visit(request, code, target, now)
-    url = destination(request, target, request.app[TRUSTED_PROXIES])
-    status = _AFTER_POST.get(target.status, 303)
-    return web.Response(status=status, headers={"Location": url, "Cache-Control": NO_STORE})
+    return onward_page(destination(request, target, request.app[TRUSTED_PROXIES]))
 
 
 def _refusal(exc: TooManyRequests) -> str:
@@ -193,11 +209,14 @@ ROUTES = (
         "summary": "Follow a password link: its password, from the link's form",
         "description": (
             "`GET /{code}` of a link with a `password` answers an HTML form (200, no visit "
-            "recorded) that posts here. The right password answers the redirect a GET of "
-            "the link would without one (its rules applied, its `max_visits` counted) and "
-            "records its visit; 301 and 302 as set, 303 for a link set to 307 or 308 (a "
-            "browser would resend the password to the target with those). A wrong one is "
-            "401 with the form again. After "
+            "recorded) that posts here. The right password answers 200 with an HTML page "
+            "that opens the target a GET of the link would redirect to without one (its "
+            "rules applied, its `max_visits` counted) at once, by a `Refresh: 0; url=...` "
+            "header and the same `<meta http-equiv=\"refresh\">`, and links to it; the "
+            "visit is recorded. Not a 3xx: browsers apply the form's CSP `form-action "
+            "'self'` to a redirect that answers it, and would block one to another site; "
+            "so `redirect_status` does not apply. A wrong password is 401 with the form "
+            "again. After "
             f"{MAX_FAILURES} wrong passwords for one link from one client (its address, "
             "or what a proxy in SLUICE_TRUSTED_PROXIES says; an IPv6 client is its /64) "
             f"within {WINDOW_SECONDS // 60} minutes, every POST from that client is 429 "
@@ -211,12 +230,11 @@ ROUTES = (
             "properties": {"password": {"type": "string"}},
         }}}},
         "responses": {
-            "301": {"description": "the right password, the link's redirect_status 301",
-                    "headers": _LOCATION},
-            "302": {"description": "the right password (the default redirect_status)",
-                    "headers": _LOCATION},
-            "303": {"description": "the right password and a redirect_status of 307 or "
-                    "308; or the link has no password (any more): to `/{code}`",
+            "200": {**html_page("the right password: a page that opens the link's target "
+                                "at once, and links to it"),
+                    "headers": {"Refresh": {"schema": {"type": "string",
+                                                       "pattern": "^0; url=https?://"}}}},
+            "303": {"description": "the link has no password (any more): to `/{code}`",
                     "headers": _LOCATION},
             "400": problem("the form is not URL-encoded UTF-8 of at most 20 fields"),
             "401": {**html_page("a wrong password: the form again, saying so"),

@@ -293,10 +293,11 @@ ROUTES = (
             "mobile|tablet|desktop, os android|ios|windows|macos|linux, language a primary "
             "tag such as `fr`, country ISO 3166-1 alpha-2 such as `FR`; each rule's `url` "
             "follows the rules of `url`). `password`: 8 to 128 characters; `GET /{code}` "
-            "then answers a form and only `POST /{code}` with the password redirects (and "
-            "records the visit). It is kept as a scrypt hash and never answered: links "
-            "show `has_password`. Unknown fields are refused (400). A user has at most "
-            "SLUICE_LINKS_PER_USER links (default 100000), however made; beyond it, 403."
+            "then answers a form and only `POST /{code}` with the password opens the "
+            "target (a page that refreshes to it) and records the visit. It is kept as a "
+            "scrypt hash and never answered: links show `has_password`. Unknown fields are "
+            "refused (400). A user has at most SLUICE_LINKS_PER_USER links (default "
+            "100000), however made; beyond it, 403."
         ),
         "security": USER,
         "requestBody": request_body(LinkBody),

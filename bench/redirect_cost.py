@@ -160,7 +160,7 @@ def measure(variant: str, seconds: int, flush_ms: int, agents: str = "fixed") ->
         with (Path(tmp) / "api.log").open("wb") as log:
             api = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
-            wait_listening(port, timeout=300)
+            wait_listening(port, timeout=1200)  # a start under callgrind on a loaded machine
             code = RULED if variant == "rules" else CODE
             wrk(port, 4, code, script)  # warm-up: caches filled, code paths compiled
             subprocess.run(["callgrind_control", "-z", str(api.pid)], check=True,

@@ -1,7 +1,9 @@
 """CPU instructions per event of one ``article-views`` consumer draining its stream.
 
-Run by hand: ``.venv/bin/python bench/consumer_cost.py [N] [--store sqlite,postgres]``
-(default 20,000 events, SQLite). Needs ``valgrind`` (``apt-get install -y valgrind``).
+Run by hand: ``.venv/bin/python bench/consumer_cost.py [N] [--store sqlite,postgres]
+[--log-level warning|info|debug]`` (default 20,000 events, SQLite, level warning: the
+figures of earlier runs; ``info`` is a deployment's default, whose log lines count too).
+Needs ``valgrind`` (``apt-get install -y valgrind``).
 
 The two worker processes are most of the CPU of ``bench/peers.py``'s pipeline, whose
 wall-clock ratios move by a tenth from run to run on the shared 2-core machine. The
@@ -49,7 +51,7 @@ async def drain(n: int, env: dict[str, str]) -> None:
     from sluice.streams.deliveries import DeliveryLog
     from sluice.streams.spec import runtime_settings
 
-    config = load_config(env, log_level="warning", log_format="json")
+    config = load_config(env, log_level=env.get("BENCH_LOG_LEVEL", "warning"), log_format="json")
     configure_logging(config)
     async with open_resources(config) as res:
         await publish(res, n)
@@ -68,13 +70,14 @@ async def drain(n: int, env: dict[str, str]) -> None:
         await reader.aclose()
 
 
-def measure(stores: Stores, store: str, n: int) -> float:
+def measure(stores: Stores, store: str, n: int, log_level: str = "warning") -> float:
     """Instructions per event of one consumer draining ``n`` events on ``store``."""
     from sluice.embedded.redis_server import RedisServer
 
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(stores.env(store, Path(tmp) / "data"), SLUICE_REDIS_URL=server.url)
+        env.update(stores.env(store, Path(tmp) / "data"), SLUICE_REDIS_URL=server.url,
+                   BENCH_LOG_LEVEL=log_level)  # fmt: skip
         out = Path(tmp) / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                    "--dump-instr=no", sys.executable, __file__, "--child", str(n)]  # fmt: skip
@@ -88,9 +91,9 @@ def main(args: argparse.Namespace) -> None:
         raise SystemExit("valgrind is not on PATH: apt-get install -y valgrind")
     with Stores(args.store) as stores:
         for store in args.store:
-            per_event = measure(stores, store, args.n)
-            print(f"{store}: {per_event:,.0f} instructions per event "
-                  f"({args.n:,} events, one article-views consumer)", flush=True)  # fmt: skip
+            per_event = measure(stores, store, args.n, args.log_level)
+            print(f"{store}: {per_event:,.0f} instructions per event ({args.n:,} events, one "
+                  f"article-views consumer, log level {args.log_level})", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
@@ -100,4 +103,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", nargs="?", type=int, default=20_000)
     parser.add_argument("--store", type=parse_stores, default=["sqlite"])
+    parser.add_argument("--log-level", choices=("warning", "info", "debug"), default="warning")
     main(parser.parse_args())

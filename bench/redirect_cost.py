@@ -27,6 +27,10 @@ Variants (``sluice`` is the real API; the others switch parts of it off):
 - ``plain-view``: sluice's app and middleware, the view replaced by the bare one;
 - ``plain-view-no-middleware``: the same without the middleware: sluice's app
   with its routes and cleanup contexts, nothing else.
+
+``--agents random`` sends every request with a User-Agent of its own, 500 random
+characters (a wrk script), where wrk's requests are otherwise all alike: what a
+client costs that defeats the per-User-Agent caches (issue 43, finding 6).
 """
 
 from __future__ import annotations
@@ -114,14 +118,30 @@ def _switch_off(variant: str, plain: Any) -> None:
         sluice.http.create_app = without_middleware
 
 
-def wrk(port: int, seconds: int, code: str = CODE) -> int:
+# wrk's script for --agents random: each request a User-Agent of 500 random characters.
+RANDOM_AGENTS = """
+local chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ;/()._-"
+math.randomseed(os.time())
+request = function()
+  local t = {}
+  for i = 1, 500 do
+    local n = math.random(1, #chars)
+    t[i] = chars:sub(n, n)
+  end
+  return wrk.format("GET", nil, {["User-Agent"] = table.concat(t)})
+end
+"""
+
+
+def wrk(port: int, seconds: int, code: str = CODE, script: Path | None = None) -> int:
     url = f"http://127.0.0.1:{port}/{code}"
-    out = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds}s", url],
+    scripted = ["-s", str(script)] if script is not None else []
+    out = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds}s", *scripted, url],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     return int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
 
 
-def measure(variant: str, seconds: int, flush_ms: int) -> tuple[int, float]:
+def measure(variant: str, seconds: int, flush_ms: int, agents: str = "fixed") -> tuple[int, float]:
     """(requests, instructions per request) of one variant."""
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         port = free_port()
@@ -130,18 +150,22 @@ def measure(variant: str, seconds: int, flush_ms: int) -> tuple[int, float]:
                    SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL="info", SLUICE_PORT=str(port),
                    SLUICE_VISIT_FLUSH_MS=str(flush_ms))  # fmt: skip
         asyncio.run(create_link(env))
+        script = None
+        if agents == "random":
+            script = Path(tmp) / "agents.lua"
+            script.write_text(RANDOM_AGENTS)
         out = Path(tmp) / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                    sys.executable, __file__, "--serve", variant, str(port)]  # fmt: skip
         with (Path(tmp) / "api.log").open("wb") as log:
             api = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
-            wait_listening(port, timeout=300)
+            wait_listening(port, timeout=1200)  # a start under callgrind on a loaded machine
             code = RULED if variant == "rules" else CODE
-            wrk(port, 4, code)  # warm-up: caches filled, code paths compiled
+            wrk(port, 4, code, script)  # warm-up: caches filled, code paths compiled
             subprocess.run(["callgrind_control", "-z", str(api.pid)], check=True,
                            capture_output=True)  # fmt: skip
-            requests = wrk(port, seconds, code)
+            requests = wrk(port, seconds, code, script)
             subprocess.run(["callgrind_control", "-d", str(api.pid)], check=True,
                            capture_output=True)  # fmt: skip
             instructions = dumped_instructions(Path(tmp))
@@ -163,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
     results: dict[str, float] = {}
     print(f"{'variant':28}{'requests':>10}{'instructions/request':>24}")
     for variant in args.variants or VARIANTS:
-        requests, per_request = measure(variant, args.seconds, args.flush_ms)
+        requests, per_request = measure(variant, args.seconds, args.flush_ms, args.agents)
         results[variant] = per_request
         print(f"{variant:28}{requests:>10,}{per_request / 1000:>23,.0f}k", flush=True)
     if "bare" in results and "sluice" in results:
@@ -179,6 +203,12 @@ if __name__ == "__main__":
     parser.add_argument("--serve", nargs=2, metavar=("VARIANT", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=int, default=10, help="wrk time per variant")
     parser.add_argument("--flush-ms", type=int, default=150, help="SLUICE_VISIT_FLUSH_MS")
+    parser.add_argument(
+        "--agents",
+        choices=("fixed", "random"),
+        default="fixed",
+        help="random: a 500-character User-Agent of its own per request",
+    )
     parser.add_argument("variants", nargs="*", metavar="VARIANT", help=", ".join(VARIANTS))
     options = parser.parse_args()
     if unknown := set(options.variants) - set(VARIANTS):

@@ -317,7 +317,9 @@ def configure_logging(config: Config) -> None:
     handler = _WriterHandler(writer)
     handler.setFormatter(stdlib_formatter(renderer, timestamp))
     logging.basicConfig(level=max(level, logging.WARNING), handlers=[handler])
-    logging.getLogger("aiohttp.server").addFilter(drop_client_body_errors)
+    server = logging.getLogger("aiohttp.server")
+    server.addFilter(drop_client_body_errors)
+    server.addFilter(BadRequestLine(level))
 
 
 def stdlib_formatter(renderer: Processor, timestamp: Timestamp) -> logging.Formatter:
@@ -347,3 +349,32 @@ def drop_client_body_errors(record: logging.LogRecord) -> bool:
 
     exc = record.exc_info[1] if record.exc_info else None
     return not isinstance(exc, web.RequestPayloadError)
+
+
+class BadRequestLine(logging.Filter):
+    """Filter for ``aiohttp.server``: a request aiohttp could not parse, logged as one
+    line naming the peer and the kind of error, at info, without the request's bytes and
+    without a traceback.
+
+    aiohttp answers such a request 400 and logs it at error with its parser's exception,
+    whose message quotes the offending line as the client sent it: a malformed
+    ``Authorization :`` header put its token in the log. The client's mistake is not the
+    operator's error either. ``level``: the configured level (the line is info).
+    """
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self._level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import BadHttpMessage  # as drop_client_body_errors
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, BadHttpMessage):  # what aiohttp's parser raises
+            return True
+        peer = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        record.msg = "bad request from %s: %s (%s), answered and closed"
+        record.args = (peer, type(exc).__name__, exc.code)
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return self._level <= logging.INFO

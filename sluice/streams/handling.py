@@ -90,6 +90,7 @@ class Handling:
                 BATCH.reset(token)
             duration_ms = (time.time() - started) * 1000
         await self._settle(messages, failed, started, duration_ms)
+        self._log_batch(messages, failed, duration_ms)
 
     async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
         keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
@@ -100,7 +101,7 @@ class Handling:
             await cancel_and_wait(keeper)
             seconds = time.perf_counter() - started
             HANDLER_SECONDS.labels(self.group).observe(seconds)
-            self._log_batch(deliveries, seconds)
+            self._log_events(deliveries, seconds)
 
     async def _handle_through_outages(self, deliveries: Sequence[Delivery]) -> Outcomes:
         """The handler's outcomes; entries that failed because the database or another
@@ -150,12 +151,24 @@ class Handling:
         error = HandlerTimeout(f"no outcome within {seconds:g} s, cancelled")
         return {d.message.key: error for d in deliveries}
 
-    def _log_batch(self, deliveries: Sequence[Delivery], seconds: float) -> None:
+    def _log_batch(self, messages: Sequence[Message], failed: Outcomes, duration_ms: float) -> None:
+        """One info line per batch: its size and failures, not a line per event (a busy
+        redirect makes a visit per request, and each group handles it). A failed entry has
+        its own warning or error line already (``sluice.streams.outcomes``)."""
         if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
+            return
+        failures = sum(1 for error in failed.values() if not isinstance(error, SETTLED))
+        log.info("events handled", group=self.group, events=len(messages), failed=failures,
+                 duration_ms=round(duration_ms, 2))  # fmt: skip
+
+    def _log_events(self, deliveries: Sequence[Delivery], seconds: float) -> None:
+        """A line per handled event, with the trace id of the request that caused it, at
+        debug (``SLUICE_LOG_LEVEL=debug``)."""
+        if not log.is_enabled_for(logging.DEBUG):
             return
         for delivery in deliveries:
             m = delivery.message
-            log.info(
+            log.debug(
                 "event handled",
                 group=self.group,
                 stream=m.stream,

@@ -28,7 +28,8 @@ async def test_the_request_trace_id_reaches_the_mail_workers_log_lines(
     aiohttp_client: Callable[..., Awaitable[Any]], config: Config, tmp_path: Path
 ) -> None:
     log = tmp_path / "worker.log"
-    env = child_env(config, SLUICE_LOG_LEVEL="info")
+    # A line per handled event, with its trace id, is at debug (docs/guides/monitoring.md).
+    env = child_env(config, SLUICE_LOG_LEVEL="debug")
     children = [Child(["relay"], env).start(), Child(["worker", "mail"], env).start(log)]
     try:
         client = await aiohttp_client(create_app(config))
@@ -47,7 +48,7 @@ async def test_the_request_trace_id_reaches_the_mail_workers_log_lines(
         lines = lines_with(log, trace_id)
         handled = [line for line in lines if line["event"] == "event handled"]
         assert handled and handled[0]["group"] == "mail"
-        assert handled[0]["event_type"] == "UserRegistered"
+        assert handled[0]["event_type"] == "UserRegistered" and handled[0]["level"] == "debug"
     finally:
         for child in children:
             child.kill()

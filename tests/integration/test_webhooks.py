@@ -273,6 +273,15 @@ async def test_private_targets_are_refused_at_delivery(
     answer = await api.get(f"/v1/webhooks/{hook.id}/deliveries", headers=ada)
     items = (await answer.json())["items"]
     assert items and all(i["status"] is None and "non-public" in i["error"] for i in items)
+    # The owner learns that the target is not public, never where the name points
+    # (docs/guides/webhooks.md): an internal DNS answer stays with the operator's log.
+    said = {
+        "hooks.example.test": "hooks.example.test resolves to a non-public address",
+        "localhost": "localhost is a private, loopback or otherwise non-public address",
+    }[host]
+    assert all(i["error"] == said and "127.0.0.1" not in i["error"] for i in items), [
+        i["error"] for i in items
+    ]
     dead: Any = await resources.redis.xrange(resources.keys.dead(NAME))
     assert b"TargetRefused" in dead[0][1][b"error"]
     assert json.loads(dead[0][1][b"data"])["type"] == "LinkCreated"

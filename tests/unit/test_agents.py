@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.builtin.links.agents import Agent, describe
+from sluice.builtin.links.agents import Agent, cache_info, describe
 from tests.link_helpers import GOOGLEBOT
 from tests.unit.test_targeting import ANDROID_PHONE, IPAD, MAC_SAFARI, WINDOWS_CHROME
 
@@ -23,6 +23,6 @@ from tests.unit.test_targeting import ANDROID_PHONE, IPAD, MAC_SAFARI, WINDOWS_C
 )
 def test_a_user_agent_is_described_once(user_agent: str, agent: Agent) -> None:
     assert describe(user_agent) == agent
-    hits = describe.cache_info().hits
+    hits = cache_info().hits
     assert describe(user_agent) is describe(user_agent)
-    assert describe.cache_info().hits == hits + 2
+    assert cache_info().hits == hits + 2

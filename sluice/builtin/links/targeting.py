@@ -9,10 +9,10 @@ once per request, and only when a link has rules (``choose`` on an empty list
 reads nothing):
 
 - ``device`` (mobile, tablet, desktop) and ``os`` (android, ios, windows, macos,
-  linux) from the User-Agent, through ua-parser (uap-core) as visits use it, cached
-  per User-Agent. iPadOS Safari sends the User-Agent of a Mac unless the site
-  asks otherwise, so it counts as a macOS desktop; Chrome OS is a desktop of no
-  listed OS.
+  linux) from the User-Agent, through ua-parser's patterns (uap-core) as visits use
+  them (``sluice.builtin.links.agent_patterns``), cached per User-Agent. iPadOS
+  Safari sends the User-Agent of a Mac unless the site asks otherwise, so it counts
+  as a macOS desktop; Chrome OS is a desktop of no listed OS.
 - ``language``: a rule's language matches when the ``Accept-Language`` header
   accepts it (q > 0) as a primary tag: ``fr-CH;q=0.8`` accepts ``fr``. ``*``
   names no language and matches none. The header's order does not pick among
@@ -30,9 +30,9 @@ from importlib import resources
 from typing import Any
 
 from sluice.builtin.links import geo
+from sluice.builtin.links.agent_patterns import PREFIX, systems
 from sluice.builtin.links.rule_shapes import Rule, When, decode_rules, encode_rules
 from sluice.builtin.links.rules import Invalid, check_url
-from sluice.builtin.links.visits import _parser
 from sluice.errors import FieldError
 
 MAX_RULES = 10
@@ -47,7 +47,6 @@ __all__ = [
 _LANGUAGE = re.compile(r"[a-z]{2,3}")
 _COUNTRY = re.compile(r"[A-Z]{2}")
 _QUALITY = re.compile(r"\s*q\s*=\s*(0(?:\.\d{0,3})?|1(?:\.0{0,3})?)\s*", re.IGNORECASE)
-_UA_PREFIX = 512  # as visits: enough for every pattern; a huge header cannot make a huge entry
 _AL_PREFIX = 512
 _AL_ITEMS = 32
 # uap-core's OS families, as the five a rule can name.
@@ -192,7 +191,7 @@ def choose(rules: Sequence[Rule], facts: Facts) -> str | None:
 
 
 def _holds(when: When, facts: Facts) -> bool:
-    # Cheapest facts first: a User-Agent not yet cached costs about 0.1-0.4 ms to parse.
+    # Cheapest facts first: a User-Agent not yet cached costs about 0.05 ms to parse.
     return (
         (when.language is None or when.language in facts.languages)
         and (when.country is None or when.country == facts.country)
@@ -204,8 +203,8 @@ def _holds(when: When, facts: Facts) -> bool:
 @functools.lru_cache(maxsize=2048)
 def platform(user_agent: str) -> tuple[str | None, str | None]:
     """(device, os) of a User-Agent, each None when it cannot be told."""
-    ua = user_agent[:_UA_PREFIX]
-    parsed = _parser().parse_os(ua) if ua else None
+    ua = user_agent[:PREFIX]  # as visits: enough for every pattern (agent_patterns)
+    parsed = systems().first(ua) if ua else None
     system = _SYSTEM_OF.get(parsed.family) if parsed is not None else None
     return _device(ua, system), system
 

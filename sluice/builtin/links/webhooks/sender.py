@@ -106,6 +106,9 @@ class Sender:
                     failure = DeliveryFailed(f"the endpoint answered HTTP {status}")
             except TargetRefused as exc:
                 failure = exc
+                if exc.address is not None:  # for the operator only (targets.TargetRefused)
+                    log.info("webhook target resolves to a non-public address",
+                             webhook_id=hook.id, url=hook.url, address=exc.address)  # fmt: skip
             except TimeoutError:
                 failure = DeliveryFailed(f"no answer within {self.timeout_s:g} s")
             except aiohttp.ClientError as exc:

@@ -3,8 +3,9 @@
 At creation a URL whose host is an address literal (in any spelling a resolver
 takes: ``127.1``, ``2130706433``, ``[::ffff:10.0.0.1]``) or a ``localhost`` name is
 refused when the address is not public. At delivery time ``PinnedResolver`` resolves
-the host, refuses the target when any address it resolves to is not public, and
-hands the connector exactly the addresses it checked: aiohttp connects to those and
+the host, refuses the target when any address it resolves to is not public (saying
+so without the address: it goes to the worker's log, not to the owner), and hands the
+connector exactly the addresses it checked: aiohttp connects to those and
 resolves nothing again, so a DNS answer that changes between the check and the
 connection (rebinding) cannot reach another address. aiohttp does not ask the
 resolver about address literals, so ``check_literal`` runs before each call too.
@@ -27,9 +28,15 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class TargetRefused(SluiceError):
-    """The webhook's host is, or resolves to, an address that is not public."""
+    """The webhook's host is, or resolves to, an address that is not public. The message,
+    which the owner reads in the webhook's deliveries, never names the address a name
+    resolved to (an internal DNS answer); ``address`` keeps it for the operator's log."""
 
     permanent = True  # the consumer runtime dead-letters the entry at once
+
+    def __init__(self, message: str, address: str | None = None) -> None:
+        super().__init__(message)
+        self.address = address
 
 
 def forbidden(address: Address) -> bool:
@@ -100,7 +107,7 @@ class PinnedResolver(AbstractResolver):
         results = await self.inner.resolve(host, port, family)
         for result in results:
             if forbidden(ipaddress.ip_address(result["host"].split("%", 1)[0])):
-                raise TargetRefused(f"{host} resolves to {result['host']}, a non-public address")
+                raise TargetRefused(f"{host} resolves to a non-public address", result["host"])
         return results
 
     async def close(self) -> None:

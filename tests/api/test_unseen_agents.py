@@ -1,0 +1,53 @@
+"""Redirects for clients whose User-Agent no cache has seen: answered, and counted as what
+they are (docs/guides/security.md, "What a client costs the logs and the event loop")."""
+
+from __future__ import annotations
+
+from sluice.app.testing import wait_for
+from sluice.builtin.links.events import LinkVisited
+from sluice.builtin.links.http.keys import VISITS
+from sluice.http.keys import CONFIG, STORE
+from tests.api.conftest import Client, stored_events
+from tests.api.test_link_stats_ranges import record
+from tests.api.test_links import create, user_token
+from tests.link_helpers import GOOGLEBOT
+from tests.unit.test_agent_cost import unseen
+from tests.unit.test_targeting import ANDROID_PHONE, WINDOWS_CHROME
+
+
+async def test_random_and_real_agents_are_answered_and_counted_as_what_they_are(
+    client: Client,
+) -> None:
+    assert client.app is not None
+    app = client.app
+    ada = await user_token(client)
+    code = (await create(client, ada))["code"]
+    strangers = unseen(20)  # 500 random characters each: no browser, no OS, no bot
+    # A real agent past the first 256 characters is still told by them.
+    padded = WINDOWS_CHROME + " " + "x" * 400
+    agents = [*strangers, WINDOWS_CHROME, ANDROID_PHONE, GOOGLEBOT, padded]
+    for agent in agents:
+        response = await client.get(
+            f"/{code}", headers={"User-Agent": agent}, allow_redirects=False
+        )
+        assert response.status == 302
+
+    async def committed() -> bool:
+        return app[VISITS].settled
+
+    await wait_for(committed)
+    visits = [e for e, _ in await stored_events(app[STORE]) if isinstance(e, LinkVisited)]
+    seen = [(v.browser, v.is_bot, v.os, v.device) for v in visits]
+    assert seen == [("Other", False, None, None)] * 20 + [
+        ("Chrome", False, "windows", "desktop"),
+        ("Chrome Mobile", False, "android", "mobile"),
+        ("Googlebot", True, None, None),
+        ("Chrome", False, "windows", "desktop"),
+    ]
+    await record(app[STORE], app[CONFIG], *visits, stored=True)  # as the link-stats worker
+    stats = await (await client.get(f"/v1/links/{code}/stats", headers=ada)).json()
+    assert (stats["total"], stats["bots"], stats["human"]) == (24, 1, 23)
+    assert {b["browser"]: b["visits"] for b in stats["browsers"]} == {
+        "Other": 20, "Chrome": 2, "Chrome Mobile": 1, "Googlebot": 1,
+    }  # fmt: skip
+    assert {o["os"]: o["visits"] for o in stats["os"]} == {None: 21, "windows": 2, "android": 1}

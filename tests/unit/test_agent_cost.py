@@ -13,7 +13,7 @@ import crawleruseragents
 import pytest
 import ua_parser
 
-from sluice.builtin.links import visits
+from sluice.builtin.links import agent_patterns, visits
 from sluice.builtin.links.agent_patterns import PREFIX, systems
 from sluice.builtin.links.agents import describe
 from sluice.builtin.links.targeting import platform
@@ -56,6 +56,22 @@ def test_every_real_agent_is_told_as_the_libraries_tell_it() -> None:
         if (browser, is_bot, system) != by_the_libraries(agent):
             wrong.append((agent, (browser, is_bot, system), by_the_libraries(agent)))
     assert not wrong, wrong[:5]
+
+
+def test_without_the_regex_parser_every_pattern_is_tried_and_answers_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``re._parser`` is private to CPython: where it is missing, the screen tries every
+    pattern (the libraries' cost) and still answers as they do."""
+    monkeypatch.setattr(agent_patterns, "sre_parse", None)
+    assert agent_patterns.needs("Googlebot") is None
+    screened = agent_patterns.Screened(
+        (m.regex, 0, m) for m in ua_parser.load_builtins()[1]
+    )  # fmt: skip
+    for agent in BROWSERS + CRAWLERS[:200]:
+        found = screened.first(agent[:PREFIX])
+        system = LIBRARY.parse_os(agent)
+        assert (found.family if found else None) == (system.family if system else None), agent
 
 
 def visits_os(agent: str) -> str | None:

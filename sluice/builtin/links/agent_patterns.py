@@ -12,6 +12,11 @@ out once per pattern, from the regex's parse by the standard library's own parse
 test), so the answer is the resolver's own (the first pattern, in its order, that
 matches) at a fraction of the cost. One browser pattern of 433 needs no such text and
 is always tried. Classification reads the first ``PREFIX`` characters of the header.
+
+``re._parser`` is CPython's, private, and has moved before (``sre_parse`` until 3.11):
+where it is missing, or a pattern's parse is not what this module knows, the pattern
+needs nothing and is always tried, the libraries' own cost and the same answers
+(tests/unit/test_agent_cost.py runs the agents once more that way).
 """
 
 from __future__ import annotations
@@ -19,13 +24,17 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable
-from re import _constants as sre  # type: ignore[attr-defined]  # the regex's parse tree
-from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import crawleruseragents
 import ua_parser
 from ua_parser import OS, UserAgent
+
+try:  # the regex's parse tree, by the standard library's own parser
+    from re import _constants as sre  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # another interpreter: every pattern is tried
+    sre = sre_parse = None
 
 T = TypeVar("T")
 
@@ -41,12 +50,15 @@ class Needs(NamedTuple):
 def needs(regex: str, flags: int = 0) -> Needs | None:
     """What every match of ``regex`` contains; None when there is nothing worth testing
     (a case-insensitive pattern, or one that needs no text of two characters or more)."""
-    if flags & re.IGNORECASE:
+    if sre_parse is None or flags & re.IGNORECASE:
         return None
-    tree = sre_parse.parse(regex, flags)
-    if tree.state.flags & re.IGNORECASE:  # an inline (?i) at the start
+    try:
+        tree = sre_parse.parse(regex, flags)
+        if tree.state.flags & re.IGNORECASE:  # an inline (?i) at the start
+            return None
+        return _best(_candidates(tree.data))
+    except Exception:  # a parse tree of another shape: tried always, as the libraries do
         return None
-    return _best(_candidates(tree.data))
 
 
 def _best(candidates: Iterable[Needs]) -> Needs | None:

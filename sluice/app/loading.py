@@ -20,8 +20,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import os
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -49,6 +52,7 @@ from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
 
+_SLUICE = str(Path(__file__).parents[1]) + os.sep  # sluice's own source files
 ENTRY_POINTS = "sluice.apps"
 DEFAULT = "default"
 # The apps built into sluice, by name: their packages under sluice.builtin.
@@ -144,6 +148,19 @@ def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
 
 
+def _failed(source: str, exc: BaseException) -> ConfigError:
+    """What an app that raised as it was imported gets: its error and where it was raised
+    (the app's own line, not the loader's)."""
+    if isinstance(exc, ConfigError):
+        return ConfigError(f"{source}: {exc}")
+    frames = traceback.extract_tb(exc.__traceback__)
+    # The innermost frame of the app's own code: not sluice's (a decorator's check), nor
+    # generated code or the import machinery's (``<string>``, ``<frozen ...>``).
+    own = [f for f in frames if not f.filename.startswith((_SLUICE, "<"))] or frames
+    where = f" (at {own[-1].filename}:{own[-1].lineno})" if own else ""
+    return ConfigError(f"{source} failed to load: {type(exc).__name__}: {exc}{where}")
+
+
 def _as_app(value: Any, source: str) -> App:
     if not isinstance(value, App):
         value = getattr(value, "app", value)
@@ -157,11 +174,15 @@ def _import(path: str) -> App:
     try:
         module = importlib.import_module(module_name)
         value = getattr(module, attribute) if attribute else module
-    except (ImportError, AttributeError) as exc:
+    except (ModuleNotFoundError, AttributeError) as exc:
+        if isinstance(exc, ModuleNotFoundError) and not _missing(exc, module_name):
+            raise _failed(f"SLUICE_APPS entry {path!r}", exc) from exc
         raise ConfigError(
             f"SLUICE_APPS entry {path!r} is no built-in or installed app's name and cannot be"
             f" imported: {exc}"
         ) from exc
+    except Exception as exc:  # the app's own module raised: its mistake, named
+        raise _failed(f"SLUICE_APPS entry {path!r}", exc) from exc
     return _as_app(value, f"SLUICE_APPS entry {path!r}")
 
 
@@ -179,6 +200,14 @@ def _by_name(name: str, installed: Mapping[str, importlib.metadata.EntryPoint]) 
         return _as_app(entry.load(), source), source
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{source} cannot be loaded: {exc}") from exc
+    except Exception as exc:  # the app's own module raised: its mistake, named
+        raise _failed(source, exc) from exc
+
+
+def _missing(exc: ModuleNotFoundError, module: str) -> bool:
+    """Whether ``exc`` says ``module`` itself (or a package of its path) is not there,
+    rather than a module the app imports."""
+    return exc.name is not None and (module == exc.name or module.startswith(exc.name + "."))
 
 
 def _resolve(names: str) -> dict[str, tuple[App, str]]:

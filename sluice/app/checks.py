@@ -1,0 +1,90 @@
+"""What an app gets wrong, refused where it is made (docs/guides/write-an-app.md, "What is
+checked, and when").
+
+At declaration, each decorator checks the shape of the function it is given: a handler,
+a job, a task, a projection's function or a view is an ``async def`` that takes the
+arguments sluice passes (an upcaster a plain ``def``), so a mistake fails as the app's
+module is imported, naming the app and the function, not at the first event. At load
+(``sluice.app.loading``), with every app of the process known, the checks that need them
+all: every event type a group or projection handles is declared by a loaded app, no
+table is created by two owners (sluice and an app, or two apps), and no route outside
+``/v1/`` takes a short link's path.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+
+from aiohttp import web
+
+
+def _name(function: object) -> str:
+    module = getattr(function, "__module__", None)
+    name = getattr(function, "__qualname__", None) or repr(function)
+    return f"{module}.{name}" if module else name
+
+
+def _is_async(function: object) -> bool:
+    # Or an object whose class's __call__ is an async def (a handler with state).
+    return inspect.iscoroutinefunction(function) or (
+        callable(function) and inspect.iscoroutinefunction(type(function).__call__)
+    )
+
+
+def check_shape(
+    app: str, what: str, function: object, arguments: Sequence[str], *, coroutine: bool = True
+) -> None:
+    """Refuse ``function`` unless it is an ``async def`` (a plain ``def`` when
+    ``coroutine`` is false) that takes ``arguments`` positionally, naming ``app``, ``what``
+    the function is for and the function."""
+    shape = f"{'async ' if coroutine else ''}def {getattr(function, '__name__', 'f')}" + (
+        f"({', '.join(arguments)})"
+    )
+    where = f"app {app!r}: {what}: {_name(function)} must be `{shape}`"
+    if not callable(function):
+        raise TypeError(f"{where}; it is not a function ({function!r})")
+    if coroutine and not _is_async(function):
+        raise TypeError(f"{where}; it is a plain def (sluice awaits what it returns)")
+    if not coroutine and _is_async(function):
+        raise TypeError(f"{where}; it is an async def (sluice calls it without awaiting)")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin without a signature: trusted
+        return
+    try:
+        signature.bind(*arguments)
+    except TypeError:
+        raise TypeError(f"{where}; it takes {signature}") from None
+
+
+def check_view(app: str, method: str, path: str, view: object) -> None:
+    """A route's view: ``async def view(request)`` or a ``web.View`` subclass."""
+    if isinstance(view, type) and issubclass(view, web.View):
+        return
+    check_shape(app, f"route {method} {path}", view, ("request",))
+
+
+def check_context(app: str, context: object) -> None:
+    """An ``api_context``: an async generator of one argument, the aiohttp application."""
+    if not inspect.isasyncgenfunction(context):
+        raise TypeError(
+            f"app {app!r}: api_context {_name(context)} must be an `async def`"
+            " that yields once (an aiohttp cleanup_ctx)"
+        )
+    check_shape(app, "api_context", context, ("app",), coroutine=False)
+
+
+# What sluice passes each kind of function, by the names the guide gives them.
+SHAPES: dict[str, tuple[str, ...]] = {
+    "on": ("event", "ctx"),
+    "once": ("event", "tx", "ctx"),
+    "job": ("payload", "tx", "ctx"),
+    "task": ("ctx",),
+    "apply": ("tx", "events", "ctx"),
+    "apply_payloads": ("tx", "payloads", "ctx"),
+    "publish": ("resources", "events"),
+    "republish": ("resources",),
+    "on_dead_letter": ("message", "error"),
+    "purge": ("store", "now"),
+}

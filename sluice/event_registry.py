@@ -33,6 +33,11 @@ class RegistryError(ValueError):
     """Event types that cannot be registered together; the message names the owners."""
 
 
+class UndeclaredEvent(TypeError):
+    """An event of a type no loaded app declares, refused where it is appended: nothing
+    could ever read it back (docs/guides/write-an-app.md, "What is checked, and when")."""
+
+
 class _Header(msgspec.Struct):
     """What an upcast needs first: the type and the version a payload was written at."""
 
@@ -46,6 +51,9 @@ class Registry(Generic[E]):
     def __init__(self, base: type[E]) -> None:
         self.base = base
         self.types: dict[str, type[E]] = {}  # live: callers keep a reference to it
+        # The registered classes themselves (live too): what ``append`` admits, by one
+        # set lookup of the event's class, on every store.
+        self.classes: set[type[E]] = set()
         self.aggregates: dict[str, str] = {}  # aggregate -> its id field; live as well
         self.owners: dict[str, str] = {}  # event type -> owner
         self._aggregate_owners: dict[str, str] = {}
@@ -131,6 +139,7 @@ class Registry(Generic[E]):
             self._aggregate_owners.setdefault(aggregate, owner)
         for cls in types:
             self.types[cls.__name__] = cls
+            self.classes.add(cls)
             self.owners[cls.__name__] = owner
             ups = dict((upcasters or {}).get(cls, {}))
             if ups:
@@ -138,6 +147,31 @@ class Registry(Generic[E]):
                 self._current[cls] = _current_version(cls)
         union: Any = tuple(self.types.values())
         self._decoder = msgspec.json.Decoder(union[0] if len(union) == 1 else _union(union))
+
+    def undeclared(self, cls: type[Any]) -> UndeclaredEvent:
+        """The error for an event of ``cls``, which is not registered: what the append
+        refuses, why, and which app should declare it."""
+        name = getattr(cls, "__name__", repr(cls))
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if self.types.get(name) is not None:
+            return UndeclaredEvent(
+                f"event type {name} ({where}) is not the class registered under that name"
+                f" by {self.owners[name]} ({self.types[name].__module__}): append the"
+                " declared class; nothing of this transaction is committed"
+            )
+        aggregate = str(getattr(cls, "aggregate", ""))
+        owner = self._aggregate_owners.get(aggregate)
+        hint = (
+            f"declare it with @app.event in app {owner!r}, whose aggregate {aggregate!r} it"
+            " is published on"
+            if owner is not None
+            else "declare it with @app.event in the app that owns it, and name that app in"
+            " SLUICE_APPS"
+        )
+        return UndeclaredEvent(
+            f"event type {name} ({where}) is declared by no loaded app, so nothing could"
+            f" read it back; nothing of this transaction is committed: {hint}"
+        )
 
     def decode(self, data: bytes | str) -> E:
         try:

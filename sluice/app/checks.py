@@ -14,9 +14,16 @@ table is created by two owners (sluice and an app, or two apps), and no route ou
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+from sluice.errors import ConfigError
+from sluice.events import Event
+
+if TYPE_CHECKING:
+    from sluice.app.declare import App
 
 
 def _name(function: object) -> str:
@@ -88,3 +95,25 @@ SHAPES: dict[str, tuple[str, ...]] = {
     "on_dead_letter": ("message", "error"),
     "purge": ("store", "now"),
 }
+
+
+# At load -------------------------------------------------------------------------------
+
+
+def check_handled_types(apps: Iterable[App], core: Iterable[type[Event]]) -> None:
+    """Every event type a group or a projection of ``apps`` handles is declared by one of
+    them (or is sluice's own): an undeclared type could never be appended nor read."""
+    apps = tuple(apps)
+    declared = {*core, *(cls for app in apps for cls in app.events)}
+    for app in apps:
+        handled = [(f"group {g.name!r}", t) for g in app.groups.values() for t in g.event_types]
+        handled += [
+            (f"projection {p.name!r}", t) for p in app.projections.values() for t in p.events
+        ]
+        for what, cls in handled:
+            if cls not in declared:
+                raise ConfigError(
+                    f"app {app.name!r}: {what} handles {cls.__name__} ({cls.__module__}), which"
+                    " no loaded app declares: declare it with @app.event in the app that owns"
+                    " it, and load that app (SLUICE_APPS or the app's requires=)"
+                )

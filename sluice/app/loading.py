@@ -29,6 +29,7 @@ from typing import Any
 
 import structlog
 
+from sluice.app.checks import check_handled_types
 from sluice.app.declare import App, FastPath, Purge, SchedulerService
 from sluice.app.jobs import Job
 from sluice.app.running import (
@@ -139,6 +140,7 @@ def _load(names: str) -> Apps:
     apps = _ordered(found)
     sources = {app.name: source for app, source in found.values()}
     _check_events(apps)
+    check_handled_types(apps, CORE_EVENTS)
     for app in apps:
         REGISTRY.register(app.name, app.events, app.aggregates, app.upcasters)
     return _assemble(apps, sources)

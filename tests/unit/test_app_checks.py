@@ -138,3 +138,39 @@ def test_right_shapes_of_every_kind_load(app_dir: AppDir) -> None:
     )
     apps = load_apps(load_config({"SLUICE_APPS": "shapes_app"}))
     assert {"shape-group", "shape-others", "shape-totals"} <= set(apps.groups)
+
+
+UNDECLARED = """
+from typing import ClassVar
+from sluice.app import App, Event, HandlerContext
+
+app = App("forgetful")
+app.aggregate("forgotten", key="thing_id")
+
+class ThingForgotten(Event, frozen=True, kw_only=True, tag=True):  # no @app.event
+    aggregate: ClassVar[str] = "forgotten"
+    thing_id: str
+
+KIND
+"""
+
+
+@pytest.mark.parametrize("kind", ["group", "projection"])
+def test_a_handler_of_an_event_type_no_loaded_app_declares_is_refused_at_start(
+    app_dir: AppDir, kind: str
+) -> None:
+    declaration = {
+        "group": "@app.group('forgetful-group').on(ThingForgotten)\n"
+        "async def noticed(event: ThingForgotten, ctx: HandlerContext) -> None: ...",
+        "projection": "@app.projection('forgotten-totals', events=(ThingForgotten,),"
+        " schema='CREATE TABLE forgotten_totals{s} (n INTEGER)',"
+        " tables=('forgotten_totals',)).apply\nasync def apply(tx, events, ctx): ...",
+    }[kind]
+    app_dir.module("forgetful_app", UNDECLARED.replace("KIND", declaration))
+    with pytest.raises(ConfigError) as refused:
+        load_apps(load_config({"SLUICE_APPS": "default,forgetful_app"}))
+    what = {"group": "group 'forgetful-group'", "projection": "projection 'forgotten-totals'"}
+    assert str(refused.value).startswith(
+        f"app 'forgetful': {what[kind]} handles ThingForgotten (forgetful_app), which no loaded"
+        " app declares: declare it with @app.event"
+    )

@@ -14,13 +14,15 @@ table is created by two owners (sluice and an app, or two apps), and no route ou
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from sluice.errors import ConfigError
 from sluice.events import Event
+from sluice.store.migrate import CORE, Migration
 
 if TYPE_CHECKING:
     from sluice.app.declare import App
@@ -117,3 +119,58 @@ def check_handled_types(apps: Iterable[App], core: Iterable[type[Event]]) -> Non
                     " no loaded app declares: declare it with @app.event in the app that owns"
                     " it, and load that app (SLUICE_APPS or the app's requires=)"
                 )
+
+
+_CREATE = re.compile(
+    r"\bCREATE\s+(?:TEMP(?:ORARY)?\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?[\"`\[]?(\w+)",
+    re.IGNORECASE,
+)
+_RENAME = re.compile(r"\bALTER\s+TABLE\s+[\"`\[]?\w+[\"`\]]?\s+RENAME\s+TO\s+[\"`\[]?(\w+)", re.I)
+# The migration engine's own records (sluice.store.migrate), made outside any step.
+BOOKKEEPING = ("schema_migrations", "schema_migrations_moved", "app_migrations")
+
+
+def created_tables(sql: str) -> set[str]:
+    """The tables ``sql`` creates (or renames a table to), lower-cased."""
+    return {name.lower() for name in (*_CREATE.findall(sql), *_RENAME.findall(sql))}
+
+
+def check_tables(
+    core: Iterable[tuple[int, str, str]],
+    steps: Iterable[Migration],
+    owners: Mapping[str, str],
+) -> None:
+    """Refuse a table created by two owners, naming both: sluice (``core``, its
+    migrations) and the apps (``steps``; ``owners`` maps a step's owner, such as
+    ``projection:<name>``, to its app). A step that ``replaces`` sluice's versions owns
+    tables that moved out of sluice: the core's steps no longer make them."""
+    taken: dict[str, str] = dict.fromkeys(BOOKKEEPING, "sluice's migration records")
+    for version, _, script in core:
+        for table in created_tables(script):
+            taken.setdefault(table, f"sluice (its migration {version})")
+    mine: dict[str, str] = {}
+    for step in steps:
+        app = owners.get(step.owner, step.owner)
+        for table in created_tables(step.sql):
+            other = taken.get(table)
+            if other is not None and mine.get(table) != app:
+                raise ConfigError(
+                    f"table {table!r}: app {app!r} creates it (migration {step.version}"
+                    f" {step.name!r} of {step.owner}), and {other} does too; an app's tables"
+                    f" are its own: rename it (tables are best named after the app,"
+                    f" {app.replace('-', '_')}_...)"
+                )
+            taken[table], mine[table] = (
+                f"app {app!r} (migration {step.version} of {step.owner})",
+                app,
+            )
+
+
+def step_owners(apps: Iterable[App]) -> dict[str, str]:
+    """Each migration owner (an app, or ``projection:<name>``) and the app it belongs to."""
+    owners: dict[str, str] = {CORE: CORE}
+    for app in apps:
+        owners[app.name] = app.name
+        for name in app.projections:
+            owners[f"projection:{name}"] = app.name
+    return owners

@@ -29,7 +29,7 @@ from typing import Any
 
 import structlog
 
-from sluice.app.checks import check_handled_types
+from sluice.app.checks import check_handled_types, check_tables, step_owners
 from sluice.app.declare import App, FastPath, Purge, SchedulerService
 from sluice.app.jobs import Job
 from sluice.app.running import (
@@ -49,6 +49,7 @@ from sluice.scheduler.cron import CronError, parse_cron
 from sluice.scheduler.policy import Policy
 from sluice.scheduler.tasks import Task
 from sluice.store.migrate import Migration
+from sluice.store.migrations import MIGRATIONS as CORE_MIGRATIONS
 from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
@@ -330,6 +331,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             engine_projections[name] = engine
             groups[name] = _projection_group(engine)
             migrations += projection_migrations(projection)
+    check_tables(CORE_MIGRATIONS, migrations, step_owners(apps))
     return Apps(
         apps=apps,
         groups=groups,

@@ -264,7 +264,12 @@ class SqliteStore:
         reader = await _connect(path)
         store = cls(writer, reader)
         if migrate:
-            await store.migrate(steps)
+            try:
+                await store.migrate(steps)
+            except BaseException:
+                # Its connections' threads would keep the process from ever exiting.
+                await store.close()
+                raise
         return store
 
     async def migrate(self, steps: Sequence[Migration] = ()) -> list[str]:

@@ -174,3 +174,31 @@ def test_a_handler_of_an_event_type_no_loaded_app_declares_is_refused_at_start(
         f"app 'forgetful': {what[kind]} handles ThingForgotten (forgetful_app), which no loaded"
         " app declares: declare it with @app.event"
     )
+
+
+def _tables(app: str, table: str) -> str:
+    return f"""
+from sluice.app import App
+
+app = App("{app}")
+app.migration(1, "its table", "CREATE TABLE IF NOT EXISTS {table} (id TEXT PRIMARY KEY)")
+"""
+
+
+def test_a_table_two_apps_create_is_refused_naming_both(app_dir: AppDir) -> None:
+    app_dir.module("shop_app", _tables("shop", "widgets"))
+    app_dir.module("store_app", _tables("store", "Widgets"))
+    with pytest.raises(ConfigError) as refused:
+        load_apps(load_config({"SLUICE_APPS": "shop_app,store_app"}))
+    assert str(refused.value).startswith(
+        "table 'widgets': app 'store' creates it (migration 1 'its table' of store),"
+        " and app 'shop' (migration 1 of shop) does too"
+    )
+    # A projection's table against a built-in app's: named the same way.
+    app_dir.module("stats_app", _tables("stats", "link_stats"))
+    with pytest.raises(ConfigError) as refused:
+        load_apps(load_config({"SLUICE_APPS": "default,stats_app"}))
+    assert str(refused.value).startswith(
+        "table 'link_stats': app 'stats' creates it (migration 1 'its table' of stats),"
+        " and app 'links' (migration 2 of links) does too"
+    )

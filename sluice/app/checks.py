@@ -22,6 +22,7 @@ from aiohttp import web
 
 from sluice.errors import ConfigError
 from sluice.events import Event
+from sluice.http.apidoc import Route
 from sluice.store.migrate import CORE, Migration
 
 if TYPE_CHECKING:
@@ -174,3 +175,30 @@ def step_owners(apps: Iterable[App]) -> dict[str, str]:
         for name in app.projections:
             owners[f"projection:{name}"] = app.name
     return owners
+
+
+def route_words(apps: Iterable[App], core: Iterable[Route]) -> dict[str, str]:
+    """The first path segment of every route outside ``/v1/`` (sluice's and the apps'),
+    lower-cased, with the route that takes it: a short link's alias never equals one
+    (the links app refuses it, as it refuses ``admin``), so no route shadows a link.
+
+    A route whose first segment is a variable (``/{name}``) would take every short link's
+    path: only the app that answers ``GET /{segment}`` (its ``fast_path``: the short links
+    themselves) may declare one; any other app's is refused here, naming it."""
+    words: dict[str, str] = {}
+    routes = [("sluice", route) for route in core]
+    routes += [(app.name, route) for app in apps for route in app.routes]
+    owners = {app.name for app in apps if app.fast_paths}
+    for owner, route in routes:
+        segment = route.path.split("/")[1] if route.path.startswith("/") else ""
+        if segment.lower() in ("", "v1"):
+            continue
+        if "{" in segment:
+            if owner not in owners:
+                raise ConfigError(
+                    f"app {owner!r}: route {route.method} {route.path} would answer every"
+                    " short link's path: serve it under /v1/ (or a fixed first segment)"
+                )
+            continue
+        words.setdefault(segment.lower(), f"route {route.method} {route.path} of {owner}")
+    return words

@@ -23,13 +23,13 @@ import importlib.metadata
 import os
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from sluice.app.checks import check_handled_types, check_tables, step_owners
+from sluice.app.checks import check_handled_types, check_tables, route_words, step_owners
 from sluice.app.declare import App, FastPath, Purge, SchedulerService
 from sluice.app.jobs import Job
 from sluice.app.running import (
@@ -77,6 +77,9 @@ class Apps:
     migrations: tuple[Migration, ...]
     jobs: Mapping[str, Job[Any]]
     sources: Mapping[str, str]  # app name -> where it came from (for messages)
+    # The first segment of every route outside /v1/ (lower-cased), which no short link's
+    # alias may take, and the route that takes it (docs/guides/write-an-app.md).
+    reserved_words: Mapping[str, str] = field(default_factory=dict)
 
     def names(self) -> list[str]:
         return [app.name for app in self.apps]
@@ -314,6 +317,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             f"the fast path of GET /{{segment}} is declared by {' and by '.join(claimants)};"
             " one app of a deployment may declare it"
         )
+    words = route_words(apps, ROUTES)
     groups: dict[str, GroupFactory] = {}
     engine_projections: dict[str, Projection] = {}
     migrations: list[Migration] = []
@@ -340,6 +344,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
         migrations=tuple(migrations),
         jobs={name: job for app in apps for name, job in app.jobs.items()},
         sources=sources,
+        reserved_words=words,
     )
 
 

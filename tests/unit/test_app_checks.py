@@ -8,6 +8,7 @@ from textwrap import dedent
 
 import pytest
 
+from sluice.app import loading
 from sluice.app.loading import load_apps
 from sluice.config import load_config
 from sluice.errors import ConfigError
@@ -202,3 +203,33 @@ def test_a_table_two_apps_create_is_refused_naming_both(app_dir: AppDir) -> None
         "table 'link_stats': app 'stats' creates it (migration 1 'its table' of stats),"
         " and app 'links' (migration 2 of links) does too"
     )
+
+
+ROUTES = """
+from aiohttp import web
+from sluice.app import App
+
+app = App("pages")
+
+@app.route("GET", "PATH", doc={})
+async def page(request: web.Request) -> web.Response:
+    return web.Response(text="a page")
+"""
+
+
+def test_a_route_whose_first_segment_is_a_variable_outside_v1_is_refused(
+    app_dir: AppDir,
+) -> None:
+    app_dir.module("pages_app", ROUTES.replace("PATH", "/{slug}/page"))
+    with pytest.raises(ConfigError) as refused:
+        load_apps(load_config({"SLUICE_APPS": "default,pages_app"}))
+    assert str(refused.value) == (
+        "app 'pages': route GET /{slug}/page would answer every short link's path:"
+        " serve it under /v1/ (or a fixed first segment)"
+    )
+    # A fixed first segment reserves that word for the short links' aliases.
+    app_dir.forget()
+    loading.forget_loaded()
+    app_dir.module("pages_app", ROUTES.replace("PATH", "/Launchpad/{slug}"))
+    words = load_apps(load_config({"SLUICE_APPS": "default,pages_app"})).reserved_words
+    assert words["launchpad"] == "route GET /Launchpad/{slug} of pages"

@@ -51,9 +51,6 @@ class Registry(Generic[E]):
     def __init__(self, base: type[E]) -> None:
         self.base = base
         self.types: dict[str, type[E]] = {}  # live: callers keep a reference to it
-        # The registered classes themselves (live too): what ``append`` admits, by one
-        # set lookup of the event's class, on every store.
-        self.classes: set[type[E]] = set()
         self.aggregates: dict[str, str] = {}  # aggregate -> its id field; live as well
         self.owners: dict[str, str] = {}  # event type -> owner
         self._aggregate_owners: dict[str, str] = {}
@@ -139,7 +136,6 @@ class Registry(Generic[E]):
             self._aggregate_owners.setdefault(aggregate, owner)
         for cls in types:
             self.types[cls.__name__] = cls
-            self.classes.add(cls)
             self.owners[cls.__name__] = owner
             ups = dict((upcasters or {}).get(cls, {}))
             if ups:
@@ -149,16 +145,10 @@ class Registry(Generic[E]):
         self._decoder = msgspec.json.Decoder(union[0] if len(union) == 1 else _union(union))
 
     def undeclared(self, cls: type[Any]) -> UndeclaredEvent:
-        """The error for an event of ``cls``, which is not registered: what the append
-        refuses, why, and which app should declare it."""
+        """The error for an event of ``cls``, whose type (its name) is not registered:
+        what the append refuses, why, and which app should declare it."""
         name = getattr(cls, "__name__", repr(cls))
         where = f"{cls.__module__}.{cls.__qualname__}"
-        if self.types.get(name) is not None:
-            return UndeclaredEvent(
-                f"event type {name} ({where}) is not the class registered under that name"
-                f" by {self.owners[name]} ({self.types[name].__module__}): append the"
-                " declared class; nothing of this transaction is committed"
-            )
         aggregate = str(getattr(cls, "aggregate", ""))
         owner = self._aggregate_owners.get(aggregate)
         hint = (

@@ -128,6 +128,4 @@ REGISTRY.register(CORE, CORE_EVENTS, CORE_AGGREGATES)
 decode = REGISTRY.decode
 # Live views of the registry: an app's events and aggregates join them when it loads.
 EVENT_TYPES: dict[str, type[Event]] = REGISTRY.types
-# The classes an append admits (``Tx.append`` refuses any other with ``REGISTRY.undeclared``).
-DECLARED: set[type[Event]] = REGISTRY.classes
 AGGREGATES: dict[str, str] = REGISTRY.aggregates

@@ -37,7 +37,9 @@ async def seen(event: NoteWritten, tx: Tx, ctx: HandlerContext) -> None:
     await tx.execute("INSERT INTO notes_seen VALUES (?)", (event.note_id,))
 """
 
-DECLARED = NOTES + """
+DECLARED = (
+    NOTES
+    + """
 
 @app.event
 class NoteForgotten(Event, frozen=True, kw_only=True, tag=True):
@@ -49,6 +51,7 @@ class NoteForgotten(Event, frozen=True, kw_only=True, tag=True):
 async def forgotten(event: NoteForgotten, tx: Tx, ctx: HandlerContext) -> None:
     await tx.execute("INSERT INTO notes_seen VALUES (?)", ("forgotten " + event.note_id,))
 """
+)
 
 
 async def test_undeclared_events_in_a_history_are_found_then_declared_and_redriven(

@@ -34,6 +34,11 @@ class RegistryError(ValueError):
     """Event types that cannot be registered together; the message names the owners."""
 
 
+class UndeclaredEvent(TypeError):
+    """An event of a type no loaded app declares, refused where it is appended: nothing
+    could ever read it back (docs/guides/write-an-app.md, "What is checked, and when")."""
+
+
 class _Header(msgspec.Struct):
     """What an upcast needs first: the type and the version a payload was written at."""
 
@@ -139,6 +144,25 @@ class Registry(Generic[E]):
                 self._current[cls] = _current_version(cls)
         union: Any = tuple(self.types.values())
         self._decoder = msgspec.json.Decoder(union[0] if len(union) == 1 else _union(union))
+
+    def undeclared(self, cls: type[Any]) -> UndeclaredEvent:
+        """The error for an event of ``cls``, whose type (its name) is not registered:
+        what the append refuses, why, and which app should declare it."""
+        name = getattr(cls, "__name__", repr(cls))
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        aggregate = str(getattr(cls, "aggregate", ""))
+        owner = self._aggregate_owners.get(aggregate)
+        hint = (
+            f"declare it with @app.event in app {owner!r}, whose aggregate {aggregate!r} it"
+            " is published on"
+            if owner is not None
+            else "declare it with @app.event in the app that owns it, and name that app in"
+            " SLUICE_APPS"
+        )
+        return UndeclaredEvent(
+            f"event type {name} ({where}) is declared by no loaded app, so nothing could"
+            f" read it back; nothing of this transaction is committed: {hint}"
+        )
 
     def decode(self, data: bytes | str) -> E:
         try:

@@ -22,11 +22,12 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 from aiohttp import web
 
+from sluice.app.checks import SHAPES, check_context, check_shape, check_view
 from sluice.app.contexts import JobContext
 from sluice.app.groups import Group, GroupSettings, Projection, check_name
 from sluice.app.jobs import Job
 from sluice.config import Config
-from sluice.event_registry import Upcaster
+from sluice.event_registry import Payload, Upcaster
 from sluice.events import Event
 from sluice.http.apidoc import Doc, Route
 from sluice.http.client_address import Caller
@@ -39,7 +40,11 @@ from sluice.streams.spec import DeadLetterHook, GroupSpec
 
 E = TypeVar("E", bound=Event)
 P = TypeVar("P", bound=msgspec.Struct)
-F = TypeVar("F", bound=Callable[..., Any])
+# A view: ``async def view(request) -> web.StreamResponse``, or a ``web.View`` class.
+View = TypeVar(
+    "View", bound=Callable[[web.Request], Awaitable[web.StreamResponse]] | type[web.View]
+)
+JobFunction = Callable[[P, Tx, JobContext], Awaitable[None]]
 
 ApiContext = Callable[[web.Application], AsyncIterator[None]]
 # The hooks sluice's own apps use beyond the above (docs/guides/write-an-app.md, "Beyond
@@ -131,13 +136,17 @@ class App:
         self.events.append(cls)
         return cls
 
-    def upcaster(self, event_type: type[Event], from_version: int) -> Callable[[F], F]:
+    def upcaster(
+        self, event_type: type[Event], from_version: int
+    ) -> Callable[[Callable[[Payload], Payload]], Callable[[Payload], Payload]]:
         """Declare ``def up(payload: dict) -> dict``, turning the payload of an
         ``event_type`` written at ``from_version`` into that of ``from_version + 1``.
         An event type at version ``n`` (its ``v`` defaults to ``n``) has one for each of
         1..n-1, so every stored event decodes as the current class."""
 
-        def declare(function: F) -> F:
+        def declare(function: Callable[[Payload], Payload]) -> Callable[[Payload], Payload]:
+            what = f"@upcaster({event_type.__name__}, from_version={from_version})"
+            check_shape(self.name, what, function, ("payload",), coroutine=False)
             self.upcasters.setdefault(event_type, {})[from_version] = function
             return function
 
@@ -160,6 +169,9 @@ class App:
         ``@group.on(EventType)`` and ``@group.once(EventType)``."""
         if name in self.groups:
             raise ValueError(f"app {self.name!r} declares group {name!r} twice")
+        if on_dead_letter is not None:
+            what = f"group {name!r}, on_dead_letter"
+            check_shape(self.name, what, on_dead_letter, SHAPES["on_dead_letter"])
         settings = GroupSettings(retry_base_ms, max_deliveries, timeout_seconds, concurrency, batch)
         group = Group(self, name, settings, on_dead_letter)
         self.groups[name] = group
@@ -217,6 +229,7 @@ class App:
         check_name("task", name)
 
         def declare(function: TaskFunction) -> TaskFunction:
+            check_shape(self.name, f"task {name!r}", function, SHAPES["task"])
             self.tasks[name] = TaskDeclaration(
                 name, function, cron, timezone, description or (function.__doc__ or "").strip(),
                 overlap, catchup_seconds, jitter_seconds, timeout_seconds,
@@ -227,7 +240,7 @@ class App:
 
     def job(
         self, name: str, *, payload: type[P], group: Group | None = None
-    ) -> Callable[[Callable[[P, Tx, JobContext], Awaitable[None]]], Job[P]]:
+    ) -> Callable[[JobFunction[P]], Job[P]]:
         """Declare a delayed job: ``async def run(payload, tx, ctx)``, applied once in a
         transaction when it falls due. The decorator gives the ``Job``, whose
         ``schedule(tx, payload, key=..., at=/delay=)`` and ``cancel(tx, key)`` are
@@ -235,7 +248,8 @@ class App:
         default the app's group ``<app>-jobs``), with that group's retries."""
         check_name("job", name)
 
-        def declare(function: Callable[[P, Tx, JobContext], Awaitable[None]]) -> Job[P]:
+        def declare(function: JobFunction[P]) -> Job[P]:
+            check_shape(self.name, f"job {name!r}", function, SHAPES["job"])
             owner = group or self._jobs_group()
             job: Job[P] = Job(name, payload, function, owner.name)
             if name in self.jobs:
@@ -254,11 +268,11 @@ class App:
 
     def route(
         self, method: str, path: str, *, doc: Doc, structs: Sequence[type] = ()
-    ) -> Callable[[F], F]:
+    ) -> Callable[[View], View]:
         """Declare an aiohttp view at ``method path`` with its OpenAPI operation ``doc``
         (and the Structs its ``$ref``s name), served by every API process."""
 
-        def declare(view: F) -> F:
+        def declare(view: View) -> View:
             self.add_routes([Route(method.upper(), path, view, doc, tuple(structs))])
             return view
 
@@ -269,12 +283,14 @@ class App:
         each is in the app's group (its tag: the app's name, described by its
         ``description``) unless its operation names its own tags."""
         for route in routes:
+            check_view(self.name, route.method, route.path, route.view)
             doc = route.doc if "tags" in route.doc else {"tags": [self.name], **route.doc}
             self.routes.append(dataclasses.replace(route, doc=doc))
 
     def api_context(self, context: ApiContext) -> ApiContext:
         """Declare an aiohttp ``cleanup_ctx`` of the API process: set up what the app's
         views share (a cache, a client) before ``yield``, release it after."""
+        check_context(self.name, context)
         self.api_contexts.append(context)
         return context
 
@@ -291,6 +307,7 @@ class App:
         """Declare ``async def purge(store, now) -> {"rows": n}``: rows past any use that
         the core's ``purge-expired`` task deletes on its schedule (idempotent: a run
         that dies midway runs it again); the counts join the task's log line."""
+        check_shape(self.name, "purge", function, SHAPES["purge"])
         self.purges.append(function)
         return function
 

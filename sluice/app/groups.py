@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sluice.app.checks import SHAPES, check_shape
 from sluice.app.contexts import HandlerContext, ProjectionContext
 from sluice.app.jobs import Job
 from sluice.events import Event
@@ -21,19 +22,23 @@ if TYPE_CHECKING:
     from sluice.app.declare import App
 
 E = TypeVar("E", bound=Event)
-F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
 
 # A plain handler: an effect outside the database (a mail, a call), which must be
 # idempotent by itself (key it by ``event.event_id``); the group retries it until it
 # succeeds or goes to the dead letters.
-Handler = Callable[[Any, HandlerContext], Awaitable[None]]
+OnHandler = Callable[[E, HandlerContext], Awaitable[None]]
 # A handler applied once: called inside a store transaction that also records the
 # event as handled by the group, so its writes (and the events it appends) commit once
 # whatever the redeliveries; a redelivery after the commit is acked without a call.
-OnceHandler = Callable[[Any, Tx, HandlerContext], Awaitable[None]]
+OnceHandler = Callable[[E, Tx, HandlerContext], Awaitable[None]]
+Handler = OnHandler[Any]
 ProjectionApply = Callable[[Tx, Sequence[Any], ProjectionContext], Awaitable[None]]
+ProjectionPayloads = Callable[[Tx, bytes | str, ProjectionContext], Awaitable[None]]
+Publish = Callable[[Resources, Sequence[Any]], Awaitable[None]]
+Republish = Callable[[Resources], Awaitable[None]]
 
 
 def check_name(kind: str, name: str) -> str:
@@ -72,25 +77,30 @@ class Group:
         self.settings = settings
         self.on_dead_letter = on_dead_letter
         self.handlers: dict[type[Event], Handler] = {}
-        self.once_handlers: dict[type[Event], OnceHandler] = {}
+        self.once_handlers: dict[type[Event], OnceHandler[Any]] = {}
         self.jobs: dict[str, Job[Any]] = {}
 
-    def on(self, event_type: type[E]) -> Callable[[F], F]:
+    def on(self, event_type: type[E]) -> Callable[[OnHandler[E]], OnHandler[E]]:
         """Declare ``async def handler(event, ctx)`` for ``event_type``: an effect outside
         the database, retried until it succeeds (make it idempotent by the event's id)."""
-        return self._add(event_type, self.handlers)
+        return self._declare(event_type, "on", self.handlers)
 
-    def once(self, event_type: type[E]) -> Callable[[F], F]:
+    def once(self, event_type: type[E]) -> Callable[[OnceHandler[E]], OnceHandler[E]]:
         """Declare ``async def handler(event, tx, ctx)`` for ``event_type``, applied exactly
         once: ``tx`` commits the handler's writes (and the events it appends) together
         with the record that this group handled the event."""
-        return self._add(event_type, self.once_handlers)
+        return self._declare(event_type, "once", self.once_handlers)
 
-    def _add(self, event_type: type[E], into: dict[type[Event], Any]) -> Callable[[F], F]:
+    def _declare(
+        self, event_type: type[Event], kind: str, into: dict[type[Event], Any]
+    ) -> Callable[[T], T]:
+        """The decorator of ``kind``: checks the function's shape, then keeps it."""
         if event_type in self.handlers or event_type in self.once_handlers:
             raise ValueError(f"group {self.name!r} handles {event_type.__name__} twice")
 
-        def declare(function: F) -> F:
+        def declare(function: T) -> T:
+            what = f"group {self.name!r}, @{kind}({event_type.__name__})"
+            check_shape(self.app.name, what, function, SHAPES[kind])
             into[event_type] = function
             return function
 
@@ -116,32 +126,36 @@ class Projection:
     tables: tuple[str, ...]
     replaces: tuple[tuple[int, ...], ...] = ()
     apply_function: ProjectionApply | None = None
-    payloads_function: Callable[[Tx, bytes | str, ProjectionContext], Awaitable[None]] | None = None
-    publish_function: Callable[[Resources, Sequence[Any]], Awaitable[None]] | None = None
-    republish_function: Callable[[Resources], Awaitable[None]] | None = None
+    payloads_function: ProjectionPayloads | None = None
+    publish_function: Publish | None = None
+    republish_function: Republish | None = None
 
-    def apply(self, function: F) -> F:
+    def apply(self, function: ProjectionApply) -> ProjectionApply:
         """Declare ``async def apply(tx, events, ctx)``: the effect of a batch of events
         not applied before, written into ``ctx.table(name)`` (the live table, or the one
         a replay is building)."""
-        self.apply_function = function
+        self.apply_function = self._checked(function, "apply")
         return function
 
-    def apply_payloads(self, function: F) -> F:
+    def apply_payloads(self, function: ProjectionPayloads) -> ProjectionPayloads:
         """Optional, for speed: ``async def apply(tx, payloads, ctx)`` takes the stored
         payloads of a replay's chunk as one JSON array, in no guaranteed order."""
-        self.payloads_function = function
+        self.payloads_function = self._checked(function, "apply_payloads")
         return function
 
-    def publish(self, function: F) -> F:
+    def publish(self, function: Publish) -> Publish:
         """Optional: ``async def publish(resources, events)`` writes derived state outside
         the database (absolute values: it may run again for the same events)."""
-        self.publish_function = function
+        self.publish_function = self._checked(function, "publish")
         return function
 
-    def republish(self, function: F) -> F:
+    def republish(self, function: Republish) -> Republish:
         """Optional: ``async def republish(resources)`` rewrites that state after a replay."""
-        self.republish_function = function
+        self.republish_function = self._checked(function, "republish")
+        return function
+
+    def _checked(self, function: T, kind: str) -> T:
+        check_shape(self.app.name, f"projection {self.name!r}, @{kind}", function, SHAPES[kind])
         return function
 
     @property

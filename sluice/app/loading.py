@@ -20,12 +20,16 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import os
+import traceback
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
 
+from sluice.app.checks import check_handled_types, check_tables, route_words, step_owners
 from sluice.app.declare import App, FastPath, Purge, SchedulerService
 from sluice.app.jobs import Job
 from sluice.app.running import (
@@ -45,10 +49,12 @@ from sluice.scheduler.cron import CronError, parse_cron
 from sluice.scheduler.policy import Policy
 from sluice.scheduler.tasks import Task
 from sluice.store.migrate import Migration
+from sluice.store.migrations import MIGRATIONS as CORE_MIGRATIONS
 from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
 
+_SLUICE = str(Path(__file__).parents[1]) + os.sep  # sluice's own source files
 ENTRY_POINTS = "sluice.apps"
 DEFAULT = "default"
 # The apps built into sluice, by name: their packages under sluice.builtin.
@@ -71,6 +77,9 @@ class Apps:
     migrations: tuple[Migration, ...]
     jobs: Mapping[str, Job[Any]]
     sources: Mapping[str, str]  # app name -> where it came from (for messages)
+    # The first segment of every route outside /v1/ (lower-cased), which no short link's
+    # alias may take, and the route that takes it (docs/guides/write-an-app.md).
+    reserved_words: Mapping[str, str] = field(default_factory=dict)
 
     def names(self) -> list[str]:
         return [app.name for app in self.apps]
@@ -135,6 +144,7 @@ def _load(names: str) -> Apps:
     apps = _ordered(found)
     sources = {app.name: source for app, source in found.values()}
     _check_events(apps)
+    check_handled_types(apps, CORE_EVENTS)
     for app in apps:
         REGISTRY.register(app.name, app.events, app.aggregates, app.upcasters)
     return _assemble(apps, sources)
@@ -142,6 +152,19 @@ def _load(names: str) -> Apps:
 
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def _failed(source: str, exc: BaseException) -> ConfigError:
+    """What an app that raised as it was imported gets: its error and where it was raised
+    (the app's own line, not the loader's)."""
+    if isinstance(exc, ConfigError):
+        return ConfigError(f"{source}: {exc}")
+    frames = traceback.extract_tb(exc.__traceback__)
+    # The innermost frame of the app's own code: not sluice's (a decorator's check), nor
+    # generated code or the import machinery's (``<string>``, ``<frozen ...>``).
+    own = [f for f in frames if not f.filename.startswith((_SLUICE, "<"))] or frames
+    where = f" (at {own[-1].filename}:{own[-1].lineno})" if own else ""
+    return ConfigError(f"{source} failed to load: {type(exc).__name__}: {exc}{where}")
 
 
 def _as_app(value: Any, source: str) -> App:
@@ -157,11 +180,15 @@ def _import(path: str) -> App:
     try:
         module = importlib.import_module(module_name)
         value = getattr(module, attribute) if attribute else module
-    except (ImportError, AttributeError) as exc:
+    except (ModuleNotFoundError, AttributeError) as exc:
+        if isinstance(exc, ModuleNotFoundError) and not _missing(exc, module_name):
+            raise _failed(f"SLUICE_APPS entry {path!r}", exc) from exc
         raise ConfigError(
             f"SLUICE_APPS entry {path!r} is no built-in or installed app's name and cannot be"
             f" imported: {exc}"
         ) from exc
+    except Exception as exc:  # the app's own module raised: its mistake, named
+        raise _failed(f"SLUICE_APPS entry {path!r}", exc) from exc
     return _as_app(value, f"SLUICE_APPS entry {path!r}")
 
 
@@ -179,6 +206,14 @@ def _by_name(name: str, installed: Mapping[str, importlib.metadata.EntryPoint]) 
         return _as_app(entry.load(), source), source
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{source} cannot be loaded: {exc}") from exc
+    except Exception as exc:  # the app's own module raised: its mistake, named
+        raise _failed(source, exc) from exc
+
+
+def _missing(exc: ModuleNotFoundError, module: str) -> bool:
+    """Whether ``exc`` says ``module`` itself (or a package of its path) is not there,
+    rather than a module the app imports."""
+    return exc.name is not None and (module == exc.name or module.startswith(exc.name + "."))
 
 
 def _resolve(names: str) -> dict[str, tuple[App, str]]:
@@ -282,6 +317,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             f"the fast path of GET /{{segment}} is declared by {' and by '.join(claimants)};"
             " one app of a deployment may declare it"
         )
+    words = route_words(apps, ROUTES)
     groups: dict[str, GroupFactory] = {}
     engine_projections: dict[str, Projection] = {}
     migrations: list[Migration] = []
@@ -299,6 +335,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             engine_projections[name] = engine
             groups[name] = _projection_group(engine)
             migrations += projection_migrations(projection)
+    check_tables(CORE_MIGRATIONS, migrations, step_owners(apps))
     return Apps(
         apps=apps,
         groups=groups,
@@ -307,6 +344,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
         migrations=tuple(migrations),
         jobs={name: job for app in apps for name, job in app.jobs.items()},
         sources=sources,
+        reserved_words=words,
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.groups import Group, Projection
 from sluice.config import Config
+from sluice.errors import ConfigError
 from sluice.events import Event, JobDue, utcnow
 from sluice.projections.base import Projection as EngineProjection
 from sluice.resources import Resources
@@ -145,7 +146,9 @@ def engine_projection(projection: Projection) -> EngineProjection:
     """The engine's projection (its live group, ``sluice replay``) for an app's."""
     apply_function, payloads = projection.apply_function, projection.payloads_function
     if apply_function is None:
-        raise ValueError(f"projection {projection.name!r} has no @apply function")
+        raise ConfigError(
+            f"app {projection.app.name!r}: projection {projection.name!r} has no @apply function"
+        )
     tables = frozenset(projection.tables)
 
     def context(suffix: str, config: Config) -> ProjectionContext:

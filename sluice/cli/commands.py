@@ -101,6 +101,9 @@ async def up(config: Config) -> int:
 
 async def dispatch(config: Config, args: argparse.Namespace) -> int:
     command = args.command
+    # First: an app that cannot load (or is refused) stops every command at once, before
+    # anything starts, with the message naming it.
+    load_apps(config)
     if command == "up":
         return await up(config)
     if command == "copy-store":

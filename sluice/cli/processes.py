@@ -160,12 +160,12 @@ async def run_all(
     config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
 ) -> None:
     """API, relay, every handler group and the scheduler in one process (``sluice up``)."""
+    # Before any task starts: a failure here leaves none running behind it.
+    groups = sorted(load_apps(config).groups)
     tasks = [
         asyncio.create_task(run_api(config, stop, listening), name="api"),
         asyncio.create_task(run_relay(config, stop), name="relay"),
-        asyncio.create_task(
-            run_worker(config, sorted(load_apps(config).groups), stop), name="workers"
-        ),
+        asyncio.create_task(run_worker(config, groups, stop), name="workers"),
         asyncio.create_task(run_scheduler(config, stop), name="scheduler"),
     ]
     try:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sluice.errors import SluiceError
 from sluice.events import utcnow
 from sluice.store import migrations
 
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
     from sluice.store.base import Tx
 
 CORE = "sluice"
+
+
+class MigrationFailed(SluiceError):
+    """A step the database refused: whose step, which, and the database's own words.
+    Nothing of the migration run is committed (it is one transaction)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ async def apply_migrations(tx: Tx, steps: Sequence[Migration] = ()) -> list[str]
         if version in before:
             continue
         if script.strip():  # a step whose tables moved into an app is empty now
-            await tx.execute_script(script)
+            await _run(tx, f"sluice's migration {version} ({name!r})", script)
         await tx.execute(
             "INSERT INTO schema_migrations VALUES (?, ?, ?)",
             (version, name, utcnow().isoformat()),
@@ -91,10 +97,27 @@ async def _apply_app_steps(tx: Tx, steps: Sequence[Migration], before: set[int])
         if (step.owner, step.version) in done:
             continue
         if not (step.replaces and set(step.replaces) <= before):
-            await tx.execute_script(step.sql)
+            await _run(tx, _whose(step), step.sql)
             applied.append(f"{step.owner}:{step.version}")
         await tx.execute(
             "INSERT INTO app_migrations VALUES (?, ?, ?, ?)",
             (step.owner, step.version, step.name, utcnow().isoformat()),
         )
     return applied
+
+
+def _whose(step: Migration) -> str:
+    kind, _, name = step.owner.partition(":")
+    if kind == "projection" and name:
+        return f"projection {name!r}, schema step {step.version} ({step.name!r})"
+    return f"app {step.owner!r}, migration {step.version} ({step.name!r})"
+
+
+async def _run(tx: Tx, whose: str, script: str) -> None:
+    try:
+        await tx.execute_script(script)
+    except Exception as exc:  # the database's answer, named with the step it refused
+        raise MigrationFailed(
+            f"{whose} failed, nothing of this migration run was applied:"
+            f" {type(exc).__name__}: {exc}"
+        ) from exc

@@ -35,7 +35,7 @@ import structlog
 from asyncpg.pool import PoolConnectionProxy
 from asyncpg.transaction import Transaction
 
-from sluice.events import Event, encode, type_name, utcnow
+from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import HEAD, Row, StoredEvent
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
@@ -142,6 +142,9 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
 
     async def append(self, *events: Event) -> None:
         # Inserted at commit, under the history lock: see the module docstring.
+        for e in events:
+            if type(e).__name__ not in EVENT_TYPES:  # nothing could read it back: refused
+                raise REGISTRY.undeclared(type(e))
         self._events.extend(events)
 
     async def lock_history(self) -> None:

@@ -16,7 +16,7 @@ from typing import Any, cast
 import aiosqlite
 import structlog
 
-from sluice.events import Event, encode, type_name, utcnow
+from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrate import Migration, apply_migrations
@@ -104,7 +104,10 @@ class SqliteTx(SqliteCatalog):
             chunk = events[start : start + APPEND_ROWS]
             params: list[object] = []
             for e in chunk:
-                params += (e.event_id, type_name(e), e.aggregate, encode(e), e.trace_id, now)
+                kind = type(e).__name__
+                if kind not in EVENT_TYPES:  # nothing could read it back: refused, not committed
+                    raise REGISTRY.undeclared(type(e))
+                params += (e.event_id, kind, e.aggregate, encode(e), e.trace_id, now)
             await self._db.execute(
                 "INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
                 f" VALUES {', '.join(_EVENT_ROW for _ in chunk)}",
@@ -237,7 +240,12 @@ class SqliteStore:
         reader = await _connect(path)
         store = cls(writer, reader, write_lock(path))
         if migrate:
-            await store.migrate(steps)
+            try:
+                await store.migrate(steps)
+            except BaseException:
+                # Its connections' threads would keep the process from ever exiting.
+                await store.close()
+                raise
         return store
 
     async def migrate(self, steps: Sequence[Migration] = ()) -> list[str]:

@@ -51,6 +51,7 @@ app.add_routes(
     )
 )
 for context in (
+    redirects.no_link_under_a_route,  # first: a refusal starts nothing
     links.code_pool,
     redirects.follow_links,
     redirects.record_visits,

@@ -7,6 +7,7 @@ import ipaddress
 import re
 import socket
 import unicodedata
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated
 from urllib.parse import SplitResult, quote, urlsplit
@@ -24,6 +25,7 @@ RESERVED = frozenset({
     "static", "assets", "login", "logout", "favicon.ico", "robots.txt", "docs", "status",
     "stats",  # GET /v1/links/stats lists the caller's busiest links, not a link so named
 })  # fmt: skip
+_NO_ROUTES: Mapping[str, str] = {}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOOPBACK = "localhost"  # what every loopback host compares as
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
@@ -165,9 +167,14 @@ def check_url(url: str, own: tuple[str, int]) -> str:
     return uri
 
 
-def check_alias(alias: str) -> str:
+def check_alias(alias: str, routes: Mapping[str, str] = _NO_ROUTES) -> str:
+    """``alias`` if it may name a link. ``routes``: the first segments of the routes
+    outside /v1/ (``Apps.reserved_words``, lower-cased), which a link's path would share."""
     if alias.lower() in RESERVED:
         raise Invalid("is a reserved word")
+    route = routes.get(alias.lower())
+    if route is not None:
+        raise Invalid(f"is a reserved word: /{alias} would be the path of the {route}")
     if not ALIAS.fullmatch(alias):
         raise Invalid(
             "must be 3 to 64 characters of A-Z, a-z, 0-9, _ and -, starting with a letter or digit"

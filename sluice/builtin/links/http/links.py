@@ -36,7 +36,7 @@ from sluice.http.apidoc import (
 )
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response, parse_limit, read_json
-from sluice.http.keys import CONFIG, PASSWORDS, STORE, TRACE_ID
+from sluice.http.keys import APPS, CONFIG, PASSWORDS, STORE, TRACE_ID
 from sluice.passwords import by_account
 from sluice.store.users import User
 
@@ -145,7 +145,8 @@ async def create_link(request: web.Request) -> web.Response:
     checks = _Checks()
     own = short_origin(request.app[CONFIG].base_url)
     url = checks.run("url", check_url, body.url or "", own)
-    alias = None if body.alias is None else checks.run("alias", check_alias, body.alias)
+    routes = request.app[APPS].reserved_words
+    alias = None if body.alias is None else checks.run("alias", check_alias, body.alias, routes)
     expires_at = None
     if body.expires_at is not None:
         expires_at = checks.run("expires_at", check_expiry, body.expires_at, now)

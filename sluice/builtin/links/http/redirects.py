@@ -42,12 +42,12 @@ from sluice.builtin.links.stored import get_link
 from sluice.builtin.links.targeting import Facts, choose
 from sluice.builtin.links.visits import VisitRecorder, referrer_host
 from sluice.config import Network, trusted_networks
-from sluice.errors import DependencyDown
+from sluice.errors import ConfigError, DependencyDown
 from sluice.events import utcnow
 from sluice.http.apidoc import Route, html_page, problem
 from sluice.http.client_address import Caller, client_host, client_ip
 from sluice.http.fast_redirect import NO_STORE
-from sluice.http.keys import CONFIG, KEYS, QUIET, REDIS, STORE, TRACE_ID, VISITOR_KEY
+from sluice.http.keys import APPS, CONFIG, KEYS, QUIET, REDIS, STORE, TRACE_ID, VISITOR_KEY
 from sluice.http.pages import password_page
 from sluice.http.problems import problem_response
 from sluice.http.visitors import VisitorHasher
@@ -266,6 +266,32 @@ _RESPONSES = {
 }
 
 # HEAD is a route of its own here: it records no visit, unlike the GET it mirrors.
+
+
+async def no_link_under_a_route(app: web.Application) -> AsyncIterator[None]:
+    """Refuse to serve while a link's code is the whole path of an app's route
+    (``GET /launchpad``): the router would answer the route and the link would be gone
+    without a word. New aliases cannot take such a word (``Apps.reserved_words``); a link
+    made before the route came is named here, and the route has to move (under /v1/)."""
+    paths = {r.path[1:]: r for r in app[APPS].routes if r.path.count("/") == 1}
+    paths = {code: r for code, r in paths.items() if CODE.fullmatch(code)}
+    if paths:
+        marks = ", ".join("?" for _ in paths)
+        rows = await app[STORE].fetchall(
+            f"SELECT code FROM links WHERE code IN ({marks})", [*paths]
+        )
+        if rows:
+            code = str(rows[0][0])
+            route = paths[code]
+            owner = next(a.name for a in app[APPS].apps if route in a.routes)
+            raise ConfigError(
+                f"the short link {code!r} would be shadowed by route {route.method}"
+                f" {route.path} of app {owner!r}: serve the route under /v1/ (links are"
+                " never deleted, and its owner's short URL must keep working)"
+            )
+    yield
+
+
 ROUTES = (
     Route("GET", "/{code}", redirect, {
         "operationId": "redirect",

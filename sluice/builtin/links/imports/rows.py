@@ -20,7 +20,8 @@ that are ``existing`` make nothing and still pass).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -64,6 +65,7 @@ class RowContext:
     base_url: str
     now: datetime
     foreign: bool  # codes come from another service: replaced when they cannot be kept
+    routes: Mapping[str, str] = field(default_factory=dict)  # words no alias may take
 
 
 class _Refused(Exception):
@@ -95,7 +97,7 @@ def _checked(draft: Draft, ctx: RowContext) -> _Checked:
     code, note = draft.code, None
     if code is not None:
         try:
-            code = check_alias(code)
+            code = check_alias(code, ctx.routes)
         except Invalid as exc:
             if not ctx.foreign:
                 raise _Refused(f"alias: {exc}") from None

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgspec
 import redis.asyncio as aioredis
 import structlog
 
+from sluice.app.loading import load_apps
 from sluice.builtin.links.exports import jobs as job_rows
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.imports import jobs
@@ -64,6 +66,7 @@ class ImportDeps:
     base_url: str
     max_attempts: int
     links_per_user: int
+    routes: Mapping[str, str]  # the words no alias may take (Apps.reserved_words)
 
     @classmethod
     def from_resources(cls, resources: Resources) -> ImportDeps:
@@ -72,6 +75,7 @@ class ImportDeps:
             store=resources.store, redis=resources.redis, keys=resources.keys,
             base_url=config.base_url, max_attempts=config.max_deliveries,
             links_per_user=config.links_per_user,
+            routes=load_apps(config).reserved_words,
         )  # fmt: skip
 
 
@@ -143,7 +147,7 @@ def _raise_if_cancelled(job: Job | None) -> None:
 async def _apply_all(job: Job, parsed: Parsed, counts: Counts, deps: ImportDeps) -> None:
     ctx = RowContext(
         owner_id=job.owner_id, own=short_origin(deps.base_url), base_url=deps.base_url,
-        now=utcnow(), foreign=parsed.format.foreign,
+        now=utcnow(), foreign=parsed.format.foreign, routes=deps.routes,
     )  # fmt: skip
     done, size = job.cursor_seq, job.cursor_bytes
     drafts = parsed.drafts

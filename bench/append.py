@@ -3,7 +3,7 @@
 Run by hand: ``.venv/bin/python bench/append.py [--writers 1,4,16] [--duration 10]
 [--store sqlite,postgres] [--batch 500] [--no-readme]``.
 
-SPEC §8: on PostgreSQL at least 50,000 events/s with 4 concurrent writer
+docs/benchmarks.md: on PostgreSQL at least 50,000 events/s with 4 concurrent writer
 processes, and the relay never slower than the writers. Starts its own Redis
 and (for ``postgres``) its own PostgreSQL server with fsync on
 (``bench/stores.py``); SQLite runs with its production ``synchronous=FULL``.

@@ -4,7 +4,7 @@ draining a stream with and without its ``DeliveryLog``, in turns.
 Run by hand: ``.venv/bin/python bench/deliveries.py [N] [--turns 3]
 [--store sqlite,postgres] [--no-readme]``.
 
-SPEC 12 records every attempt of every group durably, and the pipeline targets of
+docs/guides/operate.md records every attempt of every group durably, and the pipeline targets of
 section 8 must still hold. Each measurement starts from a fresh store and an empty
 Redis (``bench/stores.py``: SQLite with ``synchronous=FULL``, a private PostgreSQL
 with fsync on): N ``ArticleViewed`` committed and published by the relay, then one

@@ -1,4 +1,4 @@
-"""Event search over 1,000,000 events: milliseconds per page of every filter (SPEC 12).
+"""Event search over 1,000,000 events: milliseconds per page of every filter (docs/guides/operate.md).
 
 Run by hand: ``.venv/bin/python bench/event_search.py [N] [--store sqlite,postgres]
 [--no-readme]``. For each store (PostgreSQL: a private server with fsync on, see
@@ -8,7 +8,7 @@ id of its own but every hundredth trace, which four events share (a request and 
 its handlers appended). Then, in this process, each query below is run 20 times
 as the route runs it (``event_search.search`` and the JSON encoding of the page) for
 its first page and for the page after 100 pages read through the cursor, and the
-median and the slowest are reported. SPEC 12 target: under 100 ms per page.
+median and the slowest are reported. docs/guides/operate.md target: under 100 ms per page.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ PER_TX = 5_000
 PAGE = 10_000
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # the first visit's arrival
 REPLAYED = "link-stats"
-REPLAY_TARGETS = {"sqlite": 300_000, "postgres": 100_000}  # SPEC §8, events/s
+REPLAY_TARGETS = {"sqlite": 300_000, "postgres": 100_000}  # docs/benchmarks.md, events/s
 
 # (weight, User-Agent): a desktop and mobile mix, then crawlers and link previewers.
 _WIN, _MAC = "Windows NT 10.0; Win64; x64", "Macintosh; Intel Mac OS X 10_15_7"
@@ -502,7 +502,7 @@ def timed_figures(t: Timed, n: int, kind: str) -> list[tuple[str, str]]:
         (f"replay `{REPLAYED}`, {share:.1%} archived",
          f"**{t.archived.rate:,.0f} events/s** ({t.archived.seconds:.1f} s)"),
         ("replay: archived / hot", f"**{t.archived.rate / t.hot.rate:.2f}**"),
-        ("replay: of the SPEC §8 target, hot / archived",
+        ("replay: of the docs/benchmarks.md target, hot / archived",
          f"{_met(t.hot.rate, kind)} / {_met(t.archived.rate, kind)}"),
         ("peak RSS: replay hot / archive run / replay archived",
          f"{_mib(t.hot.peak_kib)} / {_mib(t.archive.peak_kib)} / {_mib(t.archived.peak_kib)}"),
@@ -512,7 +512,7 @@ def timed_figures(t: Timed, n: int, kind: str) -> list[tuple[str, str]]:
 def replay_table(timed: dict[str, Timed]) -> str:
     lines = [
         f"| store | replay `{REPLAYED}`, all hot | replay, 95% archived | archived / hot"
-        " | SPEC §8 target | peak RSS, hot / archived | archive run |",
+        " | docs/benchmarks.md target | peak RSS, hot / archived | archive run |",
         "|---|---|---|---|---|---|---|",
     ]
     for kind, t in timed.items():

@@ -1,4 +1,4 @@
-"""One-shot reminders: N pending, M due in the same second, fired by real schedulers (SPEC 14).
+"""One-shot reminders: N pending, M due in the same second, fired by real schedulers (docs/guides/tasks.md).
 
 Run by hand: ``.venv/bin/python bench/one_shots.py [--pending N] [--due M]
 [--schedulers K] [--store sqlite,postgres] [--no-readme]`` (defaults 1,000,000,

@@ -1,4 +1,4 @@
-"""sluice end to end beside BullMQ, arq, taskiq-redis, Dramatiq and Celery on no-op jobs (SPEC §8).
+"""sluice end to end beside BullMQ, arq, taskiq-redis, Dramatiq and Celery on no-op jobs (docs/benchmarks.md).
 
 Run by hand: ``.venv/bin/python bench/peers.py [--jobs 20000] [--workers 2]
 [--only sluice,arq,...] [--store sqlite|postgres|sqlite,postgres]``. On first use
@@ -20,7 +20,7 @@ number of worker processes, and the same shape of run:
    from 16-byte count files the jobs write into (a memory write per job, see
    ``peers_py/counter.py``).
 
-What is measured for sluice is the pipeline of SPEC §8, end to end: append
+What is measured for sluice is the pipeline of docs/benchmarks.md, end to end: append
 (SQLite, ``synchronous=FULL``; with ``--store postgres`` a private PostgreSQL
 server with fsync on, a fresh database per system, see ``stores.py``; with
 ``--store sqlite,postgres`` both, in the same run, against the same peers)
@@ -255,7 +255,7 @@ def _run_one(
     return result
 
 
-PYTHON_TARGET = 5.0  # SPEC §8: sluice end to end >= 5x the best of arq, taskiq, Dramatiq, Celery
+PYTHON_TARGET = 5.0  # docs/benchmarks.md: sluice end to end >= 5x the best of arq, taskiq, Dramatiq, Celery
 BULLMQ_TARGET = 3.0  # and >= 3x BullMQ
 
 

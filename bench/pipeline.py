@@ -9,7 +9,7 @@ directory, then times, one stage at a time in this one process:
 - project: one ``article-views`` consumer alone draining the stream;
 
 then runs ``redis-benchmark`` pipelined XADD against the same server and
-prints the relay's publish rate as a ratio to it (SPEC §8: at least 0.3), and
+prints the relay's publish rate as a ratio to it (docs/benchmarks.md: at least 0.3), and
 next to it what Redis takes of the relay's own XADDs (5 fields and a payload,
 not one tiny field) sent all at once: the ceiling of any relay.
 Writes its figures to its section of bench/README.md (``--no-readme``: don't).

@@ -2,7 +2,7 @@
 
 ``bench/data/*.json`` are figures transcribed from ``bench/README.md`` (each file names
 the section, the date and the command of the runs it holds); this script draws them
-against the SPEC 8 targets into ``docs/assets/bench/*.svg``. After a new run: add its
+against the docs/benchmarks.md targets into ``docs/assets/bench/*.svg``. After a new run: add its
 figures to the JSON file, run this, commit both.
 
     bench/.venv-peers/bin/python bench/plots.py   # the bench extra has matplotlib

@@ -1,10 +1,10 @@
-"""Redirect throughput with visit recording, against a bare aiohttp 302 handler (SPEC §8).
+"""Redirect throughput with visit recording, against a bare aiohttp 302 handler (docs/benchmarks.md).
 
 Run by hand: ``.venv/bin/python bench/redirect.py [--duration 15] [--connections 64]
 [--threads 2] [--log-level info] [--processes 1,2] [--redirect-log errors|all|errors,all]
 [--store sqlite|postgres|sqlite,postgres] [--rules] [--pipeline during,after]``.
 ``--rules`` adds each variant
-again on a link with three redirect rules, none of which matches (SPEC 13: rules add
+again on a link with three redirect rules, none of which matches (docs/guides/links.md: rules add
 only in-process work). Needs ``wrk`` on PATH (``apt-get install
 wrk``).
 
@@ -71,7 +71,7 @@ from sluice.store.users import db_time
 
 CODE = "bench1"
 TARGET = "https://example.org/landing"
-# --rules: a link whose three rules (SPEC 13) all get evaluated and none matches wrk's
+# --rules: a link whose three rules (docs/guides/links.md) all get evaluated and none matches wrk's
 # requests (no User-Agent, no Accept-Language, a loopback address), the worst case.
 RULED = "bench2"
 RULES = ('[{"when": {"device": "mobile"}, "url": "https://example.org/m"},'

@@ -1,4 +1,4 @@
-"""CPU instructions per redirect: sluice's parts against a bare aiohttp 302 (SPEC §8).
+"""CPU instructions per redirect: sluice's parts against a bare aiohttp 302 (docs/benchmarks.md).
 
 Run by hand: ``.venv/bin/python bench/redirect_cost.py [--seconds 10] [VARIANT...]``.
 Needs ``valgrind`` and ``wrk`` (``apt-get install -y valgrind wrk``).
@@ -19,7 +19,7 @@ Variants (``sluice`` is the real API; the others switch parts of it off):
 - ``bare``: the baseline, one aiohttp handler answering the same 302;
 - ``sluice``: ``GET /{code}`` as shipped (the fast redirect path, no request line);
 - ``rules``: the same on a link with three redirect rules, none of which matches
-  (every fact a rule looks at is worked out: SPEC 13 allows only in-process work);
+  (every fact a rule looks at is worked out: docs/guides/links.md allows only in-process work);
 - ``logged``: ``SLUICE_REDIRECT_LOG=all``: the full path through the app's router
   and middleware with its request line at level info (release 1's redirect);
 - ``no-write``: the visit is built but not handed to the group commit;

@@ -1,4 +1,4 @@
-"""Replay of 1,000,000 events: ``sluice replay`` timed, events/s and peak memory (SPEC §8).
+"""Replay of 1,000,000 events: ``sluice replay`` timed, events/s and peak memory (docs/benchmarks.md).
 
 Run by hand: ``.venv/bin/python bench/replay.py [N] [--projection article-views|link-stats]
 [--store sqlite,postgres]``. For each store (default both, one after the other in
@@ -36,7 +36,7 @@ from sluice.embedded.redis_server import RedisServer
 from sluice.events import Event, utcnow
 from sluice.store import open_store
 
-TARGETS = {"sqlite": 300_000, "postgres": 100_000}  # SPEC §8, events/s
+TARGETS = {"sqlite": 300_000, "postgres": 100_000}  # docs/benchmarks.md, events/s
 PER_TX = 5_000
 
 
@@ -112,7 +112,7 @@ def main(args: argparse.Namespace) -> None:
         "history appended (5,000 per transaction)": [f"{results[s][0]:.1f} s" for s in results],
         "replay wall time (process start to exit)": [f"{results[s][1]:.1f} s" for s in results],
         "events/s": [f"**{args.n / results[s][1]:,.0f}**" for s in results],
-        "target (SPEC §8)": [f">= {TARGETS[s]:,}" for s in results],
+        "target (docs/benchmarks.md)": [f">= {TARGETS[s]:,}" for s in results],
         "of the target": [
             f"{args.n / results[s][1] / TARGETS[s]:.2f}"
             f" ({'met' if args.n / results[s][1] >= TARGETS[s] else 'missed'})"

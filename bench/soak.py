@@ -17,7 +17,7 @@ verdict, and writes the "Soak" section of bench/README.md.
 
 Flat means: the mean of the last third of the samples is within ``--tolerance``
 (10 %) of the mean of the middle third (the first third is warm-up), for both the
-API RSS and Redis ``used_memory``; and the API RSS stays below 150 MB (SPEC §8).
+API RSS and Redis ``used_memory``; and the API RSS stays below 150 MB (docs/benchmarks.md).
 
 Settings that make Redis hold data for a while are shortened so that Redis
 reaches its steady state within the first third of a 10-minute run (the
@@ -441,7 +441,7 @@ def verdict_lines(v: Verdict, tolerance: float) -> list[str]:
         f"- API RSS: middle third {v.api_middle:.1f} MB, last third {v.api_last:.1f} MB "
         f"({change_api:+.1f} %): {word(v.api_flat)} (tolerance {tolerance:.0%}); "
         f"trend after warm-up {v.api_slope:+.3f} MB/min; "
-        f"peak {v.api_max:.1f} MB, SPEC §8 target < {RSS_TARGET_MB:.0f} MB: "
+        f"peak {v.api_max:.1f} MB, docs/benchmarks.md target < {RSS_TARGET_MB:.0f} MB: "
         f"{'met' if v.api_below_target else '**missed**'}",
         f"- Redis used_memory: middle third {v.redis_middle:.2f} MB, last third "
         f"{v.redis_last:.2f} MB ({change_redis:+.1f} %): {word(v.redis_flat)}; "

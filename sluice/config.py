@@ -49,7 +49,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     claim_idle_ms: int = 60_000
     retry_base_ms: int = 2_000
     max_deliveries: int = 5
-    # Operations (SPEC 12): deliveries are kept this many seconds; an attempt is
+    # Operations (docs/guides/operate.md): deliveries are kept this many seconds; an attempt is
     # cancelled and fails past its group's deadline (SLUICE_<GROUP>_TIMEOUT_SECONDS, in
     # ``group_timeouts``, else SLUICE_HANDLER_TIMEOUT_SECONDS); a consumer holding
     # entries that acked none for SLUICE_STALL_SECONDS is flagged stalled.
@@ -58,9 +58,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     purge_deliveries_timezone: str = "UTC"
     handler_timeout_seconds: float = 300.0
     group_timeouts: dict[str, float] = msgspec.field(default_factory=dict)
-    # Scheduling policies (SPEC 14), by task name: SLUICE_<TASK>_OVERLAP, _CATCHUP_SECONDS,
-    # _JITTER_SECONDS (sluice/scheduler/policy.py); a task's timeout is its entry in
-    # ``group_timeouts`` (the same SLUICE_<NAME>_TIMEOUT_SECONDS words).
+    # Scheduling policies (docs/guides/tasks.md), by task name: SLUICE_<TASK>_OVERLAP,
+    # _CATCHUP_SECONDS, _JITTER_SECONDS (sluice/scheduler/policy.py); a task's timeout is its entry
+    # in ``group_timeouts`` (the same SLUICE_<NAME>_TIMEOUT_SECONDS words).
     task_overlaps: dict[str, str] = msgspec.field(default_factory=dict)
     task_catchup_seconds: dict[str, float] = msgspec.field(default_factory=dict)
     task_jitter_seconds: dict[str, float] = msgspec.field(default_factory=dict)
@@ -69,7 +69,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     stream_retention: int = 86_400
     log_format: str = "json"
     log_level: str = "info"
-    # A redirect that records a visit writes no request line unless "all" (SPEC 11).
+    # A redirect that records a visit writes no request line unless "all"
+    # (docs/design/redirects.md).
     redirect_log: str = "errors"
     # API processes serving one port (``sluice api --processes``).
     api_processes: int = 1
@@ -91,9 +92,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     visit_batch: int = 500
     # Visits waiting for the database (an outage) beyond this many are dropped and counted.
     visit_buffer: int = 100_000
-    # Orphan visits (GETs of unknown codes, SPEC 13): written every this many ms; at most
-    # this many distinct codes stored per UTC day (the rest count as "other"); days older
-    # than this many are deleted.
+    # Orphan visits (GETs of unknown codes, docs/guides/links.md): written every this many ms; at
+    # most this many distinct codes stored per UTC day (the rest count as "other"); days older than
+    # this many are deleted.
     orphan_flush_ms: int = 1_000
     orphan_codes_per_day: int = 1_000
     orphan_retention_days: int = 90
@@ -122,7 +123,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     history_segment_events: int = 100_000
     # Exports: finished results are removed this many seconds after the job finished;
     # a job scans the event history in windows of this many sequence numbers; a user has
-    # at most this many queued or running at once (SPEC 15; 429 beyond).
+    # at most this many queued or running at once (docs/guides/security.md; 429 beyond).
     export_retention: int = 86_400
     export_batch: int = 10_000
     exports_per_user: int = 3
@@ -139,7 +140,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # The apps this deployment runs (sluice.app.loading): comma-separated names of
     # built-in or installed apps and import paths; "" is "default", all of them.
     apps: str = ""
-    # Abuse limits (SPEC 15). Per API process: request head and body deadlines, idle
+    # Abuse limits (docs/guides/security.md). Per API process: request head and body deadlines, idle
     # keep-alive, open connections, password hashes at once.
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 30.0
@@ -166,9 +167,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     logins_per_client: int = 100
     registrations_per_client: int = 20
     admin_failures_per_client: int = 10
-    # Webhooks (SPEC 13): per user; each call's deadline; how long a batch waits for its
-    # calls before slow ones go on in the background (their entries retried); 1: targets
-    # on private, loopback and link-local addresses allowed (tests, private networks).
+    # Webhooks (docs/guides/links.md): per user; each call's deadline; how long a batch waits for
+    # its calls before slow ones go on in the background (their entries retried); 1: targets on
+    # private, loopback and link-local addresses allowed (tests, private networks).
     webhooks_per_user: int = 10
     webhook_timeout_seconds: float = 10.0
     webhook_batch_wait_ms: int = 1000

@@ -1,5 +1,5 @@
-"""Event search (SPEC 12): the history's events, newest first, by type, aggregate, trace
-id and time, a page at a time.
+"""Event search (docs/guides/operate.md): the history's events, newest first, by type, aggregate,
+trace id and time, a page at a time.
 
 The order is ``(created_at, seq)`` descending. Migration 15 adds two indexes that
 go on with exactly those two columns, one per type and one per trace id: a type or a

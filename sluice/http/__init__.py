@@ -134,7 +134,7 @@ async def listen(
 ) -> tuple[web.AppRunner, GuardedSite]:
     """``app`` started and listening as ``sluice api`` serves it: redirects answered
     first, as their heads are parsed (``redirect_wire``) or before the router
-    (``fast_redirect``), connections under the deadlines and cap of SPEC 15
+    (``fast_redirect``), connections under the deadlines and cap of docs/guides/security.md
     (``GuardedSite``); the first, and the head deadline, only on an aiohttp whose
     internals they know (``aiohttp_compat``; one warning otherwise); ``reuse_port``:
     beside other processes on the same port (``SO_REUSEPORT``). Clean up with

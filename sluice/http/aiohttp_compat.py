@@ -1,5 +1,5 @@
 """Whether the aiohttp this process runs on is one whose private parts sluice's
-connections are written against, asked once as ``listen`` starts a site (SPEC 15).
+connections are written against, asked once as ``listen`` starts a site (docs/guides/security.md).
 
 Two things in ``sluice.http.connections`` reach into aiohttp's request handler, which
 aiohttp may rename or reshape in any release, a patch release included:

@@ -79,7 +79,7 @@ async def require_admin(request: web.Request) -> None:
     client behind a proxy not in ``SLUICE_TRUSTED_PROXIES`` shares one) cannot lock the
     operator or a user out. A token that is neither counts as a failed admin
     authentication of the client's address; once the address has none left, such tokens
-    get 429 instead of 401 (SPEC 15).
+    get 429 instead of 401 (docs/guides/security.md).
     """
     token = bearer_token(request)
     if token is None:

@@ -1,4 +1,5 @@
-"""Logins, registrations and failed admin authentications per client address (SPEC 15).
+"""Logins, registrations and failed admin authentications per client address
+(docs/guides/security.md).
 
 The login limiter counts failures per email; these count per address, so one
 client cannot make the service hash passwords for thousands of emails, register

@@ -1,5 +1,5 @@
 """The redirect's own way in: ``GET /{code}`` of a cached, live link answered before
-aiohttp's router and the request middleware (SPEC 11).
+aiohttp's router and the request middleware (docs/design/redirects.md).
 
 The redirect is the hottest path of a link service, and the middleware is a third of
 its cost (bench/README.md, the callgrind breakdown): the trace-id context, the

@@ -33,9 +33,9 @@ REDIS = web.AppKey("redis", aioredis.Redis)
 NOTIFIER = web.AppKey("notifier", CommitNotifier)
 VISITOR_KEY = web.AppKey("visitor_key", bytes)
 LOGIN_LIMITER = web.AppKey("login_limiter", AccountLogins)
-# Per client address: logins, registrations, failed admin authentications (SPEC 15).
+# Per client address: logins, registrations, failed admin authentications (docs/guides/security.md).
 CLIENT_LIMITS = web.AppKey("client_limits", ClientLimits)
-# Password hashes of this process, bounded (SPEC 15).
+# Password hashes of this process, bounded (docs/guides/security.md).
 PASSWORDS = web.AppKey("passwords", PasswordHasher)
 # While no admin token is configured or generated, admin routes refuse everyone.
 ADMIN_TOKEN = web.AppKey("admin_token", AdminToken)

@@ -135,7 +135,7 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
 
 def _summarize(request: web.Request, status: int, seconds: float) -> None:
     """The request line (none for a redirect that recorded its visit: the visit is its
-    record, SPEC 11) and the request's tally for ``/metrics``."""
+    record, docs/design/redirects.md) and the request's tally for ``/metrics``."""
     if not request.get(QUIET):
         duration_ms = round(seconds * 1000, 2)
         if logs.request_line is not None:

@@ -60,9 +60,9 @@ _BODY_TOO_SLOW = problem(
 
 
 def _limited(op: Doc) -> Doc:
-    """An operation with the answers of the abuse limits (SPEC 15): 429 behind the admin
-    token (failed admin authentications are limited per client address), 408 wherever
-    a body is taken (the middleware reads it first, under SLUICE_BODY_TIMEOUT_SECONDS)."""
+    """An operation with the answers of the abuse limits (docs/guides/security.md): 429 behind the
+    admin token (failed admin authentications are limited per client address), 408 wherever a body
+    is taken (the middleware reads it first, under SLUICE_BODY_TIMEOUT_SECONDS)."""
     extra = {"429": _ADMIN_LIMITED} if op.get("security") == ADMIN else {}
     if "requestBody" in op or "413" in op["responses"]:
         extra["408"] = _BODY_TOO_SLOW

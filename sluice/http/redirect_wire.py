@@ -1,5 +1,5 @@
-"""The redirect written on the wire: ``GET /{code}`` answered as soon as its head is
-parsed, before aiohttp makes a request, a task and a response of it (SPEC 8, 11).
+"""The redirect written on the wire: ``GET /{code}`` answered as soon as its head is parsed, before
+aiohttp makes a request, a task and a response of it (docs/benchmarks.md, docs/design/redirects.md).
 
 A bare aiohttp handler spends most of its time per request in aiohttp's own machinery:
 the request object, a task per request, the stream writer, the response and its

@@ -1,4 +1,4 @@
-"""Admin controls of scheduled tasks (SPEC 14): pause, resume, cancel a run, backfill.
+"""Admin controls of scheduled tasks (docs/guides/tasks.md): pause, resume, cancel a run, backfill.
 
 - Pause and resume answer 204 and are idempotent (a row of ``paused_tasks``,
   sluice/scheduler/pauses.py): the replica that claims an occurrence of a

@@ -47,7 +47,8 @@ class TaskInfo(msgspec.Struct, frozen=True):
     next_run: datetime | None
     last_run: runs.RunRecord | None
     description: str
-    # SPEC 14: SLUICE_<TASK>_OVERLAP etc. as this process read them; paused_at when paused.
+    # docs/guides/tasks.md: SLUICE_<TASK>_OVERLAP etc. as this process read them; paused_at when
+    # paused.
     policy: Policy
     paused: bool
     paused_at: datetime | None

@@ -7,7 +7,7 @@ ones into place and sets the projection's watermark to the head, all in one
 transaction. Live deliveries at or below the watermark are then skipped as
 already applied, so nothing is counted twice or missed.
 
-For speed (SPEC §8: 300k events/s on SQLite), the bulk of the history is read in
+For speed (docs/benchmarks.md: 300k events/s on SQLite), the bulk of the history is read in
 large chunks of ``(seq, payload)`` only (for a projection that takes payloads, each
 chunk as one JSON array the database joins: ``sluice.history.packed``), by seq
 whatever the planner statistics say, the read of the next chunk overlapping the

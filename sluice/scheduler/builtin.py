@@ -1,4 +1,4 @@
-"""The built-in tasks (SPEC §5), each on a schedule from the config."""
+"""The built-in tasks (docs/concepts/scheduler.md), each on a schedule from the config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Catch-up (SPEC 14): the occurrences a task missed while no scheduler ran.
+"""Catch-up (docs/guides/tasks.md): the occurrences a task missed while no scheduler ran.
 
 With ``SLUICE_<TASK>_CATCHUP_SECONDS`` above 0, a scheduler that starts looks at
 the task's occurrences in the window before its start; each that has no run

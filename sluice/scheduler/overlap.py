@@ -1,4 +1,4 @@
-"""What an occurrence does when a run of its task is still in progress (SPEC 14).
+"""What an occurrence does when a run of its task is still in progress (docs/guides/tasks.md).
 
 Called by the replica that claimed the occurrence, once ``Runner.begin`` found
 the task's lock busy. By the task's ``SLUICE_<TASK>_OVERLAP``:
@@ -43,7 +43,7 @@ from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 
-# Twice the clock skew replicas may have (SPEC 2.5: under a second) and more: by then
+# Twice the clock skew replicas may have (docs/concepts/index.md: under a second) and more: by then
 # every replica has reached the occurrence by its own clock.
 CONFIRM_SKIP_S = 2.5
 POLL_S = 0.05

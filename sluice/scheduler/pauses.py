@@ -1,4 +1,4 @@
-"""Paused tasks (SPEC 14): a paused task's occurrences do not run, on any replica.
+"""Paused tasks (docs/guides/tasks.md): a paused task's occurrences do not run, on any replica.
 
 A row of ``paused_tasks`` (migration 27), so a pause outlives every restart and
 every replica sees it: the replica that claims an occurrence reads the table

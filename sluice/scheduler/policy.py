@@ -1,4 +1,4 @@
-"""A task's scheduling policy (SPEC 14): overlap, catch-up window, jitter, timeout.
+"""A task's scheduling policy (docs/guides/tasks.md): overlap, catch-up window, jitter, timeout.
 
 Read from ``SLUICE_<TASK>_OVERLAP``, ``_CATCHUP_SECONDS``, ``_JITTER_SECONDS`` and
 ``_TIMEOUT_SECONDS`` (the task's name upper-cased, ``-`` as ``_``), parsed and

@@ -214,7 +214,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         27,
         "task scheduling policies: skipped and cancelled runs, catch-up, backfill, pauses",
-        # SPEC 14 (sluice/scheduler/policy.py, overlap.py, pauses.py). status gains
+        # docs/guides/tasks.md (sluice/scheduler/policy.py, overlap.py, pauses.py). status gains
         # 'cancelled' and 'skipped', trigger 'catchup' and 'backfill': the columns are
         # replaced as migration 18 did jobs.status (a CHECK cannot be altered in
         # SQLite). One run per occurrence, whatever triggered it (cron, catch-up,

@@ -1,4 +1,5 @@
-"""Deliveries (SPEC 12): every attempt of every group on every event, recorded durably.
+"""Deliveries (docs/guides/operate.md): every attempt of every group on every event, recorded
+durably.
 
 The consumer runtime hands each batch's attempts to the process's ``DeliveryLog``
 after the handler returned and before it acks them, and waits for them to be

@@ -1,4 +1,5 @@
-"""Pausing a handler group (SPEC 12): its consumers on every host stop taking entries.
+"""Pausing a handler group (docs/guides/operate.md): its consumers on every host stop taking
+entries.
 
 The database is the truth: a paused group is a row of ``paused_groups``
 (migration 17), so a pause outlives every restart and every host sees it. Each

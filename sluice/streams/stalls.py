@@ -1,4 +1,4 @@
-"""Stalled consumers (SPEC 12): a consumer that holds entries and has acked none for
+"""Stalled consumers (docs/guides/operate.md): a consumer that holds entries and has acked none for
 ``SLUICE_STALL_SECONDS``.
 
 Each consumer marks the time of its last ack in a hash per group and partition

@@ -1,5 +1,5 @@
-"""Abuse limits per client address and per process (SPEC 15): logins, registrations and
-failed admin authentications per address across replicas; password hashing bounded."""
+"""Abuse limits per client address and per process (docs/guides/security.md): logins, registrations
+and failed admin authentications per address across replicas; password hashing bounded."""
 
 from __future__ import annotations
 

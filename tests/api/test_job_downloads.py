@@ -1,6 +1,6 @@
 """Downloading an export's CSV from the database: length and validators, ranges and
 conditions as RFC 9110 has them, a result over many chunks, and a process on another
-data dir (another host, SPEC section 9) serving it."""
+data dir (another host, docs/guides/several-hosts.md) serving it."""
 
 from __future__ import annotations
 

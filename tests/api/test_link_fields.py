@@ -1,5 +1,5 @@
-"""The link fields of SPEC 13 (issue 18): max_visits, valid_since, redirect_status, tags and
-title. Their rules (422 naming each field), what the redirect answers by them, and the
+"""The link fields of docs/guides/links.md (issue 18): max_visits, valid_since, redirect_status,
+tags and title. Their rules (422 naming each field), what the redirect answers by them, and the
 listing's tag filter."""
 
 from __future__ import annotations

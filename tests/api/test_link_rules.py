@@ -1,5 +1,5 @@
-"""Redirect rules (SPEC 13 `rules`, issue 18) through the API: stored, answered and carried
-by the events; each broken rule named by its path in one 422; and whom a redirect sends
+"""Redirect rules (docs/guides/links.md `rules`, issue 18) through the API: stored, answered and
+carried by the events; each broken rule named by its path in one 422; and whom a redirect sends
 where, by User-Agent, Accept-Language and the (forwarded) client address."""
 
 from __future__ import annotations

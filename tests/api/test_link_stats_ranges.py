@@ -1,7 +1,7 @@
-"""SPEC 13 link statistics: every figure of GET /v1/links/{code}/stats follows the range
-(totals, unique visitors, referrers, browsers, countries, OSes, devices), what a redirect
-records about its client (device and OS from the User-Agent, country and visitor from the
-address a trusted proxy forwards), and `sluice replay link-stats` giving the live answer."""
+"""docs/guides/links.md link statistics: every figure of GET /v1/links/{code}/stats follows the
+range (totals, unique visitors, referrers, browsers, countries, OSes, devices), what a redirect
+records about its client (device and OS from the User-Agent, country and visitor from the address a
+trusted proxy forwards), and `sluice replay link-stats` giving the live answer."""
 
 from __future__ import annotations
 

@@ -557,7 +557,7 @@ async def test_a_pool_code_equal_to_an_alias_is_skipped(
 async def test_links_are_created_changed_and_followed_with_redis_down(
     client: Client, store: Store, ada: dict[str, str], redis_server: RedisServer
 ) -> None:
-    # SPEC §2.6: the database is the source of truth; the relay publishes the changes
+    # docs/concepts/index.md: the database is the source of truth; the relay publishes the changes
     # once Redis is back.
     redis_server.stop()
     code = (await create(client, ada, url="https://example.org/down"))["code"]

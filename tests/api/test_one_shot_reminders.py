@@ -1,4 +1,5 @@
-"""One-shot reminders ``{at, text}`` (SPEC 14): validation, listing, ``done`` after firing.
+"""One-shot reminders ``{at, text}`` (docs/guides/tasks.md): validation, listing, ``done`` after
+firing.
 
 Firing is ``sluice.builtin.reminders.one_shots.fire_due``, what every scheduler replica
 calls; here with a clock of the test's choosing.

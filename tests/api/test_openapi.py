@@ -82,8 +82,8 @@ async def test_every_operation_documents_its_503_and_its_own_description_stays(
 
 
 async def test_the_abuse_limits_answers_are_documented(client: Client) -> None:
-    """SPEC 15: 429 on logins, registrations and every admin route (per client address),
-    503 when password hashing is at its bound, 408 where a body is read."""
+    """docs/guides/security.md: 429 on logins, registrations and every admin route (per client
+    address), 503 when password hashing is at its bound, 408 where a body is read."""
     document = await fetch_document(client)
     operations = {(method, path): op for path, item in document["paths"].items()
                   for method, op in item.items()}  # fmt: skip

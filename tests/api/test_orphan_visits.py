@@ -1,5 +1,5 @@
 """``GET /v1/admin/orphan-visits``: GETs of unknown codes, per day and the top codes, with
-storage bounded per day (SPEC 13)."""
+storage bounded per day (docs/guides/links.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A burst of sign-ups waits for a password-hashing slot instead of failing (SPEC 15).
+"""A burst of sign-ups waits for a password-hashing slot instead of failing
+(docs/guides/security.md).
 
 Issue 35's finding: ten concurrent ``POST /v1/users`` to one API process, and two got
 503, because ``SLUICE_PASSWORD_HASH_CONCURRENCY`` (8) refused the ninth hash at once.

@@ -1,6 +1,6 @@
-"""SLUICE_REDIRECT_LOG (SPEC 11): a redirect that records a visit writes no request line
-by default, its visit being its record; every other answer of ``/{code}`` is logged;
-``all`` logs every redirect."""
+"""SLUICE_REDIRECT_LOG (docs/design/redirects.md): a redirect that records a visit writes no request
+line by default, its visit being its record; every other answer of ``/{code}`` is logged; ``all``
+logs every redirect."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Scheduling policies through the admin API (SPEC 14): policies listed, pause and resume,
-run filters, cancel of a running run, backfill; and their errors."""
+"""Scheduling policies through the admin API (docs/guides/tasks.md): policies listed, pause and
+resume, run filters, cancel of a running run, backfill; and their errors."""
 
 from __future__ import annotations
 

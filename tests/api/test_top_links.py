@@ -1,5 +1,5 @@
-"""GET /v1/links/stats (SPEC 13): the caller's links by visits over a range of UTC days,
-the busiest first, up to `limit`; never another owner's; not taken for a link's code."""
+"""GET /v1/links/stats (docs/guides/links.md): the caller's links by visits over a range of UTC
+days, the busiest first, up to `limit`; never another owner's; not taken for a link's code."""
 
 from __future__ import annotations
 

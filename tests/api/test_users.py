@@ -329,7 +329,12 @@ async def test_only_hashes_of_passwords_and_tokens_are_stored(client: Client, st
     token = (await (await login(client)).json())["token"]
     [(password_hash,)] = await store.fetchall("SELECT password_hash FROM users")
     scheme, n, r, p, salt, digest = str(password_hash).split("$")
-    assert (scheme, n, r, p) == ("scrypt", "16384", "8", "1")  # SPEC §3.2: argon2id or scrypt
+    assert (scheme, n, r, p) == (
+        "scrypt",
+        "16384",
+        "8",
+        "1",
+    )  # memory-hard (security guide)
     assert PASSWORD not in str(password_hash)
     assert base64.b64decode(salt) and len(base64.b64decode(digest)) >= 32
     [(stored,)] = await store.fetchall("SELECT token_hash FROM tokens")

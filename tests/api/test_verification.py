@@ -1,4 +1,4 @@
-"""Verifying an address (SPEC 15): the welcome mail's signed link, its page, expiry,
+"""Verifying an address (docs/guides/security.md): the welcome mail's signed link, its page, expiry,
 forgery and reuse, GET /v1/me, and asking for a new link."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The operations panels of /admin in headless Chromium (SPEC 12): the event search with
-one event's deliveries and its trace, pause and resume, bulk redrive, stalled consumers,
+"""The operations panels of /admin in headless Chromium (docs/guides/operate.md): the event search
+with one event's deliveries and its trace, pause and resume, bulk redrive, stalled consumers,
 cancelling a job, the per-group charts.
 
 Real store, Redis, relay and workers, as ``test_dashboard.py``.

@@ -1,5 +1,5 @@
 """The Links panel of /admin in headless Chromium: orphan visits (GETs of unknown codes)
-as bars per UTC day and the top codes, with the period to choose (SPEC 13).
+as bars per UTC day and the top codes, with the period to choose (docs/guides/links.md).
 
 The API runs in process on a real port; the requests for unknown codes are real GETs,
 the older days are counted into the app's own tally as the redirect counts them.

@@ -1,4 +1,4 @@
-"""The task table of /admin in headless Chromium (SPEC 14): each task's policy, pause
+"""The task table of /admin in headless Chromium (docs/guides/tasks.md): each task's policy, pause
 and resume, and the cancel of a running run."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ pending list), and two ``sluice scheduler`` replicas running the test's
 ``<tmp dir>/logs/<name>.log``, kept by pytest for the last runs.
 
 On PostgreSQL every process also gets a data dir of its own, as if each ran
-on a host of its own: they share only the database and Redis (SPEC §9).
+on a host of its own: they share only the database and Redis (docs/guides/several-hosts.md).
 
 ``CHAOS_SEED`` replays a run's fault plan (the seed is printed);
 ``CHAOS_OUTAGE_SECONDS`` sets the length of the Redis outage (default 12).

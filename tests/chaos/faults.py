@@ -257,7 +257,7 @@ async def quiesce_redirects(resources: Resources, api: Api, ledger: Ledger) -> N
     """Stop redirects to ``api`` and wait until each 302 it answered is committed.
 
     A redirect answers before its visit is committed (group commit, a few
-    ms); ``kill -9`` loses what is still buffered, which SPEC §2 allows for
+    ms); ``kill -9`` loses what is still buffered, which docs/concepts/index.md allows for
     redirects. Killing only a replica whose answered visits are all in the
     history keeps the redirect count exact, and it is still killed under
     load: views and registrations stay in flight to it.

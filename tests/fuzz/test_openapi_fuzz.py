@@ -41,9 +41,9 @@ pytestmark = pytest.mark.fuzz
 BASE = "http://127.0.0.1"
 EXAMPLES = 100
 schema = schemathesis.openapi.from_dict(build_document(BASE))
-# No unknown query parameters or body fields as "invalid" input: the API ignores unknown
-# query parameters, as most HTTP APIs do (SPEC §3 asks nothing else), and the bodies that
-# refuse unknown fields (400) are covered by tests/api.
+# No unknown query parameters or body fields as "invalid" input: the API ignores unknown query
+# parameters, as most HTTP APIs do (docs/reference/http-api.md asks nothing else), and the bodies
+# that refuse unknown fields (400) are covered by tests/api.
 schema.config.generation.update(
     max_examples=EXAMPLES, deterministic=True, database="none", allow_extra_parameters=False
 )

@@ -35,7 +35,7 @@ async def long_run(ctx: TaskContext) -> None:
 
 
 async def overrun(ctx: TaskContext) -> None:
-    """Outlives its period when the test says so (scheduling policies, SPEC 14)."""
+    """Outlives its period when the test says so (scheduling policies, docs/guides/tasks.md)."""
     await _effect(ctx, f"start {ctx.run.scheduled_for.isoformat()}")
     await asyncio.sleep(float(os.environ.get("TEST_OVERRUN_SECONDS", "3")))
     await _effect(ctx, f"end {ctx.run.scheduled_for.isoformat()}")

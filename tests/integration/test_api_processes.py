@@ -1,7 +1,6 @@
-"""``sluice api --processes 2`` (SPEC 11): two real API processes on one port under a
-supervisor. Both serve it, one scrape counts the requests of both, a child killed with
-kill -9 is restarted, and SIGTERM to the supervisor stops both with every visit
-committed."""
+"""``sluice api --processes 2`` (docs/design/redirects.md): two real API processes on one port under
+a supervisor. Both serve it, one scrape counts the requests of both, a child killed with kill -9 is
+restarted, and SIGTERM to the supervisor stops both with every visit committed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Once per occurrence with replicas whose clocks disagree by under a second (SPEC 2.5).
+"""Once per occurrence with replicas whose clocks disagree by under a second
+(docs/concepts/index.md).
 
 Three scheduler replicas (cron tasks: ``Scheduler``; reminders:
 ``ReminderRunner``) run in this process, each on its own store connection and

@@ -1,5 +1,6 @@
-"""Failover under traffic (SPEC 10, issue 15): a Redis Cluster primary killed with kill -9
-while redirects, article views and registrations flow, and every count exact afterwards.
+"""Failover under traffic (docs/guides/redis-cluster.md, issue 15): a Redis Cluster primary killed
+with kill -9 while redirects, article views and registrations flow, and every count exact
+afterwards.
 
 The test starts a cluster of its own (3 primaries, 3 replicas; the session's cluster is
 never killed) and, as deployed, an API, a relay, a worker (``article-views``,

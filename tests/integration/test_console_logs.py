@@ -1,5 +1,6 @@
 """Console logs are for an operator's terminal: what a client sends never reaches it as
-terminal commands (SPEC 15's spirit; JSON lines escape control characters already)."""
+terminal commands (docs/guides/security.md's spirit; JSON lines escape control characters
+already)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Deliveries and the story of a request (SPEC 12): every attempt of every group on
+"""Deliveries and the story of a request (docs/guides/operate.md): every attempt of every group on
 every event, as ``GET /v1/admin/traces/{id}`` and ``GET /v1/admin/events/{id}`` show
 them, the handler deadline, and the purge of old records."""
 

@@ -1,6 +1,6 @@
-"""Event search (SPEC 12) on both stores: every filter, the time range, the cursor, the
-query plans (an index range read in page order, never a scan or a sort), and
-``sluice events`` on the command line."""
+"""Event search (docs/guides/operate.md) on both stores: every filter, the time range, the cursor,
+the query plans (an index range read in page order, never a scan or a sort), and ``sluice events``
+on the command line."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Redis goes away and comes back; every committed view is counted exactly once
-(SPEC 2.1, 2.2, 2.6).
+(docs/concepts/index.md).
 
 The relay and the workers run in the test process against the test's own
 Redis (``redis_server``), restarted on the same port and data dir, so it

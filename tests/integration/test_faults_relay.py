@@ -1,5 +1,5 @@
-"""The relay never loses a committed event (SPEC 2.1) and its re-publications are
-applied once (SPEC 2.2): kill -9 of the relay process mid-stream, and the same
+"""The relay never loses a committed event (docs/concepts/index.md) and its re-publications are
+applied once (docs/concepts/index.md): kill -9 of the relay process mid-stream, and the same
 events published twice under different stream ids.
 """
 

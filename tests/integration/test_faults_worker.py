@@ -1,5 +1,5 @@
 """A worker process killed with SIGKILL in the middle of its work loses nothing and
-applies nothing twice (SPEC 2.2, 2.3); SIGTERM stops it cleanly.
+applies nothing twice (docs/concepts/index.md); SIGTERM stops it cleanly.
 
 The worker is a real ``python -m sluice worker`` child; the relay runs in the
 test process. The views are committed and published first, so the worker

@@ -1,8 +1,8 @@
-"""Pausing a group for real (SPEC 12): a worker process stops taking the group's entries
-within 2 s of a pause asked of the API (another host, as far as it knows), stays paused
-when restarted, and drains the backlog once resumed; in a worker, the batch in hand when
-the pause comes finishes and is acked, and dead consumers' entries are not reclaimed
-until the group is resumed; ``sluice groups`` pauses, lists and resumes."""
+"""Pausing a group for real (docs/guides/operate.md): a worker process stops taking the group's
+entries within 2 s of a pause asked of the API (another host, as far as it knows), stays paused when
+restarted, and drains the backlog once resumed; in a worker, the batch in hand when the pause comes
+finishes and is acked, and dead consumers' entries are not reclaimed until the group is resumed;
+``sluice groups`` pauses, lists and resumes."""
 
 from __future__ import annotations
 

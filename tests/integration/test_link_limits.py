@@ -1,4 +1,4 @@
-"""SPEC 13's link fields on two real ``sluice api`` processes: ``max_visits`` is exact
+"""docs/guides/links.md's link fields on two real ``sluice api`` processes: ``max_visits`` is exact
 across them under concurrent GETs, and a PATCH of redirect_status, valid_since or
 max_visits through one is answered by both within a second."""
 

@@ -1,5 +1,5 @@
 """Mail only to verified addresses, within each user's budget, with a one-click unsubscribe
-(SPEC 15; issue 20, finding 2).
+(docs/guides/security.md; issue 20, finding 2).
 
 The reproduction: register ``victim@example.org`` as "Security Team" and create a
 reminder with a phishing text. Before this fix the victim got a mail per

@@ -1,5 +1,6 @@
-"""Exactly one welcome mail under faults: kill -9 after the SMTP server accepted, Redis
-down at registration, two workers racing over duplicated entries (SPEC 2.2, 2.6, 6).
+"""Exactly one welcome mail under faults: kill -9 after the SMTP server accepted, Redis down at
+registration, two workers racing over duplicated entries (docs/concepts/index.md,
+docs/guides/mail.md).
 """
 
 from __future__ import annotations

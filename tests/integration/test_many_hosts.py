@@ -1,4 +1,4 @@
-"""sluice on several hosts that share only PostgreSQL and Redis (SPEC §9).
+"""sluice on several hosts that share only PostgreSQL and Redis (docs/guides/several-hosts.md).
 
 Every process is a real ``sluice`` child with a data dir of its own, as if
 each ran on a host of its own: two APIs, the relay, the workers of every

@@ -1,5 +1,5 @@
 """The relay never skips a committed event, although writers on several hosts commit
-in any order (SPEC §9), and publishes each aggregate's events in commit order.
+in any order (docs/guides/several-hosts.md), and publishes each aggregate's events in commit order.
 
 On PostgreSQL a transaction that takes its sequence number before another but
 commits after it is the classic way an outbox relay loses events: reading

@@ -1,4 +1,5 @@
-"""PostgreSQL crashing and coming back under traffic (SPEC §9, "Database down").
+"""PostgreSQL crashing and coming back under traffic (docs/guides/several-hosts.md, "Database
+down").
 
 A server of this test's own, killed with SIGKILL (no checkpoint, crash
 recovery at the restart) while an API, the relay and the workers run as real

@@ -78,8 +78,8 @@ async def test_a_change_reaches_every_replica_within_a_second(
 async def test_a_patch_through_one_api_redirects_by_the_new_state_everywhere_within_a_second(
     resources: Resources, start_relay: Callable[..., Relay], replicas: list[str]
 ) -> None:
-    """SPEC §3.3 from the user's side: the second starts when the PATCH is answered, so it
-    covers the commit, the relay's publish and both followers."""
+    """docs/reference/http-api.md from the user's side: the second starts when the PATCH is
+    answered, so it covers the commit, the relay's publish and both followers."""
     start_relay()
     await add_user(resources.store)
     await add_link(resources.store, CODE, "https://example.org/first")

@@ -1,4 +1,4 @@
-"""One-shot reminders and PATCH with real ``sluice scheduler`` processes (SPEC 14).
+"""One-shot reminders and PATCH with real ``sluice scheduler`` processes (docs/guides/tasks.md).
 
 The API runs in the test process (``reminder_min_interval`` one second); the
 schedulers are children, started with their logs in files so the test knows

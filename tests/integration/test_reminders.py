@@ -1,4 +1,5 @@
-"""Reminders fired by three runners against one Redis and one store (SPEC 2.5, 3.3, 6).
+"""Reminders fired by three runners against one Redis and one store (docs/concepts/index.md,
+docs/reference/http-api.md, 6).
 
 Reminders are created and deleted through the API (its own store connection,
 ``reminder_min_interval`` lowered to one second); three ``ReminderRunner``s

@@ -1,4 +1,5 @@
-"""Retry backoff as a consumer really waits it (SPEC 2.4): exponential, jittered, bounded.
+"""Retry backoff as a consumer really waits it (docs/concepts/index.md): exponential, jittered,
+bounded.
 
 docs/design/consumer.md: a failed entry comes back after ``SLUICE_RETRY_BASE_MS * 2^(n-1)`` ms
 (n: the deliveries so far), jittered over the upper half of that, through the

@@ -70,7 +70,7 @@ async def _verify_occurrences(
     by_slot: dict[str, list[tuple[str, str, str, str | None]]] = defaultdict(list)
     skipped_slots = set()
     for run_id, scheduled_for, status, run_holder, error in await _rows(resources, task):
-        if status == "skipped":  # recorded, since SPEC 14, when a run held the lock
+        if status == "skipped":  # recorded, since docs/guides/tasks.md, when a run held the lock
             skipped_slots.add(scheduled_for)
             continue
         by_slot[scheduled_for].append((run_id, status, run_holder, error))

@@ -1,4 +1,4 @@
-"""Scheduling policies (SPEC 14) with real ``sluice scheduler`` processes: overlap,
+"""Scheduling policies (docs/guides/tasks.md) with real ``sluice scheduler`` processes: overlap,
 jitter, timeout, catch-up, pause and cancel, across replicas.
 
 The tasks come from tests/integration/scheduler_tasks.py: ``overrun`` outlives its

@@ -1,4 +1,4 @@
-"""Stalled consumers (SPEC 12): one holding entries that acked none for
+"""Stalled consumers (docs/guides/operate.md): one holding entries that acked none for
 SLUICE_STALL_SECONDS is flagged in the status (``sluice status``, the streams route,
 the page) and in ``sluice_consumers_stalled``; an idle one is not, and the flag goes
 once it acks."""

@@ -1,4 +1,4 @@
-"""Migration 27 (SPEC 14) on a database that already has run records: they keep their
+"""Migration 27 (docs/guides/tasks.md) on a database that already has run records: they keep their
 trigger and status, and the one-run-per-occurrence index now covers catch-up and backfill."""
 
 from __future__ import annotations

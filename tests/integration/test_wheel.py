@@ -101,7 +101,7 @@ async def _sluice_up(sluice: Path, home: Path, port: int) -> AsyncIterator[str]:
 
 
 async def _tour(url: str) -> None:
-    """What README's tour does, each answer as SPEC 3 says."""
+    """What README's tour does, each answer as docs/reference/http-api.md says."""
     async with aiohttp.ClientSession() as http:
 
         async def call(method: str, path: str, status: int, **kw: Any) -> Any:

@@ -29,7 +29,7 @@ def test_welcome_greets_by_name_and_links_the_service() -> None:
 
 
 def test_welcome_carries_the_verification_link_and_says_what_waits_for_it() -> None:
-    # SPEC 15: the wording matches what will be sent; nothing but confirmation links
+    # docs/guides/security.md: the wording matches what will be sent; nothing but confirmation links
     # reach an address nobody confirmed, and reminders only once it is confirmed.
     text = templates.welcome("Ada", "https://sl.example/", VERIFY).text
     assert f"\n  {VERIFY}\n" in text

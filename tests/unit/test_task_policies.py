@@ -1,4 +1,5 @@
-"""SLUICE_<TASK>_OVERLAP, _CATCHUP_SECONDS, _JITTER_SECONDS, _TIMEOUT_SECONDS (SPEC 14)."""
+"""SLUICE_<TASK>_OVERLAP, _CATCHUP_SECONDS, _JITTER_SECONDS, _TIMEOUT_SECONDS
+(docs/guides/tasks.md)."""
 
 from __future__ import annotations
 

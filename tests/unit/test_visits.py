@@ -27,7 +27,7 @@ from tests.link_helpers import CHROME, FACEBOOK, FIREFOX, GOOGLEBOT, SLACKBOT
         (FACEBOOK, "FacebookBot", True),
         ("Twitterbot/1.0", "Twitterbot", True),
         ("Discordbot/2.0; +https://discordapp.com", "Discordbot", True),
-        # No User-Agent is on no crawler list (SPEC §3.4: bots are the list's).
+        # No User-Agent is on no crawler list (docs/guides/links.md: bots are the list's).
         ("", "Other", False),
     ],
 )

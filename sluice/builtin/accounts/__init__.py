@@ -1,6 +1,6 @@
-"""Accounts (SPEC 3.1, 9): users register, verify their address from a signed link
-and sign in for bearer tokens; the ``mail`` group sends the welcome and verification
-mails (and, for the reminders app, each reminder's), once per event, within budgets.
+"""Accounts (docs/reference/http-api.md, docs/guides/several-hosts.md): users register, verify their
+address from a signed link and sign in for bearer tokens; the ``mail`` group sends the welcome and
+verification mails (and, for the reminders app, each reminder's), once per event, within budgets.
 
 Declared on ``sluice.app`` like any app; it imports sluice's core and no other app.
 The core's ``require_user`` reads the users and tokens tables (``sluice.store.users``),

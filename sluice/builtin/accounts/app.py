@@ -7,5 +7,5 @@ from sluice.app import App
 app = App(
     "accounts",
     description="users who register, verify their address and sign in for tokens, and the mail"
-    " sluice sends them (SPEC 3.1, 9)",
+    " sluice sends them",
 )

@@ -1,5 +1,5 @@
-"""Article views (SPEC 3.3): ``POST /v1/articles/{id}/views`` counts a view once per viewer
-in the dedupe window; the ``article-views`` projection keeps totals and day, week and
+"""Article views (docs/reference/http-api.md): ``POST /v1/articles/{id}/views`` counts a view once
+per viewer in the dedupe window; the ``article-views`` projection keeps totals and day, week and
 month leaderboards (tables, and Redis sorted sets for the current periods); the
 ``snapshot-leaderboard`` task stores each day's top 100.
 

@@ -7,6 +7,6 @@ from sluice.app import App
 app = App(
     "articles",
     description="article view counting with a per-viewer dedupe window and day, week and"
-    " month leaderboards (SPEC 3.3)",
+    " month leaderboards",
 )
 app.aggregate("articles", key="article_id")

@@ -81,7 +81,7 @@ async def viewer_identity(request: web.Request, body: ViewBody) -> str:
     Each in a namespace of its own, so a body cannot name another kind: ``user:<id>``
     (only from a token), ``viewer:<as sent>``, and 64 hex digits for a visitor.
     Without the prefix, an anonymous ``{"viewer": "user:<id>"}`` took a logged-in
-    user's dedupe slot (SPEC 15)."""
+    user's dedupe slot (docs/guides/security.md)."""
     if body.viewer is not None and not 1 <= len(body.viewer) <= VIEWER_MAX_LENGTH:
         message = f"must be 1 to {VIEWER_MAX_LENGTH} characters"
         raise Unprocessable("invalid viewer", [FieldError("viewer", message)])

@@ -7,6 +7,5 @@ from sluice.app import App
 app = App(
     "links",
     description="short links: a code pool, rules, redirects through the core's fast path,"
-    " stats, QR codes, imports, exports, orphan visits and webhooks of link events (SPEC 3.2,"
-    " 13)",
+    " stats, QR codes, imports, exports, orphan visits and webhooks of link events",
 )

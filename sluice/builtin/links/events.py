@@ -17,9 +17,9 @@ app.aggregate("exports", key="job_id")
 
 @app.event
 class LinkCreated(Event, frozen=True, kw_only=True, tag=True):
-    """A short link was made (``POST /v1/links``, or a row of a CSV import): its whole first
-    state. The fields after ``disabled`` came with SPEC 13 (issue 18); their defaults are
-    what events written before them mean."""
+    """A short link was made (``POST /v1/links``, or a row of a CSV import): its whole first state.
+    The fields after ``disabled`` came with docs/guides/links.md (issue 18); their defaults are what
+    events written before them mean."""
 
     aggregate: ClassVar[str] = "links"
     code: str

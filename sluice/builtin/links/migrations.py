@@ -125,7 +125,7 @@ app.migration(
     replaces=(18,),
 )
 
-# SPEC 13 (issue 18), sluice/builtin/links/repository.py. Each field is a column of
+# docs/guides/links.md (issue 18), sluice/builtin/links/repository.py. Each field is a column of
 # links (the redirect reads one row); rules and password come later as columns
 # of their own. Tags are also in link_tags, with the owner and creation time
 # copied, so GET /v1/links?tag= pages through one index range newest first.
@@ -238,8 +238,8 @@ app.migration(
     replaces=(21,),
 )
 
-# SPEC 13 rules (issue 18): the JSON list of sluice/builtin/links/rule_shapes.py's Rule,
-# NULL for none; read with the link's row, so a redirect reads nothing more.
+# docs/guides/links.md rules (issue 18): the JSON list of sluice/builtin/links/rule_shapes.py's
+# Rule, NULL for none; read with the link's row, so a redirect reads nothing more.
 app.migration(
     10,
     "link redirect rules",
@@ -249,9 +249,9 @@ app.migration(
     replaces=(22,),
 )
 
-# SPEC 13 password (sluice/builtin/links/http/link_passwords.py): the scrypt hash of the
-# link's password (sluice/passwords.py's format), NULL for none. Read with the link's
-# row; never in an event (they carry has_password), a response or an export.
+# docs/guides/links.md password (sluice/builtin/links/http/link_passwords.py): the scrypt hash of
+# the link's password (sluice/passwords.py's format), NULL for none. Read with the link's row; never
+# in an event (they carry has_password), a response or an export.
 app.migration(
     11,
     "link passwords",
@@ -261,13 +261,13 @@ app.migration(
     replaces=(23,),
 )
 
-# SPEC 13 (sluice/builtin/links/stats/projection.py). The new rows start empty for the
+# docs/guides/links.md (sluice/builtin/links/stats/projection.py). The new rows start empty for the
 # visits before it: `sluice replay link-stats` fills them from the history.
 app.migration(
     12, "link statistics of any day range", LINK_STATS_RANGES_DDL.format(s=""), replaces=(24,)
 )
 
-# SPEC 13 orphan visits: GETs of codes no link has, per UTC day ('YYYY-MM-DD').
+# docs/guides/links.md orphan visits: GETs of codes no link has, per UTC day ('YYYY-MM-DD').
 # A day keeps at most SLUICE_ORPHAN_CODES_PER_DAY code rows; `other` counts the
 # visits of codes beyond them (sluice/builtin/links/orphans.py).
 app.migration(

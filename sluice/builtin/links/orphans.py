@@ -1,4 +1,4 @@
-"""Orphan visits (SPEC 13): GET requests for codes no link has, counted in process and
+"""Orphan visits (docs/guides/links.md): GET requests for codes no link has, counted in process and
 written in batches.
 
 A 404 for an unknown code must stay as cheap as it is: counting it is a few dict

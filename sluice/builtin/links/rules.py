@@ -196,7 +196,8 @@ def check_expiry(value: str, now: datetime) -> datetime:
         raise Invalid("must be before 10000-01-01T00:00:00Z") from None
 
 
-# The fields of SPEC 13 (issue 18): visit limit, start time, redirect status, tags, title.
+# The fields of docs/guides/links.md (issue 18): visit limit, start time, redirect status, tags,
+# title.
 
 REDIRECT_STATUSES = (301, 302, 307, 308)
 TAGS_MAX = 10
@@ -252,7 +253,8 @@ def check_title(value: str) -> str:
     return value
 
 
-# SPEC 13 password: the bounds of a user's password (sluice/builtin/accounts/http/users.py).
+# docs/guides/links.md password: the bounds of a user's password
+# (sluice/builtin/accounts/http/users.py).
 PASSWORD_MIN, PASSWORD_MAX = 8, 128
 
 

@@ -18,7 +18,7 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime | None
     disabled: bool
     created_at: datetime
-    # SPEC 13 (issue 18). A link without max_visits and valid_since redirects from the
+    # docs/guides/links.md (issue 18). A link without max_visits and valid_since redirects from the
     # cache alone; the others are checked per request (sluice/builtin/links/limits.py).
     max_visits: int | None = None
     valid_since: datetime | None = None

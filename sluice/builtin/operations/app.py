@@ -7,5 +7,5 @@ from sluice.app import App
 app = App(
     "operations",
     description="what an operator asks of the history and the groups: event search, traces,"
-    " deliveries, pauses, cancels, the groups' history and the /admin page (SPEC 12)",
+    " deliveries, pauses, cancels, the groups' history and the /admin page",
 )

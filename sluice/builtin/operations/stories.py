@@ -1,4 +1,4 @@
-"""The story of an event and of a request (SPEC 12): an event with every delivery of
+"""The story of an event and of a request (docs/guides/operate.md): an event with every delivery of
 it to every group, and a trace's events in commit order, each with its deliveries.
 
 Events come from the hot history (by ``event_id``'s unique index, or the

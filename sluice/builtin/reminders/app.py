@@ -7,6 +7,5 @@ from sluice.app import App
 app = App(
     "reminders",
     requires=("accounts",),
-    description="a user's reminders, recurring (cron) or one-shot, each occurrence mailed once"
-    " (SPEC 3.4, 14)",
+    description="a user's reminders, recurring (cron) or one-shot, each occurrence mailed once",
 )

@@ -23,7 +23,7 @@ class ReminderCreated(Event, frozen=True, kw_only=True, tag=True):
     cron: str  # '' for a one-shot
     timezone: str  # '' for a one-shot
     text: str
-    at: datetime | None = None  # a one-shot's instant (SPEC 14)
+    at: datetime | None = None  # a one-shot's instant (docs/guides/tasks.md)
 
 
 @app.event
@@ -46,7 +46,7 @@ class ReminderUpdated(Event, frozen=True, kw_only=True, tag=True):
     timezone: str
     text: str
     paused: bool = False
-    at: datetime | None = None  # a one-shot's instant (SPEC 14)
+    at: datetime | None = None  # a one-shot's instant (docs/guides/tasks.md)
 
 
 @app.event

@@ -66,13 +66,12 @@ app.migration(
     replaces=(13,),
 )
 
-# SPEC 14 (sluice/builtin/reminders/one_shots.py, run by sluice/scheduler/one_shots.py).
-# at: a one-shot's instant (NULL for a cron reminder, whose cron and timezone a
-# one-shot leaves ''); due_at: set while a one-shot is pending (not fired, paused or
-# deleted), NULL otherwise, so the partial index holds the pending ones only and
-# schedulers read "due <= now" from it; done_at: when it fired. rescheduled_at: the
-# last PATCH of the schedule (or resume), before which no occurrence of the new
-# schedule fires.
+# docs/guides/tasks.md (sluice/builtin/reminders/one_shots.py, run by
+# sluice/scheduler/one_shots.py). at: a one-shot's instant (NULL for a cron reminder, whose cron and
+# timezone a one-shot leaves ''); due_at: set while a one-shot is pending (not fired, paused or
+# deleted), NULL otherwise, so the partial index holds the pending ones only and schedulers read
+# "due <= now" from it; done_at: when it fired. rescheduled_at: the last PATCH of the schedule (or
+# resume), before which no occurrence of the new schedule fires.
 app.migration(
     4,
     "one-shot reminders, reminder edits",

@@ -1,5 +1,5 @@
-"""Group history (SPEC 12): per-minute handled, failed, dead-lettered and lag of every
-handler group for the last 24 hours, kept in Redis within a fixed bound.
+"""Group history (docs/guides/operate.md): per-minute handled, failed, dead-lettered and lag of
+every handler group for the last 24 hours, kept in Redis within a fixed bound.
 
 Not ``sluice.history`` (the event history's archive): this is the groups' throughput.
 Every worker process samples its own consumers (``sampler``), and adds what they did

@@ -25,7 +25,8 @@ from sluice.history.reader import read_history
 from sluice.store.base import Store
 
 VISIT_TYPES = ("LinkVisited",)
-# country, os and device since migration 24 (SPEC 13); empty in older visits and when unknown.
+# country, os and device since migration 24 (docs/guides/links.md); empty in older visits and when
+# unknown.
 HEADER = ("visited_at", "visitor", "referrer_host", "browser", "is_bot", "country", "os", "device")
 
 _SCAN = (

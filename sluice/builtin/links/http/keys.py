@@ -16,7 +16,7 @@ LINK_CACHE = web.AppKey("link_cache", LinkCache)
 LINK_FOLLOWER = web.AppKey("link_follower", LinkFollower)
 LINK_HINTS = web.AppKey("link_hints", ChangeHints)
 VISITS = web.AppKey("visits", VisitRecorder)
-# GETs of unknown codes, counted in process and written in batches (SPEC 13).
+# GETs of unknown codes, counted in process and written in batches (docs/guides/links.md).
 ORPHANS = web.AppKey("orphans", OrphanTally)
 # The Redis gate of links with max_visits.
 VISIT_LIMITER = web.AppKey("visit_limiter", VisitLimiter)

@@ -1,4 +1,4 @@
-"""Bodies of the link statistics answers (SPEC 3.4 and 13): every figure covers the
+"""Bodies of the link statistics answers (docs/guides/links.md): every figure covers the
 requested range of UTC days."""
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class _Checks:
 
 
 def _fields(checks: _Checks, body: LinkBody | LinkPatch, own: tuple[str, int]) -> dict[str, Any]:
-    """The SPEC 13 fields ``body`` sets (null clears, absent keeps), checked."""
+    """The docs/guides/links.md fields ``body`` sets (null clears, absent keeps), checked."""
     fields: dict[str, Any] = {}
     if body.rules is None:
         fields["rules"] = ()

@@ -1,4 +1,4 @@
-"""The caller's webhooks (SPEC 13): create (the secret shown once), list, delete, and
+"""The caller's webhooks (docs/guides/links.md): create (the secret shown once), list, delete, and
 the attempts of one. Delivery is the ``webhooks`` group's
 (``sluice.builtin.links.webhooks.group``)."""
 

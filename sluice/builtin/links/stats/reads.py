@@ -1,4 +1,4 @@
-"""Reads of the ``link-stats`` projection for any range of UTC days (SPEC 3.4 and 13).
+"""Reads of the ``link-stats`` projection for any range of UTC days (docs/guides/links.md).
 
 Every figure follows the range: the totals and the days come from
 ``link_stats_days``, the five lists from ``link_day_facets`` and the unique

@@ -50,12 +50,12 @@ CREATE TABLE link_stats_processed{s} (
 ) WITHOUT ROWID;
 """
 
-# Link statistics of any UTC day range (SPEC 13), added by the links app's step 12 (which
-# replaces sluice's migration 24) to the tables above, which stay as its step 2 (sluice's
-# 6) made them: a fresh database runs 2, then 12; a replay runs both templates. Per day:
-# the bots; link_day_facets counts visits per (day, facet, value), facet one of
-# referrer, browser, country, os, device, value '' when unknown; link_owner_days counts
-# each owner's links per day, for the owner's busiest links of a range.
+# Link statistics of any UTC day range (docs/guides/links.md), added by the links app's step 12
+# (which replaces sluice's migration 24) to the tables above, which stay as its step 2 (sluice's 6)
+# made them: a fresh database runs 2, then 12; a replay runs both templates. Per day: the bots;
+# link_day_facets counts visits per (day, facet, value), facet one of referrer, browser, country,
+# os, device, value '' when unknown; link_owner_days counts each owner's links per day, for the
+# owner's busiest links of a range.
 LINK_STATS_RANGES_DDL = """
 ALTER TABLE link_stats_days{s} ADD COLUMN bots INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE link_day_facets{s} (

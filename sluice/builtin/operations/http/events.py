@@ -1,4 +1,4 @@
-"""The event routes of SPEC 12 for the operator (admin token): the search
+"""The event routes of docs/guides/operate.md for the operator (admin token): the search
 (``sluice.history.search``; every parameter's fault named in one 422), one
 event with its deliveries and a trace's events (``sluice.builtin.operations.stories``)."""
 

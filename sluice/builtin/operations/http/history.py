@@ -1,4 +1,4 @@
-"""``GET /v1/admin/history``: the groups' per-minute history of SPEC 12
+"""``GET /v1/admin/history``: the groups' per-minute history of docs/guides/operate.md
 (``sluice.streams.group_history``) for the operator (admin token).
 
 An unknown group is a 422 naming ``group``, as on ``/v1/admin/dead-letters``; a bad

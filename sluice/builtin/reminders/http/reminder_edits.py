@@ -1,4 +1,4 @@
-"""One of the caller's reminders: read it, change it (SPEC 14 ``PATCH``).
+"""One of the caller's reminders: read it, change it (docs/guides/tasks.md ``PATCH``).
 
 A PATCH validates what it changes as ``POST`` does, then stores the new state
 and appends ``ReminderUpdated`` (the whole new state) in one transaction, the

@@ -122,7 +122,10 @@ async def test_a_thousand_sign_ups_at_once_get_503_only_beyond_the_queue_and_the
     aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
 ) -> None:
     config = make_config(
-        trusted_proxies=PROXY, password_hash_wait_seconds=BURST_WAIT, max_connections=2000
+        trusted_proxies=PROXY,
+        password_hash_wait_seconds=BURST_WAIT,
+        max_connections=2000,
+        connections_per_address=2000,  # all through one proxy (docs/guides/behind-a-proxy.md)
     )
     client = await aiohttp_client(create_app(config))
     assert client.app is not None

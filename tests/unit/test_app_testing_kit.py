@@ -82,6 +82,21 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
+def test_a_child_given_another_port_or_data_dir_derives_its_urls_from_them(
+    tmp_path: Path,
+) -> None:
+    """A child spawned with ``SLUICE_PORT`` (or ``SLUICE_DATA_DIR``) on top answers with
+    URLs of its own port (its exports' status URLs), not of the config's default one."""
+    config = load_config({"SLUICE_DATA_DIR": str(tmp_path / "a")})
+    env = child_env(config, SLUICE_PORT="18123", SLUICE_DATA_DIR=str(tmp_path / "b"))
+    child = load_config({k: v for k, v in env.items() if k.startswith("SLUICE_")})
+    assert child.base_url == "http://127.0.0.1:18123"
+    assert child.database_url == f"sqlite:///{tmp_path / 'b' / 'sluice.db'}"
+    # Set explicitly, they are kept.
+    pinned = load_config({"SLUICE_BASE_URL": "https://s.example", "SLUICE_DATA_DIR": str(tmp_path)})
+    assert load_config(child_env(pinned, SLUICE_PORT="18123")).base_url == "https://s.example"
+
+
 def test_the_example_app_uses_only_the_public_api_of_sluice() -> None:
     files = sorted(EXAMPLE.rglob("*.py"))
     assert len(files) > 10

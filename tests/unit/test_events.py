@@ -6,15 +6,20 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
+from sluice.app.loading import default_apps
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated
 from sluice.events import EVENT_TYPES, decode, encode, uuid7
+
+# sluice's and the built-in apps' types: not those of apps other tests of this process
+# declared (their fields are not all strings).
+BUILT_IN = {cls.__name__: cls for cls in default_apps().event_types}
 
 
 def test_every_event_type_round_trips_through_the_codec() -> None:
     samples = {
         name: cls(**{f: "x" for f in cls.__struct_fields__ if _required(cls, f)})
-        for name, cls in EVENT_TYPES.items()
+        for name, cls in BUILT_IN.items()
         if not any(_needs_datetime(cls, f) for f in cls.__struct_fields__)
     }
     samples["LinkCreated"] = LinkCreated(

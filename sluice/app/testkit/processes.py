@@ -123,6 +123,9 @@ async def wait_answering(urls: list[str], timeout: float = 30.0) -> None:
             await asyncio.sleep(0.02)
 
 
+DERIVED = ("SLUICE_BASE_URL", "SLUICE_DATABASE_URL")
+
+
 def environment_of(config: Config) -> dict[str, str]:
     """The ``SLUICE_*`` variables from which ``load_config`` builds ``config`` again: every
     field of ``Config``, so none is forgotten when a setting is added. Raises
@@ -136,6 +139,13 @@ def environment_of(config: Config) -> dict[str, str]:
                 env[f"SLUICE_{name.upper().replace('-', '_')}_{BY_NAME[field.name]}"] = str(each)
         elif value is not None:
             env[f"SLUICE_{field.name.upper()}"] = str(value)
+    # Settings the loader derives from others (the base URL from the host and port, the
+    # SQLite file from the data dir) are left out where derived, so that a child given
+    # another port or data dir (``SLUICE_PORT=...`` on top) derives them from those.
+    for name in DERIVED:
+        shorter = {k: v for k, v in env.items() if k != name}
+        if not _differences(config, load_config(shorter)):
+            env = shorter
     lost = _differences(config, load_config(env))
     if lost:
         raise ValueError(f"no environment carries these settings as they are: {lost}")

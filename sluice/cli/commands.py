@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 
@@ -25,8 +25,9 @@ from sluice.projections.replay import rebuild
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.stop_signals import stop_on_signals
-from sluice.store import open_store
+from sluice.store import migrate_store, open_store
 from sluice.store.copy import CopyError, copy_store
+from sluice.store.migrate import CORE
 from sluice.streams.waiting import first_of
 
 
@@ -115,15 +116,40 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
 
         return await groups_command(config, args)
     if command == "migrate":
-        store = await open_store(config)
-        await store.close()
-        print("database is up to date")
+        print(migrated(await migrate_store(config)))
         return 0
     config = with_redis(config)
     if command in _SERVICES:
         await _SERVICES[command](config, args)
         return 0
     return await _TOOLS[command](config, args)
+
+
+def migrated(applied: Sequence[str]) -> str:
+    """What ``sluice migrate`` says of the steps it ran (``owner:version``, in order):
+    whether it created the database, and each owner's versions, run together
+    (``sluice:1-29, links:1-14``)."""
+    if not applied:
+        return "database is up to date: nothing to apply"
+    versions: dict[str, list[int]] = {}
+    for step in applied:
+        owner, _, version = step.rpartition(":")
+        versions.setdefault(owner, []).append(int(version))
+    spans = ", ".join(f"{owner}:{_runs(numbers)}" for owner, numbers in versions.items())
+    what = "database created" if f"{CORE}:1" in applied else "database migrated"
+    steps = "1 migration step" if len(applied) == 1 else f"{len(applied)} migration steps"
+    return f"{what}: {steps} applied ({spans})"
+
+
+def _runs(numbers: list[int]) -> str:
+    """``[1, 2, 3, 5]`` as ``1-3,5``."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 async def events_command(config: Config, args: argparse.Namespace) -> int:

@@ -97,7 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     _command(tasks_sub, "list", "every task: its schedule, policies and last run")
     tasks_run = _command(tasks_sub, "run", "run a task now, under its lock, and wait")
     tasks_run.add_argument("name", help="the task (`sluice tasks list` names them)")
-    _command(sub, "migrate", "apply database migrations and exit", guide="guides/upgrades.md")
+    _command(
+        sub, "migrate", "apply database migrations and exit", guide="guides/upgrades.md",
+        detail="Applies the steps the database lacks, sluice's and each loaded app's"
+        " (SLUICE_APPS), and says what it did: \"database created: N migration steps"
+        " applied (sluice:1-N, links:1-M, ...)\" on a new database, \"database migrated:"
+        " ...\" with the steps of an upgrade or a new app, or \"database is up to date:"
+        " nothing to apply\".",
+    )  # fmt: skip
     copy = _command(
         sub, "copy-store",
         "copy the whole store into an empty database (stop the deployment first)",

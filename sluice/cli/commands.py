@@ -64,6 +64,20 @@ async def _ensure_admin_token(config: Config) -> Config:
     return msgspec.structs.replace(config, admin_token=token)
 
 
+# The pages ``sluice up`` names once it listens: those the loaded apps serve (without the
+# operations app, SLUICE_APPS=shop, there is no /admin).
+_PAGES = (("API docs", "/docs"), ("operations", "/admin"))
+
+
+def _pages(config: Config) -> str:
+    from sluice.http.openapi import routes_of
+
+    served = {route.path for route in routes_of(load_apps(config)) if route.method == "GET"}
+    return "  ".join(
+        f"{label}: {config.base_url}{path}" for label, path in _PAGES if path in served
+    )
+
+
 async def up(config: Config) -> int:
     from sluice.cli.processes import run_all
 
@@ -87,9 +101,8 @@ async def up(config: Config) -> int:
                 else redacted(config.redis_url or "")
             )
             print(f"sluice is up: {config.base_url}  (redis: {redis})", flush=True)
-            print(
-                f"API docs: {config.base_url}/docs  operations: {config.base_url}/admin", flush=True
-            )
+            if pages := _pages(config):
+                print(pages, flush=True)
             print("press Ctrl-C to stop", flush=True)
         await everything
     finally:

@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         detail="The API, the relay, every handler group and the scheduler, in one process;"
         " with neither SLUICE_REDIS_URL nor SLUICE_REDIS_CLUSTER_NODES set, an embedded"
         " redis-server under the data dir. Prints the admin token the first time, then"
-        " the URLs of the API, its docs and the operations page.",
+        " the URL of the API, and those of its docs and of the operations page (when the"
+        " operations app is loaded).",
     )  # fmt: skip
     api = _command(sub, "api", "serve the HTTP API", guide="guides/several-hosts.md")
     api.add_argument(

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 
 from sluice.app.loading import load_apps
+from sluice.cli.ports import check_listenable
 from sluice.config import Config
 from sluice.database_url import redacted
 from sluice.embedded.redis_server import RedisServer, announced_url
@@ -82,6 +83,8 @@ async def up(config: Config) -> int:
     from sluice.cli.processes import run_all
 
     stop = stop_on_signals()
+    # Before the token is shown and Redis started: a port in use ends here, in one line.
+    check_listenable(config.host, config.port)
     config = await _ensure_admin_token(config)
     server: RedisServer | None = None
     if not (config.redis_url or config.cluster):

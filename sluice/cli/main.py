@@ -72,9 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         guide="tutorial.md",
         detail="The API, the relay, every handler group and the scheduler, in one process;"
         " with neither SLUICE_REDIS_URL nor SLUICE_REDIS_CLUSTER_NODES set, an embedded"
-        " redis-server under the data dir. Prints the admin token the first time, then"
-        " the URL of the API, and those of its docs and of the operations page (when the"
-        " operations app is loaded).",
+        " redis-server under the data dir. First checks that SLUICE_PORT on SLUICE_HOST"
+        " is free: a port anything listens on (another sluice included) ends it at once,"
+        " before the admin token is made or anything started. Then prints the admin token"
+        " the first time, the URL of the API, and those of its docs and of the operations"
+        " page (when the operations app is loaded).",
     )  # fmt: skip
     api = _command(sub, "api", "serve the HTTP API", guide="guides/several-hosts.md")
     api.add_argument(

@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 
 from sluice.app.loading import load_apps
+from sluice.cli.ports import check_listenable
 from sluice.config import Config
 from sluice.database_url import redacted
 from sluice.embedded.redis_server import RedisServer, announced_url
@@ -25,8 +26,9 @@ from sluice.projections.replay import rebuild
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.stop_signals import stop_on_signals
-from sluice.store import open_store
+from sluice.store import migrate_store, open_store
 from sluice.store.copy import CopyError, copy_store
+from sluice.store.migrate import CORE
 from sluice.streams.waiting import first_of
 
 
@@ -63,10 +65,26 @@ async def _ensure_admin_token(config: Config) -> Config:
     return msgspec.structs.replace(config, admin_token=token)
 
 
+# The pages ``sluice up`` names once it listens: those the loaded apps serve (without the
+# operations app, SLUICE_APPS=shop, there is no /admin).
+_PAGES = (("API docs", "/docs"), ("operations", "/admin"))
+
+
+def _pages(config: Config) -> str:
+    from sluice.http.openapi import routes_of
+
+    served = {route.path for route in routes_of(load_apps(config)) if route.method == "GET"}
+    return "  ".join(
+        f"{label}: {config.base_url}{path}" for label, path in _PAGES if path in served
+    )
+
+
 async def up(config: Config) -> int:
     from sluice.cli.processes import run_all
 
     stop = stop_on_signals()
+    # Before the token is shown and Redis started: a port in use ends here, in one line.
+    check_listenable(config.host, config.port)
     config = await _ensure_admin_token(config)
     server: RedisServer | None = None
     if not (config.redis_url or config.cluster):
@@ -86,9 +104,8 @@ async def up(config: Config) -> int:
                 else redacted(config.redis_url or "")
             )
             print(f"sluice is up: {config.base_url}  (redis: {redis})", flush=True)
-            print(
-                f"API docs: {config.base_url}/docs  operations: {config.base_url}/admin", flush=True
-            )
+            if pages := _pages(config):
+                print(pages, flush=True)
             print("press Ctrl-C to stop", flush=True)
         await everything
     finally:
@@ -115,15 +132,40 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
 
         return await groups_command(config, args)
     if command == "migrate":
-        store = await open_store(config)
-        await store.close()
-        print("database is up to date")
+        print(migrated(await migrate_store(config)))
         return 0
     config = with_redis(config)
     if command in _SERVICES:
         await _SERVICES[command](config, args)
         return 0
     return await _TOOLS[command](config, args)
+
+
+def migrated(applied: Sequence[str]) -> str:
+    """What ``sluice migrate`` says of the steps it ran (``owner:version``, in order):
+    whether it created the database, and each owner's versions, run together
+    (``sluice:1-29, links:1-14``)."""
+    if not applied:
+        return "database is up to date: nothing to apply"
+    versions: dict[str, list[int]] = {}
+    for step in applied:
+        owner, _, version = step.rpartition(":")
+        versions.setdefault(owner, []).append(int(version))
+    spans = ", ".join(f"{owner}:{_runs(numbers)}" for owner, numbers in versions.items())
+    what = "database created" if f"{CORE}:1" in applied else "database migrated"
+    steps = "1 migration step" if len(applied) == 1 else f"{len(applied)} migration steps"
+    return f"{what}: {steps} applied ({spans})"
+
+
+def _runs(numbers: list[int]) -> str:
+    """``[1, 2, 3, 5]`` as ``1-3,5``."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 async def events_command(config: Config, args: argparse.Namespace) -> int:

@@ -72,8 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         guide="tutorial.md",
         detail="The API, the relay, every handler group and the scheduler, in one process;"
         " with neither SLUICE_REDIS_URL nor SLUICE_REDIS_CLUSTER_NODES set, an embedded"
-        " redis-server under the data dir. Prints the admin token the first time, then"
-        " the URLs of the API, its docs and the operations page.",
+        " redis-server under the data dir. First checks that SLUICE_PORT on SLUICE_HOST"
+        " is free: a port anything listens on (another sluice included) ends it at once,"
+        " before the admin token is made or anything started. Then prints the admin token"
+        " the first time, the URL of the API, and those of its docs and of the operations"
+        " page (when the operations app is loaded).",
     )  # fmt: skip
     api = _command(sub, "api", "serve the HTTP API", guide="guides/several-hosts.md")
     api.add_argument(
@@ -97,7 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     _command(tasks_sub, "list", "every task: its schedule, policies and last run")
     tasks_run = _command(tasks_sub, "run", "run a task now, under its lock, and wait")
     tasks_run.add_argument("name", help="the task (`sluice tasks list` names them)")
-    _command(sub, "migrate", "apply database migrations and exit", guide="guides/upgrades.md")
+    _command(
+        sub, "migrate", "apply database migrations and exit", guide="guides/upgrades.md",
+        detail="Applies the steps the database lacks, sluice's and each loaded app's"
+        " (SLUICE_APPS), and says what it did: \"database created: N migration steps"
+        " applied (sluice:1-N, links:1-M, ...)\" on a new database, \"database migrated:"
+        " ...\" with the steps of an upgrade or a new app, or \"database is up to date:"
+        " nothing to apply\".",
+    )  # fmt: skip
     copy = _command(
         sub, "copy-store",
         "copy the whole store into an empty database (stop the deployment first)",

@@ -11,9 +11,13 @@ from sluice.store.base import Row, Store, StoredEvent, Tx
 from sluice.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from sluice.config import Config
+    from collections.abc import Sequence
 
-__all__ = ["Row", "Store", "StoredEvent", "Tx", "open_store"]
+    from sluice.config import Config
+    from sluice.store.migrate import Migration
+    from sluice.store.postgres import PostgresStore
+
+__all__ = ["Row", "Store", "StoredEvent", "Tx", "migrate_store", "open_store"]
 
 
 async def open_store(config: Config) -> Store:
@@ -21,11 +25,29 @@ async def open_store(config: Config) -> Store:
     those of the apps ``config`` names (``SLUICE_APPS``)."""
     from sluice.app.loading import load_apps  # the apps import the store
 
-    steps = load_apps(config).migrations
+    return await _backend(config, steps=load_apps(config).migrations)
+
+
+async def migrate_store(config: Config) -> list[str]:
+    """Bring the configured database's schema up to date as ``open_store`` does, and close
+    it: the steps that ran, in order, as ``owner:version`` (``sluice:1``, ``links:14``);
+    none when it was up to date (``sluice migrate`` says which)."""
+    from sluice.app.loading import load_apps
+
+    store = await _backend(config, migrate=False)
+    try:
+        return await store.migrate(load_apps(config).migrations)
+    finally:
+        await store.close()
+
+
+async def _backend(
+    config: Config, *, migrate: bool = True, steps: Sequence[Migration] = ()
+) -> SqliteStore | PostgresStore:
     if is_postgres(config.database_url):
         from sluice.store.postgres import PostgresStore  # asyncpg only where it is used
 
         return await PostgresStore.open(
-            config.database_url, pool_size=config.database_pool, steps=steps
+            config.database_url, pool_size=config.database_pool, migrate=migrate, steps=steps
         )
-    return await SqliteStore.open(config.sqlite_path, steps=steps)
+    return await SqliteStore.open(config.sqlite_path, migrate=migrate, steps=steps)

@@ -21,8 +21,15 @@ from sluice.config import Config
 from sluice.resources import Resources
 from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS
+from tests.app_helpers import AppDir
 
 CODE = "cli1"
+SHOP = """
+from sluice.app import App
+
+app = App("shop")
+app.migration(1, "orders", "CREATE TABLE shop_orders (id TEXT PRIMARY KEY)")
+"""
 
 
 async def sluice(config: Config, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -46,14 +53,12 @@ def test_version_is_the_installed_distributions() -> None:
     assert (done.returncode, done.stdout) == (0, f"sluice {metadata.version('sluice')}\n")
 
 
-async def test_migrate_creates_the_schema_and_says_so(
-    make_config: Callable[..., Config], empty_database_url: str | None
+async def test_migrate_says_what_it_applied_and_when_there_was_nothing(
+    make_config: Callable[..., Config], empty_database_url: str | None, app_dir: AppDir
 ) -> None:
     config = make_config(database_url=empty_database_url or "")
     done = await sluice(config, "migrate")
-    assert (done.returncode, done.stdout.strip()) == (0, "database is up to date")
-    again = await sluice(config, "migrate")  # nothing left to apply: still fine
-    assert again.returncode == 0, again.stderr
+    assert done.returncode == 0, done.stderr
     store = await open_store(config)
     try:
         rows = await store.fetchall("SELECT version FROM schema_migrations ORDER BY version")
@@ -64,6 +69,26 @@ async def test_migrate_creates_the_schema_and_says_so(
     # and the apps' steps, which hold most tables (sluice/builtin/<app>/migrations.py)
     steps = default_apps().migrations
     assert sorted(app_rows) == sorted((step.owner, step.version) for step in steps)
+    # A fresh database: said so, with every step it took, by owner.
+    [said] = done.stdout.splitlines()
+    assert said.startswith(
+        f"database created: {len(rows) + len(app_rows)} migration steps applied ("
+    )
+    assert f"sluice:1-{rows[-1][0]}" in said
+    for owner in {step.owner for step in steps}:
+        assert f" {owner}:1" in said, owner
+
+    again = await sluice(config, "migrate")  # nothing left to apply: said so, still fine
+    assert (again.returncode, again.stdout) == (0, "database is up to date: nothing to apply\n")
+
+    app_dir.module("shop_app", SHOP)  # an app added later: its step alone
+    added = await sluice(
+        make_config(database_url=empty_database_url or "", apps="default,shop_app"), "migrate"
+    )
+    assert (added.returncode, added.stdout) == (
+        0,
+        "database migrated: 1 migration step applied (shop:1)\n",
+    ), added.stderr
 
 
 async def test_status_shows_the_relay_backlog_and_then_the_stream(

@@ -15,7 +15,7 @@ from sluice.config import printable_ascii
 from sluice.errors import Forbidden, Unauthorized
 from sluice.events import utcnow
 from sluice.http.client_limit import ADMIN
-from sluice.http.keys import ADMIN_TOKEN, CLIENT_LIMITS, STORE
+from sluice.http.keys import ADMIN_TOKEN, CLIENT_LIMITS, STORE, USER
 from sluice.store.users import User, user_for_token
 
 
@@ -38,9 +38,12 @@ async def optional_user(request: web.Request) -> User | None:
     token = bearer_token(request)
     if token is None:
         return None
+    if USER in request:
+        return request[USER]
     user = await user_for_token(request.app[STORE], token, utcnow())
     if user is None:
         raise Unauthorized("the token is unknown or expired")
+    request[USER] = user
     return user
 
 

@@ -18,6 +18,7 @@ from sluice.passwords import PasswordHasher
 from sluice.scheduler.runner import Runner
 from sluice.scheduler.tasks import Task
 from sluice.store import Store
+from sluice.store.users import User
 from sluice.streams.keys import Keys
 from sluice.streams.notify import CommitNotifier
 
@@ -51,5 +52,8 @@ TASK_RUNNER = web.AppKey("task_runner", Runner)
 PUBLISHERS: web.AppKey[list[Callable[[], None]]] = web.AppKey("publishers")
 
 TRACE_ID = web.RequestKey("trace_id", str)
+# The user of the request's bearer token, once looked up (an upload's admission and its
+# view both ask: the database is asked once).
+USER = web.RequestKey("user", User)
 # Set by a redirect that recorded its visit: no request line (SLUICE_REDIRECT_LOG=errors).
 QUIET = web.RequestKey("quiet", bool)

@@ -21,8 +21,11 @@ from sluice.config import Config
 from sluice.redis_packing import PackedConnection
 
 
-def cluster_client(config: Config, *, socket_timeout: float, retry: bool) -> aioredis.Redis:
-    """A client of the cluster of ``config.redis_cluster_nodes`` (see ``redis_client``)."""
+def cluster_client(
+    config: Config, *, socket_timeout: float, retry: bool, max_connections: int
+) -> aioredis.Redis:
+    """A client of the cluster of ``config.redis_cluster_nodes`` (see ``redis_client``),
+    with at most ``max_connections`` to each node."""
     client = _Cluster(
         startup_nodes=[ClusterNode(host, port) for host, port in config.cluster_seeds],
         password=config.redis_password,
@@ -31,6 +34,7 @@ def cluster_client(config: Config, *, socket_timeout: float, retry: bool) -> aio
         health_check_interval=15,
         # The partitions of the live primaries go on while a dead one's replica takes over.
         require_full_coverage=False,
+        max_connections=max_connections,
         # Counts the retries after a connection error, CLUSTERDOWN or an uncovered slot;
         # each rereads the slot map. MOVED and ASK are followed whatever it says.
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1 if retry else 0),

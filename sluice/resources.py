@@ -17,6 +17,23 @@ from sluice.redis_packing import packed
 from sluice.store import Store, open_store
 from sluice.streams.keys import Keys
 
+# What a process runs beside its requests' commands at any moment: the relay's and
+# workers' loops, the link cache's follower and listener, the visit buffer's flushes.
+_OWN_COMMANDS = 64
+
+
+def redis_connections(config: Config) -> int:
+    """How many connections to Redis (to each node of a cluster) one process may open.
+
+    redis-py's pools refuse a command beyond their bound with ``MaxConnectionsError``
+    (100 by default since redis-py 8): a burst of a thousand sign-ups then counted their
+    rate limits in one process only, the replicas' shared count bypassed just when it
+    matters. A request holds at most one connection at a time and at most
+    ``SLUICE_MAX_CONNECTIONS`` requests are open, so this bound is never what refuses
+    one; it still bounds a process's clients on the Redis server.
+    """
+    return config.max_connections + _OWN_COMMANDS
+
 
 @dataclass(frozen=True)
 class Resources:
@@ -44,7 +61,12 @@ def redis_client(
     without retry still reads the slot map again before its next command.)
     """
     if config.cluster:
-        return cluster_client(config, socket_timeout=socket_timeout, retry=retry)
+        return cluster_client(
+            config,
+            socket_timeout=socket_timeout,
+            retry=retry,
+            max_connections=redis_connections(config),
+        )
     if not config.redis_url:
         raise RuntimeError("SLUICE_REDIS_URL is not set and no embedded Redis was started")
     client = aioredis.Redis.from_url(
@@ -54,6 +76,7 @@ def redis_client(
         health_check_interval=15,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=1 if retry else 0),
         retry_on_error=[RedisConnectionError] if retry else [],
+        max_connections=redis_connections(config),
     )
     pool = client.connection_pool
     pool.connection_class = packed(pool.connection_class)  # the URL's TCP, TLS or socket

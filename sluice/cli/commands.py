@@ -121,6 +121,9 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
     # First: an app that cannot load (or is refused) stops every command at once, before
     # anything starts, with the message naming it.
     load_apps(config)
+    if getattr(args, "change_apps", False):  # on purpose, before any other part opens it
+        print(migrated(await migrate_store(config, change_apps=True)))
+        print(f"the deployment's apps: {', '.join(load_apps(config).names())}", flush=True)
     if command == "up":
         return await up(config)
     if command == "copy-store":
@@ -132,7 +135,8 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
 
         return await groups_command(config, args)
     if command == "migrate":
-        print(migrated(await migrate_store(config)))
+        if not args.change_apps:
+            print(migrated(await migrate_store(config)))
         return 0
     config = with_redis(config)
     if command in _SERVICES:

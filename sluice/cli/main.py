@@ -22,6 +22,11 @@ from sluice.stop_signals import catch_early
 # Where ``--help`` sends a reader: the generated command reference (one section per
 # command) and the guide of the command, by repository path (there is no hosted site).
 CLI_DOCS = "docs/reference/cli.md"
+CHANGE_APPS_HELP = (
+    "make the apps this process loads (SLUICE_APPS) the deployment's, migrating their"
+    " tables, instead of refusing a set other than the one recorded"
+    " (guide: docs/guides/write-an-app.md)"
+)
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -67,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sluice {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _command(
+    up = _command(
         sub, "up", "run the whole service in one process (embedded Redis if none is set)",
         guide="tutorial.md",
         detail="The API, the relay, every handler group and the scheduler, in one process;"
@@ -76,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         " is free: a port anything listens on (another sluice included) ends it at once,"
         " before the admin token is made or anything started. Then prints the admin token"
         " the first time, the URL of the API, and those of its docs and of the operations"
-        " page (when the operations app is loaded).",
+        " page (when the operations app is loaded). A process whose apps (SLUICE_APPS) are"
+        " not the deployment's is refused at start, naming the difference.",
     )  # fmt: skip
+    up.add_argument("--change-apps", action="store_true", help=CHANGE_APPS_HELP)
     api = _command(sub, "api", "serve the HTTP API", guide="guides/several-hosts.md")
     api.add_argument(
         "--processes", type=_positive, metavar="N",
@@ -100,14 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
     _command(tasks_sub, "list", "every task: its schedule, policies and last run")
     tasks_run = _command(tasks_sub, "run", "run a task now, under its lock, and wait")
     tasks_run.add_argument("name", help="the task (`sluice tasks list` names them)")
-    _command(
+    migrate = _command(
         sub, "migrate", "apply database migrations and exit", guide="guides/upgrades.md",
         detail="Applies the steps the database lacks, sluice's and each loaded app's"
         " (SLUICE_APPS), and says what it did: \"database created: N migration steps"
         " applied (sluice:1-N, links:1-M, ...)\" on a new database, \"database migrated:"
         " ...\" with the steps of an upgrade or a new app, or \"database is up to date:"
-        " nothing to apply\".",
+        " nothing to apply\". The first migration records the apps it loads as the"
+        " deployment's; every later process must load the same (SLUICE_APPS), and"
+        " --change-apps is how they change.",
     )  # fmt: skip
+    migrate.add_argument("--change-apps", action="store_true", help=CHANGE_APPS_HELP)
     copy = _command(
         sub, "copy-store",
         "copy the whole store into an empty database (stop the deployment first)",

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 
 import msgspec
 
@@ -22,7 +23,7 @@ from sluice.streams.dead_letters import (
     redrive_matching,
 )
 from sluice.streams.failures import Failures
-from sluice.streams.maintenance import GroupStatus, group_totals, status
+from sluice.streams.maintenance import GroupStatus, dead_letter_groups, group_totals, status
 
 
 async def show_status(config: Config, *, as_json: bool) -> int:
@@ -32,6 +33,7 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         )
         history = await history_size(resources.store)
         partitioned = resources.keys.partitions > 1
+    loaded = load_apps(config).groups
     if as_json:
         shown = dataclasses.asdict(report) | {
             "groups": [dataclasses.asdict(g) for g in group_totals(report)],
@@ -52,11 +54,11 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         where += f"  node={stream.node}" if stream.node else ""
         print(f"{stream.stream}  length={stream.length}{where}")
         for g in stream.groups:
-            print(f"  {g.group:<16} {_group_figures(g)}")
+            print(f"  {g.group:<16} {_group_figures(g, loaded)}")
     if partitioned:
         print("groups, every partition together:")
         for g in group_totals(report):
-            print(f"  {g.group:<16} {_group_figures(g)}")
+            print(f"  {g.group:<16} {_group_figures(g, loaded)}")
     for s in report.stalled:
         since = "never" if s.since_ack_s is None else f"{s.since_ack_s:.0f} s ago"
         print(f"STALLED  {s.group}/{s.consumer}  partition={s.partition}"
@@ -64,12 +66,14 @@ async def show_status(config: Config, *, as_json: bool) -> int:
     return 0
 
 
-def _group_figures(g: GroupStatus) -> str:
+def _group_figures(g: GroupStatus, loaded: Mapping[str, object]) -> str:
     lag = "?" if g.lag is None else g.lag
     paused = "  PAUSED" if g.paused else ""
+    # A group in Redis that no loaded app declares: an app removed from the deployment.
+    unloaded = "" if g.group in loaded else "  (no app loaded declares it)"
     return (
         f"consumers={g.consumers} pending={g.pending} lag={lag} dead_letters={g.dead_letters}"
-        f"{paused}"
+        f"{paused}{unloaded}"
     )
 
 
@@ -81,6 +85,12 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
         if args.action != "list":
             return await _dlq_one(resources, args)
         groups = [args.group] if args.group else sorted(load_apps(config).groups)
+        if not args.group:
+            found = await dead_letter_groups(resources.redis, resources.keys)
+            for group in sorted(found - set(groups)):
+                unloaded = f"group {group} holds dead letters, and no app loaded declares it"
+                print(f"{unloaded} (an app removed from the deployment?)", file=sys.stderr)
+                groups.append(group)
         # Newest first, like GET /v1/admin/dead-letters.
         for letter in await list_dead_letters(resources.redis, resources.keys, groups, args.limit):
             print(

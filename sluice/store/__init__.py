@@ -25,29 +25,40 @@ async def open_store(config: Config) -> Store:
     those of the apps ``config`` names (``SLUICE_APPS``)."""
     from sluice.app.loading import load_apps  # the apps import the store
 
-    return await _backend(config, steps=load_apps(config).migrations)
+    apps = load_apps(config)
+    return await _backend(config, steps=apps.migrations, apps=apps.names())
 
 
-async def migrate_store(config: Config) -> list[str]:
+async def migrate_store(config: Config, *, change_apps: bool = False) -> list[str]:
     """Bring the configured database's schema up to date as ``open_store`` does, and close
     it: the steps that ran, in order, as ``owner:version`` (``sluice:1``, ``links:14``);
-    none when it was up to date (``sluice migrate`` says which)."""
+    none when it was up to date (``sluice migrate`` says which). ``change_apps`` records
+    the apps ``config`` names as the deployment's, instead of refusing another set."""
     from sluice.app.loading import load_apps
 
+    apps = load_apps(config)
     store = await _backend(config, migrate=False)
     try:
-        return await store.migrate(load_apps(config).migrations)
+        return await store.migrate(apps.migrations, apps=apps.names(), change_apps=change_apps)
     finally:
         await store.close()
 
 
 async def _backend(
-    config: Config, *, migrate: bool = True, steps: Sequence[Migration] = ()
+    config: Config,
+    *,
+    migrate: bool = True,
+    steps: Sequence[Migration] = (),
+    apps: Sequence[str] | None = None,
 ) -> SqliteStore | PostgresStore:
     if is_postgres(config.database_url):
         from sluice.store.postgres import PostgresStore  # asyncpg only where it is used
 
         return await PostgresStore.open(
-            config.database_url, pool_size=config.database_pool, migrate=migrate, steps=steps
+            config.database_url,
+            pool_size=config.database_pool,
+            migrate=migrate,
+            steps=steps,
+            apps=apps,
         )
-    return await SqliteStore.open(config.sqlite_path, migrate=migrate, steps=steps)
+    return await SqliteStore.open(config.sqlite_path, migrate=migrate, steps=steps, apps=apps)

@@ -64,6 +64,11 @@ async def apply_migrations(tx: Tx, steps: Sequence[Migration] = ()) -> list[str]
     await tx.execute_script(
         "CREATE TABLE IF NOT EXISTS schema_migrations_moved (version INTEGER PRIMARY KEY)"
     )
+    # The deployment's apps (sluice.store.app_set), kept by every database alike.
+    await tx.execute_script(
+        "CREATE TABLE IF NOT EXISTS deployment_apps"
+        " (name TEXT PRIMARY KEY, recorded_at TEXT NOT NULL)"
+    )
     before = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations")}
     moved = {row[0] for row in await tx.fetchall("SELECT version FROM schema_migrations_moved")}
     applied: list[str] = []

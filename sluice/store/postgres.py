@@ -37,6 +37,7 @@ from asyncpg.transaction import Transaction
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
+from sluice.store.app_set import keep_app_set
 from sluice.store.base import HEAD, Row, StoredEvent
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrate import Migration, apply_migrations
@@ -215,15 +216,17 @@ class PostgresStore:
         wait: float = START_WAIT,
         migrate: bool = True,
         steps: Sequence[Migration] = (),
+        apps: Sequence[str] | None = None,
     ) -> PostgresStore:
-        """Connect and (unless ``migrate`` is false) migrate. A database that is down (a
+        """Connect and (unless ``migrate`` is false) migrate and check ``apps`` against the
+        deployment's (``sluice.store.app_set``). A database that is down (a
         deployment starting before its database, a restart) is waited for, up to ``wait``
         seconds."""
         deadline = time.monotonic() + wait
         delay = 0.1
         while True:
             try:
-                return await cls._open(url, pool_size, migrate, steps)
+                return await cls._open(url, pool_size, migrate, steps, apps)
             except Exception as exc:
                 if not database_unavailable(exc) or time.monotonic() + delay > deadline:
                     raise
@@ -233,7 +236,12 @@ class PostgresStore:
 
     @classmethod
     async def _open(
-        cls, url: str, pool_size: int, migrate: bool, steps: Sequence[Migration]
+        cls,
+        url: str,
+        pool_size: int,
+        migrate: bool,
+        steps: Sequence[Migration],
+        apps: Sequence[str] | None,
     ) -> PostgresStore:
         pool = await asyncpg.create_pool(
             url,
@@ -251,17 +259,26 @@ class PostgresStore:
         store = cls(pool)
         try:
             if migrate:
-                await store.migrate(steps)
+                await store.migrate(steps, apps=apps)
         except BaseException:
             await pool.close()
             raise
         return store
 
-    async def migrate(self, steps: Sequence[Migration] = ()) -> list[str]:
-        """Apply pending migrations; one process at a time, whatever the number of hosts."""
+    async def migrate(
+        self,
+        steps: Sequence[Migration] = (),
+        *,
+        apps: Sequence[str] | None = None,
+        change_apps: bool = False,
+    ) -> list[str]:
+        """Apply pending migrations, then record or check the deployment's ``apps``
+        (``sluice.store.app_set``); one process at a time, whatever the number of hosts."""
         async with self.transaction() as tx:
             await tx.lock_migrations()
             applied = await apply_migrations(tx, steps)
+            if apps is not None:
+                await keep_app_set(tx, apps, change=change_apps)
         if applied:
             log.info("migrations applied", versions=applied)
         return applied

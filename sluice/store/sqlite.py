@@ -18,6 +18,7 @@ import structlog
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
+from sluice.store.app_set import keep_app_set
 from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
@@ -227,10 +228,16 @@ class SqliteStore:
 
     @classmethod
     async def open(
-        cls, path: Path, *, migrate: bool = True, steps: Sequence[Migration] = ()
+        cls,
+        path: Path,
+        *,
+        migrate: bool = True,
+        steps: Sequence[Migration] = (),
+        apps: Sequence[str] | None = None,
     ) -> SqliteStore:
         """Open (creating the file if needed) and, unless ``migrate`` is false, migrate
-        (sluice's schema, then the apps' ``steps``)."""
+        (sluice's schema, then the apps' ``steps``) and check ``apps`` against the
+        deployment's (``sluice.store.app_set``)."""
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A new file is the owner's only, whatever the umask: SQLite creates the -wal and
         # -shm files with the mode of the database file, so they follow.
@@ -241,17 +248,26 @@ class SqliteStore:
         store = cls(writer, reader, write_lock(path))
         if migrate:
             try:
-                await store.migrate(steps)
+                await store.migrate(steps, apps=apps)
             except BaseException:
                 # Its connections' threads would keep the process from ever exiting.
                 await store.close()
                 raise
         return store
 
-    async def migrate(self, steps: Sequence[Migration] = ()) -> list[str]:
-        """Apply pending migrations; safe when several processes start at once."""
+    async def migrate(
+        self,
+        steps: Sequence[Migration] = (),
+        *,
+        apps: Sequence[str] | None = None,
+        change_apps: bool = False,
+    ) -> list[str]:
+        """Apply pending migrations, then record or check the deployment's ``apps``
+        (``sluice.store.app_set``); safe when several processes start at once."""
         async with self.transaction() as tx:  # BEGIN IMMEDIATE: one process at a time
             applied = await apply_migrations(tx, steps)
+            if apps is not None:
+                await keep_app_set(tx, apps, change=change_apps)
         if applied:
             log.info("migrations applied", versions=applied)
         return applied

@@ -87,6 +87,13 @@ async def partition_streams(redis: aioredis.Redis, keys: Keys) -> list[tuple[str
     return sorted(present + retries, key=lambda pair: (pair[1], rank.get(pair[0], len(rank))))
 
 
+async def dead_letter_groups(redis: aioredis.Redis, keys: Keys) -> set[str]:
+    """Every group holding dead letters in Redis, in any partition: those of apps this
+    process does not load too (an app removed from the deployment leaves them)."""
+    found = await _partitioned(redis, keys, keys.dead, "stream")
+    return {name.removeprefix(keys.dead("", partition)) for name, partition in found}
+
+
 async def all_streams(redis: aioredis.Redis, keys: Keys) -> list[str]:
     """Aggregate streams and retry streams that exist, of every partition."""
     return [name for name, _ in await partition_streams(redis, keys)]

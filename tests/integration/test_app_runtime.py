@@ -78,6 +78,13 @@ async def sample(app_dir: AppDir, make_config: Callable[..., Config]) -> AsyncIt
         yield resources
 
 
+@pytest.fixture
+def resources(sample: Resources) -> Resources:
+    """The relay and workers of this module run the sample's deployment (the
+    ``start_relay`` and ``start_worker`` fixtures take ``resources``)."""
+    return sample
+
+
 def _sent(parcel_id: str, poison: bool = False) -> Event:
     return EVENT_TYPES["ParcelSent"](parcel_id=parcel_id, poison=poison)  # type: ignore[call-arg]
 

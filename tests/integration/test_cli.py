@@ -81,13 +81,15 @@ async def test_migrate_says_what_it_applied_and_when_there_was_nothing(
     again = await sluice(config, "migrate")  # nothing left to apply: said so, still fine
     assert (again.returncode, again.stdout) == (0, "database is up to date: nothing to apply\n")
 
-    app_dir.module("shop_app", SHOP)  # an app added later: its step alone
-    added = await sluice(
-        make_config(database_url=empty_database_url or "", apps="default,shop_app"), "migrate"
-    )
+    app_dir.module("shop_app", SHOP)  # an app added later, on purpose: its step alone
+    with_shop = make_config(database_url=empty_database_url or "", apps="default,shop_app")
+    refused = await sluice(with_shop, "migrate")  # not by accident
+    assert refused.returncode == 2 and "it loads shop" in refused.stderr, refused.stderr
+    added = await sluice(with_shop, "migrate", "--change-apps")
     assert (added.returncode, added.stdout) == (
         0,
-        "database migrated: 1 migration step applied (shop:1)\n",
+        "database migrated: 1 migration step applied (shop:1)\n"
+        "the deployment's apps: accounts, links, reminders, articles, operations, shop\n",
     ), added.stderr
 
 

@@ -59,10 +59,12 @@ run: $(STAMP)
 # The suite waits on its servers and processes more than it computes: three workers on
 # the 2-core reference machine take 15 minutes where two (one per core) took 18.
 PYTEST_WORKERS ?= 3
+# --dist loadgroup: the tests of one xdist_group run on one worker (the wheel test's
+# module builds its wheel once for its tests); the others are spread as by default.
 # Then the example app's own suite (examples/orders: its pyproject, its conftest), as an
 # app's tests run on the public API and its testing plugin.
 test: $(STAMP)
-	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 	cd examples/orders && ../../$(BIN)/pytest -n 2 -q
 
 # lint-imports: the layout's import rules ([tool.importlinter] in pyproject.toml; the

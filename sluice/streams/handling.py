@@ -23,7 +23,16 @@ from sluice.metrics import HANDLER_SECONDS, HANDLER_TIMEOUTS
 from sluice.store.errors import database_unavailable
 from sluice.streams.attempts import Batch
 from sluice.streams.deliveries import BATCH, DeliveryLog
-from sluice.streams.messages import SETTLED, Delivery, Message, NoOutcome, PoisonMessage
+from sluice.streams.messages import (
+    SETTLED,
+    Cancelled,
+    Delivery,
+    Duplicate,
+    Message,
+    NoOutcome,
+    PoisonMessage,
+    Recorded,
+)
 from sluice.streams.outage import REDIS_DOWN
 from sluice.streams.outcomes import Outcomes
 from sluice.streams.spec import GroupSpec, RuntimeSettings
@@ -91,6 +100,7 @@ class Handling:
             duration_ms = (time.time() - started) * 1000
         await self._settle(messages, failed, started, duration_ms)
         self._log_batch(messages, failed, duration_ms)
+        self._log_events(deliveries, failed, duration_ms)
 
     async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
         keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
@@ -99,9 +109,7 @@ class Handling:
             return await self._handle_through_outages(deliveries)
         finally:
             await cancel_and_wait(keeper)
-            seconds = time.perf_counter() - started
-            HANDLER_SECONDS.labels(self.group).observe(seconds)
-            self._log_events(deliveries, seconds)
+            HANDLER_SECONDS.labels(self.group).observe(time.perf_counter() - started)
 
     async def _handle_through_outages(self, deliveries: Sequence[Delivery]) -> Outcomes:
         """The handler's outcomes; entries that failed because the database or another
@@ -161,15 +169,22 @@ class Handling:
         log.info("events handled", group=self.group, events=len(messages), failed=failures,
                  duration_ms=round(duration_ms, 2))  # fmt: skip
 
-    def _log_events(self, deliveries: Sequence[Delivery], seconds: float) -> None:
-        """A line per handled event, with the trace id of the request that caused it, at
-        debug (``SLUICE_LOG_LEVEL=debug``)."""
+    def _log_events(
+        self, deliveries: Sequence[Delivery], outcomes: Outcomes, duration_ms: float
+    ) -> None:
+        """A line per settled event, with the trace id of the request that caused it, at
+        debug (``SLUICE_LOG_LEVEL=debug``), once its outcome is known: a redelivery of
+        an event applied before says so rather than "handled" a second time. A failed
+        entry has its own warning or error line (``sluice.streams.outcomes``)."""
         if not log.is_enabled_for(logging.DEBUG):
             return
         for delivery in deliveries:
             m = delivery.message
+            what = _SETTLED_AS.get(_outcome(outcomes.get(m.key)))
+            if what is None:
+                continue
             log.debug(
-                "event handled",
+                what,
                 group=self.group,
                 stream=m.stream,
                 entry_id=m.entry_id,
@@ -177,5 +192,26 @@ class Handling:
                 event_type=m.type,
                 trace_id=m.trace_id,
                 deliveries=m.deliveries,
-                batch_ms=round(seconds * 1000, 2),
+                batch_ms=round(duration_ms, 2),
             )
+
+
+# What the debug line per event says of each outcome that settled it.
+_SETTLED_AS = {
+    "handled": "event handled",
+    "duplicate": "event applied before, acked without applying it again",
+    "cancelled": "event's work cancelled, acked",
+}
+
+
+def _outcome(error: BaseException | None) -> str:
+    """``handled``, ``duplicate``, ``cancelled`` or ``failed``."""
+    if error is None:
+        return "handled"
+    if isinstance(error, Recorded):
+        return "duplicate" if error.duplicate else "handled"
+    if isinstance(error, Duplicate):
+        return "duplicate"
+    if isinstance(error, Cancelled):
+        return "cancelled"
+    return "failed"

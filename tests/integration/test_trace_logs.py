@@ -1,4 +1,5 @@
-"""One grep follows a registration: the request's trace id is on the worker's lines."""
+"""One grep follows a registration: the request's trace id is on the worker's lines, and
+a redelivery of it says it was applied before (docs/guides/monitoring.md, "Logs")."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from typing import Any
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.http import create_app
+from sluice.resources import redis_client
+
+APPLIED_BEFORE = "event applied before, acked without applying it again"
 
 
 def lines_with(log: Path, trace_id: str) -> list[dict[str, Any]]:
@@ -49,6 +53,23 @@ async def test_the_request_trace_id_reaches_the_mail_workers_log_lines(
         handled = [line for line in lines if line["event"] == "event handled"]
         assert handled and handled[0]["group"] == "mail"
         assert handled[0]["event_type"] == "UserRegistered" and handled[0]["level"] == "debug"
+
+        # The same entry delivered again (as after a relay crash between publish and
+        # record): the line says it was applied before, not "handled" a second time.
+        redis = redis_client(config)
+        try:
+            [(_, fields)] = await redis.xrange(handled[0]["stream"], handled[0]["entry_id"],
+                                              handled[0]["entry_id"])  # fmt: skip
+            await redis.xadd(handled[0]["stream"], fields)
+        finally:
+            await redis.aclose()
+
+        async def acked_as_applied_before() -> bool:
+            return any(line["event"] == APPLIED_BEFORE for line in lines_with(log, trace_id))
+
+        await wait_for(acked_as_applied_before, timeout=30)
+        events = [line["event"] for line in lines_with(log, trace_id)]
+        assert (events.count("event handled"), events.count("mail sent")) == (1, 1), events
     finally:
         for child in children:
             child.kill()

@@ -14,6 +14,7 @@ from sluice.errors import ConfigError
 from sluice.event_registry import UndeclaredEvent
 from sluice.http import create_app
 from sluice.http.keys import STORE
+from sluice.store import migrate_store
 from tests.api.conftest import AiohttpClient, problem
 from tests.api.test_links import user_token
 from tests.app_helpers import AppDir
@@ -133,7 +134,9 @@ async def test_a_link_an_app_route_would_shadow_stops_the_api_at_start_naming_bo
     assert made.status == 201, await made.text()
     await before.close()
     app_dir.module("launch_app", LAUNCHPAD)
-    runner = web.AppRunner(create_app(make_config(apps="default,launch_app")))
+    with_launch = make_config(apps="default,launch_app")
+    await migrate_store(with_launch, change_apps=True)  # the app added on purpose
+    runner = web.AppRunner(create_app(with_launch))
     try:
         with pytest.raises(ConfigError) as refused:
             await runner.setup()  # the API's start: its contexts, before it listens

@@ -26,6 +26,7 @@ from sluice.config import Config
 from sluice.errors import Overloaded
 from sluice.http import create_app
 from sluice.http.keys import PASSWORDS
+from sluice.app.testing import slowdown
 from sluice.passwords import ClaimantBusy
 from tests.api.conftest import AiohttpClient, problem
 from tests.api.test_reminder_listing_cost import LoopLag
@@ -44,8 +45,8 @@ BURST_WAIT = 20.0
 # listing-cost test measures it (tests/api/test_reminder_listing_cost.py), is
 # wall-clock: a thousand requests that arrive in one read are parsed in one turn of the
 # loop (0.25-0.45 s here); other processes on a busy machine add to it (1.2 s seen with
-# the suite on three workers beside other work), so the bound only catches a loop held
-# for seconds, a wait on the hashes' threads.
+# the suite on three workers beside other work, 3.0 s once), so the bound, stretched by
+# the machine's load, only catches a loop held for seconds, a wait on the hashes' threads.
 LOOP_LAG_MAX = 2.5  # seconds
 
 
@@ -160,7 +161,7 @@ async def test_a_thousand_sign_ups_at_once_get_503_only_beyond_the_queue_and_the
             assert "checking as many passwords as it can" in json.loads(body)["detail"]
     assert len(hashed_on) >= statuses.count(201)  # a hash for each registered
     assert threading.get_ident() not in hashed_on  # none on the event loop's thread
-    assert lag.worst < LOOP_LAG_MAX, lag.worst
+    assert lag.worst < LOOP_LAG_MAX * slowdown(), lag.worst
     assert client.app[PASSWORDS].busy == 0 and client.app[PASSWORDS].waiting == 0
 
 

@@ -59,8 +59,8 @@ class LinkUpdated(Event, frozen=True, kw_only=True, tag=True):
 @app.event
 class LinkVisited(Event, frozen=True, kw_only=True, tag=True):
     """A redirect of ``code`` was followed (``GET /{code}``): what the link's stats count.
-    ``country``, ``os`` and ``device`` came with migration 24: None in older events, and
-    when they cannot be told."""
+    ``country``, ``os`` and ``device`` are None when they cannot be told, and in visits
+    recorded by a release before they were (docs/guides/upgrades.md)."""
 
     aggregate: ClassVar[str] = "visits"
     code: str

@@ -126,6 +126,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    # The longest first (the chaos runs, the wheel, the fault tests), each file's order
+    # kept: they start while the short ones fill the other workers, instead of one of
+    # them ending the run alone while the others wait.
+    items.sort(key=_longest_first)
+
+
+def _longest_first(item: pytest.Item) -> int:
+    for rank, mark in enumerate(("chaos", "wheel", "slow")):
+        if item.get_closest_marker(mark):
+            return rank
+    return 3
 
 
 @pytest.fixture

@@ -83,8 +83,10 @@ async def up(config: Config) -> int:
     from sluice.cli.processes import run_all
 
     stop = stop_on_signals()
-    # Before the token is shown and Redis started: a port in use ends here, in one line.
+    # Before the token is shown and Redis started: a port in use ends here, in one line,
+    # and so do apps that are not the deployment's (sluice.store.app_set).
     check_listenable(config.host, config.port)
+    await (await open_store(config)).close()
     config = await _ensure_admin_token(config)
     server: RedisServer | None = None
     if not (config.redis_url or config.cluster):

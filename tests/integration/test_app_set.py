@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sluice.app.testing import Child, sluice_command, wait_for
+from sluice.app.testing import Child, free_port, sluice_command, wait_for
 from sluice.config import Config
 from sluice.events import new_trace_id, utcnow, uuid7
 from sluice.resources import open_resources
@@ -104,3 +104,18 @@ async def test_a_process_with_other_apps_is_refused_until_the_set_is_changed_on_
     refused = await sluice_command(deployment, "worker", "notes-group")
     assert refused.returncode == 2
     assert "it loads notes, which the deployment does not run" in refused.stderr
+
+
+async def test_up_with_other_apps_stops_before_the_token_and_redis(
+    make_config: Callable[..., Config],
+) -> None:
+    # A deployment of every built-in app, then `sluice up` with two of them: refused
+    # before it makes and shows the one-time admin token or starts its embedded Redis.
+    await sluice_command(make_config(), "migrate")
+    config = make_config(apps="links,accounts", port=free_port(), redis_url=None)
+    done = await sluice_command(config, "up", timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert REFUSED in done.stderr and "it does not load" in done.stderr
+    assert not (config.data_dir / "admin.token").exists()
+    assert not (config.data_dir / "redis").exists()

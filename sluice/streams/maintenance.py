@@ -91,7 +91,12 @@ async def dead_letter_groups(redis: aioredis.Redis, keys: Keys) -> set[str]:
     """Every group holding dead letters in Redis, in any partition: those of apps this
     process does not load too (an app removed from the deployment leaves them)."""
     found = await _partitioned(redis, keys, keys.dead, "stream")
-    return {name.removeprefix(keys.dead("", partition)) for name, partition in found}
+    lengths = await _counts(redis, "xlen", [name for name, _ in found])
+    return {  # a dead-letter stream whose letters were all dropped stays, empty
+        name.removeprefix(keys.dead("", partition))
+        for (name, partition), length in zip(found, lengths, strict=True)
+        if length
+    }
 
 
 async def all_streams(redis: aioredis.Redis, keys: Keys) -> list[str]:

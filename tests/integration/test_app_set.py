@@ -100,6 +100,12 @@ async def test_a_process_with_other_apps_is_refused_until_the_set_is_changed_on_
     assert listed.returncode == 0, listed.stderr
     assert "notes-group" in listed.stdout and "NoteWritten" in listed.stdout
     assert "group notes-group holds dead letters, and no app loaded declares it" in listed.stderr
+    # And dropped by its group's name once the operator is done with it.
+    [dead_id] = [line.split()[1] for line in listed.stdout.splitlines() if "notes-group" in line]
+    dropped = await sluice_command(without, "dlq", "drop", "notes-group", dead_id)
+    assert dropped.returncode == 0, dropped.stderr
+    listed = await sluice_command(without, "dlq", "list")
+    assert "notes-group" not in listed.stdout + listed.stderr
     # And now a process that still loads the app is the odd one out.
     refused = await sluice_command(deployment, "worker", "notes-group")
     assert refused.returncode == 2

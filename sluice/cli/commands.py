@@ -26,7 +26,7 @@ from sluice.projections.replay import rebuild
 from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.stop_signals import stop_on_signals
-from sluice.store import migrate_store, open_store
+from sluice.store import Store, migrate_store, open_store
 from sluice.store.copy import CopyError, copy_store
 from sluice.store.migrate import CORE
 from sluice.streams.waiting import first_of
@@ -44,7 +44,7 @@ def with_redis(config: Config) -> Config:
     raise ConfigError("SLUICE_REDIS_URL is not set and no `sluice up` is running in this data dir")
 
 
-async def _ensure_admin_token(config: Config) -> Config:
+async def _ensure_admin_token(config: Config, store: Store) -> Config:
     """Generate the admin token into the data dir once (print it only then), and record
     its hash in the database, where APIs on other hosts find it."""
     if config.admin_token:
@@ -57,11 +57,7 @@ async def _ensure_admin_token(config: Config) -> Config:
         print(f"admin token: kept in {path}", flush=True)
     from sluice.http.admin_token import record_generated
 
-    store = await open_store(config)
-    try:
-        await record_generated(store, token)
-    finally:
-        await store.close()
+    await record_generated(store, token)
     return msgspec.structs.replace(config, admin_token=token)
 
 
@@ -86,8 +82,11 @@ async def up(config: Config) -> int:
     # Before the token is shown and Redis started: a port in use ends here, in one line,
     # and so do apps that are not the deployment's (sluice.store.app_set).
     check_listenable(config.host, config.port)
-    await (await open_store(config)).close()
-    config = await _ensure_admin_token(config)
+    store = await open_store(config)
+    try:
+        config = await _ensure_admin_token(config, store)
+    finally:
+        await store.close()
     server: RedisServer | None = None
     if not (config.redis_url or config.cluster):
         server = RedisServer.in_data_dir(config.data_dir)

@@ -38,8 +38,8 @@ class AppSetDiffers(SluiceError):
 
 async def keep_app_set(tx: Tx, apps: Sequence[str], *, change: bool = False) -> None:
     """Record ``apps`` as the deployment's on a database without a record; with one,
-    refuse another set unless ``change``, which records the new set instead. Runs after
-    ``apply_migrations`` in its transaction (which makes the table)."""
+    refuse another set unless ``change``, which records the new set instead. Run by
+    ``apply_migrations`` in its transaction, which makes the table."""
     recorded = {str(row[0]) for row in await tx.fetchall("SELECT name FROM deployment_apps")}
     loaded = set(apps)
     if recorded == loaded:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from sluice.errors import SluiceError
 from sluice.events import utcnow
 from sluice.store import migrations
+from sluice.store.app_set import keep_app_set
 
 if TYPE_CHECKING:
     from sluice.store.base import Tx
@@ -54,8 +55,16 @@ class Migration:
     replaces: tuple[int, ...] = ()
 
 
-async def apply_migrations(tx: Tx, steps: Sequence[Migration] = ()) -> list[str]:
-    """Apply the steps ``tx``'s database lacks: sluice's, then ``steps`` in order. The
+async def apply_migrations(
+    tx: Tx,
+    steps: Sequence[Migration] = (),
+    *,
+    apps: Sequence[str] | None = None,
+    change_apps: bool = False,
+) -> list[str]:
+    """Apply the steps ``tx``'s database lacks: sluice's, then ``steps`` in order; then,
+    given the names of the ``apps`` that made the steps, record or check them as the
+    deployment's (``sluice.store.app_set``; ``change_apps`` records another set). The
     steps applied, as ``owner:version`` (``sluice:29``)."""
     await tx.execute_script(
         "CREATE TABLE IF NOT EXISTS schema_migrations"
@@ -87,6 +96,8 @@ async def apply_migrations(tx: Tx, steps: Sequence[Migration] = ()) -> list[str]
     if steps:
         # Versions that made the apps' tables here: applied before, and in their full form.
         applied += await _apply_app_steps(tx, steps, before - moved)
+    if apps is not None:
+        await keep_app_set(tx, apps, change=change_apps)
     return applied
 
 

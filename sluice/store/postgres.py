@@ -37,7 +37,6 @@ from asyncpg.transaction import Transaction
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
-from sluice.store.app_set import keep_app_set
 from sluice.store.base import HEAD, Row, StoredEvent
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrate import Migration, apply_migrations
@@ -276,9 +275,7 @@ class PostgresStore:
         (``sluice.store.app_set``); one process at a time, whatever the number of hosts."""
         async with self.transaction() as tx:
             await tx.lock_migrations()
-            applied = await apply_migrations(tx, steps)
-            if apps is not None:
-                await keep_app_set(tx, apps, change=change_apps)
+            applied = await apply_migrations(tx, steps, apps=apps, change_apps=change_apps)
         if applied:
             log.info("migrations applied", versions=applied)
         return applied

@@ -18,7 +18,6 @@ import structlog
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.metrics import EVENTS_COMMITTED
-from sluice.store.app_set import keep_app_set
 from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
@@ -265,9 +264,7 @@ class SqliteStore:
         """Apply pending migrations, then record or check the deployment's ``apps``
         (``sluice.store.app_set``); safe when several processes start at once."""
         async with self.transaction() as tx:  # BEGIN IMMEDIATE: one process at a time
-            applied = await apply_migrations(tx, steps)
-            if apps is not None:
-                await keep_app_set(tx, apps, change=change_apps)
+            applied = await apply_migrations(tx, steps, apps=apps, change_apps=change_apps)
         if applied:
             log.info("migrations applied", versions=applied)
         return applied

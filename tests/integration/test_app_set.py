@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from sluice.app.testing import Child, free_port, sluice_command, wait_for
 from sluice.config import Config
-from sluice.events import new_trace_id, utcnow, uuid7
+from sluice.events import EVENT_TYPES
 from sluice.resources import open_resources
 from sluice.streams.dead_letters import list_dead_letters
 from tests.app_helpers import AppDir
@@ -57,13 +57,9 @@ async def test_a_process_with_other_apps_is_refused_until_the_set_is_changed_on_
     deployment = make_config(apps="default,notes_app")
     without = make_config(apps="default")
     async with open_resources(deployment) as resources:  # the first start records the set
+        note = EVENT_TYPES["NoteWritten"](note_id="n1")  # type: ignore[call-arg]
         async with resources.store.transaction() as tx:
-            await tx.execute(
-                "INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
-                " VALUES (?, 'NoteWritten', 'notes', ?, ?, ?)",
-                (uuid7(), b'{"type":"NoteWritten","note_id":"n1"}', new_trace_id(),
-                 utcnow().isoformat()),
-            )  # fmt: skip
+            await tx.append(note)
         relay = sluice_spawn(deployment, "relay")
         worker = sluice_spawn(deployment, "worker", "notes-group")
 

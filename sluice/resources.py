@@ -1,10 +1,12 @@
-"""One assembly point for workers and commands: store, Redis, keys."""
+"""What a worker or command opens: store, Redis, keys. The process's assembly
+(``sluice.app.assembly``) hands it the apps' parts: the store's ``Schema``, the routes'
+reserved words."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -14,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sluice.config import Config
 from sluice.redis_cluster import cluster_client
 from sluice.redis_packing import packed
-from sluice.store import Store, open_store
+from sluice.store import Schema, Store, open_store
 from sluice.streams.keys import Keys
 
 # What a process runs beside its requests' commands at any moment: the relay's and
@@ -38,12 +40,15 @@ def redis_connections(config: Config) -> int:
 @dataclass(frozen=True)
 class Resources:
     """What one process shares between its parts: the configuration, the store, the
-    Redis client and the deployment's Redis key names (``keys``)."""
+    Redis client and the deployment's Redis key names (``keys``); and the words no short
+    link's alias may take, each with the route that takes it (the deployment's routes
+    outside /v1/: docs/guides/write-an-app.md), for a worker that checks aliases."""
 
     config: Config
     store: Store
     redis: aioredis.Redis
     keys: Keys
+    reserved_words: Mapping[str, str] = field(default_factory=dict)
 
 
 def redis_client(
@@ -89,11 +94,13 @@ def keys_for(config: Config) -> Keys:
 
 
 @asynccontextmanager
-async def open_resources(config: Config) -> AsyncIterator[Resources]:
-    store = await open_store(config)
+async def open_resources(
+    config: Config, schema: Schema, reserved_words: Mapping[str, str] | None = None
+) -> AsyncIterator[Resources]:
+    store = await open_store(config, schema)
     redis = redis_client(config)
     try:
-        yield Resources(config, store, redis, keys_for(config))
+        yield Resources(config, store, redis, keys_for(config), reserved_words or {})
     finally:
         await redis.aclose()
         await store.close()

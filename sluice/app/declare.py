@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -33,8 +32,9 @@ from sluice.http.apidoc import Doc, Route
 from sluice.http.client_address import Caller
 from sluice.projections.base import Projection as EngineProjection
 from sluice.resources import Resources
+from sluice.scheduler.builtin import Purge
 from sluice.scheduler.tasks import TaskFunction
-from sluice.store import Store, Tx
+from sluice.store import Tx
 from sluice.store.migrate import Migration
 from sluice.streams.spec import DeadLetterHook, GroupSpec
 
@@ -51,7 +51,6 @@ ApiContext = Callable[[web.Application], AsyncIterator[None]]
 # the usual"): the core's redirect fast path, purges of expired rows, services of the
 # scheduler process, and projections written against the engine itself.
 FastPath = Callable[[web.Application], "FastAnswers"]
-Purge = Callable[[Store, datetime], Awaitable[Mapping[str, int]]]
 SchedulerService = Callable[[Resources, str], "Service"]
 
 

@@ -8,11 +8,13 @@ attribute is the app, or ``package.module:attribute``); a name that is neither
 built-in nor installed is imported. An app's ``requires`` are
 loaded before it, named or not.
 
-Loading imports the apps' modules and nothing else: no connection is opened, so
-``create_app`` and every command may call it. Everything that two apps could both
-claim is checked before anything is registered, and a clash is refused with a
-message naming both: app names, event types (shared by every app of a deployment, as
-the history stores them by name), group, projection, task and job names, and routes.
+Loading imports the apps' modules and nothing else: no connection is opened and
+nothing is registered, so loading the same names twice gives equal answers. Everything
+that two apps could both claim is checked, and a clash is refused with a message naming
+both: app names, event types (shared by every app of a deployment, as the history
+stores them by name), group, projection, task and job names, and routes. The process's
+assembly (``sluice.app.assembly``) loads once, registers the event types and hands the
+parts down; the engine never asks for them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 import structlog
 
 from sluice.app.checks import check_handled_types, check_tables, route_words, step_owners
-from sluice.app.declare import App, FastPath, Purge, SchedulerService
+from sluice.app.declare import App, FastPath, SchedulerService
 from sluice.app.jobs import Job
 from sluice.app.running import (
     engine_projection,
@@ -43,12 +45,16 @@ from sluice.errors import ConfigError
 from sluice.event_registry import RegistryError
 from sluice.events import CORE_EVENTS, REGISTRY, Event
 from sluice.http.apidoc import Route
+from sluice.http.openapi import ROUTES
 from sluice.projections.base import Projection
+from sluice.projections.runtime import projection_group
 from sluice.resources import Resources
+from sluice.scheduler.builtin import BUILTIN as CORE_TASKS
+from sluice.scheduler.builtin import Purge
 from sluice.scheduler.cron import CronError, parse_cron
 from sluice.scheduler.policy import Policy
 from sluice.scheduler.tasks import Task
-from sluice.store.migrate import Migration
+from sluice.store.migrate import Migration, Schema
 from sluice.store.migrations import MIGRATIONS as CORE_MIGRATIONS
 from sluice.streams.spec import GroupSpec
 
@@ -72,6 +78,8 @@ class Apps:
 
     apps: tuple[App, ...]
     groups: Mapping[str, GroupFactory]  # every group of these apps, projections included
+    # Every group's aggregates (those it reads), known without building it: the relay's.
+    aggregates: Mapping[str, tuple[str, ...]]
     projections: Mapping[str, Projection]
     routes: tuple[Route, ...]  # the apps' routes (the core's are in sluice.http.openapi)
     migrations: tuple[Migration, ...]
@@ -83,6 +91,11 @@ class Apps:
 
     def names(self) -> list[str]:
         return [app.name for app in self.apps]
+
+    @property
+    def schema(self) -> Schema:
+        """What the store is opened with: these apps' migrations and names."""
+        return Schema(self.migrations, tuple(self.names()))
 
     @property
     def event_types(self) -> tuple[type[Event], ...]:
@@ -123,31 +136,26 @@ class Apps:
 
 
 def load_apps(config: Config) -> Apps:
-    """The apps ``config`` names (``SLUICE_APPS``), checked and registered."""
-    return _load(config.apps)
+    """The apps ``config`` names (``SLUICE_APPS``), checked against sluice and each other.
+    Registers nothing: ``register_events`` does, at the process's assembly."""
+    return load_named(config.apps)
 
 
-def forget_loaded() -> None:
-    """Load the apps again on the next ``load_apps`` (tests that install apps on the fly).
-    Their event types stay registered: a name is never reused for another type."""
-    _load.cache_clear()
-
-
-def default_apps() -> Apps:
-    """The apps of a deployment that names none: every built-in and installed app."""
-    return _load("")
-
-
-@functools.cache
-def _load(names: str) -> Apps:
+def load_named(names: str) -> Apps:
+    """The apps ``names`` names, as ``SLUICE_APPS`` does (empty: ``default``)."""
     found = _resolve(names)
     apps = _ordered(found)
     sources = {app.name: source for app, source in found.values()}
     _check_events(apps)
     check_handled_types(apps, CORE_EVENTS)
-    for app in apps:
-        REGISTRY.register(app.name, app.events, app.aggregates, app.upcasters)
     return _assemble(apps, sources)
+
+
+def register_events(apps: Apps) -> None:
+    """Register the event types of ``apps`` (with their aggregates and upcasters), so the
+    process decodes them; registering the same app's types again is harmless."""
+    for app in apps.apps:
+        REGISTRY.register(app.name, app.events, app.aggregates, app.upcasters)
 
 
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
@@ -297,9 +305,6 @@ def _unique(kind: str, owners: Iterable[tuple[str, str]], core: Iterable[str] = 
 
 
 def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
-    from sluice.http.openapi import ROUTES
-    from sluice.scheduler.builtin import BUILTIN as CORE_TASKS
-
     group_names = [(g, a.name) for a in apps for g in [*a.groups, *a.batch_groups]]
     projections = [(p, a.name) for a in apps for p in [*a.projections, *a.engine_projections]]
     _unique("group", [*group_names, *projections])
@@ -319,26 +324,29 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
         )
     words = route_words(apps, ROUTES)
     groups: dict[str, GroupFactory] = {}
+    aggregates: dict[str, tuple[str, ...]] = {}
     engine_projections: dict[str, Projection] = {}
     migrations: list[Migration] = []
     for app in apps:
         migrations += sorted(app.migrations, key=lambda m: m.version)
         for name, group in app.groups.items():
             groups[name] = functools.partial(group_spec, group)
-        for name, (_, build) in app.batch_groups.items():
-            groups[name] = build
+            aggregates[name] = group_aggregates(group)
+        for name, (read, build) in app.batch_groups.items():
+            groups[name], aggregates[name] = build, read
         for name, engine in app.engine_projections.items():
             engine_projections[name] = engine
-            groups[name] = _projection_group(engine)
         for name, projection in app.projections.items():
-            engine = engine_projection(projection)
-            engine_projections[name] = engine
-            groups[name] = _projection_group(engine)
+            engine_projections[name] = engine_projection(projection)
             migrations += projection_migrations(projection)
+        for name in [*app.engine_projections, *app.projections]:
+            engine = engine_projections[name]
+            groups[name], aggregates[name] = _projection_group(engine), engine.aggregates
     check_tables(CORE_MIGRATIONS, migrations, step_owners(apps))
     return Apps(
         apps=apps,
         groups=groups,
+        aggregates=aggregates,
         projections=engine_projections,
         routes=tuple(route for app in apps for route in app.routes),
         migrations=tuple(migrations),
@@ -349,9 +357,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
 
 
 def _projection_group(projection: Projection) -> GroupFactory:
-    from sluice.projections.runtime import projection_group
-
     return lambda resources: projection_group(projection, resources)
 
 
-__all__ = ["Apps", "group_aggregates", "load_apps"]
+__all__ = ["Apps", "group_aggregates", "load_apps", "load_named", "register_events"]

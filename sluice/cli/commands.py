@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 
-from sluice.app.loading import load_apps
+from sluice.app.assembly import Parts, assemble
 from sluice.cli.ports import check_listenable
 from sluice.config import Config
 from sluice.database_url import redacted
@@ -23,10 +23,9 @@ from sluice.embedded.redis_server import RedisServer, announced_url
 from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.projections.replay import rebuild
-from sluice.resources import open_resources
 from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.stop_signals import stop_on_signals
-from sluice.store import Store, migrate_store, open_store
+from sluice.store import Store
 from sluice.store.copy import CopyError, copy_store
 from sluice.store.migrate import CORE
 from sluice.streams.waiting import first_of
@@ -66,23 +65,25 @@ async def _ensure_admin_token(config: Config, store: Store) -> Config:
 _PAGES = (("API docs", "/docs"), ("operations", "/admin"))
 
 
-def _pages(config: Config) -> str:
+def _pages(parts: Parts) -> str:
     from sluice.http.openapi import routes_of
 
-    served = {route.path for route in routes_of(load_apps(config)) if route.method == "GET"}
+    config = parts.config
+    served = {route.path for route in routes_of(parts.apps) if route.method == "GET"}
     return "  ".join(
         f"{label}: {config.base_url}{path}" for label, path in _PAGES if path in served
     )
 
 
-async def up(config: Config) -> int:
+async def up(parts: Parts) -> int:
     from sluice.cli.processes import run_all
 
     stop = stop_on_signals()
     # Before the token is shown and Redis started: a port in use ends here, in one line,
     # and so do apps that are not the deployment's (sluice.store.app_set).
+    config = parts.config
     check_listenable(config.host, config.port)
-    store = await open_store(config)
+    store = await parts.open_store()
     try:
         config = await _ensure_admin_token(config, store)
     finally:
@@ -96,7 +97,8 @@ async def up(config: Config) -> int:
         if server is not None:
             server.announce()
         listening = asyncio.Event()
-        everything = asyncio.create_task(run_all(config, stop, listening))
+        parts = Parts(config, parts.apps)
+        everything = asyncio.create_task(run_all(parts, stop, listening))
         await first_of(listening, stop)
         if listening.is_set():
             redis = (
@@ -105,7 +107,7 @@ async def up(config: Config) -> int:
                 else redacted(config.redis_url or "")
             )
             print(f"sluice is up: {config.base_url}  (redis: {redis})", flush=True)
-            if pages := _pages(config):
+            if pages := _pages(parts):
                 print(pages, flush=True)
             print("press Ctrl-C to stop", flush=True)
         await everything
@@ -121,12 +123,12 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
     command = args.command
     # First: an app that cannot load (or is refused) stops every command at once, before
     # anything starts, with the message naming it.
-    load_apps(config)
+    parts = assemble(config)
     if getattr(args, "change_apps", False):  # on purpose, before any other part opens it
-        print(migrated(await migrate_store(config, change_apps=True)))
-        print(f"the deployment's apps: {', '.join(load_apps(config).names())}", flush=True)
+        print(migrated(await parts.migrate_store(change_apps=True)))
+        print(f"the deployment's apps: {', '.join(parts.apps.names())}", flush=True)
     if command == "up":
-        return await up(config)
+        return await up(parts)
     if command == "copy-store":
         return await copy_store_command(config, args)
     if command == "events":  # the store alone: no Redis needed
@@ -137,7 +139,7 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
         return await groups_command(config, args)
     if command == "migrate":
         if not args.change_apps:
-            print(migrated(await migrate_store(config)))
+            print(migrated(await parts.migrate_store()))
         return 0
     config = with_redis(config)
     if command in _SERVICES:
@@ -177,7 +179,7 @@ async def events_command(config: Config, args: argparse.Namespace) -> int:
     from sluice.history import search as event_search
     from sluice.history.search import EventQuery, search
 
-    load_apps(config)  # their event types and aggregates are searchable too
+    parts = assemble(config)  # the apps' event types and aggregates are searchable too
     for flag, check in (("type", event_search.event_type), ("aggregate", event_search.aggregate)):
         value = getattr(args, flag)
         if value is None:
@@ -191,7 +193,7 @@ async def events_command(config: Config, args: argparse.Namespace) -> int:
         type=args.type, aggregate=args.aggregate, trace_id=args.trace_id,
         since=args.since, until=args.until, limit=args.limit, after=args.cursor,
     )  # fmt: skip
-    store = await open_store(config)
+    store = await parts.open_store()
     try:
         page = await search(store, query)
     finally:
@@ -212,7 +214,7 @@ async def copy_store_command(config: Config, args: argparse.Namespace) -> int:
     try:
         result = await copy_store(
             config.database_url, args.to, batch=args.batch, progress=not args.no_progress,
-            steps=load_apps(config).migrations,
+            steps=assemble(config).apps.migrations,
         )  # fmt: skip
     except CopyError as exc:
         print(f"copy-store: {exc}", file=sys.stderr)
@@ -239,25 +241,25 @@ async def _api(config: Config, args: argparse.Namespace) -> None:
     else:
         from sluice.cli.processes import run_api
 
-        await run_api(config, stop_on_signals(), reuse_port=args.reuse_port)
+        await run_api(assemble(config), stop_on_signals(), reuse_port=args.reuse_port)
 
 
 async def _relay(config: Config, args: argparse.Namespace) -> None:
     from sluice.cli.processes import run_relay
 
-    await run_relay(config, stop_on_signals())
+    await run_relay(assemble(config), stop_on_signals())
 
 
 async def _scheduler(config: Config, args: argparse.Namespace) -> None:
     from sluice.cli.processes import run_scheduler
 
-    await run_scheduler(config, stop_on_signals())
+    await run_scheduler(assemble(config), stop_on_signals())
 
 
 async def _worker(config: Config, args: argparse.Namespace) -> None:
     from sluice.cli.processes import run_worker
 
-    await run_worker(config, args.groups, stop_on_signals(), args.consumer)
+    await run_worker(assemble(config), args.groups, stop_on_signals(), args.consumer)
 
 
 async def _replay(config: Config, args: argparse.Namespace) -> int:
@@ -277,14 +279,15 @@ async def _dlq(config: Config, args: argparse.Namespace) -> int:
 
 
 async def replay(config: Config, name: str, *, progress: bool) -> int:
-    projections = load_apps(config).projections
+    parts = assemble(config)
+    projections = parts.apps.projections
     projection = projections.get(name)
     if projection is None:
         print(
             f"unknown projection {name!r}; known: {', '.join(sorted(projections))}", file=sys.stderr
         )
         return 2
-    async with open_resources(config) as resources:
+    async with parts.open_resources() as resources:
         result = await rebuild(resources, projection, progress=progress)
     print(f"{result.projection}: rebuilt from {result.events} events, watermark {result.watermark}")
     return 0
@@ -295,11 +298,11 @@ async def tasks_command(config: Config, args: argparse.Namespace) -> int:
     from sluice.scheduler.loop import default_holder
     from sluice.scheduler.pauses import paused_tasks
     from sluice.scheduler.policy import describe
-    from sluice.scheduler.registry import all_tasks
     from sluice.scheduler.runner import AlreadyRan, Busy, Runner
 
-    tasks = all_tasks(config)
-    async with open_resources(config) as resources:
+    parts = assemble(config)
+    tasks = parts.tasks()
+    async with parts.open_resources() as resources:
         if args.action == "list":
             now = utcnow()
             paused = await paused_tasks(resources.store)

@@ -6,19 +6,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sluice.app.loading import load_apps
+from sluice.app.assembly import assemble
 from sluice.config import Config
-from sluice.store import open_store
 from sluice.streams import pause
 
 
 async def groups_command(config: Config, args: argparse.Namespace) -> int:
     name: str = getattr(args, "name", "")
-    groups = load_apps(config).groups
+    parts = assemble(config)
+    groups = parts.apps.groups
     if args.action != "list" and name not in groups:
         print(f"unknown group {name!r}; known: {', '.join(sorted(groups))}", file=sys.stderr)
         return 2
-    store = await open_store(config)
+    store = await parts.open_store()
     try:
         if args.action == "pause":
             await pause.pause(store, name)

@@ -1,4 +1,5 @@
-"""Each process kind as one coroutine that runs until ``stop`` is set."""
+"""Each process kind as one coroutine that runs until ``stop`` is set, built from the
+process's parts (``sluice.app.assembly.Parts``: its config and apps, loaded once)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from collections.abc import Iterable, Sequence
 
 import structlog
 
-from sluice.app.loading import load_apps
-from sluice.config import Config
-from sluice.resources import open_resources, redis_client
+from sluice.app.assembly import Parts
+from sluice.resources import redis_client
 from sluice.streams.consumer import Consumer
 from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.group_history.sampler import HistorySampler
@@ -29,9 +29,9 @@ def default_consumer_name() -> str:
 
 
 async def run_worker(
-    config: Config, groups: Sequence[str], stop: asyncio.Event, consumer: str | None = None
+    parts: Parts, groups: Sequence[str], stop: asyncio.Event, consumer: str | None = None
 ) -> None:
-    every = load_apps(config).groups
+    config, every = parts.config, parts.apps.groups
     unknown = sorted(set(groups) - set(every))
     if unknown:
         raise SystemExit(f"unknown handler group(s): {', '.join(unknown)}; known: {sorted(every)}")
@@ -39,7 +39,7 @@ async def run_worker(
     # The blocking reads need a socket timeout longer than their BLOCK.
     reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
     try:
-        async with open_resources(config) as resources:
+        async with parts.open_resources() as resources:
             settings, keys, gate = runtime_settings(config), resources.keys, RecoveryGate()
             deliveries = DeliveryLog(resources.store)
             # Read before the first read of any consumer: a paused group stays paused.
@@ -95,9 +95,9 @@ async def _close_groups(specs: Iterable[GroupSpec]) -> None:
                 log.exception("handler group not closed cleanly", group=spec.name)
 
 
-async def run_relay(config: Config, stop: asyncio.Event) -> None:
-    apps = load_apps(config)
-    async with open_resources(config) as resources:
+async def run_relay(parts: Parts, stop: asyncio.Event) -> None:
+    config = parts.config
+    async with parts.open_resources() as resources:
         relay = Relay(
             resources.store,
             resources.redis,
@@ -105,7 +105,7 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
             batch=config.relay_batch,
             poll_ms=config.relay_poll_ms,
             retention_s=config.stream_retention,
-            groups={name: group(resources).aggregates for name, group in apps.groups.items()},
+            groups=parts.apps.aggregates,
         )
         resources.store.add_commit_listener(relay.wake.set)
         log.info("relay started")
@@ -113,17 +113,16 @@ async def run_relay(config: Config, stop: asyncio.Event) -> None:
     log.info("relay stopped", published=relay.published)
 
 
-async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
+async def run_scheduler(parts: Parts, stop: asyncio.Event) -> None:
     """Cron tasks, apps' delayed jobs and the apps' scheduler services (the reminders
     app's cron and one-shot reminders); run any number of these."""
     from sluice.app.jobs import fire_due, next_due
     from sluice.scheduler.loop import Scheduler
     from sluice.scheduler.one_shots import Due, OneShotRunner
-    from sluice.scheduler.registry import all_tasks
 
-    tasks = all_tasks(config)
-    services = load_apps(config).scheduler_services
-    async with open_resources(config) as resources:
+    tasks = parts.tasks()
+    services = parts.apps.scheduler_services
+    async with parts.open_resources() as resources:
         scheduler = Scheduler(resources, list(tasks.values()))
         jobs = OneShotRunner(
             resources, holder=scheduler.holder, due=Due("delayed jobs", next_due, fire_due)
@@ -136,16 +135,17 @@ async def run_scheduler(config: Config, stop: asyncio.Event) -> None:
 
 
 async def run_api(
-    config: Config,
+    parts: Parts,
     stop: asyncio.Event,
     listening: asyncio.Event | None = None,
     *,
     reuse_port: bool = False,
 ) -> None:
     """The HTTP API; ``reuse_port``: one of ``sluice api --processes``'s children."""
-    from sluice.http import create_app, listen
+    from sluice.http import listen
 
-    runner, _ = await listen(create_app(config), reuse_port=reuse_port)
+    config = parts.config
+    runner, _ = await listen(parts.api(), reuse_port=reuse_port)
     try:
         url = f"http://{config.host}:{config.port}"
         log.info("api listening", url=url, docs=f"{url}/docs")
@@ -157,16 +157,16 @@ async def run_api(
 
 
 async def run_all(
-    config: Config, stop: asyncio.Event, listening: asyncio.Event | None = None
+    parts: Parts, stop: asyncio.Event, listening: asyncio.Event | None = None
 ) -> None:
-    """API, relay, every handler group and the scheduler in one process (``sluice up``)."""
-    # Before any task starts: a failure here leaves none running behind it.
-    groups = sorted(load_apps(config).groups)
+    """API, relay, every handler group and the scheduler in one process (``sluice up``),
+    each built from the same ``parts``."""
+    groups = sorted(parts.apps.groups)
     tasks = [
-        asyncio.create_task(run_api(config, stop, listening), name="api"),
-        asyncio.create_task(run_relay(config, stop), name="relay"),
-        asyncio.create_task(run_worker(config, groups, stop), name="workers"),
-        asyncio.create_task(run_scheduler(config, stop), name="scheduler"),
+        asyncio.create_task(run_api(parts, stop, listening), name="api"),
+        asyncio.create_task(run_relay(parts, stop), name="relay"),
+        asyncio.create_task(run_worker(parts, groups, stop), name="workers"),
+        asyncio.create_task(run_scheduler(parts, stop), name="scheduler"),
     ]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

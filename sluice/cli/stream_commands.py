@@ -10,11 +10,11 @@ from collections.abc import Mapping
 
 import msgspec
 
-from sluice.app.loading import load_apps
+from sluice.app.assembly import assemble
 from sluice.config import Config
 from sluice.events import EVENT_TYPES
 from sluice.history.size import measure as history_size
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.streams.dead_letters import (
     held_by,
     list_dead_letters,
@@ -27,13 +27,14 @@ from sluice.streams.maintenance import GroupStatus, dead_letter_groups, group_to
 
 
 async def show_status(config: Config, *, as_json: bool) -> int:
-    async with open_resources(config) as resources:
+    parts = assemble(config)
+    async with parts.open_resources() as resources:
         report = await status(
             resources.redis, resources.keys, resources.store, config.stall_seconds
         )
         history = await history_size(resources.store)
         partitioned = resources.keys.partitions > 1
-    loaded = load_apps(config).groups
+    loaded = parts.apps.groups
     if as_json:
         shown = dataclasses.asdict(report) | {
             "groups": [dataclasses.asdict(g) for g in group_totals(report)],
@@ -78,13 +79,15 @@ def _group_figures(g: GroupStatus, loaded: Mapping[str, object]) -> str:
 
 
 async def dlq(config: Config, args: argparse.Namespace) -> int:
-    async with open_resources(config) as resources:
+    parts = assemble(config)
+    known = parts.apps.groups
+    async with parts.open_resources() as resources:
         bulk = getattr(args, "group", None) or getattr(args, "type", None)
         if args.action == "redrive" and (bulk or not args.target):
-            return await _dlq_redrive_matching(resources, args)
+            return await _dlq_redrive_matching(resources, args, known)
         if args.action != "list":
-            return await _dlq_one(resources, args)
-        groups = [args.group] if args.group else sorted(load_apps(config).groups)
+            return await _dlq_one(resources, args, known)
+        groups = [args.group] if args.group else sorted(known)
         if not args.group:
             found = await dead_letter_groups(resources.redis, resources.keys)
             for group in sorted(found - set(groups)):
@@ -100,11 +103,12 @@ async def dlq(config: Config, args: argparse.Namespace) -> int:
         return 0
 
 
-async def _dlq_redrive_matching(resources: Resources, args: argparse.Namespace) -> int:
+async def _dlq_redrive_matching(
+    resources: Resources, args: argparse.Namespace, known: Mapping[str, object]
+) -> int:
     """``dlq redrive --group G --type T``: every matching dead letter (one filter at least),
-    as POST /v1/admin/dead-letters/redrive."""
+    as POST /v1/admin/dead-letters/redrive; ``known``: the loaded apps' groups."""
     group, event_type = getattr(args, "group", None), getattr(args, "type", None)
-    known = load_apps(resources.config).groups
     problem = None
     if args.target:
         problem = "give [GROUP] ID, or --group/--type, not both"
@@ -123,7 +127,9 @@ async def _dlq_redrive_matching(resources: Resources, args: argparse.Namespace) 
     return 0
 
 
-async def _dlq_one(resources: Resources, args: argparse.Namespace) -> int:
+async def _dlq_one(
+    resources: Resources, args: argparse.Namespace, known: Mapping[str, object]
+) -> int:
     """Redrive or drop the one dead letter ``[GROUP] ID`` names."""
     if len(args.target) > 2:
         print("expected [GROUP] ID", file=sys.stderr)
@@ -134,7 +140,7 @@ async def _dlq_one(resources: Resources, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{args.action}: {exc}", file=sys.stderr)
         return 2
-    groups = named or sorted(load_apps(resources.config).groups)
+    groups = named or sorted(known)
     places = await places_holding(resources.redis, resources.keys, groups, dead)
     if not places:
         print(f"{args.action}: no such dead letter", file=sys.stderr)

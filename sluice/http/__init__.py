@@ -1,12 +1,13 @@
 """The HTTP server (core): connections, the wire and fast paths, limits, middlewares,
-problems, auth, OpenAPI, and the core's routes. ``create_app(config)`` assembles it
-without doing any I/O: the core's routes and resources, then each app's (``SLUICE_APPS``)
-routes and API contexts. Imports the engine and, to ask which apps run,
-``sluice.app.loading`` inside ``create_app``; no app."""
+problems, auth, OpenAPI, and the core's routes. ``create_app(config, apps, tasks)``
+builds it without doing any I/O: the core's routes and resources, then the routes and
+API contexts of ``apps``, handed over by the process's assembly (``sluice.app.assembly``).
+Imports the engine; no app, and not the loading of apps."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from aiohttp import hdrs, web
 
@@ -30,15 +31,21 @@ from sluice.http.keys import (
     PASSWORDS,
     REDIS,
     STORE,
+    TASKS,
     VISITOR_KEY,
 )
 from sluice.http.middlewares import request_context
+from sluice.http.openapi import routes_of
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import load_visitor_key
 from sluice.passwords import PasswordHasher
 from sluice.resources import keys_for, redis_client
+from sluice.scheduler.tasks import Task
 from sluice.store import open_store
 from sluice.streams.notify import CommitNotifier
+
+if TYPE_CHECKING:
+    from sluice.app.loading import Apps
 
 __all__ = ["MAX_BODY", "create_app"]
 
@@ -52,7 +59,7 @@ async def _secrets(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:
-    app[STORE] = await open_store(app[CONFIG])
+    app[STORE] = await open_store(app[CONFIG], app[APPS].schema)
     try:
         yield
     finally:
@@ -107,17 +114,15 @@ def _add_routes(router: web.UrlDispatcher, routes: Sequence[Route]) -> None:
             router.add_route(route.method, route.path, route.view)
 
 
-def create_app(config: Config) -> web.Application:
-    """The API application; its resources open on startup and close on cleanup: the
-    core's first (store, secrets, Redis, password hashing, tasks), then each app's
+def create_app(config: Config, apps: Apps, known: Mapping[str, Task]) -> web.Application:
+    """The API application serving ``apps`` (their routes, contexts and migrations) and
+    knowing the tasks ``known``; its resources open on startup and close on cleanup: the core's
+    first (store, secrets, Redis, password hashing, tasks), then each app's
     ``api_context`` in the apps' order."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[request_context])
-    # Here, not above: the apps (and the document of their routes) import sluice.http.
-    from sluice.app.loading import load_apps
-    from sluice.http.openapi import routes_of
-
     app[CONFIG] = config
-    app[APPS] = apps = load_apps(config)
+    app[APPS] = apps
+    app[TASKS] = dict(known)
     app[KEYS] = keys_for(config)
     app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier, _password_hashing])
     app.cleanup_ctx.extend([tasks.task_runner, task_controls.backfills, metrics.publish_counters])

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 from aiohttp import web
 
-from sluice.app.loading import Apps, default_apps
 from sluice.http import api_docs, health, metrics, task_controls, tasks
 from sluice.http.apidoc import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
 from sluice.http.bodies import JSON, json_response
 from sluice.http.keys import APPS, CONFIG
 from sluice.http.schemas import Problem
+
+if TYPE_CHECKING:
+    from sluice.app.loading import Apps
 
 _UNAVAILABLE = problem(
     "the database or Redis is unavailable and the route has no fallback (the database"
@@ -141,10 +144,9 @@ def routes_of(apps: Apps) -> tuple[Route, ...]:
     return (*ROUTES, *(r for r in apps.routes if r not in catch_all), *catch_all)
 
 
-def build_document(base_url: str, apps: Apps | None = None) -> Doc:
-    """The document for a service reachable at ``base_url`` running ``apps`` (by default
-    the default apps): every route, each app's in a group (tag) of its own."""
-    apps = apps or default_apps()
+def build_document(base_url: str, apps: Apps) -> Doc:
+    """The document for a service reachable at ``base_url`` running ``apps``: every
+    route, each app's in a group (tag) of its own."""
     routes = routes_of(apps)
     tags = dict(TAGS)
     for app in apps.apps:

@@ -22,13 +22,12 @@ from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, proble
 from sluice.http.auth import require_admin
 from sluice.http.bodies import JSON, json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
-from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TASK_RUNNER, TASKS
+from sluice.http.keys import APPS, CONFIG, KEYS, REDIS, STORE, TASK_RUNNER, TASKS
 from sluice.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.loop import default_holder
 from sluice.scheduler.pauses import paused_tasks
 from sluice.scheduler.policy import Policy
-from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task
 from sluice.streams.waiting import cancel_and_wait
@@ -60,10 +59,10 @@ class RunStarted(msgspec.Struct, frozen=True):
 
 
 async def task_runner(app: web.Application) -> AsyncIterator[None]:
-    """The tasks this process knows and its runner; runs still going at shutdown are
-    cancelled and recorded as interrupted."""
-    app[TASKS] = all_tasks(app[CONFIG])
-    resources = Resources(app[CONFIG], app[STORE], app[REDIS], app[KEYS])
+    """The runner of the tasks this process knows (``TASKS``, from ``create_app``); runs
+    still going at shutdown are cancelled and recorded as interrupted."""
+    words = app[APPS].reserved_words
+    resources = Resources(app[CONFIG], app[STORE], app[REDIS], app[KEYS], words)
     app[TASK_RUNNER] = Runner(resources, holder=f"api:{default_holder()}")
     background: set[asyncio.Task[runs.RunRecord]] = set()
     app[BACKGROUND] = background

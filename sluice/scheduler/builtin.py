@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.history import archive
 from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
+from sluice.store import Store
 from sluice.store.users import db_time
 from sluice.streams import deliveries
 from sluice.streams.maintenance import (
@@ -22,6 +27,9 @@ from sluice.streams.relay import POSITION
 # a live worker touches its consumer with every blocking read (seconds).
 REAP_IDLE_MS = 60 * 60 * 1000
 PURGE_BATCH = 1000
+
+# An app's purge (``@app.purge``): what it deleted past any use, by kind.
+Purge = Callable[[Store, datetime], Awaitable[Mapping[str, int]]]
 
 
 async def trim_streams(ctx: TaskContext) -> None:
@@ -46,16 +54,14 @@ async def reap_idle_consumers(ctx: TaskContext) -> None:
     ctx.log.info("idle consumers reaped", consumers=reaped)
 
 
-async def purge_expired(ctx: TaskContext) -> None:
-    """Delete expired user tokens, then what each app's ``purge`` finds past any use
-    (the reminders app: occurrence rows older than a week).
+async def purge_expired(ctx: TaskContext, purges: Sequence[Purge] = ()) -> None:
+    """Delete expired user tokens, then what each of the apps' ``purges`` finds past any
+    use (the reminders app: occurrence rows older than a week).
     1000 tokens per transaction, a checkpoint after each: the cursor is
     ``tokens:<last hash>`` while tokens are purged, then the name of the app's purge
     function that runs (the reminders app's ``occurrences``); the apps' purges are
     idempotent, and all run again by a run that resumes past the tokens.
     """
-    from sluice.app.loading import load_apps  # the apps import the scheduler
-
     store = ctx.resources.store
     now = utcnow()
     cursor = ctx.cursor or "tokens:"
@@ -79,7 +85,7 @@ async def purge_expired(ctx: TaskContext) -> None:
         await ctx.checkpoint(cursor)
     await ctx.checkpoint(cursor)
     purged: dict[str, int] = {}
-    for purge in load_apps(ctx.resources.config).purges:
+    for purge in purges:
         await ctx.checkpoint(purge.__name__)
         purged.update(await purge(store, now))
     ctx.log.info("expired records purged", tokens=tokens, **purged)
@@ -166,8 +172,12 @@ def schedule_of(config: Config, name: str) -> CronSchedule:
         ) from None
 
 
-def builtin_tasks(config: Config) -> list[Task]:
+def builtin_tasks(config: Config, purges: Sequence[Purge] = ()) -> list[Task]:
+    """sluice's own tasks; ``purge-expired`` runs the apps' ``purges`` too."""
+    own: dict[str, TaskFunction] = {
+        "purge-expired": functools.partial(purge_expired, purges=tuple(purges))
+    }
     return [
-        Task(name, schedule_of(config, name), function, description)
+        Task(name, schedule_of(config, name), own.get(name, function), description)
         for name, function, description in BUILTIN
     ]

@@ -1,15 +1,15 @@
-"""Every task a process knows: the built-in ones, the apps' (SLUICE_APPS), and those named
-by SLUICE_EXTRA_TASKS."""
+"""Every task a process knows: the built-in ones, the apps' (handed over by the process's
+assembly, ``sluice.app.assembly``), and those named by SLUICE_EXTRA_TASKS."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sluice.config import Config
 from sluice.errors import ConfigError
-from sluice.scheduler.builtin import builtin_tasks
+from sluice.scheduler.builtin import Purge, builtin_tasks
 from sluice.scheduler.policy import check_names, policy_for
 from sluice.scheduler.tasks import Task
 
@@ -26,12 +26,13 @@ def _extra(config: Config) -> Iterable[Task]:
         yield from factory(config)
 
 
-def all_tasks(config: Config) -> dict[str, Task]:
-    """Tasks by name, each with its policy; a bad schedule, a duplicate name or a policy
-    setting for no task is a configuration error."""
-    from sluice.app.loading import load_apps  # the apps import the scheduler
-
-    tasks = [*builtin_tasks(config), *load_apps(config).tasks(config), *_extra(config)]
+def all_tasks(
+    config: Config, app_tasks: Sequence[Task] = (), purges: Sequence[Purge] = ()
+) -> dict[str, Task]:
+    """Tasks by name, each with its policy: sluice's own (``purge-expired`` running the
+    apps' ``purges``), the apps' ``app_tasks`` and SLUICE_EXTRA_TASKS'. A bad schedule, a
+    duplicate name or a policy setting for no task is a configuration error."""
+    tasks = [*builtin_tasks(config, purges), *app_tasks, *_extra(config)]
     by_name: dict[str, Task] = {}
     for task in tasks:
         if task.name in by_name:

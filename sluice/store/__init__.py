@@ -1,6 +1,7 @@
 """The store (core): state and the event history behind a small interface, on SQLite or
 PostgreSQL (each dialect stays here), the migration engine with the core's own tables,
-and the users and tokens every app's ``require_user`` reads. Imports events, no app."""
+and the users and tokens every app's ``require_user`` reads. Imports events, no app: the
+apps' migrations are handed to it (``Schema``) by the process's assembly."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from sluice.database_url import is_postgres
 from sluice.store.base import Row, Store, StoredEvent, Tx
+from sluice.store.migrate import Schema
 from sluice.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -17,29 +19,23 @@ if TYPE_CHECKING:
     from sluice.store.migrate import Migration
     from sluice.store.postgres import PostgresStore
 
-__all__ = ["Row", "Store", "StoredEvent", "Tx", "migrate_store", "open_store"]
+__all__ = ["Row", "Schema", "Store", "StoredEvent", "Tx", "migrate_store", "open_store"]
 
 
-async def open_store(config: Config) -> Store:
+async def open_store(config: Config, schema: Schema) -> Store:
     """Open the configured backend and bring its schema up to date: sluice's tables and
-    those of the apps ``config`` names (``SLUICE_APPS``)."""
-    from sluice.app.loading import load_apps  # the apps import the store
-
-    apps = load_apps(config)
-    return await _backend(config, steps=apps.migrations, apps=apps.names())
+    the apps' (``schema``, from the process's assembly), checking the app set."""
+    return await _backend(config, steps=schema.steps, apps=schema.apps)
 
 
-async def migrate_store(config: Config, *, change_apps: bool = False) -> list[str]:
+async def migrate_store(config: Config, schema: Schema, *, change_apps: bool = False) -> list[str]:
     """Bring the configured database's schema up to date as ``open_store`` does, and close
     it: the steps that ran, in order, as ``owner:version`` (``sluice:1``, ``links:14``);
     none when it was up to date (``sluice migrate`` says which). ``change_apps`` records
-    the apps ``config`` names as the deployment's, instead of refusing another set."""
-    from sluice.app.loading import load_apps
-
-    apps = load_apps(config)
+    ``schema.apps`` as the deployment's, instead of refusing another set."""
     store = await _backend(config, migrate=False)
     try:
-        return await store.migrate(apps.migrations, apps=apps.names(), change_apps=change_apps)
+        return await store.migrate(schema.steps, apps=schema.apps, change_apps=change_apps)
     finally:
         await store.close()
 

@@ -132,18 +132,14 @@ async def copy_store(
     *,
     batch: int = BATCH,
     progress: bool = True,
-    steps: Sequence[Migration] | None = None,
+    steps: Sequence[Migration],
 ) -> CopyResult:
     """Copy the store at ``source_url`` into the empty database at ``target_url``.
 
     The source is migrated as any command migrates it (sluice's schema and the apps'
-    ``steps``, by default those of the default apps); the target is checked for
-    emptiness before anything is written to it, then migrated alike, then filled.
+    ``steps``); the target is checked for emptiness before anything is written to it,
+    then migrated alike, then filled.
     """
-    if steps is None:
-        from sluice.app.loading import default_apps  # the apps import the store
-
-        steps = default_apps().migrations
     if not (is_postgres(target_url) or target_url.startswith(SQLITE_PREFIX)):
         raise CopyError(
             f"--to {redacted(target_url)!r}: expected postgresql://user:password@host:port/db"

@@ -55,6 +55,16 @@ class Migration:
     replaces: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class Schema:
+    """What a store is opened with beside sluice's own tables: the apps' ``steps``, in
+    the apps' order, and the apps' names, the deployment's app set (checked, or recorded
+    the first time). ``apps`` None: no check (a copy's target, a test's bare store)."""
+
+    steps: tuple[Migration, ...] = ()
+    apps: tuple[str, ...] | None = None
+
+
 async def apply_migrations(
     tx: Tx,
     steps: Sequence[Migration] = (),

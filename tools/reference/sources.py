@@ -48,7 +48,7 @@ def current() -> Sources:
     import sluice.app
     import sluice.app.testing
     import sluice.http  # imports every module that declares a metric (what /metrics shows)
-    from sluice.app.loading import default_apps
+    from sluice.app.assembly import default_apps
     from sluice.cli.main import build_parser
     from sluice.config import Config, load_config
     from sluice.http.openapi import build_document
@@ -66,6 +66,6 @@ def current() -> Sources:
         stream_of=keys_for(defaults).stream,
         metrics=declared(),
         registered=[metric.name for metric in REGISTRY.collect()],
-        document=build_document(defaults.base_url),
+        document=build_document(defaults.base_url, default_apps()),
         public=[Module("sluice.app", sluice.app), Module("sluice.app.testing", sluice.app.testing)],
     )

@@ -15,10 +15,11 @@ from typing import Any, TypeVar, overload
 
 import redis.asyncio as aioredis
 
-from sluice.app.loading import Apps, load_apps
+from sluice.app.assembly import assemble
+from sluice.app.loading import Apps
 from sluice.config import Config
 from sluice.events import Event, decode
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.store import Store
 from sluice.streams.dead_letters import DeadLetter, list_dead_letters
 
@@ -156,6 +157,6 @@ async def open_deployment(config: Config) -> AsyncIterator[Deployment]:
     """``config``'s deployment, read by a test: its apps loaded (their event types join
     this process's codec), its store migrated and opened, its Redis connected; all
     closed at the end."""
-    apps = load_apps(config)
-    async with open_resources(config) as resources:
-        yield Deployment(resources, apps)
+    parts = assemble(config)
+    async with parts.open_resources() as resources:
+        yield Deployment(resources, parts.apps)

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.app.assembly import assemble
 from sluice.app.testkit.harness import Harness, open_harness
 from sluice.app.testkit.processes import Child, child_env, slowdown
 from sluice.config import Config, load_config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_server import RedisServer
-from sluice.store import open_store
 
 STORES = ("sqlite", "postgres")
 # What every test configuration has: a fixed visitor key (no secret file to make), the
@@ -184,7 +184,7 @@ class Templates:
             url = self._postgres().create_database(made, template="template0")
         config = load_config({}, apps=apps, data_dir=self.root / f"template-{n}",
                              database_url=url, **TEST_SETTINGS)  # fmt: skip
-        await (await open_store(config)).close()
+        await (await assemble(config).open_store()).close()
         return made
 
     def _postgres(self) -> PostgresServer:

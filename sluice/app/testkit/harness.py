@@ -29,18 +29,18 @@ from datetime import datetime, timedelta
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from sluice.app.assembly import assemble
 from sluice.app.jobs import fire_due, next_due
-from sluice.app.loading import Apps, load_apps
+from sluice.app.loading import Apps
 from sluice.app.testkit.deployment import Deployment
 from sluice.app.testkit.served import ServedAsApi
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http import create_app
 from sluice.projections.replay import rebuild
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.scheduler.one_shots import Due, OneShotRunner
-from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
+from sluice.scheduler.tasks import Task
 from sluice.streams.consumer import Consumer
 from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.handling import HeldBack
@@ -122,9 +122,11 @@ class Harness(Deployment):
         apps: Apps,
         client: TestClient[web.Request, web.Application],
         specs: Mapping[str, GroupSpec],
+        tasks: Mapping[str, Task],
     ) -> None:
         super().__init__(resources, apps)
         self.client = client
+        self._all_tasks = dict(tasks)
         self._offset = timedelta()
         self._failures: list[Failure] = []
         config = resources.config
@@ -200,7 +202,7 @@ class Harness(Deployment):
         """Run the cron task ``name`` now, as ``sluice tasks run NAME`` does (a manual run,
         with its run record); raises ``TaskFailed`` if it did not succeed (unless
         ``raise_failure`` is False). What it committed is relayed by the next ``drain``."""
-        tasks = all_tasks(self.config)
+        tasks = self._all_tasks
         task = tasks.get(name)
         if task is None:
             raise ValueError(f"no task {name!r}; the tasks: {', '.join(sorted(tasks))}")
@@ -279,16 +281,17 @@ async def open_harness(config: Config) -> AsyncIterator[Harness]:
     """The harness of ``config``'s deployment (its apps, store and Redis), open until the
     end of the block. Each drain writes in the store and Redis of ``config``: give it a
     database and a Redis prefix of its own (the ``sluice_harness`` fixture does)."""
-    apps = load_apps(config)
+    parts = assemble(config)
+    apps = parts.apps
     async with AsyncExitStack() as stack:
-        resources = await stack.enter_async_context(open_resources(config))
-        client = TestClient(ServedAsApi(create_app(config)))
+        resources = await stack.enter_async_context(parts.open_resources())
+        client = TestClient(ServedAsApi(parts.api()))
         await stack.enter_async_context(client)
         specs = {
             name: with_deployment_timeout(group(resources), config)
             for name, group in apps.groups.items()
         }
-        harness = Harness(resources, apps, client, specs)
+        harness = Harness(resources, apps, client, specs, parts.tasks())
         await harness._start()
         stack.push_async_callback(harness._close)
         yield harness

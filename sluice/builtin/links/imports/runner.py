@@ -24,7 +24,6 @@ import msgspec
 import redis.asyncio as aioredis
 import structlog
 
-from sluice.app.loading import load_apps
 from sluice.builtin.links.exports import jobs as job_rows
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.imports import jobs
@@ -75,7 +74,7 @@ class ImportDeps:
             store=resources.store, redis=resources.redis, keys=resources.keys,
             base_url=config.base_url, max_attempts=config.max_deliveries,
             links_per_user=config.links_per_user,
-            routes=load_apps(config).reserved_words,
+            routes=resources.reserved_words,
         )  # fmt: skip
 
 

@@ -49,10 +49,11 @@ from children import spawn, stop
 from readme import record
 from stores import STORES, Stores, parse_stores
 
+from sluice.app.assembly import open_store
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
-from sluice.store import Store, open_store
+from sluice.store import Store
 
 TARGET = 50_000  # events/s on PostgreSQL with 4 writers
 SAMPLE_S = 0.25

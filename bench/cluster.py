@@ -49,13 +49,14 @@ from redis import Redis as SyncRedis
 from redis.crc import key_slot
 from stores import Stores, parse_stores
 
+from sluice.app.assembly import open_store
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config, load_config
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
 from sluice.logs import configure_logging
 from sluice.resources import keys_for, redis_client
-from sluice.store import Store, open_store
+from sluice.store import Store
 from sluice.streams.keys import Keys
 
 GROUP = "article-views"

@@ -43,10 +43,10 @@ async def drain(n: int, env: dict[str, str]) -> None:
     """The child, under callgrind: publish ``n`` events, then drain them, counted."""
     from deliveries import publish
 
-    from sluice.app.loading import default_apps
+    from sluice.app.assembly import default_apps, open_resources
     from sluice.config import load_config
     from sluice.logs import configure_logging
-    from sluice.resources import open_resources, redis_client
+    from sluice.resources import redis_client
     from sluice.streams.consumer import Consumer
     from sluice.streams.deliveries import DeliveryLog
     from sluice.streams.spec import runtime_settings

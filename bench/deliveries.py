@@ -28,13 +28,13 @@ import msgspec
 from readme import record
 from stores import Stores, parse_stores, postgres_version
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_resources
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.processes import runtime_settings
 from sluice.config import Config, load_config
 from sluice.embedded.redis_server import RedisServer
 from sluice.logs import configure_logging
-from sluice.resources import Resources, open_resources, redis_client
+from sluice.resources import Resources, redis_client
 from sluice.streams.consumer import Consumer
 from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.relay import Relay

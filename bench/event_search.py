@@ -27,13 +27,14 @@ import msgspec
 from readme import record
 from stores import Stores, parse_stores
 
+from sluice.app.assembly import open_store
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import load_config
 from sluice.events import Event
 from sluice.history.search import EventQuery, decode_cursor, search
-from sluice.store import Store, open_store
+from sluice.store import Store
 
 PER_TX = 5_000
 ROUNDS = 20

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import msgspec
 
+from sluice.app.assembly import open_resources
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
@@ -33,7 +34,7 @@ from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
 from sluice.logs import configure_logging
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.store import Store
 
 WINDOW = 10_000  # the default SLUICE_EXPORT_BATCH

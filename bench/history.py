@@ -64,7 +64,7 @@ from typing import TypeVar
 
 from stores import Stores, parse_stores
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_resources, open_store
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.pool import new_codes
 from sluice.builtin.links.visits import classify
@@ -80,8 +80,7 @@ from sluice.history.segment import EventRow
 from sluice.http.visitors import VisitorHasher
 from sluice.logs import configure_logging
 from sluice.projections.replay import rebuild
-from sluice.resources import open_resources
-from sluice.store import Store, open_store
+from sluice.store import Store
 from sluice.streams.relay import POSITION
 
 RATE = 1_000  # visits per second

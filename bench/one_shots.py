@@ -32,11 +32,12 @@ from pathlib import Path
 from readme import record
 from stores import Stores, parse_stores
 
+from sluice.app.assembly import open_store
 from sluice.builtin.reminders import one_shots
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow, uuid7
-from sluice.store import Store, open_store
+from sluice.store import Store
 from sluice.store.users import User, db_time, from_db_time, insert_user
 
 PER_TX = 20_000

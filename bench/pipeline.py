@@ -30,13 +30,13 @@ from pathlib import Path
 import hiredis
 from readme import record
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_resources
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.processes import runtime_settings
 from sluice.config import Config, load_config
 from sluice.embedded.redis_server import RedisServer
 from sluice.logs import configure_logging
-from sluice.resources import Resources, open_resources, redis_client
+from sluice.resources import Resources, redis_client
 from sluice.store import StoredEvent
 from sluice.streams.consumer import Consumer
 from sluice.streams.publisher import head, pack

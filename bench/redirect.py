@@ -62,11 +62,11 @@ from readme import record
 from stores import Stores, parse_stores
 from visits import Visits, random_trace_id
 
+from sluice.app.assembly import open_store
 from sluice.builtin.links.events import LinkCreated
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import utcnow
-from sluice.store import open_store
 from sluice.store.users import db_time
 
 CODE = "bench1"

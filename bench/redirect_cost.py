@@ -51,6 +51,7 @@ from typing import Any
 from callgrind import dumped_instructions
 from redirect import CODE, RULED, TARGET, create_link, wait_listening
 
+from sluice.app.assembly import assemble
 from sluice.embedded.redis_server import RedisServer, free_port
 
 VARIANTS = ("bare", "sluice", "rules", "logged", "no-write", "no-visit", "plain-view",
@@ -81,7 +82,7 @@ def serve(variant: str, port: int) -> None:
     configure_logging(config)
 
     async def main() -> None:
-        await run_api(config, stop_on_signals())
+        await run_api(assemble(config), stop_on_signals())
 
     asyncio.run(main())
 

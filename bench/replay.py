@@ -29,12 +29,12 @@ from pathlib import Path
 from readme import record
 from stores import Stores, parse_stores
 
+from sluice.app.assembly import open_store
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import Event, utcnow
-from sluice.store import open_store
 
 TARGETS = {"sqlite": 300_000, "postgres": 100_000}  # docs/benchmarks.md, events/s
 PER_TX = 5_000

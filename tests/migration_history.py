@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.store import migrations
 from sluice.store.migrate import Migration
 from sluice.store.postgres import PostgresStore

@@ -21,11 +21,11 @@ from dataclasses import replace
 
 from counter import done
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_resources
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.main import main as sluice_main
 from sluice.config import load_config
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.streams.messages import Delivery, Recorded
 from sluice.streams.notify import CommitNotifier
 from sluice.streams.spec import GroupSpec

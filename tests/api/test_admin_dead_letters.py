@@ -15,10 +15,10 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from sluice.app.assembly import create_app
 from sluice.cli.stream_commands import dlq
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.streams.failures import Failures
 from sluice.streams.keys import Keys

@@ -13,9 +13,9 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from sluice.app.assembly import create_app
 from sluice.cli.stream_commands import dlq
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.resources import keys_for
 from sluice.streams.failures import Failures
 from sluice.streams.keys import Keys

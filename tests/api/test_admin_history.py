@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import assemble, create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.processes import run_relay, run_worker
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.resources import Resources
 from sluice.streams.group_history.buckets import minute_of
@@ -84,8 +83,8 @@ async def test_a_workers_outcomes_are_counted_in_their_minute(
     started = minute_of(utcnow())
     stop = asyncio.Event()
     tasks = [
-        asyncio.create_task(run_relay(admin_config, stop)),
-        asyncio.create_task(run_worker(admin_config, [GROUP], stop, consumer="w1")),
+        asyncio.create_task(run_relay(assemble(admin_config), stop)),
+        asyncio.create_task(run_worker(assemble(admin_config), [GROUP], stop, consumer="w1")),
     ]
     try:
         for n, article in enumerate(["fine"] * FINE + ["doomed"]):

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.http.keys import KEYS, REDIS, STORE
 from sluice.store import Store
 from sluice.streams.group_setup import ensure_group

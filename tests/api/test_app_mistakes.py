@@ -9,12 +9,11 @@ from collections.abc import Callable
 import pytest
 from aiohttp import web
 
+from sluice.app.assembly import create_app, migrate_store
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.event_registry import UndeclaredEvent
-from sluice.http import create_app
 from sluice.http.keys import STORE
-from sluice.store import migrate_store
 from tests.api.conftest import AiohttpClient, problem
 from tests.api.test_links import user_token
 from tests.app_helpers import AppDir

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.http import create_app
 from tests.api.conftest import AiohttpClient, problem
 from tests.app_helpers import AppDir
 

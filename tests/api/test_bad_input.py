@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.config import Config
 from sluice.events import utcnow, uuid7
-from sluice.http import MAX_BODY, create_app
+from sluice.http import MAX_BODY
 from sluice.store import Store
 from sluice.store.users import User, insert_token, insert_user
 from tests.api.conftest import Client, problem

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from sluice import passwords
+from sluice.app.assembly import create_app
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.errors import Overloaded
 from sluice.events import uuid7
-from sluice.http import create_app
 from sluice.http.keys import PASSWORDS, STORE
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import add_user, bearer

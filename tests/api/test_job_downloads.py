@@ -15,13 +15,13 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import chunks
 from sluice.builtin.links.exports.retention import purge_finished
 from sluice.builtin.links.exports.runner import run_export
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem

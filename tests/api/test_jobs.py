@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import all_tasks
 from sluice.builtin.links.events import ExportRequested, LinkVisited
 from sluice.builtin.links.exports.retention import purge_finished
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
@@ -24,7 +25,6 @@ from sluice.events import utcnow
 from sluice.http import MAX_BODY
 from sluice.http.keys import KEYS, REDIS
 from sluice.resources import Resources
-from sluice.scheduler.registry import all_tasks
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.link_helpers import OTHER, OTHER_TOKEN, add_link, add_user, bearer

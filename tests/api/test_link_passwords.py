@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.app.assembly import create_app
 from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
 from sluice.builtin.links.http.keys import LINK_CACHE
 from sluice.builtin.links.http.link_passwords import LinkPasswordLimiter
 from sluice.config import Config
 from sluice.errors import TooManyRequests
-from sluice.http import create_app
 from sluice.http.login_limit import WINDOW_SECONDS, LoginLimiter
 from sluice.store import Store
 from sluice.streams.keys import Keys

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sluice.app.assembly import create_app
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.api.test_links import create, link_events, user_token

@@ -9,13 +9,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import VISITS
 from sluice.builtin.links.stats import projection as link_stats
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.http.keys import CONFIG, KEYS, REDIS, STORE
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources

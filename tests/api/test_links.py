@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.builtin.links import repository
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.links import POOL_REFILLER
 from sluice.builtin.links.pool import free_codes, refill
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import create_app
 from sluice.http.keys import CONFIG as CONFIG_KEY
 from sluice.http.keys import STORE as STORE_KEY
 from sluice.store import Store

@@ -10,8 +10,8 @@ import pytest
 import structlog
 from aiohttp import web
 
+from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.logs import add_request
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events

@@ -9,12 +9,12 @@ from typing import Any, cast
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.builtin.links.http.keys import ORPHANS
 from sluice.builtin.links.orphans import OrphanTally
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from sluice import passwords
+from sluice.app.assembly import create_app
 from sluice.app.testing import slowdown
 from sluice.config import Config
 from sluice.errors import Overloaded
-from sluice.http import create_app
 from sluice.http.keys import PASSWORDS
 from sluice.passwords import ClaimantBusy
 from tests.api.conftest import AiohttpClient, problem

@@ -9,10 +9,10 @@ from typing import Any
 
 import structlog
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.logs import add_request
 from sluice.store import Store

@@ -17,11 +17,11 @@ from collections.abc import Callable
 import pytest
 from aiohttp.http import SERVER_SOFTWARE
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import VISITS
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.http.keys import STORE, VISITOR_KEY
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import visitor_hash

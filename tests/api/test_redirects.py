@@ -9,15 +9,15 @@ from datetime import timedelta
 
 import pytest
 
+from sluice.app.assembly import create_app, open_store
 from sluice.app.testing import patience, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import LINK_CACHE, LINK_FOLLOWER, VISITS
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.http.visitors import visitor_hash
-from sluice.store import Store, open_store
+from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.link_helpers import CHROME, GOOGLEBOT, add_link, change_link
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 
+from sluice.app.assembly import create_app
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.http.reminders import ACTIVE_MAX
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from tests.api.conftest import AiohttpClient, Client
 from tests.api.test_links import user_token

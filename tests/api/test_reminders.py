@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted
 from sluice.builtin.reminders.http import reminders as reminder_views
-from sluice.http import create_app
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import user_token

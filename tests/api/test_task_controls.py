@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.http.task_controls import BACKFILL_MAX
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.runner import CANCELLED

@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import all_tasks, create_app, open_resources
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import TaskRunFinished
-from sluice.http import create_app
 from sluice.http.keys import STORE
-from sluice.resources import open_resources
 from sluice.scheduler.cron import parse_cron
-from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
 from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store import Store

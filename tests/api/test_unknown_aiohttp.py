@@ -15,8 +15,9 @@ import structlog
 from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 
+from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.http import aiohttp_compat, create_app
+from sluice.http import aiohttp_compat
 from sluice.http.keys import STORE
 from sluice.http.redirect_wire import WireRedirects
 from tests.api.conftest import AiohttpClient

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import patience, wait_for
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.accounts.http import users
@@ -23,7 +24,7 @@ from sluice.builtin.accounts.mail.sending import Outgoing, compose
 from sluice.builtin.accounts.mail.templates import Content
 from sluice.config import Config
 from sluice.errors import HandlerError
-from sluice.http import admin_token, create_app
+from sluice.http import admin_token
 from sluice.http.login_limit import MAX_FAILURES
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events

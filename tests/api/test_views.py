@@ -9,10 +9,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from sluice.app.assembly import create_app
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import create_app
 from sluice.store import Store
 from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, stored_events

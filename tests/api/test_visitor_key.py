@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.assembly import create_app, open_store
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.http.visitors import KEY_FILE, load_visitor_key
-from sluice.store import Store, open_store
+from sluice.store import Store
 from sluice.store.secrets import read_secret
 from tests.api.conftest import AiohttpClient, stored_events
 

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.http import create_app
 
 if TYPE_CHECKING:
     from playwright.async_api import Page, Request, Route

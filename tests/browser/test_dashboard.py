@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.tasks import Task, TaskContext

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.exports import jobs
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery

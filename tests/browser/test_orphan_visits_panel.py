@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.builtin.links.http.keys import ORPHANS
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http import create_app
 from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, sign_in
 
 if TYPE_CHECKING:

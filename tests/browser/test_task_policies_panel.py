@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.http import create_app
 from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, sign_in
 
 if TYPE_CHECKING:

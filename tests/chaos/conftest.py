@@ -25,12 +25,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_resources
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 
 # Each handler group run here and the aggregate streams it reads.
 WORKER_STREAMS: dict[str, tuple[str, ...]] = {

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from sluice.app.assembly import create_app
 from sluice.config import Config, load_config
 from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import utcnow
-from sluice.http import create_app, listen
+from sluice.http import listen
 from sluice.http.keys import STORE
 from sluice.store.users import insert_token
 

@@ -31,6 +31,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
+from sluice.app.assembly import default_apps
 from sluice.http.openapi import build_document
 from tests.fuzz.conftest import ADMIN_TOKEN, Seed
 
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.fuzz
 # operation; test_served_document_is_the_fuzzed_one checks the app serves this very one.
 BASE = "http://127.0.0.1"
 EXAMPLES = 100
-schema = schemathesis.openapi.from_dict(build_document(BASE))
+schema = schemathesis.openapi.from_dict(build_document(BASE, default_apps()))
 # No unknown query parameters or body fields as "invalid" input: the API ignores unknown query
 # parameters, as most HTTP APIs do (docs/reference/http-api.md asks nothing else), and the bodies
 # that refuse unknown fields (400) are covered by tests/api.
@@ -149,7 +150,7 @@ def test_served_document_is_the_fuzzed_one(served: Seed) -> None:
     answer = requests.get(f"{served.base_url}/openapi.json", timeout=30)
     assert answer.status_code == 200
     served_document: dict[str, Any] = answer.json()
-    fuzzed = build_document(BASE)
+    fuzzed = build_document(BASE, default_apps())
     assert served_document["paths"] == fuzzed["paths"]
     assert served_document["components"] == fuzzed["components"]
     assert len(list(schema.get_all_operations())) == sum(

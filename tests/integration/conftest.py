@@ -11,14 +11,14 @@ from typing import Any, cast
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_resources, open_store
 from sluice.app.testing import Child, patience, wait_answering, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources, open_resources, redis_client
-from sluice.store import Store, open_store
+from sluice.resources import Resources, redis_client
+from sluice.store import Store
 from sluice.streams.consumer import Consumer
 from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.recovery import RecoveryGate

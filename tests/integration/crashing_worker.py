@@ -24,9 +24,9 @@ DELIVERIES_KEY = "test:poison:deliveries"
 
 
 async def work(consumer_name: str, poison: str) -> None:
-    from sluice.app.loading import default_apps
+    from sluice.app.assembly import default_apps, open_resources
     from sluice.builtin.articles.events import ArticleViewed
-    from sluice.resources import open_resources, redis_client
+    from sluice.resources import redis_client
     from sluice.stop_signals import stop_on_signals
     from sluice.streams.consumer import Consumer
     from sluice.streams.messages import Delivery

@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.builtin.accounts.mail.group import HANDLERS as MAIL_HANDLERS
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION

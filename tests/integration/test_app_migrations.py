@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_store
 from sluice.builtin.articles.projection import ARTICLE_VIEWS_DDL
 from sluice.config import Config
-from sluice.store import Store, migrations, open_store
+from sluice.store import Store, migrations
 from sluice.store.postgres import PostgresStore
 from sluice.store.sqlite import SqliteStore
 from tests.migration_history import migrations_before_split

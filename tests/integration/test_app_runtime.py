@@ -11,12 +11,12 @@ from datetime import timedelta
 import msgspec
 import pytest
 
+from sluice.app.assembly import loaded_apps, open_resources
 from sluice.app.jobs import fire_due, next_due
-from sluice.app.loading import load_apps
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import EVENT_TYPES, Event, JobDue, utcnow
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.scheduler.one_shots import Due, OneShotRunner
 from sluice.streams.dead_letters import list_dead_letters
 from sluice.streams.messages import Delivery, Duplicate, Message
@@ -102,7 +102,7 @@ async def _column(resources: Resources, column: str, parcel_id: str) -> int:
 async def test_a_once_handler_applies_an_event_once_however_often_it_is_delivered(
     sample: Resources,
 ) -> None:
-    group = load_apps(sample.config).groups["stamping"](sample)
+    group = loaded_apps(sample.config).groups["stamping"](sample)
     assert (group.max_deliveries, group.retry_base_ms) == (2, 20)  # the group's own settings
     event = _sent("p1")
     assert await group.handler([_delivery(event)]) == {}
@@ -119,7 +119,7 @@ async def test_a_failing_once_handler_leaves_nothing_and_is_dead_lettered_by_its
     async with sample.store.transaction() as tx:
         await tx.append(_sent("p2", poison=True), _sent("p3"))
     start_relay()
-    spec = load_apps(sample.config).groups["stamping"](sample)
+    spec = loaded_apps(sample.config).groups["stamping"](sample)
     start_worker("stamping", spec=spec)
 
     async def dead_lettered() -> bool:
@@ -140,7 +140,7 @@ async def test_a_failing_once_handler_leaves_nothing_and_is_dead_lettered_by_its
 async def test_a_delayed_job_fires_once_on_two_schedulers_and_a_cancelled_one_never(
     sample: Resources, running: Running
 ) -> None:
-    jobs = load_apps(sample.config).jobs
+    jobs = loaded_apps(sample.config).jobs
     deliver = jobs["deliver"]
     now = utcnow()
     async with sample.store.transaction() as tx:
@@ -168,7 +168,7 @@ async def test_a_delayed_job_fires_once_on_two_schedulers_and_a_cancelled_one_ne
     assert all(job.scheduled_for >= now + timedelta(seconds=0.3) for job in fired_jobs)
     assert all(job.occurred_at >= job.scheduled_for for job in fired_jobs)  # not early
     # The job's group runs it once, in a transaction, like a once-handler.
-    group = load_apps(sample.config).groups["sample-jobs"](sample)
+    group = loaded_apps(sample.config).groups["sample-jobs"](sample)
     for job in fired_jobs:
         assert await group.handler([_delivery(job)]) == {}
         again = await group.handler([_delivery(job, 2)])

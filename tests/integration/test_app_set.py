@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.app.assembly import open_resources
 from sluice.app.testing import Child, free_port, sluice_command, wait_for
 from sluice.config import Config
 from sluice.events import EVENT_TYPES
-from sluice.resources import open_resources
 from sluice.streams.dead_letters import list_dead_letters
 from tests.app_helpers import AppDir
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
+from sluice.app.assembly import open_store
 from sluice.app.testing import sluice_command
 from sluice.config import Config
-from sluice.store import open_store
 from tests.app_helpers import AppDir
 
 # Generous for a loaded machine: a hang is what this catches, not a slow start.

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from sluice.app.assembly import all_tasks
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config, load_config
@@ -14,7 +15,6 @@ from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.history import archive
 from sluice.resources import Resources
-from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
 from sluice.streams.relay import POSITION

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited

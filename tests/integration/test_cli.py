@@ -14,12 +14,11 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_store
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.resources import Resources
-from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS
 from tests.app_helpers import AppDir
 

@@ -23,14 +23,13 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import create_app, open_resources
 from sluice.app.testing import wait_for
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import Config
 from sluice.events import decode, utcnow
-from sluice.http import create_app
-from sluice.resources import open_resources
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import Scheduler
 from sluice.scheduler.tasks import Task, TaskContext

@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
+from sluice.app.assembly import open_resources
 from sluice.app.testing import wait_for
 from sluice.builtin.links.cache import LinkCache, Target
 from sluice.builtin.links.cache_updates import ChangeHints, ChangeListener, LinkFollower
@@ -31,7 +32,7 @@ from sluice.events import Event, encode, type_name
 from sluice.http import login_limit
 from sluice.http.login_limit import MAX_FAILURES, LoginLimiter
 from sluice.redis_cluster import is_cluster
-from sluice.resources import keys_for, open_resources, redis_client
+from sluice.resources import keys_for, redis_client
 from sluice.streams.keys import Keys
 from sluice.streams.waiting import cancel_and_wait
 from tests.link_helpers import OWNER, add_user

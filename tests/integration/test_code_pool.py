@@ -8,6 +8,7 @@ import re
 import pytest
 import structlog
 
+from sluice.app.assembly import open_store
 from sluice.app.testing import wait_for
 from sluice.builtin.links.pool import (
     ALPHABET,
@@ -21,7 +22,7 @@ from sluice.builtin.links.pool import (
     take_code,
 )
 from sluice.config import Config
-from sluice.store import Store, open_store
+from sluice.store import Store
 
 CODE = re.compile(r"[0-9A-Za-z]{6}")
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from sluice.app.assembly import all_tasks, create_app, default_apps
 from sluice.app.testing import child_env, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated, LinkVisited
@@ -25,10 +26,8 @@ from sluice.config import Config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.events import decode, utcnow
 from sluice.history.reader import read_history
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.resources import Resources
-from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
 from sluice.store.base import StoredEvent
 from sluice.store.copy import CopyError, CopyStore, copy_store, quoted
@@ -39,6 +38,8 @@ from sluice.streams.relay import POSITION, Relay
 from tests.conftest import TEMPLATE, new_database
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
+
+STEPS = default_apps().migrations  # the default apps' migrations, as `sluice copy-store`
 
 Client = TestClient[Any, Any]
 AiohttpClient = Callable[..., Awaitable[Client]]
@@ -248,14 +249,14 @@ async def test_nothing_is_written_to_a_foreign_database_or_for_a_newer_source(
     finally:
         await store.close()
     with pytest.raises(CopyError, match=r"not empty \(invoices hold rows\)"):
-        await copy_store(config.database_url, foreign, progress=False)
+        await copy_store(config.database_url, foreign, progress=False, steps=STEPS)
     assert await everything(foreign) == {"invoices": [("2024-001",)]}  # no sluice table
 
     async with resources.store.transaction() as tx:  # as a newer sluice would have it
         await tx.execute("INSERT INTO schema_migrations VALUES (999, 'from the future', '')")
     target = empty_database()
     with pytest.raises(CopyError, match=r"version\(s\) 999, newer than this sluice knows"):
-        await copy_store(config.database_url, target, progress=False)
+        await copy_store(config.database_url, target, progress=False, steps=STEPS)
     assert await everything(target) == {}
 
 
@@ -275,7 +276,7 @@ async def test_a_copy_that_loses_a_row_fails_naming_the_table_and_commits_nothin
     monkeypatch.setattr(PostgresTx, "copy_rows", lossy)
     target = empty_database()
     with pytest.raises(CopyError, match="table events: 1 rows in the source, 1 copied, 0 in the"):
-        await copy_store(config.database_url, target, progress=False)
+        await copy_store(config.database_url, target, progress=False, steps=STEPS)
     assert not any((await everything(target)).values())
 
 
@@ -300,7 +301,7 @@ async def test_postgresql_moves_to_sqlite_page_by_page(
     await store.set_position(POSITION, 17)
     target = f"sqlite:///{tmp_path / 'moved' / 'sluice.db'}"
 
-    result = await copy_store(config.database_url, target, batch=7, progress=False)
+    result = await copy_store(config.database_url, target, batch=7, progress=False, steps=STEPS)
     assert (result.tables["events"], result.tables["export_chunks"]) == (41, 3)
     assert await everything(target) == await everything(config.database_url)
     moved = await SqliteStore.open(Path(target.removeprefix("sqlite:///")))
@@ -345,7 +346,9 @@ async def test_a_source_still_written_is_copied_as_one_snapshot(
     writer = asyncio.ensure_future(keep_writing())
     target = empty_database()
     try:
-        result = await copy_store(config.database_url, target, batch=50, progress=False)
+        result = await copy_store(
+            config.database_url, target, batch=50, progress=False, steps=STEPS
+        )
     finally:
         stop.set()
         written = await writer

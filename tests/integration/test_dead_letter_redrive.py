@@ -13,13 +13,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.cli.stream_commands import dlq
 from sluice.config import Config
 from sluice.events import Event, encode, type_name
-from sluice.http import create_app
 from sluice.resources import Resources
 from tests.integration.conftest import views
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer

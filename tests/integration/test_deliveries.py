@@ -14,12 +14,11 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http import create_app
 from sluice.metrics import HANDLER_TIMEOUTS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources

@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports import jobs
 from sluice.config import Config
 from sluice.events import decode
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.streams.relay import Relay
 from tests.integration.test_exports import CODE, all_published, seed, small_export

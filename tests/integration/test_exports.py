@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs, visits

@@ -16,9 +16,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_for
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.resources import Resources, redis_client
 from sluice.streams import pause
 from sluice.streams.consumer import Consumer

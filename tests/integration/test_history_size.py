@@ -10,16 +10,15 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import all_tasks, create_app, open_resources
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.cli.stream_commands import show_status
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.history.size import measure
-from sluice.http import create_app
 from sluice.http.keys import STORE
-from sluice.resources import Resources, open_resources
-from sluice.scheduler.registry import all_tasks
+from sluice.resources import Resources
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
 from sluice.streams.relay import POSITION

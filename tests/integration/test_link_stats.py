@@ -14,12 +14,11 @@ import redis.asyncio as aioredis
 from aiohttp.test_utils import TestClient
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.links.http.keys import LINK_FOLLOWER, VISITS
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import create_app
 from sluice.http.keys import STORE
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources

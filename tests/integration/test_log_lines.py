@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.http import create_app
 from sluice.resources import Resources
 from tests.link_helpers import CHROME, add_link
 

@@ -25,6 +25,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client import REGISTRY
 
+from sluice.app.assembly import create_app, open_resources
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.budget import BudgetUnavailable, Spent, UserBudget
@@ -36,8 +37,7 @@ from sluice.builtin.reminders.stored import Reminder, insert_reminder
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.http import create_app
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.store.users import User, db_time, insert_user
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay

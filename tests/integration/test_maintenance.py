@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import all_tasks, create_app
 from sluice.app.testing import wait_for
 from sluice.cli.stream_commands import show_status
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.redis_cluster import is_cluster
 from sluice.resources import Resources
-from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import Runner
 from sluice.streams.failures import Failures
 from sluice.streams.maintenance import (

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps, open_resources
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.builtin.accounts.mail.links import load_link_key, verify_token
 from sluice.builtin.reminders import stored
@@ -30,7 +30,7 @@ from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 from sluice.events import utcnow
 from sluice.http.admin_token import record_generated
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 

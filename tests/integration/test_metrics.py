@@ -10,10 +10,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sluice import metrics
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import create_app
 from sluice.metrics_env import ENV, metrics_dir
 from sluice.resources import Resources
 from tests.integration.conftest import post_views, views

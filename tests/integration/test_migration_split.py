@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from sluice.app.loading import default_apps, load_apps
+from sluice.app.assembly import create_app, default_apps
+from sluice.app.loading import load_apps
 from sluice.config import Config, load_config
-from sluice.http import create_app
 from sluice.store import Store, migrations
 from sluice.store.postgres import PostgresStore
 from sluice.store.sqlite import SqliteStore

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.app.assembly import open_store
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.store import Store, Tx, open_store
+from sluice.store import Store, Tx
 from sluice.store.postgres import PostgresTx
 from sluice.streams.keys import Keys
 from sluice.streams.relay import Relay

@@ -23,11 +23,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from sluice.app.assembly import open_resources
 from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 

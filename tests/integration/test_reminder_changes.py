@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, patience, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.sending import reminder_key
@@ -24,7 +25,6 @@ from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import decode, utcnow
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.store.users import from_db_time
 from sluice.streams.consumer import Consumer

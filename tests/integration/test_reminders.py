@@ -20,6 +20,7 @@ from typing import Any, cast
 import pytest
 from aiohttp.test_utils import TestClient
 
+from sluice.app.assembly import create_app, open_resources
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.links import load_link_key, verify_token
@@ -30,8 +31,7 @@ from sluice.builtin.reminders.events import ReminderDeleted, ReminderDue
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import decode, utcnow
-from sluice.http import create_app
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.store import Store, Tx
 from sluice.store.users import db_time, from_db_time
 from sluice.streams.consumer import Consumer

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.periods import period_start
 from sluice.events import utcnow

@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail.budget import BudgetUnavailable
 from sluice.config import Config

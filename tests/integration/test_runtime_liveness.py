@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import open_store
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.resources import Resources
-from sluice.store import StoredEvent, open_store
+from sluice.store import StoredEvent
 from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
 from sluice.streams.notify import CommitNotifier

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable
@@ -13,16 +14,16 @@ import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
+from sluice.app.assembly import all_tasks, default_apps, open_resources
 from sluice.app.testing import wait_for
 from sluice.builtin.links.pool import free_codes
 from sluice.config import Config
 from sluice.events import TaskRunFinished, decode
-from sluice.resources import Resources, open_resources
+from sluice.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.builtin import PURGE_BATCH, purge_expired
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import Scheduler
-from sluice.scheduler.registry import all_tasks
 from sluice.scheduler.runner import LOST_LOCK, AlreadyRan, Busy, Runner
 from sluice.scheduler.tasks import Task, TaskContext
 from sluice.store.users import db_time
@@ -304,7 +305,8 @@ async def test_purge_expired_removes_expired_tokens_and_old_occurrences_only(
             " VALUES ('r', ?, 'e', ?)",
             [(db_time(now - timedelta(days=d)), db_time(now)) for d in (1, 6, 8, 30)],
         )
-    task = Task("purge-expired", EVERY_SECOND, purge_expired)
+    purges = default_apps().purges  # the reminders app's, as the assembly hands them over
+    task = Task("purge-expired", EVERY_SECOND, functools.partial(purge_expired, purges=purges))
     runner = Runner(resources, holder="a")
     record = await runner.execute(await runner.begin(task, "manual", now))
     assert record.status == "succeeded" and record.cursor == "occurrences"

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.scheduler.loop import slot_id
 from sluice.scheduler.runs import ABANDONED

@@ -19,9 +19,9 @@ from datetime import timedelta
 
 import pytest
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.overlap import BUFFER_TAKEN, OVERRUN

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.assembly import open_store
 from sluice.app.loading import load_apps
 from sluice.app.testing import child_env
 from sluice.config import Config
-from sluice.store import open_store
 from sluice.store.migrations import MIGRATIONS
 from sluice.store.sqlite import SqliteStore
 

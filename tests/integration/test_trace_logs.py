@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
-from sluice.http import create_app
 from sluice.resources import redis_client
 
 APPLIED_BEFORE = "event applied before, acked without applying it again"

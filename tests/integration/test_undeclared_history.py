@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.app.assembly import open_resources
 from sluice.app.testing import Child, sluice_command, wait_for
 from sluice.config import Config
 from sluice.events import new_trace_id, utcnow, uuid7
-from sluice.resources import open_resources
 from sluice.streams.dead_letters import list_dead_letters
 from tests.app_helpers import AppDir
 

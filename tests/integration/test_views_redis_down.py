@@ -7,10 +7,10 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay

@@ -19,6 +19,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestClient, TestServer
 from standardwebhooks.webhooks import Webhook as Verifier
 
+from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.links.events import LinkUpdated
 from sluice.builtin.links.webhooks import repository
@@ -28,7 +29,6 @@ from sluice.builtin.links.webhooks.sender import Sender
 from sluice.builtin.links.webhooks.signing import generate_secret
 from sluice.config import Config
 from sluice.events import utcnow, uuid7
-from sluice.http import create_app
 from sluice.resources import Resources
 from sluice.store.users import db_time
 from sluice.streams.consumer import Consumer

@@ -8,7 +8,7 @@ from textwrap import dedent
 
 import pytest
 
-from sluice.app import loading
+from sluice.app import assembly
 from sluice.app.loading import load_apps
 from sluice.config import load_config
 from sluice.errors import ConfigError
@@ -229,7 +229,7 @@ def test_a_route_whose_first_segment_is_a_variable_outside_v1_is_refused(
     )
     # A fixed first segment reserves that word for the short links' aliases.
     app_dir.forget()
-    loading.forget_loaded()
+    assembly.forget_loaded()
     app_dir.module("pages_app", ROUTES.replace("PATH", "/Launchpad/{slug}"))
     words = load_apps(load_config({"SLUICE_APPS": "default,pages_app"})).reserved_words
     assert words["launchpad"] == "route GET /Launchpad/{slug} of pages"

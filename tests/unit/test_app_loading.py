@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from sluice.app.assembly import assemble
 from sluice.app.loading import load_apps
 from sluice.config import load_config
 from sluice.errors import ConfigError
@@ -56,9 +57,13 @@ def _apps(names: str) -> list[str]:
 
 def test_an_app_named_in_sluice_apps_joins_the_built_in_ones(app_dir: AppDir) -> None:
     app_dir.module("tiny_app", TINY)
-    apps = load_apps(load_config({"SLUICE_APPS": "default,tiny_app"}))
+    config = load_config({"SLUICE_APPS": "default,tiny_app"})
+    registered = dict(REGISTRY.owners)
+    apps = load_apps(config)
     assert apps.names() == ["accounts", "links", "reminders", "articles", "operations", "tiny"]
     assert "tiny-group" in apps.groups and "article-views" in apps.groups
+    assert REGISTRY.owners == registered  # loading registers nothing: the assembly does
+    assert assemble(config).apps.names() == apps.names()
     assert EVENT_TYPES["TinyThingHappened"].__module__ == "tiny_app"
     assert REGISTRY.owners["TinyThingHappened"] == "tiny"
     assert _apps("tiny_app:app") == ["tiny"]  # alone: without the built-in ones

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated
 from sluice.events import EVENT_TYPES, decode, encode, uuid7

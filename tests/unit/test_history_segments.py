@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sluice import history
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.builtin.accounts.events import UserRegistered, UserVerified, VerificationRequested
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import (

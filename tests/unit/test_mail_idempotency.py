@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import open_store
 from sluice.builtin.accounts.mail.idempotency import CouldNotCheck, Outcome, SendLog
 from sluice.config import load_config
-from sluice.store import Store, open_store
+from sluice.store import Store
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from sluice.app.assembly import open_store
 from sluice.builtin.accounts.mail import templates
 from sluice.builtin.accounts.mail.idempotency import CouldNotCheck, Outcome, SendLog
 from sluice.builtin.accounts.mail.ratelimit import RateLimiter
@@ -25,7 +26,7 @@ from sluice.builtin.accounts.mail.transport import EmlTransport, SmtpTransport, 
 from sluice.config import load_config
 from sluice.embedded.redis_server import free_port
 from sluice.errors import HandlerError
-from sluice.store import Store, open_store
+from sluice.store import Store
 
 
 class FakeTransport:

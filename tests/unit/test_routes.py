@@ -8,9 +8,8 @@ from typing import Any
 
 import msgspec
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import create_app, default_apps
 from sluice.config import load_config
-from sluice.http import create_app
 from sluice.http.apidoc import SCHEMA_REF
 from sluice.http.openapi import build_document, routes_of
 from sluice.http.schemas import Problem
@@ -25,7 +24,7 @@ def test_the_router_and_the_document_hold_the_declared_routes_and_nothing_else(
         for route in app.router.routes()
         if route.resource is not None
     }
-    document = build_document("http://sluice.test")
+    document = build_document("http://sluice.test", default_apps())
     documented = {(method.upper(), path) for path, item in document["paths"].items()
                   for method in item}  # fmt: skip
     routes = routes_of(default_apps())

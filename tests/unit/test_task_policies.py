@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.assembly import all_tasks
 from sluice.config import load_config
 from sluice.errors import ConfigError
 from sluice.scheduler.policy import Policy, describe, jitter
-from sluice.scheduler.registry import all_tasks
 
 
 def test_each_task_gets_its_policy_from_the_environment(tmp_path: Path) -> None:

@@ -36,11 +36,11 @@ from sluice.app.testkit.deployment import Deployment
 from sluice.app.testkit.served import ServedAsApi
 from sluice.config import Config
 from sluice.events import utcnow
+from sluice.http.keys import TASKS
 from sluice.projections.replay import rebuild
 from sluice.resources import Resources
 from sluice.scheduler.one_shots import Due, OneShotRunner
 from sluice.scheduler.runner import Runner
-from sluice.scheduler.tasks import Task
 from sluice.streams.consumer import Consumer
 from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.handling import HeldBack
@@ -122,11 +122,9 @@ class Harness(Deployment):
         apps: Apps,
         client: TestClient[web.Request, web.Application],
         specs: Mapping[str, GroupSpec],
-        tasks: Mapping[str, Task],
     ) -> None:
         super().__init__(resources, apps)
         self.client = client
-        self._all_tasks = dict(tasks)
         self._offset = timedelta()
         self._failures: list[Failure] = []
         config = resources.config
@@ -202,7 +200,7 @@ class Harness(Deployment):
         """Run the cron task ``name`` now, as ``sluice tasks run NAME`` does (a manual run,
         with its run record); raises ``TaskFailed`` if it did not succeed (unless
         ``raise_failure`` is False). What it committed is relayed by the next ``drain``."""
-        tasks = self._all_tasks
+        tasks = self.client.app[TASKS]  # the process's tasks, as the API knows them
         task = tasks.get(name)
         if task is None:
             raise ValueError(f"no task {name!r}; the tasks: {', '.join(sorted(tasks))}")
@@ -291,7 +289,7 @@ async def open_harness(config: Config) -> AsyncIterator[Harness]:
             name: with_deployment_timeout(group(resources), config)
             for name, group in apps.groups.items()
         }
-        harness = Harness(resources, apps, client, specs, parts.tasks())
+        harness = Harness(resources, apps, client, specs)
         await harness._start()
         stack.push_async_callback(harness._close)
         yield harness

@@ -135,7 +135,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Links one user may own, however made (POST /v1/links answers 403 beyond; an
     # import reports the rows beyond as invalid). Links are never deleted.
     links_per_user: int = 100_000
-    # More tasks: comma-separated "module:callable", each callable(config) -> iterable of Task.
+    # Deprecated (declare tasks with @app.task): more tasks, comma-separated
+    # "module:callable", each callable(config) -> iterable of Task.
     extra_tasks: str = ""
     # The apps this deployment runs (sluice.app.loading): comma-separated names of
     # built-in or installed apps and import paths; "" is "default", all of them.

@@ -7,15 +7,26 @@ import dataclasses
 import importlib
 from collections.abc import Iterable, Sequence
 
+import structlog
+
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.scheduler.builtin import Purge, builtin_tasks
 from sluice.scheduler.policy import check_names, policy_for
 from sluice.scheduler.tasks import Task
 
+log = structlog.get_logger(__name__)
+
 
 def _extra(config: Config) -> Iterable[Task]:
-    for spec in filter(None, (part.strip() for part in config.extra_tasks.split(","))):
+    entries = [part.strip() for part in config.extra_tasks.split(",") if part.strip()]
+    if entries:
+        # Still honoured; an app declares its tasks with @app.task (docs/guides/upgrades.md).
+        log.warning(
+            "SLUICE_EXTRA_TASKS is deprecated: declare the tasks with @app.task in an app",
+            entries=entries,
+        )
+    for spec in entries:
         module_name, _, attribute = spec.partition(":")
         if not module_name or not attribute:
             raise ConfigError(f"SLUICE_EXTRA_TASKS entry {spec!r} is not 'module:callable'")

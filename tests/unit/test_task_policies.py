@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from sluice.app.assembly import all_tasks
 from sluice.config import load_config
@@ -62,3 +63,21 @@ def test_jitter_is_a_function_of_the_task_and_the_occurrence() -> None:
     assert jitter(policy, "refill-code-pool", slot) == jitter(policy, "refill-code-pool", slot)
     assert jitter(policy, "a", slot) != jitter(policy, "b", slot)
     assert jitter(Policy(), "a", slot) == timedelta(0)
+
+
+def test_sluice_extra_tasks_still_loads_its_tasks_and_warns_that_it_is_deprecated(
+    tmp_path: Path,
+) -> None:
+    config = load_config({
+        "SLUICE_DATA_DIR": str(tmp_path),
+        "SLUICE_EXTRA_TASKS": "tests.integration.scheduler_tasks:tasks",
+    })  # fmt: skip
+    with structlog.testing.capture_logs() as logs:
+        tasks = all_tasks(config)
+    assert "tick" in tasks and "trim-streams" in tasks
+    [warning] = [log for log in logs if log["log_level"] == "warning"]
+    assert warning["event"].startswith("SLUICE_EXTRA_TASKS is deprecated")
+    assert warning["entries"] == ["tests.integration.scheduler_tasks:tasks"]
+    with structlog.testing.capture_logs() as quiet:
+        all_tasks(load_config({"SLUICE_DATA_DIR": str(tmp_path)}))
+    assert not [log for log in quiet if log["log_level"] == "warning"]

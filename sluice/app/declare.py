@@ -33,7 +33,7 @@ from sluice.http.client_address import Caller
 from sluice.projections.base import Projection as EngineProjection
 from sluice.resources import Resources
 from sluice.scheduler.builtin import Purge
-from sluice.scheduler.tasks import TaskFunction
+from sluice.scheduler.tasks import TaskDeclaration, TaskFunction, declare_task
 from sluice.store import Tx
 from sluice.store.migrate import Migration
 from sluice.streams.spec import DeadLetterHook, GroupSpec
@@ -65,19 +65,6 @@ class Service(Protocol):
     """Work a scheduler process runs beside the cron tasks until ``stop`` is set."""
 
     async def run(self, stop: asyncio.Event) -> None: ...
-
-
-@dataclass(frozen=True)
-class TaskDeclaration:
-    name: str
-    run: TaskFunction
-    cron: str | Callable[[Config], str]
-    timezone: str | Callable[[Config], str]
-    description: str
-    overlap: str = "skip"
-    catchup_seconds: float = 0.0
-    jitter_seconds: float = 0.0
-    timeout_seconds: float | None = None
 
 
 @dataclass
@@ -226,16 +213,12 @@ class App:
         ``SLUICE_<TASK>_OVERLAP``, ``_CATCHUP_SECONDS``, ``_JITTER_SECONDS`` and
         ``_TIMEOUT_SECONDS`` win."""
         check_name("task", name)
-
-        def declare(function: TaskFunction) -> TaskFunction:
-            check_shape(self.name, f"task {name!r}", function, SHAPES["task"])
-            self.tasks[name] = TaskDeclaration(
-                name, function, cron, timezone, description or (function.__doc__ or "").strip(),
-                overlap, catchup_seconds, jitter_seconds, timeout_seconds,
-            )  # fmt: skip
-            return function
-
-        return declare
+        return declare_task(
+            self.tasks, name, cron=cron, timezone=timezone, description=description,
+            overlap=overlap, catchup_seconds=catchup_seconds, jitter_seconds=jitter_seconds,
+            timeout_seconds=timeout_seconds,
+            check=lambda f: check_shape(self.name, f"task {name!r}", f, SHAPES["task"]),
+        )  # fmt: skip
 
     def job(
         self, name: str, *, payload: type[P], group: Group | None = None

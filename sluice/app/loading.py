@@ -51,8 +51,6 @@ from sluice.projections.runtime import projection_group
 from sluice.resources import Resources
 from sluice.scheduler.builtin import BUILTIN as CORE_TASKS
 from sluice.scheduler.builtin import Purge
-from sluice.scheduler.cron import CronError, parse_cron
-from sluice.scheduler.policy import Policy
 from sluice.scheduler.tasks import Task
 from sluice.store.migrate import Migration, Schema
 from sluice.store.migrations import MIGRATIONS as CORE_MIGRATIONS
@@ -118,21 +116,11 @@ class Apps:
     def tasks(self, config: Config) -> list[Task]:
         """The apps' cron tasks, each with its declared policy (the deployment's
         ``SLUICE_<TASK>_*`` settings are laid over it by the task registry)."""
-        tasks = []
-        for app in self.apps:
-            for d in app.tasks.values():
-                cron = d.cron(config) if callable(d.cron) else d.cron
-                zone = d.timezone(config) if callable(d.timezone) else d.timezone
-                try:
-                    schedule = parse_cron(cron, zone or config.timezone)
-                except CronError as exc:
-                    raise ConfigError(f"task {d.name!r} of app {app.name!r}: {exc}") from None
-                policy = Policy(
-                    overlap=d.overlap, catchup_seconds=d.catchup_seconds,
-                    jitter_seconds=d.jitter_seconds, timeout_seconds=d.timeout_seconds,
-                )  # fmt: skip
-                tasks.append(Task(d.name, schedule, d.run, d.description, policy))
-        return tasks
+        return [
+            d.task(config, f"task {d.name!r} of app {app.name!r}")
+            for app in self.apps
+            for d in app.tasks.values()
+        ]
 
 
 def load_apps(config: Config) -> Apps:
@@ -309,7 +297,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
     projections = [(p, a.name) for a in apps for p in [*a.projections, *a.engine_projections]]
     _unique("group", [*group_names, *projections])
     _unique("projection", projections)
-    _unique("task", [(t, a.name) for a in apps for t in a.tasks], [t for t, _, _ in CORE_TASKS])
+    _unique("task", [(t, a.name) for a in apps for t in a.tasks], list(CORE_TASKS))
     _unique("job", [(j, a.name) for a in apps for j in a.jobs])
     _unique(
         "route",

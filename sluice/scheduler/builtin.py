@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 
 from sluice.config import Config
-from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.history import archive
-from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
-from sluice.scheduler.tasks import Task, TaskContext, TaskFunction
+from sluice.scheduler.tasks import F, Task, TaskContext, TaskDeclaration, declare_task
 from sluice.store import Store
 from sluice.store.users import db_time
 from sluice.streams import deliveries
@@ -31,7 +30,25 @@ PURGE_BATCH = 1000
 # An app's purge (``@app.purge``): what it deleted past any use, by kind.
 Purge = Callable[[Store, datetime], Awaitable[Mapping[str, int]]]
 
+# sluice's own tasks, declared as an app declares its own (``@app.task``), in this order;
+# each on the schedule of its settings SLUICE_<NAME>_CRON and SLUICE_<NAME>_TIMEZONE (the
+# deployment's SLUICE_TIMEZONE when that is empty).
+BUILTIN: dict[str, TaskDeclaration] = {}
 
+
+def _task(name: str, description: str) -> Callable[[F], F]:
+    field = name.replace("-", "_")
+    return declare_task(
+        BUILTIN, name, description=description,
+        cron=lambda config: str(getattr(config, f"{field}_cron")),
+        timezone=lambda config: str(getattr(config, f"{field}_timezone")),
+    )  # fmt: skip
+
+
+@_task(
+    "trim-streams",
+    "trims stream entries every group has acked, older than SLUICE_STREAM_RETENTION",
+)
 async def trim_streams(ctx: TaskContext) -> None:
     """Trim each stream in turn (never below what a group has not acked).
 
@@ -49,11 +66,16 @@ async def trim_streams(ctx: TaskContext) -> None:
     ctx.log.info("streams trimmed", entries_removed=removed)
 
 
+@_task("reap-consumers", "removes consumers idle for an hour with nothing pending")
 async def reap_idle_consumers(ctx: TaskContext) -> None:
     reaped = await reap_consumers(ctx.resources.redis, ctx.resources.keys, REAP_IDLE_MS)
     ctx.log.info("idle consumers reaped", consumers=reaped)
 
 
+@_task(
+    "purge-expired",
+    "deletes expired user tokens, and what the apps purge (reminder occurrences older than 7 days)",
+)
 async def purge_expired(ctx: TaskContext, purges: Sequence[Purge] = ()) -> None:
     """Delete expired user tokens, then what each of the apps' ``purges`` finds past any
     use (the reminders app: occurrence rows older than a week).
@@ -91,6 +113,18 @@ async def purge_expired(ctx: TaskContext, purges: Sequence[Purge] = ()) -> None:
     ctx.log.info("expired records purged", tokens=tokens, **purged)
 
 
+@_task("purge-deliveries", "deletes delivery records older than SLUICE_DELIVERY_RETENTION")
+async def purge_deliveries(ctx: TaskContext) -> None:
+    """Delete delivery records older than SLUICE_DELIVERY_RETENTION (oldest first)."""
+    retention = ctx.resources.config.delivery_retention
+    removed = await deliveries.purge(ctx.resources.store, utcnow(), retention)
+    ctx.log.info("deliveries purged", removed=removed, retention_s=retention)
+
+
+@_task(
+    "archive-history",
+    "moves published events older than SLUICE_HISTORY_HOT_DAYS into archive segments",
+)
 async def archive_history(ctx: TaskContext) -> None:
     """Move published events older than SLUICE_HISTORY_HOT_DAYS into archive segments.
 
@@ -122,62 +156,15 @@ async def archive_history(ctx: TaskContext) -> None:
     )  # fmt: skip
 
 
-async def purge_deliveries(ctx: TaskContext) -> None:
-    """Delete delivery records older than SLUICE_DELIVERY_RETENTION (oldest first)."""
-    retention = ctx.resources.config.delivery_retention
-    removed = await deliveries.purge(ctx.resources.store, utcnow(), retention)
-    ctx.log.info("deliveries purged", removed=removed, retention_s=retention)
-
-
-BUILTIN: list[tuple[str, TaskFunction, str]] = [
-    (
-        "trim-streams",
-        trim_streams,
-        "trims stream entries every group has acked, older than SLUICE_STREAM_RETENTION",
-    ),
-    (
-        "reap-consumers",
-        reap_idle_consumers,
-        "removes consumers idle for an hour with nothing pending",
-    ),
-    (
-        "purge-expired",
-        purge_expired,
-        "deletes expired user tokens, and what the apps purge (reminder occurrences older"
-        " than 7 days)",
-    ),
-    (
-        "purge-deliveries",
-        purge_deliveries,
-        "deletes delivery records older than SLUICE_DELIVERY_RETENTION",
-    ),
-    (
-        "archive-history",
-        archive_history,
-        "moves published events older than SLUICE_HISTORY_HOT_DAYS into archive segments",
-    ),
-]
-
-
-def schedule_of(config: Config, name: str) -> CronSchedule:
-    """The task's schedule from SLUICE_<NAME>_CRON and SLUICE_<NAME>_TIMEZONE."""
-    field = name.replace("-", "_")
-    expr: str = getattr(config, f"{field}_cron")
-    timezone: str = getattr(config, f"{field}_timezone") or config.timezone
-    try:
-        return parse_cron(expr, timezone)
-    except CronError as exc:
-        raise ConfigError(
-            f"SLUICE_{field.upper()}_CRON / _TIMEZONE ({expr!r}, {timezone!r}): {exc}"
-        ) from None
-
-
 def builtin_tasks(config: Config, purges: Sequence[Purge] = ()) -> list[Task]:
-    """sluice's own tasks; ``purge-expired`` runs the apps' ``purges`` too."""
-    own: dict[str, TaskFunction] = {
-        "purge-expired": functools.partial(purge_expired, purges=tuple(purges))
-    }
-    return [
-        Task(name, schedule_of(config, name), own.get(name, function), description)
-        for name, function, description in BUILTIN
-    ]
+    """sluice's own tasks, on their settings' schedules; ``purge-expired`` runs the apps'
+    ``purges`` too."""
+    tasks = []
+    for declared in BUILTIN.values():
+        if declared.run is purge_expired:
+            run = functools.partial(purge_expired, purges=tuple(purges))
+            declared = dataclasses.replace(declared, run=run)
+        cron, zone = declared.schedule_of(config)
+        settings = f"SLUICE_{declared.name.replace('-', '_').upper()}_CRON / _TIMEZONE"
+        tasks.append(declared.task(config, f"{settings} ({cron!r}, {zone!r})"))
+    return tasks

@@ -1,18 +1,22 @@
-"""What a task is, and what a run of it may use: its cursor, the resources, its logger."""
+"""What a task is, how one is declared (by an app with ``@app.task``, by sluice for its
+own in ``sluice.scheduler.builtin``: the same ``declare_task``), and what a run of it
+may use: its cursor, the resources, its logger."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from structlog.typing import FilteringBoundLogger
 
+from sluice.config import Config
+from sluice.errors import ConfigError
 from sluice.resources import Resources
 from sluice.scheduler import runs
-from sluice.scheduler.cron import Schedule
+from sluice.scheduler.cron import CronError, Schedule, parse_cron
 from sluice.scheduler.policy import Policy
 
 
@@ -55,6 +59,7 @@ class TaskContext:
 
 
 TaskFunction = Callable[[TaskContext], Coroutine[Any, Any, None]]
+F = TypeVar("F", bound=TaskFunction)
 
 
 @dataclass(frozen=True)
@@ -65,3 +70,68 @@ class Task:
     description: str = ""
     # Set from the configuration by the registry (sluice/scheduler/policy.py).
     policy: Policy = field(default_factory=Policy)
+
+
+@dataclass(frozen=True)
+class TaskDeclaration:
+    """A task as declared: its schedule (six-field ``cron`` in ``timezone``, each given or
+    read from the config) and its default policy; ``task`` makes it one to run."""
+
+    name: str
+    run: TaskFunction
+    cron: str | Callable[[Config], str]
+    timezone: str | Callable[[Config], str]
+    description: str
+    overlap: str = "skip"
+    catchup_seconds: float = 0.0
+    jitter_seconds: float = 0.0
+    timeout_seconds: float | None = None
+
+    def schedule_of(self, config: Config) -> tuple[str, str]:
+        """The cron expression and the zone (the config's ``timezone`` if none)."""
+        cron = self.cron(config) if callable(self.cron) else self.cron
+        zone = self.timezone(config) if callable(self.timezone) else self.timezone
+        return cron, zone or config.timezone
+
+    def task(self, config: Config, where: str) -> Task:
+        """The task to run, with its declared policy (the deployment's
+        ``SLUICE_<TASK>_*`` settings are laid over it by the registry); a bad schedule is
+        a configuration error, said ``where``."""
+        try:
+            schedule = parse_cron(*self.schedule_of(config))
+        except CronError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        policy = Policy(
+            overlap=self.overlap, catchup_seconds=self.catchup_seconds,
+            jitter_seconds=self.jitter_seconds, timeout_seconds=self.timeout_seconds,
+        )  # fmt: skip
+        return Task(self.name, schedule, self.run, self.description, policy)
+
+
+def declare_task(
+    tasks: dict[str, TaskDeclaration],
+    name: str,
+    *,
+    cron: str | Callable[[Config], str],
+    timezone: str | Callable[[Config], str] = "UTC",
+    description: str = "",
+    overlap: str = "skip",
+    catchup_seconds: float = 0.0,
+    jitter_seconds: float = 0.0,
+    timeout_seconds: float | None = None,
+    check: Callable[[TaskFunction], None] | None = None,
+) -> Callable[[F], F]:
+    """The decorator that declares ``async def task(ctx)`` as ``name`` into ``tasks``
+    (``@app.task`` is this, with the app's checks as ``check``); the description is the
+    function's docstring unless given."""
+
+    def declare(function: F) -> F:
+        if check is not None:
+            check(function)
+        tasks[name] = TaskDeclaration(
+            name, function, cron, timezone, description or (function.__doc__ or "").strip(),
+            overlap, catchup_seconds, jitter_seconds, timeout_seconds,
+        )  # fmt: skip
+        return function
+
+    return declare

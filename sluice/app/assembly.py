@@ -86,8 +86,8 @@ def forget_loaded() -> None:
     _loaded.cache_clear()
 
 
-# The engine's entry points with the parts of ``config``'s process: what tests and the
-# testing plugin (sluice.app.testing) build a process from.
+# The engine's entry points with the parts of ``config``'s process, in one call: what
+# sluice's own tests and benches build a process from.
 
 
 def create_app(config: Config) -> web.Application:

@@ -34,8 +34,7 @@ from sluice.resources import Resources
 
 # Each handler group run here and the aggregate streams it reads.
 WORKER_STREAMS: dict[str, tuple[str, ...]] = {
-    **{name: projection.aggregates for name, projection in default_apps().projections.items()},
-    mail.NAME: tuple(sorted({event_type.aggregate for event_type in mail.HANDLERS})),
+    name: default_apps().aggregates[name] for name in (*default_apps().projections, mail.NAME)
 }
 WORKER_GROUPS = tuple(WORKER_STREAMS)
 SCHEDULERS = ("scheduler-0", "scheduler-1")

@@ -53,10 +53,7 @@ async def test_a_group_whose_worker_never_ran_keeps_every_event_through_a_trim(
     """The relay makes every registered group on its streams before it publishes, so a
     trim before a group's first worker starts (a group added by an upgrade, a worker not
     deployed yet) removes nothing that group has not read: the worker then counts all."""
-    registered = {
-        name: group(resources).aggregates for name, group in default_apps().groups.items()
-    }
-    relay = start_relay(groups=registered)
+    relay = start_relay(groups=default_apps().aggregates)  # as `sluice relay` has them
     await post_views(resources, "late", 30)
 
     async def published() -> bool:

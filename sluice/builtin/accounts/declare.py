@@ -8,13 +8,12 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from sluice.app.advanced import STORE, tagged
 from sluice.builtin.accounts.app import app
 from sluice.builtin.accounts.http import tokens, users, verification
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.links import LinkKey
-from sluice.http.keys import STORE
-from sluice.http.openapi import tagged
 
 app.add_routes(tagged((*users.ROUTES, *tokens.ROUTES, *verification.ROUTES)))
 app.batch_group(mail.NAME, ("users",), mail.group)

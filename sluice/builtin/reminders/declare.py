@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
+from sluice.app import Resources, Store, db_time
+from sluice.app.advanced import OneShotRunner, tagged
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.reminders import one_shots
 from sluice.builtin.reminders.app import app
@@ -20,11 +22,6 @@ from sluice.builtin.reminders.http import reminder_edits, reminders, unsubscribe
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.mail import on_reminder_due
 from sluice.builtin.reminders.upcoming import NextRuns
-from sluice.http.openapi import tagged
-from sluice.resources import Resources
-from sluice.scheduler.one_shots import OneShotRunner
-from sluice.store import Store
-from sluice.store.users import db_time
 
 # An occurrence row only guards against firing its slot twice, which nobody tries once
 # the slot is older than the catch-up window (minutes); kept a week for the record.

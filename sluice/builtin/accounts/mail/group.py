@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from sluice.app import Event, Resources, Store, user_by_id, utcnow
+from sluice.app.advanced import Duplicate, EventHandler, GroupSpec, event_group
 from sluice.builtin.accounts.events import UserRegistered, VerificationRequested
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.budget import UserBudget
@@ -28,13 +30,6 @@ from sluice.builtin.accounts.mail.sending import (
     welcome_key,
 )
 from sluice.builtin.accounts.mail.transport import make_transport
-from sluice.events import Event, utcnow
-from sluice.resources import Resources
-from sluice.store import Store
-from sluice.store.users import user_by_id
-from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.messages import Duplicate
-from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
 

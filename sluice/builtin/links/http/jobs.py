@@ -15,30 +15,46 @@ import msgspec
 import structlog
 from aiohttp import hdrs, web
 
+from sluice.app import (
+    ADMIN,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    USER,
+    Conflict,
+    FieldError,
+    Gone,
+    NotFound,
+    Route,
+    TooManyRequests,
+    Unprocessable,
+    json_response,
+    ok,
+    problem,
+    ref,
+    require_admin,
+    require_user,
+    require_user_or_admin,
+    too_many,
+)
+from sluice.app.advanced import (
+    CODE,
+    CONFIG,
+    JSON,
+    KEYS,
+    NO_LINK,
+    REDIS,
+    STORE,
+    TRACE_ID,
+    Doc,
+    Validators,
+    not_modified,
+    requested_range,
+    signal_cancel,
+)
 from sluice.builtin.links.exports import chunks, jobs
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.http.schemas import ExportStarted, JobOut
 from sluice.builtin.links.imports.jobs import IMPORT
-from sluice.errors import Conflict, FieldError, Gone, NotFound, TooManyRequests, Unprocessable
-from sluice.http.apidoc import (
-    ADMIN,
-    CODE,
-    FORBIDDEN,
-    NO_LINK,
-    UNAUTHORIZED,
-    USER,
-    Doc,
-    Route,
-    ok,
-    problem,
-    ref,
-    too_many,
-)
-from sluice.http.auth import require_admin, require_user, require_user_or_admin
-from sluice.http.bodies import JSON, json_response
-from sluice.http.conditional import Validators, not_modified, requested_range
-from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID
-from sluice.streams.cancel import signal_cancel
 
 log = structlog.get_logger(__name__)
 

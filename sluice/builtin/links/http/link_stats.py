@@ -9,6 +9,20 @@ from datetime import UTC, date, timedelta
 
 from aiohttp import web
 
+from sluice.app import (
+    UNAUTHORIZED,
+    USER,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    problem,
+    require_user,
+    utcnow,
+)
+from sluice.app.advanced import CODE, NO_LINK, STORE
 from sluice.builtin.links.http.link_stats_schemas import (
     BrowserVisits,
     CountryVisits,
@@ -20,12 +34,6 @@ from sluice.builtin.links.http.link_stats_schemas import (
 )
 from sluice.builtin.links.stats.reads import TOP_ROWS, read_stats
 from sluice.builtin.links.stored import get_link
-from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import CODE, NO_LINK, UNAUTHORIZED, USER, Route, ok, problem
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response
-from sluice.http.keys import STORE
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from sluice.app.advanced import Rfc3339
 from sluice.builtin.links.rule_shapes import Rule
-from sluice.http.schemas import Rfc3339
 
 # Short links. The url, alias and expiry rules are checked by the views (422), so a
 # missing url and an invalid one answer alike; the annotations below document them.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
-from sluice.app.groups import Group, GroupSettings, Projection
+from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection
 from sluice.app.jobs import Job
 from sluice.app.web import config, redis, store, trace_id
 from sluice.config import Config
@@ -86,6 +86,7 @@ __all__ = [
     "UNAUTHORIZED",
     "USER",
     "App",
+    "BatchGroup",
     "Config",
     "ConfigError",
     "Conflict",

@@ -325,8 +325,8 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
         migrations += sorted(app.migrations, key=lambda m: m.version)
         for name, group in app.groups.items():
             groups[name] = functools.partial(group_spec, group)
-        for name, (_, build) in app.batch_groups.items():
-            groups[name] = build
+        for name, batch in app.batch_groups.items():
+            groups[name] = batch.build
         for name, engine in app.engine_projections.items():
             engine_projections[name] = engine
             groups[name] = _projection_group(engine)

@@ -74,6 +74,7 @@ HTML_PAGE = {"text/html": {"schema": {"type": "string"}}}
 
 
 def html_page(description: str) -> Doc:
+    """A response that is an HTML page (a view answering a browser)."""
     return {"description": description, "content": HTML_PAGE}
 
 

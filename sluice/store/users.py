@@ -43,6 +43,7 @@ def from_db_time(value: object) -> datetime:
 
 
 def optional_db_time(value: object) -> datetime | None:
+    """``from_db_time`` for a nullable column: None stays None."""
     return None if value is None else from_db_time(value)
 
 
@@ -84,6 +85,7 @@ async def credentials(store: Store, email: str) -> tuple[str, str] | None:
 
 
 async def user_by_id(store: Store, user_id: str) -> User | None:
+    """The user with this id, None when there is none (deleted, or never was)."""
     row = await store.fetchone(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
     return None if row is None else _user(row)
 

@@ -47,7 +47,7 @@ from sluice.history.search import (
 from sluice.history.size import HistorySize, measure
 
 # accounts, links, operations, reminders
-from sluice.http.apidoc import CODE, FORM, HTML_PAGE, NO_LINK, Doc
+from sluice.http.apidoc import FORM, HTML_PAGE, Doc
 
 # accounts, articles, links, operations
 from sluice.http.bodies import JSON
@@ -102,8 +102,6 @@ from sluice.http.pages import Form, is_form, onward_page, page, password_page, r
 from sluice.http.problems import problem_response
 
 # links
-from sluice.http.schemas import Rfc3339
-
 # operations
 from sluice.http.static_page import Page, inline_hashes
 
@@ -142,17 +140,7 @@ from sluice.scheduler.one_shots import Due, OneShotRunner
 from sluice.store.secrets import shared_secret
 
 # accounts
-from sluice.store.users import (
-    EmailTaken,
-    change_password,
-    credentials,
-    delete_token,
-    delete_user_token,
-    email_key,
-    insert_token,
-    insert_user,
-    user_tokens,
-)
+from sluice.store.users import credentials, email_key, token_hash
 
 # operations
 from sluice.streams import deliveries, pause
@@ -222,7 +210,6 @@ from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
 __all__ = [
     "APPS",
     "CLIENT_LIMITS",
-    "CODE",
     "COLUMNS",
     "CONFIG",
     "DUMMY_HASH",
@@ -241,7 +228,6 @@ __all__ = [
     "MAILS_WITHHELD",
     "MAX_FAILURES",
     "MAX_MINUTES",
-    "NO_LINK",
     "NO_STORE",
     "PASSWORDS",
     "PUBLISHERS",
@@ -273,7 +259,6 @@ __all__ = [
     "Doc",
     "Due",
     "Duplicate",
-    "EmailTaken",
     "EngineProjection",
     "EventHandler",
     "EventPage",
@@ -297,7 +282,6 @@ __all__ = [
     "Place",
     "PoisonMessage",
     "RedisLock",
-    "Rfc3339",
     "SegmentRef",
     "Validators",
     "VisitorHasher",
@@ -305,14 +289,11 @@ __all__ = [
     "by_address",
     "cancel_and_wait",
     "catalog",
-    "change_password",
     "client_address",
     "client_host",
     "client_ip",
     "credentials",
     "decode",
-    "delete_token",
-    "delete_user_token",
     "deliveries",
     "email_key",
     "event_group",
@@ -323,8 +304,6 @@ __all__ = [
     "held_by",
     "incoming_trace_id",
     "inline_hashes",
-    "insert_token",
-    "insert_user",
     "is_form",
     "list_dead_letters",
     "maintenance_status",
@@ -351,8 +330,8 @@ __all__ = [
     "signal_cancel",
     "slot_groups",
     "tagged",
+    "token_hash",
     "trusted_networks",
-    "user_tokens",
     "visitor_hash",
     "wait_or_stop",
     "zone",

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import requests
 
+from sluice.builtin.accounts.stored import insert_token
 from sluice.config import Config, load_config
 from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import utcnow
 from sluice.http import create_app, listen
 from sluice.http.keys import STORE
-from sluice.store.users import insert_token
 
 ADMIN_TOKEN = "fuzz-admin-token-0123456789abcdef"
 

@@ -27,17 +27,10 @@ from sluice.app import (
     too_many,
     utcnow,
 )
-from sluice.app.advanced import (
-    CLIENT_LIMITS,
-    PASSWORDS,
-    STORE,
-    by_account,
-    change_password,
-    delete_user_token,
-    user_tokens,
-)
+from sluice.app.advanced import CLIENT_LIMITS, PASSWORDS, STORE, by_account
 from sluice.builtin.accounts.http.schemas import PasswordChange, TokenInfo, TokenList
 from sluice.builtin.accounts.http.users import checked_password, password_errors
+from sluice.builtin.accounts.stored import change_password, delete_user_token, user_tokens
 
 TOKEN_ID = re.compile(r"[0-9a-f]{24}")
 

@@ -42,15 +42,12 @@ from sluice.app.advanced import (
     STORE,
     TRACE_ID,
     Claim,
-    EmailTaken,
     by_address,
     credentials,
-    delete_token,
-    insert_token,
-    insert_user,
 )
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.accounts.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
+from sluice.builtin.accounts.stored import EmailTaken, delete_token, insert_token, insert_user
 
 # What the welcome mail can be written to (RFC 5322 dot-atom, ASCII): a local part of
 # at most 64 characters, dots only between characters; a domain of DNS labels with an

@@ -37,11 +37,9 @@ from sluice.app import (
     too_many,
 )
 from sluice.app.advanced import (
-    CODE,
     CONFIG,
     JSON,
     KEYS,
-    NO_LINK,
     REDIS,
     STORE,
     TRACE_ID,
@@ -53,7 +51,7 @@ from sluice.app.advanced import (
 )
 from sluice.builtin.links.exports import chunks, jobs
 from sluice.builtin.links.exports.jobs import Job
-from sluice.builtin.links.http.schemas import ExportStarted, JobOut
+from sluice.builtin.links.http.schemas import CODE, NO_LINK, ExportStarted, JobOut
 from sluice.builtin.links.imports.jobs import IMPORT
 
 log = structlog.get_logger(__name__)

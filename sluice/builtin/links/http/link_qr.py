@@ -18,8 +18,9 @@ from sluice.app import (
     problem,
     require_user,
 )
-from sluice.app.advanced import CODE, CONFIG, NO_LINK, STORE
+from sluice.app.advanced import CONFIG, STORE
 from sluice.builtin.links import qr
+from sluice.builtin.links.http.schemas import CODE, NO_LINK
 from sluice.builtin.links.stored import get_link
 
 # The image of a code never changes (codes are never reused, the base URL is the

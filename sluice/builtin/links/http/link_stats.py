@@ -22,7 +22,7 @@ from sluice.app import (
     require_user,
     utcnow,
 )
-from sluice.app.advanced import CODE, NO_LINK, STORE
+from sluice.app.advanced import STORE
 from sluice.builtin.links.http.link_stats_schemas import (
     BrowserVisits,
     CountryVisits,
@@ -32,6 +32,7 @@ from sluice.builtin.links.http.link_stats_schemas import (
     OsVisits,
     ReferrerVisits,
 )
+from sluice.builtin.links.http.schemas import CODE, NO_LINK
 from sluice.builtin.links.stats.reads import TOP_ROWS, read_stats
 from sluice.builtin.links.stored import get_link
 

@@ -32,12 +32,12 @@ from sluice.app import (
     too_many,
     utcnow,
 )
-from sluice.app.advanced import APPS, CODE, CONFIG, NO_LINK, PASSWORDS, STORE, TRACE_ID, by_account
+from sluice.app.advanced import APPS, CONFIG, PASSWORDS, STORE, TRACE_ID, by_account
 from sluice.builtin.links import repository, rules
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.keys import VISIT_LIMITER
 from sluice.builtin.links.http.redirects import link_changed
-from sluice.builtin.links.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
+from sluice.builtin.links.http.schemas import CODE, NO_LINK, LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.builtin.links.limits import LimitUnknown
 from sluice.builtin.links.pool import PoolRefiller
 from sluice.builtin.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin

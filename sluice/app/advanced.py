@@ -21,8 +21,10 @@ from sluice.config import Network, trusted_networks
 # links, operations, reminders
 from sluice.events import EVENT_TYPES, decode
 
-# links, operations
+# links
 from sluice.history import catalog
+
+# operations
 from sluice.history import search as event_search
 
 # links
@@ -101,7 +103,6 @@ from sluice.http.pages import Form, is_form, onward_page, page, password_page, r
 # links
 from sluice.http.problems import problem_response
 
-# links
 # operations
 from sluice.http.static_page import Page, inline_hashes
 
@@ -173,6 +174,8 @@ from sluice.streams.group_history.buckets import MAX_MINUTES
 
 # operations
 from sluice.streams.group_history.reading import History as GroupHistory
+
+# operations
 from sluice.streams.group_history.reading import read_history as read_group_history
 
 # operations
@@ -186,6 +189,8 @@ from sluice.streams.lock import RedisLock
 
 # operations
 from sluice.streams.maintenance import Status as MaintenanceStatus
+
+# operations
 from sluice.streams.maintenance import status as maintenance_status
 
 # accounts, links

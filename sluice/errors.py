@@ -79,6 +79,8 @@ class Conflict(ProblemError):
 
 
 class Gone(ProblemError):
+    """410: the resource existed and is gone for good (expired, deleted)."""
+
     status = 410
     title = "Gone"
 
@@ -91,6 +93,8 @@ class RequestTimeout(ProblemError):
 
 
 class UnsupportedMediaType(ProblemError):
+    """415: the body is not in a media type the route reads (JSON, a form)."""
+
     status = 415
     title = "Unsupported Media Type"
 
@@ -112,6 +116,9 @@ class Unprocessable(ProblemError):
 
 
 class TooManyRequests(ProblemError):
+    """429: the caller is over a limit; ``retry_after`` (seconds) becomes the
+    ``Retry-After`` header."""
+
     status = 429
     title = "Too Many Requests"
 

@@ -28,18 +28,25 @@ from __future__ import annotations
 
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
-from sluice.app.groups import Group, GroupSettings, Projection
+from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection
 from sluice.app.jobs import Job
 from sluice.app.web import config, redis, store, trace_id
 from sluice.config import Config
 from sluice.errors import (
+    ConfigError,
     Conflict,
     DependencyDown,
     FieldError,
     Forbidden,
+    Gone,
+    HandlerError,
     NotFound,
+    ServiceUnavailable,
+    SluiceError,
+    TooManyRequests,
     Unauthorized,
     Unprocessable,
+    UnsupportedMediaType,
 )
 from sluice.event_registry import Payload
 from sluice.events import Event, new_trace_id, utcnow, uuid7
@@ -49,17 +56,28 @@ from sluice.http.apidoc import (
     FORBIDDEN,
     UNAUTHORIZED,
     USER,
+    Route,
+    html_page,
     ok,
     problem,
     ref,
     request_body,
+    token_query,
+    too_many,
 )
-from sluice.http.auth import optional_user, require_admin, require_user
-from sluice.http.bodies import json_response, parse_limit, read_json
+from sluice.http.auth import (
+    bearer_token,
+    optional_user,
+    require_admin,
+    require_user,
+    require_user_or_admin,
+)
+from sluice.http.bodies import json_response, parse_limit, query_limit, read_json
 from sluice.resources import Resources
 from sluice.scheduler.tasks import TaskContext
 from sluice.store import Store, Tx
-from sluice.store.users import User
+from sluice.store.base import Row
+from sluice.store.users import User, db_time, from_db_time, optional_db_time, user_by_id
 
 __all__ = [
     "ADMIN",
@@ -68,15 +86,19 @@ __all__ = [
     "UNAUTHORIZED",
     "USER",
     "App",
+    "BatchGroup",
     "Config",
+    "ConfigError",
     "Conflict",
     "DependencyDown",
     "Event",
     "FieldError",
     "Forbidden",
+    "Gone",
     "Group",
     "GroupSettings",
     "HandlerContext",
+    "HandlerError",
     "Job",
     "JobContext",
     "NotFound",
@@ -84,27 +106,43 @@ __all__ = [
     "Projection",
     "ProjectionContext",
     "Resources",
+    "Route",
+    "Row",
+    "ServiceUnavailable",
+    "SluiceError",
     "Store",
     "TaskContext",
+    "TooManyRequests",
     "Tx",
     "Unauthorized",
     "Unprocessable",
+    "UnsupportedMediaType",
     "User",
+    "bearer_token",
     "config",
+    "db_time",
+    "from_db_time",
+    "html_page",
     "json_response",
     "new_trace_id",
     "ok",
+    "optional_db_time",
     "optional_user",
     "parse_limit",
     "problem",
+    "query_limit",
     "read_json",
     "redis",
     "ref",
     "request_body",
     "require_admin",
     "require_user",
+    "require_user_or_admin",
     "store",
+    "token_query",
+    "too_many",
     "trace_id",
+    "user_by_id",
     "utcnow",
     "uuid7",
 ]

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from sluice.app.checks import SHAPES, check_context, check_shape, check_view
 from sluice.app.contexts import JobContext
-from sluice.app.groups import Group, GroupSettings, Projection, check_name
+from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection, check_name
 from sluice.app.jobs import Job
 from sluice.config import Config
 from sluice.event_registry import Payload, Upcaster
@@ -86,9 +86,7 @@ class App:
         default_factory=dict, init=False, repr=False
     )
     groups: dict[str, Group] = field(default_factory=dict, init=False, repr=False)
-    batch_groups: dict[str, tuple[tuple[str, ...], Callable[[Resources], GroupSpec]]] = field(
-        default_factory=dict, init=False, repr=False
-    )
+    batch_groups: dict[str, BatchGroup] = field(default_factory=dict, init=False, repr=False)
     projections: dict[str, Projection] = field(default_factory=dict, init=False, repr=False)
     tasks: dict[str, TaskDeclaration] = field(default_factory=dict, init=False, repr=False)
     jobs: dict[str, Job[Any]] = field(default_factory=dict, init=False, repr=False)
@@ -168,10 +166,13 @@ class App:
         name: str,
         aggregates: Sequence[str],
         build: Callable[[Resources], GroupSpec],
-    ) -> None:
+    ) -> BatchGroup:
         """Declare a group whose batch handler is built by ``build`` (advanced: it gets
-        every delivery of a read and answers their outcomes, as sluice's own do)."""
-        self.batch_groups[check_name("group", name)] = (tuple(aggregates), build)
+        every delivery of a read and answers their outcomes, as sluice's own do); other
+        apps join it with ``@group.handler(EventType)``."""
+        group = BatchGroup(self, name, aggregates, build)
+        self.batch_groups[group.name] = group
+        return group
 
     def projection(
         self,

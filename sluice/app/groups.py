@@ -16,13 +16,16 @@ from sluice.app.jobs import Job
 from sluice.events import Event
 from sluice.resources import Resources
 from sluice.store import Tx
-from sluice.streams.spec import DeadLetterHook
+from sluice.streams.spec import DeadLetterHook, GroupSpec
 
 if TYPE_CHECKING:
     from sluice.app.declare import App
 
 E = TypeVar("E", bound=Event)
 T = TypeVar("T")
+# A batch group's handler: ``async def handler(event, deps)``, ``deps`` being what the
+# group's owner hands its handlers.
+B = TypeVar("B", bound=Callable[..., Awaitable[None]])
 
 NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
 
@@ -110,6 +113,39 @@ class Group:
     def event_types(self) -> tuple[type[Event], ...]:
         """The event types the group has a handler for (``on`` and ``once``)."""
         return (*self.handlers, *self.once_handlers)
+
+
+class BatchGroup:
+    """A group whose handler gets every delivery of a read and answers their outcomes
+    (advanced: ``build(resources)`` returns the engine's ``GroupSpec``), declared by
+    ``App.batch_group``. Its owner decides what its handlers are handed; any app that
+    requires the owner joins the group with ``@group.handler(EventType)`` (the reminders
+    app's mail, in the accounts app's ``mail`` group)."""
+
+    def __init__(
+        self,
+        app: App,
+        name: str,
+        aggregates: Sequence[str],
+        build: Callable[[Resources], GroupSpec],
+    ) -> None:
+        self.app = app
+        self.name = check_name("group", name)
+        self.aggregates = tuple(aggregates)
+        self.build = build
+        self.handlers: dict[type[Event], Callable[..., Awaitable[None]]] = {}
+
+    def handler(self, event_type: type[Event]) -> Callable[[B], B]:
+        """Declare ``async def handler(event, deps)`` for ``event_type`` in this group,
+        ``deps`` being what the group's owner documents; one handler per event type."""
+        if event_type in self.handlers:
+            raise ValueError(f"group {self.name!r} handles {event_type.__name__} twice")
+
+        def declare(function: B) -> B:
+            self.handlers[event_type] = function
+            return function
+
+        return declare
 
 
 @dataclass

@@ -320,8 +320,8 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
         for name, group in app.groups.items():
             groups[name] = functools.partial(group_spec, group)
             aggregates[name] = group_aggregates(group)
-        for name, (read, build) in app.batch_groups.items():
-            groups[name], aggregates[name] = build, read
+        for name, batch in app.batch_groups.items():
+            groups[name], aggregates[name] = batch.build, batch.aggregates
         for name, engine in app.engine_projections.items():
             engine_projections[name] = engine
         for name, projection in app.projections.items():

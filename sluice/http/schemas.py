@@ -3,7 +3,7 @@ beside its views. openapi.py derives the document's schemas from them."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 import msgspec
 
@@ -32,7 +32,3 @@ class Readiness(msgspec.Struct, kw_only=True):
 
 # Users and tokens. Required fields are checked by the views (422 with the
 # field named), so a missing field and an invalid one answer alike.
-
-
-# An instant in a body, checked by the view (422 with the reason), not decoded (400).
-Rfc3339 = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]

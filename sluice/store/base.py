@@ -16,6 +16,7 @@ import msgspec
 
 from sluice.events import Event
 
+# A row as the store answers it: the selected columns in order.
 Row = tuple[Any, ...]
 
 # The head of the history (``Store.max_seq``): the highest seq in the hot table or in

@@ -9,11 +9,12 @@ from datetime import timedelta
 import pytest
 
 from sluice.app.assembly import create_app
+from sluice.builtin.accounts.stored import insert_token, insert_user
 from sluice.config import Config
 from sluice.events import utcnow, uuid7
 from sluice.http import MAX_BODY
 from sluice.store import Store
-from sluice.store.users import User, insert_token, insert_user
+from sluice.store.users import User
 from tests.api.conftest import Client, problem
 
 # SQLite only: bodies refused before any SQL; the routes' own tests cover each store.

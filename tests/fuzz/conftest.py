@@ -16,12 +16,12 @@ import pytest
 import requests
 
 from sluice.app.assembly import create_app
+from sluice.builtin.accounts.stored import insert_token
 from sluice.config import Config, load_config
 from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import utcnow
 from sluice.http import listen
 from sluice.http.keys import STORE
-from sluice.store.users import insert_token
 
 ADMIN_TOKEN = "fuzz-admin-token-0123456789abcdef"
 

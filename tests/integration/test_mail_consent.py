@@ -30,6 +30,7 @@ from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.budget import BudgetUnavailable, Spent, UserBudget
 from sluice.builtin.accounts.mail.links import load_link_key, unsubscribe_token
+from sluice.builtin.accounts.stored import insert_user
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.builtin.reminders.events import ReminderDue
@@ -38,7 +39,7 @@ from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
 from sluice.resources import Resources
-from sluice.store.users import User, db_time, insert_user
+from sluice.store.users import User, db_time
 from sluice.streams.consumer import Consumer
 from sluice.streams.relay import Relay
 from tests.integration.mail_helpers import Received, dead_letters, drained, smtp_server

@@ -1,6 +1,6 @@
 """What the accounts app declares on its ``App`` beyond its event types: its routes
 (users, tokens, verification), the API context holding the key of the signed links in
-mails, and the ``mail`` handler group."""
+mails; the ``mail`` handler group declares itself (``mail.group.mail_group``)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,13 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from sluice.app.advanced import STORE, tagged
 from sluice.builtin.accounts.app import app
 from sluice.builtin.accounts.http import tokens, users, verification
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
-from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.links import LinkKey
-from sluice.http.keys import STORE
-from sluice.http.openapi import tagged
 
 app.add_routes(tagged((*users.ROUTES, *tokens.ROUTES, *verification.ROUTES)))
-app.batch_group(mail.NAME, ("users",), mail.group)
 
 
 @app.api_context

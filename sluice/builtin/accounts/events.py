@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from sluice.app import Event
 from sluice.builtin.accounts.app import app
-from sluice.events import Event
 
 app.aggregate("users", key="user_id")
 

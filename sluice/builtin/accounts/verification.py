@@ -11,9 +11,9 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sluice.app import Store, Tx, db_time, from_db_time
+from sluice.app.advanced import email_key
 from sluice.builtin.accounts.events import UserVerified
-from sluice.store.base import Store, Tx
-from sluice.store.users import db_time, email_key, from_db_time
 
 
 class Verified(enum.Enum):

@@ -17,12 +17,11 @@ from zoneinfo import ZoneInfo
 import msgspec
 from redis.asyncio import Redis
 
-from sluice.app import Event, ProjectionContext, Resources, Store, Tx
+from sluice.app import Event, ProjectionContext, Resources, Store, Tx, utcnow
+from sluice.app.advanced import Keys
 from sluice.builtin.articles.app import app
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.articles.periods import PERIODS, _period_end, _starts, period_start
-from sluice.events import utcnow
-from sluice.streams.keys import Keys
 
 _KEY_TTL = {"day": timedelta(days=8), "week": timedelta(days=15), "month": timedelta(days=62)}
 

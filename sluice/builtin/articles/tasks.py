@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from sluice.app import TaskContext, utcnow
+from sluice.app import Config, TaskContext, db_time, utcnow
 from sluice.builtin.articles.app import app
 from sluice.builtin.articles.projection import top_from_store
-from sluice.config import Config
-from sluice.store.users import db_time
 
 SNAPSHOT_SIZE = 100
 

@@ -16,8 +16,10 @@ from sluice.app import (
     DependencyDown,
     FieldError,
     NotFound,
+    Route,
     Unprocessable,
     config,
+    from_db_time,
     json_response,
     ok,
     optional_user,
@@ -30,6 +32,7 @@ from sluice.app import (
     trace_id,
     utcnow,
 )
+from sluice.app.advanced import JSON, KEYS, REDIS_ERRORS, REDIS_TIMEOUT, VISITOR_KEY, visitor_hash
 from sluice.builtin.articles.app import app
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.articles.periods import PERIODS, period_start
@@ -43,12 +46,6 @@ from sluice.builtin.articles.schemas import (
     ViewBody,
     ViewCounted,
 )
-from sluice.http.apidoc import Route
-from sluice.http.bodies import JSON
-from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
-from sluice.http.keys import KEYS, VISITOR_KEY
-from sluice.http.visitors import visitor_hash
-from sluice.store.users import from_db_time
 
 log = structlog.get_logger(__name__)
 

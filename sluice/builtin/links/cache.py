@@ -41,10 +41,10 @@ import msgspec
 import structlog
 import yarl
 
+from sluice.app.advanced import decode
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.rule_shapes import Rule
 from sluice.builtin.links.stored import Link
-from sluice.events import decode
 
 log = structlog.get_logger(__name__)
 

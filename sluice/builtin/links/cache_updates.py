@@ -16,9 +16,8 @@ import redis.exceptions
 import structlog
 from redis.typing import KeyT, StreamIdT
 
+from sluice.app.advanced import cancel_and_wait, refresh_topology, slot_groups
 from sluice.builtin.links.cache import LinkCache, apply_entry
-from sluice.redis_cluster import refresh_topology, slot_groups
-from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 

@@ -6,6 +6,8 @@ cron tasks (the code pool's refill, the export results' retention)."""
 
 from __future__ import annotations
 
+from sluice.app import TaskContext
+from sluice.app.advanced import tagged
 from sluice.builtin.links import pool
 from sluice.builtin.links.app import app
 from sluice.builtin.links.exports import group as exports
@@ -27,8 +29,6 @@ from sluice.builtin.links.http.fast import Redirects
 from sluice.builtin.links.imports import group as imports
 from sluice.builtin.links.stats.projection import PROJECTION
 from sluice.builtin.links.webhooks import group as webhook_group
-from sluice.http.openapi import tagged
-from sluice.scheduler.tasks import TaskContext
 
 REFILL_BATCH = 1000
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
+from sluice.app import Event
 from sluice.builtin.links.app import app
 from sluice.builtin.links.rule_shapes import Rule
-from sluice.events import Event
 
 app.aggregate("links", key="code")
 app.aggregate("visits", key="code")

@@ -27,10 +27,8 @@ import asyncio
 
 import redis.asyncio as aioredis
 
-from sluice.errors import SluiceError
-from sluice.store import Store, Tx
-from sluice.streams.keys import Keys
-from sluice.streams.outage import REDIS_DOWN
+from sluice.app import SluiceError, Store, Tx
+from sluice.app.advanced import REDIS_DOWN, Keys
 
 COUNTER_TTL_SECONDS = 7 * 24 * 3600
 REDIS_TIMEOUT = 0.5

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from sluice.store import Store
+from sluice.app import Store
 
 TOP_CODES = 100
 

@@ -35,9 +35,8 @@ from datetime import date, datetime, timedelta
 
 import structlog
 
-from sluice.events import utcnow
-from sluice.store import Store, Tx
-from sluice.streams.waiting import cancel_and_wait
+from sluice.app import Store, Tx, utcnow
+from sluice.app.advanced import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 

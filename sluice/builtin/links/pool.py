@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import structlog
 
-from sluice.store.base import Store, Tx
-from sluice.streams.waiting import cancel_and_wait
+from sluice.app import Store, Tx
+from sluice.app.advanced import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 

@@ -12,14 +12,12 @@ from typing import TypeVar
 
 import msgspec
 
+from sluice.app import SluiceError, Store, Tx, db_time
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.pool import ALPHABET, CODE_LENGTH, mark_taken, new_code, take_code
 from sluice.builtin.links.rule_shapes import encode_rules
 from sluice.builtin.links.rules import Invalid
 from sluice.builtin.links.stored import LINK_COLUMNS, Link, link_from_row, tags_column
-from sluice.errors import SluiceError
-from sluice.store.base import Store, Tx
-from sluice.store.users import db_time
 
 # A clash needs a pool code equal to an alias, or two equal random 6-character codes
 # (1 in 56.8 billion): a handful of attempts is plenty.

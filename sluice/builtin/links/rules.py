@@ -14,7 +14,7 @@ from urllib.parse import SplitResult, quote, urlsplit
 
 import msgspec
 
-from sluice.errors import SluiceError
+from sluice.app import SluiceError
 
 URL_MAX = 2048
 ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")

@@ -6,9 +6,8 @@ from datetime import datetime
 
 import msgspec
 
+from sluice.app import Row, Store, db_time
 from sluice.builtin.links.rule_shapes import Rule, decode_rules
-from sluice.store.base import Row, Store
-from sluice.store.users import db_time
 
 
 class Link(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
+from sluice.app import FieldError
 from sluice.builtin.links import geo
 from sluice.builtin.links.agent_patterns import PREFIX, systems
 from sluice.builtin.links.rule_shapes import Rule, When, decode_rules, encode_rules
 from sluice.builtin.links.rules import Invalid, check_url
-from sluice.errors import FieldError
 
 MAX_RULES = 10
 DEVICES = ("mobile", "tablet", "desktop")

@@ -30,10 +30,10 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from sluice.app import Store, Tx
+from sluice.app.advanced import cancel_and_wait
 from sluice.builtin.links.agent_patterns import PREFIX, browsers, crawlers
 from sluice.builtin.links.events import LinkVisited
-from sluice.store import Store, Tx
-from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 

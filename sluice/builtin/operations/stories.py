@@ -16,13 +16,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.history.search import COLUMNS, FoundEvent, found
-from sluice.streams import deliveries
-from sluice.streams.attempts import DeliveryView
+from sluice.app.advanced import COLUMNS, DeliveryView, FoundEvent, deliveries, found
 
 if TYPE_CHECKING:
-    from sluice.store import Store
-    from sluice.store.base import Row
+    from sluice.app import Row, Store
 
 TRACE_EVENTS_MAX = 1_000
 

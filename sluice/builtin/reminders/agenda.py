@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 
 import structlog
 
+from sluice.app.advanced import CronError, CronSchedule, parse_cron
 from sluice.builtin.reminders.stored import Planned, Reminder
-from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
 
 log = structlog.get_logger(__name__)
 

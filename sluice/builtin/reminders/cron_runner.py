@@ -41,14 +41,12 @@ import redis.exceptions
 import structlog
 from redis.typing import KeyT, StreamIdT
 
+from sluice.app import Resources, new_trace_id, utcnow
+from sluice.app.advanced import cancel_and_wait, decode, first_of, slot_groups, wait_or_stop
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.agenda import Agenda, Plan
 from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted, ReminderUpdated
 from sluice.builtin.reminders.stored import Fired, Reminder
-from sluice.events import decode, new_trace_id, utcnow
-from sluice.redis_cluster import slot_groups
-from sluice.resources import Resources
-from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
 
 log = structlog.get_logger(__name__)
 

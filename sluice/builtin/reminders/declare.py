@@ -1,8 +1,8 @@
 """What the reminders app declares on its ``App`` beyond its event types: its routes
 (reminders, their edits, the one-click unsubscribe of their mails), the API context of
 their upcoming runs, the scheduler services that fire them (cron reminders, and
-one-shots through the core's due runner), the purge of old occurrence rows, and its
-handler in the accounts app's ``mail`` group."""
+one-shots through the core's due runner), the purge of old occurrence rows; its handler
+in the accounts app's ``mail`` group is declared on that group (``reminders.mail``)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,17 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from sluice.builtin.accounts.mail import group as mail
-from sluice.builtin.reminders import one_shots
+from sluice.app import Resources, Store, db_time
+from sluice.app.advanced import OneShotRunner, tagged
+from sluice.builtin.reminders import (
+    mail,  # noqa: F401  (joins the accounts app's mail group)
+    one_shots,
+)
 from sluice.builtin.reminders.app import app
 from sluice.builtin.reminders.cron_runner import ReminderRunner
-from sluice.builtin.reminders.events import ReminderDue
 from sluice.builtin.reminders.http import reminder_edits, reminders, unsubscribe
 from sluice.builtin.reminders.http.keys import UPCOMING
-from sluice.builtin.reminders.mail import on_reminder_due
 from sluice.builtin.reminders.upcoming import NextRuns
-from sluice.http.openapi import tagged
-from sluice.resources import Resources
-from sluice.scheduler.one_shots import OneShotRunner
-from sluice.store import Store
-from sluice.store.users import db_time
 
 # An occurrence row only guards against firing its slot twice, which nobody tries once
 # the slot is older than the catch-up window (minutes); kept a week for the record.
@@ -32,7 +29,6 @@ OCCURRENCES_KEPT_DAYS = 7
 PURGE_BATCH = 1000
 
 app.add_routes(tagged((*unsubscribe.ROUTES, *reminders.ROUTES, *reminder_edits.ROUTES)))
-mail.handle(ReminderDue, on_reminder_due)
 
 
 @app.api_context

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
+from sluice.app import Event
 from sluice.builtin.reminders.app import app
-from sluice.events import Event
 
 app.aggregate("reminders", key="reminder_id")
 

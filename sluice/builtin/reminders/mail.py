@@ -1,5 +1,5 @@
 """The reminders app's mail: one per reminder occurrence, sent through the accounts app's
-``mail`` group (``sluice.builtin.accounts.mail.group.handle``), with a one-click
+``mail`` group (``@mail_group.handler``, the group the accounts app exports), with a one-click
 unsubscribe link (RFC 8058) that pauses the reminder.
 
 Nothing goes to an address that is not verified: a reminder occurrence of an unverified
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import structlog
 
+from sluice.app.advanced import MAILS_WITHHELD
+from sluice.builtin.accounts import mail_group
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.group import MailDeps, send
 from sluice.builtin.accounts.mail.sending import Outgoing, reminder_key
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.builtin.reminders.stored import mail_target
-from sluice.metrics import MAILS_WITHHELD
 
 log = structlog.get_logger(__name__)
 
@@ -29,6 +30,7 @@ def _withheld(reason: str, message: str, event: ReminderDue) -> None:
     )  # fmt: skip
 
 
+@mail_group.handler(ReminderDue)
 async def on_reminder_due(event: ReminderDue, deps: MailDeps) -> None:
     """One mail per occurrence, keyed by reminder and slot, to the owner's address as stored
     now (never one an entry names), only when it is verified and the reminder not paused."""

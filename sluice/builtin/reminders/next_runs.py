@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sluice.store.base import Row, Store, Tx
-from sluice.store.users import db_time, from_db_time
+from sluice.app import Row, Store, Tx, db_time, from_db_time
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sluice.app import Store, db_time, from_db_time, new_trace_id, uuid7
+from sluice.app.advanced import Due
 from sluice.builtin.reminders.events import ReminderDue
-from sluice.events import new_trace_id, uuid7
-from sluice.scheduler.one_shots import Due
-from sluice.store.base import Store
-from sluice.store.users import db_time, from_db_time
 
 # One-shots carry no zone; their mail shows the instant in UTC.
 ONE_SHOT_ZONE = "UTC"

@@ -20,10 +20,8 @@ from typing import Literal
 
 import msgspec
 
+from sluice.app import Row, Store, Tx, db_time, from_db_time, optional_db_time, uuid7
 from sluice.builtin.reminders.events import ReminderDue
-from sluice.events import uuid7
-from sluice.store.base import Row, Store, Tx
-from sluice.store.users import db_time, from_db_time, optional_db_time
 
 
 class Reminder(msgspec.Struct, frozen=True, kw_only=True):

@@ -36,10 +36,10 @@ from typing import ParamSpec, TypeVar
 
 import structlog
 
+from sluice.app import Store
+from sluice.app.advanced import CronError, CronSchedule, parse_cron
 from sluice.builtin.reminders import next_runs as stored
 from sluice.builtin.reminders.next_runs import StoredRuns
-from sluice.scheduler.cron import CronError, CronSchedule, parse_cron
-from sluice.store.base import Store
 
 log = structlog.get_logger(__name__)
 

@@ -8,25 +8,29 @@ import re
 
 from aiohttp import web
 
-from sluice.builtin.accounts.http.schemas import PasswordChange, TokenInfo, TokenList
-from sluice.builtin.accounts.http.users import checked_password, password_errors
-from sluice.errors import FieldError, NotFound, Unauthorized, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import (
+from sluice.app import (
     BAD_BODY,
     UNAUTHORIZED,
     USER,
+    FieldError,
+    NotFound,
     Route,
+    Unauthorized,
+    Unprocessable,
+    bearer_token,
+    json_response,
     ok,
     problem,
+    read_json,
     request_body,
+    require_user,
     too_many,
+    utcnow,
 )
-from sluice.http.auth import bearer_token, require_user
-from sluice.http.bodies import json_response, read_json
-from sluice.http.keys import CLIENT_LIMITS, PASSWORDS, STORE
-from sluice.passwords import by_account
-from sluice.store.users import change_password, delete_user_token, user_tokens
+from sluice.app.advanced import CLIENT_LIMITS, PASSWORDS, STORE, by_account
+from sluice.builtin.accounts.http.schemas import PasswordChange, TokenInfo, TokenList
+from sluice.builtin.accounts.http.users import checked_password, password_errors
+from sluice.builtin.accounts.stored import change_password, delete_user_token, user_tokens
 
 TOKEN_ID = re.compile(r"[0-9a-f]{24}")
 

@@ -10,33 +10,44 @@ from datetime import timedelta
 
 from aiohttp import web
 
-from sluice.builtin.accounts.events import UserRegistered
-from sluice.builtin.accounts.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
-from sluice.errors import Conflict, FieldError, Unauthorized, Unprocessable
-from sluice.events import utcnow, uuid7
-from sluice.http.apidoc import (
+from sluice.app import (
     BAD_BODY,
     UNAUTHORIZED,
     USER,
+    Conflict,
+    FieldError,
     Route,
+    Unauthorized,
+    Unprocessable,
+    User,
+    bearer_token,
+    json_response,
     ok,
     problem,
+    read_json,
     request_body,
+    require_user,
     too_many,
+    utcnow,
+    uuid7,
 )
-from sluice.http.auth import bearer_token, require_user
-from sluice.http.bodies import json_response, read_json
-from sluice.http.client_limit import LOGIN, REGISTER
-from sluice.http.keys import CLIENT_LIMITS, CONFIG, LOGIN_LIMITER, PASSWORDS, STORE, TRACE_ID
-from sluice.passwords import DUMMY_HASH, Claim, by_address
-from sluice.store.users import (
-    EmailTaken,
-    User,
+from sluice.app.advanced import (
+    CLIENT_LIMITS,
+    CONFIG,
+    DUMMY_HASH,
+    LOGIN,
+    LOGIN_LIMITER,
+    PASSWORDS,
+    REGISTER,
+    STORE,
+    TRACE_ID,
+    Claim,
+    by_address,
     credentials,
-    delete_token,
-    insert_token,
-    insert_user,
 )
+from sluice.builtin.accounts.events import UserRegistered
+from sluice.builtin.accounts.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
+from sluice.builtin.accounts.stored import EmailTaken, delete_token, insert_token, insert_user
 
 # What the welcome mail can be written to (RFC 5322 dot-atom, ASCII): a local part of
 # at most 64 characters, dots only between characters; a domain of DNS labels with an

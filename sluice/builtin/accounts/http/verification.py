@@ -14,6 +14,39 @@ import math
 
 from aiohttp import web
 
+from sluice.app import (
+    UNAUTHORIZED,
+    USER,
+    Conflict,
+    FieldError,
+    Gone,
+    Route,
+    TooManyRequests,
+    Unprocessable,
+    User,
+    html_page,
+    json_response,
+    ok,
+    problem,
+    read_json,
+    ref,
+    require_user,
+    token_query,
+    too_many,
+    user_by_id,
+    utcnow,
+)
+from sluice.app.advanced import (
+    FORM,
+    HTML_PAGE,
+    JSON,
+    STORE,
+    TRACE_ID,
+    Form,
+    is_form,
+    page,
+    read_form,
+)
 from sluice.builtin.accounts import verification as stored
 from sluice.builtin.accounts.events import VerificationRequested
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
@@ -24,26 +57,6 @@ from sluice.builtin.accounts.mail.links import (
     BadLink,
     parse_verify_token,
 )
-from sluice.errors import Conflict, FieldError, Gone, TooManyRequests, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import (
-    FORM,
-    HTML_PAGE,
-    UNAUTHORIZED,
-    USER,
-    Route,
-    html_page,
-    ok,
-    problem,
-    ref,
-    token_query,
-    too_many,
-)
-from sluice.http.auth import require_user
-from sluice.http.bodies import JSON, json_response, read_json
-from sluice.http.keys import STORE, TRACE_ID
-from sluice.http.pages import Form, is_form, page, read_form
-from sluice.store.users import User, user_by_id
 
 VERIFY_ROUTE = "/v1/users/verify"
 

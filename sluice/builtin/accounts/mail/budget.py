@@ -24,8 +24,8 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.errors import ServiceUnavailable
-from sluice.streams.outage import REDIS_DOWN
+from sluice.app import ServiceUnavailable
+from sluice.app.advanced import REDIS_DOWN
 
 HOUR_MS, DAY_MS = 3_600_000, 86_400_000
 

@@ -1,6 +1,6 @@
 """The ``mail`` handler group: the welcome mail once per registered user (with the link
 that verifies the address), new verification links asked for, and what other apps
-add (``handle``: the reminders app's one mail per reminder occurrence).
+add (``mail_group.handler``: the reminders app's one mail per reminder occurrence).
 
 Each handler renders a template and hands the mail to ``Mailer.send_once``,
 which does the rest (idempotency key, the user's budget, rate limit, transport,
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 import structlog
 
+from sluice.app import Resources, Store, user_by_id, utcnow
+from sluice.app.advanced import Duplicate, GroupSpec, event_group
+from sluice.builtin.accounts.app import app
 from sluice.builtin.accounts.events import UserRegistered, VerificationRequested
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.budget import UserBudget
@@ -28,13 +31,6 @@ from sluice.builtin.accounts.mail.sending import (
     welcome_key,
 )
 from sluice.builtin.accounts.mail.transport import make_transport
-from sluice.events import Event, utcnow
-from sluice.resources import Resources
-from sluice.store import Store
-from sluice.store.users import user_by_id
-from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.messages import Duplicate
-from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +52,17 @@ async def send(deps: MailDeps, outgoing: Outgoing) -> None:
         raise Duplicate(f"mail {outgoing.key} was sent before")
 
 
+def _build(resources: Resources) -> GroupSpec:
+    return group(resources)
+
+
+# The group, which other apps join with ``@mail_group.handler(EventType)``: ``async def
+# handler(event, deps)`` (``MailDeps``: the mailer, the signed-link key), called once per
+# delivery. The reminders app, which requires this one, mails each occurrence through it.
+mail_group = app.batch_group(NAME, ("users",), _build)
+HANDLERS = mail_group.handlers
+
+
 async def _verify_url(deps: MailDeps, user_id: str, email: str) -> str:
     token = links.verify_token(
         await deps.link_key.get(), user_id, email, utcnow() + links.VERIFY_TTL
@@ -63,6 +70,7 @@ async def _verify_url(deps: MailDeps, user_id: str, email: str) -> str:
     return links.link(deps.base_url, links.VERIFY_PATH, token)
 
 
+@mail_group.handler(UserRegistered)
 async def on_user_registered(event: UserRegistered, deps: MailDeps) -> None:
     url = await _verify_url(deps, event.user_id, event.email)
     await send(
@@ -77,6 +85,7 @@ async def on_user_registered(event: UserRegistered, deps: MailDeps) -> None:
     )
 
 
+@mail_group.handler(VerificationRequested)
 async def on_verification_requested(event: VerificationRequested, deps: MailDeps) -> None:
     """A new link to the address the user has now, unless it was verified meanwhile."""
     user = await user_by_id(deps.store, event.user_id)
@@ -95,20 +104,6 @@ async def on_verification_requested(event: VerificationRequested, deps: MailDeps
             user_id=user.id,
         ),
     )
-
-
-# The group's handlers by event type. Another app that mails through this group (the
-# reminders app, which requires this one) adds its own with ``handle``.
-HANDLERS: dict[type[Event], EventHandler] = {
-    UserRegistered: on_user_registered,
-    VerificationRequested: on_verification_requested,
-}
-
-
-def handle(event_type: type[Event], handler: EventHandler) -> None:
-    """Mail for ``event_type`` through this group: ``async def handler(event, deps)``
-    (``MailDeps``: the mailer, the signed-link key), called once per delivery."""
-    HANDLERS[event_type] = handler
 
 
 def build_deps(resources: Resources) -> MailDeps:

@@ -58,9 +58,7 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from sluice.errors import HandlerError
-from sluice.events import utcnow
-from sluice.store import Store
+from sluice.app import HandlerError, Store, utcnow
 
 log = structlog.get_logger(__name__)
 

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
-from sluice.store import Store
-from sluice.store.secrets import shared_secret
-from sluice.store.users import email_key
+from sluice.app import Store
+from sluice.app.advanced import email_key, shared_secret
 
 SECRET = "mail-link-key"
 VERIFY_TTL = timedelta(days=7)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.errors import ServiceUnavailable
-from sluice.streams.outage import REDIS_DOWN
+from sluice.app import ServiceUnavailable
+from sluice.app.advanced import REDIS_DOWN
 
 # KEYS[1]: next free slot (microseconds, Redis clock). ARGV[1]: interval (µs).
 # Numbers go out through string.format: Lua's tostring would round 16 digits.

@@ -21,9 +21,8 @@ from typing import Protocol
 
 import aiosmtplib
 
+from sluice.app import Config, HandlerError
 from sluice.builtin.accounts.mail.settings import SmtpSettings, parse_smtp_url
-from sluice.config import Config
-from sluice.errors import HandlerError
 
 
 class Transport(Protocol):

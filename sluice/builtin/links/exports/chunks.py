@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from sluice.store.base import Store, Tx
+from sluice.app import Store, Tx
 
 # Big enough that a download of a large export takes few queries, small enough that
 # a chunk is nothing to hold in memory; a window's lines beyond it take more rows.

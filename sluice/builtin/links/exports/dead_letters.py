@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import structlog
 
+from sluice.app import Store
+from sluice.app.advanced import DeadLetterHook, Message, NoOutcome, PoisonMessage
 from sluice.builtin.links.events import ExportRequested, ImportRequested
 from sluice.builtin.links.exports import jobs
-from sluice.store import Store
-from sluice.streams.messages import Message, NoOutcome, PoisonMessage
-from sluice.streams.spec import DeadLetterHook
 
 log = structlog.get_logger(__name__)
 

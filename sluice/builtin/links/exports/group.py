@@ -24,14 +24,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from itertools import zip_longest
 
+from sluice.app import Event, Resources
+from sluice.app.advanced import Delivery, EventHandler, GroupSpec, event_group
 from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports.dead_letters import give_up_job
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
-from sluice.events import Event
-from sluice.resources import Resources
-from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.messages import Delivery
-from sluice.streams.spec import GroupSpec
 
 NAME = "exports"
 

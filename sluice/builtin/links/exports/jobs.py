@@ -24,12 +24,10 @@ from typing import Literal
 import msgspec
 import structlog
 
+from sluice.app import Row, Store, Tx, db_time, from_db_time, optional_db_time, utcnow, uuid7
+from sluice.app.advanced import HEAD_SQL
 from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports import chunks
-from sluice.events import utcnow, uuid7
-from sluice.history.catalog import HEAD_SQL
-from sluice.store.base import Row, Store, Tx
-from sluice.store.users import db_time, from_db_time, optional_db_time
 
 log = structlog.get_logger(__name__)
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from sluice.app import Store, TaskContext, utcnow
 from sluice.builtin.links.exports import jobs
-from sluice.events import utcnow
-from sluice.scheduler.tasks import TaskContext
-from sluice.store import Store
 
 PURGE_BATCH = 500
 

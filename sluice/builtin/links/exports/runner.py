@@ -33,18 +33,19 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 import structlog
 
+from sluice.app import HandlerError, Resources, Store
+from sluice.app.advanced import (
+    REDIS_DOWN,
+    Cancelled,
+    CancelWatch,
+    Keys,
+    RedisLock,
+    cancel_and_wait,
+    forget_signal,
+)
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.jobs import EXPORT, Job
 from sluice.builtin.links.stored import get_link
-from sluice.errors import HandlerError
-from sluice.resources import Resources
-from sluice.store import Store
-from sluice.streams.cancel import CancelWatch, forget_signal
-from sluice.streams.keys import Keys
-from sluice.streams.lock import RedisLock
-from sluice.streams.messages import Cancelled
-from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 

@@ -19,10 +19,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from sluice.history import catalog
-from sluice.history.catalog import SegmentRef
-from sluice.history.reader import read_history
-from sluice.store.base import Store
+from sluice.app import Store
+from sluice.app.advanced import SegmentRef, catalog, read_history
 
 VISIT_TYPES = ("LinkVisited",)
 # country, os and device since migration 24 (docs/guides/links.md); empty in older visits and when

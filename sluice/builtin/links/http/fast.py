@@ -7,13 +7,10 @@ from __future__ import annotations
 import structlog
 from aiohttp import web
 
+from sluice.app import new_trace_id, utcnow
+from sluice.app.advanced import VISITOR_KEY, Caller, incoming_trace_id, other_routes
 from sluice.builtin.links.http.keys import LINK_CACHE, VISITS
 from sluice.builtin.links.http.redirects import CODE, TRUSTED_PROXIES, destination, visit_of
-from sluice.events import new_trace_id, utcnow
-from sluice.http.client_address import Caller
-from sluice.http.fast_redirect import other_routes
-from sluice.http.keys import VISITOR_KEY
-from sluice.http.middlewares import incoming_trace_id
 
 log = structlog.get_logger(__name__)
 

@@ -15,30 +15,44 @@ import msgspec
 import structlog
 from aiohttp import hdrs, web
 
-from sluice.builtin.links.exports import chunks, jobs
-from sluice.builtin.links.exports.jobs import Job
-from sluice.builtin.links.http.schemas import ExportStarted, JobOut
-from sluice.builtin.links.imports.jobs import IMPORT
-from sluice.errors import Conflict, FieldError, Gone, NotFound, TooManyRequests, Unprocessable
-from sluice.http.apidoc import (
+from sluice.app import (
     ADMIN,
-    CODE,
     FORBIDDEN,
-    NO_LINK,
     UNAUTHORIZED,
     USER,
-    Doc,
+    Conflict,
+    FieldError,
+    Gone,
+    NotFound,
     Route,
+    TooManyRequests,
+    Unprocessable,
+    json_response,
     ok,
     problem,
     ref,
+    require_admin,
+    require_user,
+    require_user_or_admin,
     too_many,
 )
-from sluice.http.auth import require_admin, require_user, require_user_or_admin
-from sluice.http.bodies import JSON, json_response
-from sluice.http.conditional import Validators, not_modified, requested_range
-from sluice.http.keys import CONFIG, KEYS, REDIS, STORE, TRACE_ID
-from sluice.streams.cancel import signal_cancel
+from sluice.app.advanced import (
+    CONFIG,
+    JSON,
+    KEYS,
+    REDIS,
+    STORE,
+    TRACE_ID,
+    Doc,
+    Validators,
+    not_modified,
+    requested_range,
+    signal_cancel,
+)
+from sluice.builtin.links.exports import chunks, jobs
+from sluice.builtin.links.exports.jobs import Job
+from sluice.builtin.links.http.schemas import CODE, NO_LINK, ExportStarted, JobOut
+from sluice.builtin.links.imports.jobs import IMPORT
 
 log = structlog.get_logger(__name__)
 

@@ -16,6 +16,19 @@ import asyncio
 
 from aiohttp import web
 
+from sluice.app import (
+    UNAUTHORIZED,
+    USER,
+    Route,
+    Unprocessable,
+    UnsupportedMediaType,
+    json_response,
+    ok,
+    problem,
+    require_user,
+    too_many,
+)
+from sluice.app.advanced import CONFIG, STORE, TRACE_ID, LargeBody
 from sluice.builtin.links.exports.jobs import TooManyJobs, active_jobs, check_active
 from sluice.builtin.links.http.jobs import too_many_jobs
 from sluice.builtin.links.http.schemas import ExportStarted
@@ -23,12 +36,6 @@ from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import Parsed, UnreadableFile, parse
 from sluice.builtin.links.imports.jobs import IMPORT
 from sluice.builtin.links.imports.runner import stored_fields
-from sluice.errors import Unprocessable, UnsupportedMediaType
-from sluice.http.apidoc import UNAUTHORIZED, USER, Route, ok, problem, too_many
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response
-from sluice.http.body_limits import LargeBody
-from sluice.http.keys import CONFIG, STORE, TRACE_ID
 
 CSV = "text/csv"
 

@@ -57,6 +57,26 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from sluice.app import Route, TooManyRequests, UnsupportedMediaType, html_page, problem, utcnow
+from sluice.app.advanced import (
+    FORM,
+    KEYS,
+    MAX_FAILURES,
+    NO_STORE,
+    PASSWORDS,
+    REDIS,
+    STORE,
+    WINDOW_SECONDS,
+    Claim,
+    ClaimantBusy,
+    LoginLimiter,
+    by_address,
+    client_address,
+    is_form,
+    onward_page,
+    password_page,
+    read_form,
+)
 from sluice.builtin.links.cache import Target
 from sluice.builtin.links.http.keys import LINK_CACHE
 from sluice.builtin.links.http.redirects import (
@@ -70,15 +90,6 @@ from sluice.builtin.links.http.redirects import (
 )
 from sluice.builtin.links.rules import PASSWORD_MAX
 from sluice.builtin.links.stored import get_link
-from sluice.errors import TooManyRequests, UnsupportedMediaType
-from sluice.events import utcnow
-from sluice.http.apidoc import FORM, Route, html_page, problem
-from sluice.http.client_address import client_address
-from sluice.http.fast_redirect import NO_STORE
-from sluice.http.keys import KEYS, PASSWORDS, REDIS, STORE
-from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
-from sluice.http.pages import is_form, onward_page, password_page, read_form
-from sluice.passwords import Claim, ClaimantBusy, by_address
 
 _WRONG = "Wrong password. Please try again."
 

@@ -8,12 +8,20 @@ from typing import cast
 import segno
 from aiohttp import hdrs, web
 
+from sluice.app import (
+    UNAUTHORIZED,
+    USER,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    problem,
+    require_user,
+)
+from sluice.app.advanced import CONFIG, STORE
 from sluice.builtin.links import qr
+from sluice.builtin.links.http.schemas import CODE, NO_LINK
 from sluice.builtin.links.stored import get_link
-from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.http.apidoc import CODE, NO_LINK, UNAUTHORIZED, USER, Route, problem
-from sluice.http.auth import require_user
-from sluice.http.keys import CONFIG, STORE
 
 # The image of a code never changes (codes are never reused, the base URL is the
 # deployment's): a day in the owner's browser, revalidated by ETag after that.

@@ -9,6 +9,20 @@ from datetime import UTC, date, timedelta
 
 from aiohttp import web
 
+from sluice.app import (
+    UNAUTHORIZED,
+    USER,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    problem,
+    require_user,
+    utcnow,
+)
+from sluice.app.advanced import STORE
 from sluice.builtin.links.http.link_stats_schemas import (
     BrowserVisits,
     CountryVisits,
@@ -18,14 +32,9 @@ from sluice.builtin.links.http.link_stats_schemas import (
     OsVisits,
     ReferrerVisits,
 )
+from sluice.builtin.links.http.schemas import CODE, NO_LINK
 from sluice.builtin.links.stats.reads import TOP_ROWS, read_stats
 from sluice.builtin.links.stored import get_link
-from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import CODE, NO_LINK, UNAUTHORIZED, USER, Route, ok, problem
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response
-from sluice.http.keys import STORE
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366

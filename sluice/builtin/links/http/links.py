@@ -10,35 +10,39 @@ import msgspec
 import structlog
 from aiohttp import web
 
+from sluice.app import (
+    BAD_BODY,
+    UNAUTHORIZED,
+    USER,
+    Conflict,
+    DependencyDown,
+    FieldError,
+    Forbidden,
+    NotFound,
+    Route,
+    Unprocessable,
+    User,
+    json_response,
+    ok,
+    parse_limit,
+    problem,
+    read_json,
+    request_body,
+    require_user,
+    too_many,
+    utcnow,
+)
+from sluice.app.advanced import APPS, CONFIG, PASSWORDS, STORE, TRACE_ID, by_account
 from sluice.builtin.links import repository, rules
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.keys import VISIT_LIMITER
 from sluice.builtin.links.http.redirects import link_changed
-from sluice.builtin.links.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
+from sluice.builtin.links.http.schemas import CODE, NO_LINK, LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.builtin.links.limits import LimitUnknown
 from sluice.builtin.links.pool import PoolRefiller
 from sluice.builtin.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
 from sluice.builtin.links.stored import Link, get_link
 from sluice.builtin.links.targeting import InvalidRules, check_rules
-from sluice.errors import Conflict, DependencyDown, FieldError, Forbidden, NotFound, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import (
-    BAD_BODY,
-    CODE,
-    NO_LINK,
-    UNAUTHORIZED,
-    USER,
-    Route,
-    ok,
-    problem,
-    request_body,
-    too_many,
-)
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response, parse_limit, read_json
-from sluice.http.keys import APPS, CONFIG, PASSWORDS, STORE, TRACE_ID
-from sluice.passwords import by_account
-from sluice.store.users import User
 
 log = structlog.get_logger(__name__)
 

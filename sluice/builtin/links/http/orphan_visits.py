@@ -9,15 +9,22 @@ from datetime import UTC, date
 import msgspec
 from aiohttp import web
 
+from sluice.app import (
+    ADMIN,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    Route,
+    json_response,
+    ok,
+    problem,
+    require_admin,
+    utcnow,
+)
+from sluice.app.advanced import CONFIG, STORE
 from sluice.builtin.links.http.keys import ORPHANS
 from sluice.builtin.links.http.link_stats import RANGE, RANGE_422, stats_range
 from sluice.builtin.links.orphan_report import TOP_CODES, read_orphans
 from sluice.builtin.links.orphans import OrphanTally
-from sluice.events import utcnow
-from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem
-from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response
-from sluice.http.keys import CONFIG, STORE
 
 
 class OrphanDay(msgspec.Struct, kw_only=True):

@@ -24,6 +24,28 @@ from datetime import datetime
 import structlog
 from aiohttp import hdrs, web
 
+from sluice.app import ConfigError, DependencyDown, Route, html_page, problem, utcnow
+from sluice.app.advanced import (
+    APPS,
+    CONFIG,
+    KEYS,
+    NO_STORE,
+    QUIET,
+    REDIS,
+    STORE,
+    TRACE_ID,
+    VISITOR_KEY,
+    Caller,
+    Network,
+    VisitorHasher,
+    cancel_and_wait,
+    client_host,
+    client_ip,
+    password_page,
+    problem_response,
+    redis_client,
+    trusted_networks,
+)
 from sluice.builtin.links import geo
 from sluice.builtin.links.agents import describe, warm_up
 from sluice.builtin.links.cache import LinkCache, Target, target_of
@@ -41,18 +63,6 @@ from sluice.builtin.links.limits import LimitUnknown, VisitLimiter
 from sluice.builtin.links.stored import get_link
 from sluice.builtin.links.targeting import Facts, choose
 from sluice.builtin.links.visits import VisitRecorder, referrer_host
-from sluice.config import Network, trusted_networks
-from sluice.errors import ConfigError, DependencyDown
-from sluice.events import utcnow
-from sluice.http.apidoc import Route, html_page, problem
-from sluice.http.client_address import Caller, client_host, client_ip
-from sluice.http.fast_redirect import NO_STORE
-from sluice.http.keys import APPS, CONFIG, KEYS, QUIET, REDIS, STORE, TRACE_ID, VISITOR_KEY
-from sluice.http.pages import password_page
-from sluice.http.problems import problem_response
-from sluice.http.visitors import VisitorHasher
-from sluice.resources import redis_client
-from sluice.streams.waiting import cancel_and_wait
 
 log = structlog.get_logger(__name__)
 

@@ -10,15 +10,23 @@ from datetime import UTC
 
 from aiohttp import web
 
+from sluice.app import (
+    UNAUTHORIZED,
+    USER,
+    FieldError,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    parse_limit,
+    problem,
+    require_user,
+    utcnow,
+)
+from sluice.app.advanced import STORE
 from sluice.builtin.links.http.link_stats import RANGE, RANGE_422, stats_range
 from sluice.builtin.links.http.link_stats_schemas import LinkVisitsOut, TopLinksOut
 from sluice.builtin.links.stats.reads import read_top_links
-from sluice.errors import FieldError, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import UNAUTHORIZED, USER, Route, ok, problem
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response, parse_limit
-from sluice.http.keys import STORE
 
 LIMIT_DEFAULT = 10
 LIMIT_MAX = 100

@@ -10,19 +10,33 @@ from typing import Annotated
 import msgspec
 from aiohttp import web
 
+from sluice.app import (
+    BAD_BODY,
+    UNAUTHORIZED,
+    USER,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    db_time,
+    from_db_time,
+    json_response,
+    ok,
+    problem,
+    query_limit,
+    read_json,
+    request_body,
+    require_user,
+    utcnow,
+    uuid7,
+)
+from sluice.app.advanced import CONFIG, STORE
 from sluice.builtin.links.rules import Invalid, short_origin
 from sluice.builtin.links.webhooks import repository
 from sluice.builtin.links.webhooks.payloads import TYPES
 from sluice.builtin.links.webhooks.repository import ATTEMPTS_SHOWN, DeliveryRow, Webhook
 from sluice.builtin.links.webhooks.signing import BadSecret, generate_secret, secret_key
 from sluice.builtin.links.webhooks.targets import check_target
-from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.events import utcnow, uuid7
-from sluice.http.apidoc import BAD_BODY, UNAUTHORIZED, USER, Route, ok, problem, request_body
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response, query_limit, read_json
-from sluice.http.keys import CONFIG, STORE
-from sluice.store.users import db_time, from_db_time
 
 DELIVERIES_DEFAULT = 50
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sluice.app import Event, Resources
+from sluice.app.advanced import EventHandler, GroupSpec, event_group
 from sluice.builtin.links.events import ImportRequested
 from sluice.builtin.links.exports.dead_letters import give_up_job
 from sluice.builtin.links.imports.runner import ImportDeps, run_import
-from sluice.events import Event
-from sluice.resources import Resources
-from sluice.streams.dispatch import EventHandler, event_group
-from sluice.streams.spec import GroupSpec
 
 NAME = "imports"
 

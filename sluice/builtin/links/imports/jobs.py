@@ -21,12 +21,10 @@ from dataclasses import dataclass
 
 import msgspec
 
+from sluice.app import Store, Tx, db_time, utcnow, uuid7
 from sluice.builtin.links.events import ImportRequested
 from sluice.builtin.links.exports import chunks
 from sluice.builtin.links.exports.jobs import Job, check_room, get_job, job_from_row
-from sluice.events import utcnow, uuid7
-from sluice.store.base import Store, Tx
-from sluice.store.users import db_time
 
 IMPORT = "import"
 _JOB_COLUMNS = (

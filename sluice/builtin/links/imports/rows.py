@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from sluice.app import Tx, db_time
 from sluice.builtin.links import repository
 from sluice.builtin.links.events import LinkCreated
 from sluice.builtin.links.imports.formats import Draft
@@ -41,8 +42,6 @@ from sluice.builtin.links.rules import (
     check_url,
 )
 from sluice.builtin.links.stored import Link
-from sluice.store.base import Tx
-from sluice.store.users import db_time
 
 Outcome = Literal["created", "existing", "invalid"]
 

@@ -24,6 +24,8 @@ import msgspec
 import redis.asyncio as aioredis
 import structlog
 
+from sluice.app import Resources, Store, utcnow
+from sluice.app.advanced import REDIS_DOWN, Cancelled, Keys, forget_signal
 from sluice.builtin.links.exports import jobs as job_rows
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.imports import jobs
@@ -33,13 +35,6 @@ from sluice.builtin.links.imports.rows import RowContext, RowOutcome, apply
 from sluice.builtin.links.repository import room_for_links
 from sluice.builtin.links.rules import short_origin
 from sluice.builtin.links.stored import Link
-from sluice.events import utcnow
-from sluice.resources import Resources
-from sluice.store import Store
-from sluice.streams.cancel import forget_signal
-from sluice.streams.keys import Keys
-from sluice.streams.messages import Cancelled
-from sluice.streams.outage import REDIS_DOWN
 
 log = structlog.get_logger(__name__)
 

@@ -24,12 +24,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sluice.app import Config, Event, Tx, utcnow
+from sluice.app.advanced import EngineProjection as Projection
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.stats.schema import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
-from sluice.config import Config
-from sluice.events import Event, utcnow
-from sluice.projections.base import Projection
-from sluice.store import Tx
 
 # Rows per multi-row statement: far below SQLite's bound on statement parameters.
 _CHUNK = 300

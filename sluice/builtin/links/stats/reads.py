@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from sluice.app import Store
 from sluice.builtin.links.stats.projection import FACETS, UNKNOWN
-from sluice.store import Store
 
 # Most values a stats answer lists per facet (the busiest first).
 TOP_ROWS = 100

@@ -39,17 +39,13 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from sluice.app import Event, Resources, SluiceError, Store, utcnow, uuid7
+from sluice.app.advanced import Delivery, GroupSpec
 from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
 from sluice.builtin.links.webhooks import repository
 from sluice.builtin.links.webhooks.payloads import EVENT_TYPES, compose
 from sluice.builtin.links.webhooks.repository import StoredMessage, Webhook
 from sluice.builtin.links.webhooks.sender import Sender
-from sluice.errors import SluiceError
-from sluice.events import Event, utcnow, uuid7
-from sluice.resources import Resources
-from sluice.store import Store
-from sluice.streams.messages import Delivery
-from sluice.streams.spec import GroupSpec
 
 log = structlog.get_logger(__name__)
 

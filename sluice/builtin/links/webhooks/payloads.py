@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
+from sluice.app import Event
 from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
-from sluice.events import Event
 
 VERSION = 1
 VISITS_PER_MESSAGE = 100

@@ -16,10 +16,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from sluice.events import utcnow
-from sluice.store import Store
-from sluice.store.base import Tx
-from sluice.store.users import db_time
+from sluice.app import Store, Tx, db_time, utcnow
 
 ATTEMPTS_KEPT = 200  # per webhook
 ATTEMPTS_SHOWN = 100

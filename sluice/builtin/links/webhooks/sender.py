@@ -18,13 +18,11 @@ import structlog
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
+from sluice.app import SluiceError, Store, utcnow
 from sluice.builtin.links.webhooks import repository
 from sluice.builtin.links.webhooks.repository import StoredMessage, Webhook
 from sluice.builtin.links.webhooks.signing import secret_key, signature
 from sluice.builtin.links.webhooks.targets import PinnedResolver, TargetRefused, check_literal
-from sluice.errors import SluiceError
-from sluice.events import utcnow
-from sluice.store import Store
 
 log = structlog.get_logger(__name__)
 

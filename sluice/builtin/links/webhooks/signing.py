@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import secrets
 
-from sluice.errors import SluiceError
+from sluice.app import SluiceError
 
 PREFIX = "whsec_"
 KEY_MIN, KEY_MAX = 24, 64

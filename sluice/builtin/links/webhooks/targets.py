@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from sluice.app import SluiceError
 from sluice.builtin.links.rules import Invalid, check_url
-from sluice.errors import SluiceError
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 

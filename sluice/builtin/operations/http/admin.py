@@ -25,25 +25,45 @@ from contextlib import asynccontextmanager
 import msgspec
 from aiohttp import web
 
-from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
-from sluice.events import EVENT_TYPES
-from sluice.history.size import HistorySize, measure
-from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem, ref
-from sluice.http.auth import require_admin
-from sluice.http.bodies import JSON, json_response, query_limit
-from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import APPS, CONFIG, KEYS, REDIS, STORE
-from sluice.streams.dead_letters import (
+from sluice.app import (
+    ADMIN,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    Conflict,
+    DependencyDown,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    problem,
+    query_limit,
+    ref,
+    require_admin,
+)
+from sluice.app.advanced import (
+    APPS,
+    CONFIG,
+    EVENT_TYPES,
+    JSON,
+    KEYS,
+    REDIS,
+    REDIS_ERRORS,
+    STORE,
     DeadLetter,
+    Failures,
+    HistorySize,
     Place,
     held_by,
     list_dead_letters,
+    measure,
     parse_dead_id,
     places_holding,
     redrive_matching,
 )
-from sluice.streams.failures import Failures
-from sluice.streams.maintenance import Status, status
+from sluice.app.advanced import MaintenanceStatus as Status
+from sluice.app.advanced import maintenance_status as status
 
 STATUS_TIMEOUT = 5.0
 DEAD_LETTERS_DEFAULT = 50

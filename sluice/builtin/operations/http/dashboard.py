@@ -15,8 +15,8 @@ from importlib import resources
 
 from aiohttp import web
 
-from sluice.http.apidoc import Route
-from sluice.http.static_page import Page, inline_hashes
+from sluice.app import Route
+from sluice.app.advanced import Page, inline_hashes
 
 
 @functools.cache

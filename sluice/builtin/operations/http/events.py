@@ -9,20 +9,31 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from sluice.builtin.operations import stories
-from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.history import search as event_search
-from sluice.history.search import (
+from sluice.app import (
+    ADMIN,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    problem,
+    require_admin,
+)
+from sluice.app.advanced import (
+    APPS,
     LIMIT_DEFAULT,
     LIMIT_MAX,
+    STORE,
+    Doc,
     EventPage,
     EventQuery,
     Invalid,
+    event_search,
 )
-from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Doc, Route, ok, problem
-from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response
-from sluice.http.keys import APPS, STORE
+from sluice.builtin.operations import stories
 
 T = TypeVar("T")
 

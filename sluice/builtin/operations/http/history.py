@@ -11,16 +11,24 @@ import asyncio
 
 from aiohttp import web
 
-from sluice.errors import DependencyDown, FieldError, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem
-from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response, parse_limit
-from sluice.http.degrade import REDIS_ERRORS
-from sluice.http.keys import APPS, KEYS, REDIS
-from sluice.streams.group_history.buckets import MAX_MINUTES
-from sluice.streams.group_history.reading import History, read_history
-from sluice.streams.group_history.sampler import SAMPLE_SECONDS
+from sluice.app import (
+    ADMIN,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    DependencyDown,
+    FieldError,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    parse_limit,
+    problem,
+    require_admin,
+    utcnow,
+)
+from sluice.app.advanced import APPS, KEYS, MAX_MINUTES, REDIS, REDIS_ERRORS, SAMPLE_SECONDS
+from sluice.app.advanced import GroupHistory as History
+from sluice.app.advanced import read_group_history as read_history
 
 MINUTES_DEFAULT = 60
 REDIS_SECONDS = 5.0

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from sluice.errors import NotFound
-from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, problem
-from sluice.http.auth import require_admin
-from sluice.http.keys import APPS, STORE
-from sluice.streams import pause
+from sluice.app import ADMIN, FORBIDDEN, UNAUTHORIZED, NotFound, Route, problem, require_admin
+from sluice.app.advanced import APPS, STORE, pause
 
 
 def _group(request: web.Request) -> str:

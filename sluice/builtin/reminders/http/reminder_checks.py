@@ -12,11 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 
+from sluice.app import Config, FieldError
+from sluice.app.advanced import CronError, CronSchedule, min_interval, parse_cron, zone
 from sluice.builtin.reminders.http.schemas import REMINDER_CRON_MAX, REMINDER_TEXT_MAX, ReminderOut
 from sluice.builtin.reminders.stored import Reminder
-from sluice.config import Config
-from sluice.errors import FieldError
-from sluice.scheduler.cron import CronError, CronSchedule, min_interval, parse_cron, zone
 
 # A one-shot is a delayed job, not a calendar: a year bounds how long a pending row
 # (and the index entry that makes it cheap to find) can sit in the table.

@@ -25,6 +25,25 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from sluice.app import (
+    BAD_BODY,
+    UNAUTHORIZED,
+    USER,
+    Config,
+    Conflict,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    problem,
+    read_json,
+    request_body,
+    require_user,
+    utcnow,
+)
+from sluice.app.advanced import CONFIG, STORE, TRACE_ID
 from sluice.builtin.reminders import next_runs
 from sluice.builtin.reminders import stored as store
 from sluice.builtin.reminders.events import ReminderUpdated
@@ -40,13 +59,6 @@ from sluice.builtin.reminders.http.reminder_checks import (
 from sluice.builtin.reminders.http.schemas import ReminderOut, ReminderPatch
 from sluice.builtin.reminders.stored import Reminder
 from sluice.builtin.reminders.upcoming import Window, to_stored, window
-from sluice.config import Config
-from sluice.errors import Conflict, FieldError, NotFound, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import BAD_BODY, UNAUTHORIZED, USER, Route, ok, problem, request_body
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response, read_json
-from sluice.http.keys import CONFIG, STORE, TRACE_ID
 
 _FIELDS = frozenset(ReminderPatch.__struct_fields__)
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}

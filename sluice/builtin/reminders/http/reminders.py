@@ -12,6 +12,25 @@ from datetime import datetime
 
 from aiohttp import web
 
+from sluice.app import (
+    BAD_BODY,
+    UNAUTHORIZED,
+    USER,
+    Config,
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    json_response,
+    ok,
+    problem,
+    read_json,
+    request_body,
+    require_user,
+    utcnow,
+    uuid7,
+)
+from sluice.app.advanced import CONFIG, STORE, TRACE_ID, CronSchedule
 from sluice.builtin.reminders import next_runs
 from sluice.builtin.reminders import stored as store
 from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted
@@ -32,14 +51,6 @@ from sluice.builtin.reminders.http.schemas import (
 )
 from sluice.builtin.reminders.stored import Reminder
 from sluice.builtin.reminders.upcoming import Window, to_stored, window
-from sluice.config import Config
-from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.events import utcnow, uuid7
-from sluice.http.apidoc import BAD_BODY, UNAUTHORIZED, USER, Route, ok, problem, request_body
-from sluice.http.auth import require_user
-from sluice.http.bodies import json_response, read_json
-from sluice.http.keys import CONFIG, STORE, TRACE_ID
-from sluice.scheduler.cron import CronSchedule
 
 ACTIVE_MAX = 100  # cron reminders per user (paused ones count, deleted ones do not)
 PENDING_MAX = 1000  # one-shots per user that have not fired yet

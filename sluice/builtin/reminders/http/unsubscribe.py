@@ -18,16 +18,22 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from sluice.app import (
+    FieldError,
+    NotFound,
+    Route,
+    Unprocessable,
+    html_page,
+    problem,
+    token_query,
+    utcnow,
+)
+from sluice.app.advanced import FORM, STORE, TRACE_ID, Form, page
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail.links import BadLink, check_unsubscribe_token
 from sluice.builtin.accounts.mail.templates import one_line
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.events import ReminderUpdated
-from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.events import utcnow
-from sluice.http.apidoc import FORM, Route, html_page, problem, token_query
-from sluice.http.keys import STORE, TRACE_ID
-from sluice.http.pages import Form, page
 
 _PAUSED = "This reminder is paused: it sends no more mail."
 _DELETED = "This reminder was deleted: it sends no more mail."

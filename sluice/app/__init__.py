@@ -30,6 +30,7 @@ from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
 from sluice.app.groups import Group, GroupSettings, Projection
 from sluice.app.jobs import Job
+from sluice.app.settings import Settings
 from sluice.app.web import config, redis, store, trace_id
 from sluice.config import Config
 from sluice.errors import (
@@ -84,6 +85,7 @@ __all__ = [
     "Projection",
     "ProjectionContext",
     "Resources",
+    "Settings",
     "Store",
     "TaskContext",
     "Tx",

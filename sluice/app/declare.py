@@ -26,6 +26,7 @@ from sluice.app.checks import SHAPES, check_context, check_shape, check_view
 from sluice.app.contexts import JobContext
 from sluice.app.groups import Group, GroupSettings, Projection, check_name
 from sluice.app.jobs import Job
+from sluice.app.settings import Settings
 from sluice.config import Config
 from sluice.event_registry import Payload, Upcaster
 from sluice.events import Event
@@ -89,11 +90,14 @@ class App:
 
     ``requires``: the apps whose modules this one imports (their events, their
     helpers); they are loaded first, and loading this one without them is refused.
+    ``settings``: the app's own settings (a ``Settings`` subclass), read from their
+    ``SLUICE_*`` variables when the app is loaded; ``MySettings.of(ctx)`` reads them.
     """
 
     name: str
     requires: tuple[str, ...] = ()
     description: str = ""
+    settings: type[Settings] | None = None
     aggregates: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     events: list[type[Event]] = field(default_factory=list, init=False, repr=False)
     upcasters: dict[type[Event], dict[int, Upcaster]] = field(

@@ -38,6 +38,7 @@ from sluice.app.running import (
     group_spec,
     projection_migrations,
 )
+from sluice.app.settings import read_settings
 from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.event_registry import RegistryError
@@ -123,8 +124,11 @@ class Apps:
 
 
 def load_apps(config: Config) -> Apps:
-    """The apps ``config`` names (``SLUICE_APPS``), checked and registered."""
-    return _load(config.apps)
+    """The apps ``config`` names (``SLUICE_APPS``), checked and registered, with their
+    settings read from ``config``."""
+    apps = _load(config.apps)
+    read_settings(apps.apps, config)
+    return apps
 
 
 def forget_loaded() -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from sluice.app import App
+from sluice.builtin.articles.settings import ArticlesSettings
 
 app = App(
     "articles",
+    settings=ArticlesSettings,
     description="article view counting with a per-viewer dedupe window and day, week and"
     " month leaderboards",
 )

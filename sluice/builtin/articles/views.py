@@ -43,6 +43,7 @@ from sluice.builtin.articles.schemas import (
     ViewBody,
     ViewCounted,
 )
+from sluice.builtin.articles.settings import ArticlesSettings
 from sluice.http.apidoc import Route
 from sluice.http.bodies import JSON
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
@@ -99,7 +100,7 @@ async def _claim_view(request: web.Request, key: str) -> bool | None:
     try:
         async with asyncio.timeout(REDIS_TIMEOUT):
             claimed = await redis(request).set(
-                key, 1, nx=True, ex=config(request).view_dedupe_seconds
+                key, 1, nx=True, ex=ArticlesSettings.of(request).view_dedupe_seconds
             )
     except REDIS_ERRORS as exc:
         # Degrade, never break: an undeduped view beats a lost one.

@@ -25,6 +25,7 @@ from sluice.builtin.links.http import (
 )
 from sluice.builtin.links.http.fast import Redirects
 from sluice.builtin.links.imports import group as imports
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stats.projection import PROJECTION
 from sluice.builtin.links.webhooks import group as webhook_group
 from sluice.http.openapi import tagged
@@ -70,8 +71,8 @@ app.engine_projection(PROJECTION)
 
 @app.task(
     "refill-code-pool",
-    cron=lambda config: config.refill_code_pool_cron,
-    timezone=lambda config: config.refill_code_pool_timezone,
+    cron=lambda config: LinksSettings.of(config).refill_code_pool_cron,
+    timezone=lambda config: LinksSettings.of(config).refill_code_pool_timezone,
     description="tops the short-code pool up to SLUICE_CODE_POOL_TARGET",
 )
 async def refill_code_pool(ctx: TaskContext) -> None:
@@ -80,14 +81,14 @@ async def refill_code_pool(ctx: TaskContext) -> None:
     No cursor: each batch reads the free count in its own transaction, so a run
     interrupted midway continues from the pool's state.
     """
-    config = ctx.resources.config
+    config = LinksSettings.of(ctx)
     added = await pool.refill(ctx.resources.store, config.code_pool_target, batch=REFILL_BATCH)
     ctx.log.info("code pool refilled", added=added, target=config.code_pool_target)
 
 
 app.task(
     "purge-exports",
-    cron=lambda config: config.purge_exports_cron,
-    timezone=lambda config: config.purge_exports_timezone,
+    cron=lambda config: LinksSettings.of(config).purge_exports_cron,
+    timezone=lambda config: LinksSettings.of(config).purge_exports_timezone,
     description="removes export results older than SLUICE_EXPORT_RETENTION (their jobs answer 410)",
 )(purge_exports)

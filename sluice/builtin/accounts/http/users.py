@@ -12,6 +12,7 @@ from aiohttp import web
 
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.accounts.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
+from sluice.builtin.accounts.settings import AccountsSettings
 from sluice.errors import Conflict, FieldError, Unauthorized, Unprocessable
 from sluice.events import utcnow, uuid7
 from sluice.http.apidoc import (
@@ -27,7 +28,7 @@ from sluice.http.apidoc import (
 from sluice.http.auth import bearer_token, require_user
 from sluice.http.bodies import json_response, read_json
 from sluice.http.client_limit import LOGIN, REGISTER
-from sluice.http.keys import CLIENT_LIMITS, CONFIG, LOGIN_LIMITER, PASSWORDS, STORE, TRACE_ID
+from sluice.http.keys import CLIENT_LIMITS, LOGIN_LIMITER, PASSWORDS, STORE, TRACE_ID
 from sluice.passwords import DUMMY_HASH, Claim, by_address
 from sluice.store.users import (
     EmailTaken,
@@ -146,7 +147,7 @@ async def create_token(request: web.Request) -> web.Response:
         raise Unauthorized("invalid email or password")
     token = secrets.token_urlsafe(32)
     now = utcnow()
-    expires = now + timedelta(seconds=request.app[CONFIG].token_ttl_seconds)
+    expires = now + timedelta(seconds=AccountsSettings.of(request).token_ttl_seconds)
     await insert_token(request.app[STORE], token, found, now, expires)
     return json_response(TokenOut(token=token, expires_at=expires), 201)
 

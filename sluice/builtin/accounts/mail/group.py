@@ -28,6 +28,7 @@ from sluice.builtin.accounts.mail.sending import (
     welcome_key,
 )
 from sluice.builtin.accounts.mail.transport import make_transport
+from sluice.builtin.accounts.settings import AccountsSettings
 from sluice.events import Event, utcnow
 from sluice.resources import Resources
 from sluice.store import Store
@@ -113,8 +114,8 @@ def handle(event_type: type[Event], handler: EventHandler) -> None:
 
 def build_deps(resources: Resources) -> MailDeps:
     """Transport from the config (an invalid ``SLUICE_SMTP_URL`` fails here, at start)."""
-    config = resources.config
-    transport = make_transport(config)
+    config = AccountsSettings.of(resources)
+    transport = make_transport(resources.config)
     limiter = RateLimiter(resources.redis, resources.keys.mail_rate(), config.mail_rate)
     budget = UserBudget(
         resources.redis, resources.keys.mail_budget, config.mail_user_hourly,

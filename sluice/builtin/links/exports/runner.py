@@ -35,6 +35,7 @@ import structlog
 
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.jobs import EXPORT, Job
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import get_link
 from sluice.errors import HandlerError
 from sluice.resources import Resources
@@ -71,7 +72,7 @@ class ExportDeps:
         config = resources.config
         return cls(
             store=resources.store, redis=resources.redis, keys=resources.keys,
-            batch=config.export_batch,
+            batch=LinksSettings.of(config).export_batch,
             lock_ttl_ms=config.claim_idle_ms, max_attempts=config.max_deliveries,
         )  # fmt: skip
 

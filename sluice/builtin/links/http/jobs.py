@@ -19,6 +19,7 @@ from sluice.builtin.links.exports import chunks, jobs
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.http.schemas import ExportStarted, JobOut
 from sluice.builtin.links.imports.jobs import IMPORT
+from sluice.builtin.links.settings import LinksSettings
 from sluice.errors import Conflict, FieldError, Gone, NotFound, TooManyRequests, Unprocessable
 from sluice.http.apidoc import (
     ADMIN,
@@ -71,7 +72,7 @@ async def request_export(request: web.Request) -> web.Response:
     429 while the caller has ``SLUICE_EXPORTS_PER_USER`` others queued or running."""
     user = await require_user(request)
     code = request.match_info["code"]
-    per_user = request.app[CONFIG].exports_per_user
+    per_user = LinksSettings.of(request).exports_per_user
     try:
         job, _ = await jobs.request_export(
             request.app[STORE], user.id, code, request[TRACE_ID], per_user=per_user

@@ -13,11 +13,12 @@ from sluice.builtin.links.http.keys import ORPHANS
 from sluice.builtin.links.http.link_stats import RANGE, RANGE_422, stats_range
 from sluice.builtin.links.orphan_report import TOP_CODES, read_orphans
 from sluice.builtin.links.orphans import OrphanTally
+from sluice.builtin.links.settings import LinksSettings
 from sluice.events import utcnow
 from sluice.http.apidoc import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem
 from sluice.http.auth import require_admin
 from sluice.http.bodies import json_response
-from sluice.http.keys import CONFIG, STORE
+from sluice.http.keys import STORE
 
 
 class OrphanDay(msgspec.Struct, kw_only=True):
@@ -61,7 +62,7 @@ async def orphan_visits(request: web.Request) -> web.Response:
 
 async def count_orphans(app: web.Application) -> AsyncIterator[None]:
     """The orphan visit counter and its writer; on shutdown it writes what is counted."""
-    config = app[CONFIG]
+    config = LinksSettings.of(app)
     tally = OrphanTally(
         app[STORE],
         codes_per_day=config.orphan_codes_per_day,

@@ -38,6 +38,7 @@ from sluice.builtin.links.http.keys import (
     VISITS,
 )
 from sluice.builtin.links.limits import LimitUnknown, VisitLimiter
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import get_link
 from sluice.builtin.links.targeting import Facts, choose
 from sluice.builtin.links.visits import VisitRecorder, referrer_host
@@ -219,7 +220,7 @@ def link_changed(app: web.Application, code: str) -> None:
 async def record_visits(app: web.Application) -> AsyncIterator[None]:
     """The group-commit visit writer; on shutdown it commits what is still buffered."""
     await asyncio.to_thread(warm_up)
-    config = app[CONFIG]
+    config = LinksSettings.of(app)
     recorder = VisitRecorder(
         app[STORE],
         interval=config.visit_flush_ms / 1000,

@@ -33,6 +33,7 @@ from sluice.builtin.links.imports.jobs import IMPORT, Counts
 from sluice.builtin.links.imports.rows import RowContext, RowOutcome, apply
 from sluice.builtin.links.repository import room_for_links
 from sluice.builtin.links.rules import short_origin
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import Link
 from sluice.events import utcnow
 from sluice.resources import Resources
@@ -74,7 +75,7 @@ class ImportDeps:
         return cls(
             store=resources.store, redis=resources.redis, keys=resources.keys,
             base_url=config.base_url, max_attempts=config.max_deliveries,
-            links_per_user=config.links_per_user,
+            links_per_user=LinksSettings.of(config).links_per_user,
             routes=load_apps(config).reserved_words,
         )  # fmt: skip
 

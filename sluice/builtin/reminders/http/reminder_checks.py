@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from sluice.builtin.reminders.http.schemas import REMINDER_CRON_MAX, REMINDER_TEXT_MAX, ReminderOut
+from sluice.builtin.reminders.settings import RemindersSettings
 from sluice.builtin.reminders.stored import Reminder
 from sluice.config import Config
 from sluice.errors import FieldError
@@ -67,7 +68,7 @@ def check_cron(
     except (CronError, ValueError) as exc:
         errors.append(FieldError("cron", str(exc)))
         return None
-    least = config.reminder_min_interval
+    least = RemindersSettings.of(config).reminder_min_interval
     if gap < least:
         errors.append(FieldError(
             "cron", f"occurrences come as close as {gap:g} seconds apart; reminders must be at "

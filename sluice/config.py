@@ -230,21 +230,7 @@ def printable_ascii(text: str) -> bool:
 def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -> Config:
     """Build the config from ``environ`` (``os.environ`` by default); tests pass a dict."""
     env = os.environ if environ is None else environ
-    values: dict[str, object] = {}
-    others: dict[str, object] = {}
-    for key, raw in env.items():
-        if not key.startswith("SLUICE_") or raw == "":
-            continue
-        name = key.removeprefix("SLUICE_").lower()
-        if name in _FIELDS:
-            values[name] = _convert(name, raw)
-        elif name != "app_values":
-            others[name] = raw
-    for name, value in overrides.items():
-        if name in _FIELDS:
-            values[name] = value
-        elif value is not None:
-            others[name] = value
+    values, others = _read(env, overrides)
     # An app's setting given as an override reads as its variable would (a name ending in
     # _TIMEOUT_SECONDS is also a group's word, as it was when the app's setting was here).
     named = {**env, **{f"SLUICE_{name.upper()}": str(value) for name, value in others.items()}}
@@ -267,6 +253,29 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
     config = msgspec.structs.replace(config, **derived)
     _validate(config)
     return config
+
+
+def _read(
+    env: Mapping[str, str], overrides: Mapping[str, object]
+) -> tuple[dict[str, object], dict[str, object]]:
+    """The fields of ``Config`` set by ``env`` and ``overrides``, and every other
+    ``SLUICE_*`` value (the apps' settings)."""
+    values: dict[str, object] = {}
+    others: dict[str, object] = {}
+    for key, raw in env.items():
+        if not key.startswith("SLUICE_") or raw == "":
+            continue
+        name = key.removeprefix("SLUICE_").lower()
+        if name in _FIELDS:
+            values[name] = _convert(name, raw)
+        elif name != "app_values":
+            others[name] = raw
+    for name, value in overrides.items():
+        if name in _FIELDS:
+            values[name] = value
+        elif value is not None:
+            others[name] = value
+    return values, others
 
 
 def _group_timeouts(env: Mapping[str, str]) -> dict[str, float]:

@@ -21,7 +21,9 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
+from prometheus_client import Counter, Gauge, Histogram
 
+from sluice import metrics
 from sluice.app.checks import SHAPES, check_context, check_shape, check_view
 from sluice.app.contexts import JobContext
 from sluice.app.groups import Group, GroupSettings, Projection, check_name
@@ -119,6 +121,8 @@ class App:
     engine_projections: dict[str, EngineProjection] = field(
         default_factory=dict, init=False, repr=False
     )
+    metrics: list[str] = field(default_factory=list, init=False, repr=False)
+    tags: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_name("app", self.name)
@@ -297,6 +301,32 @@ class App:
         check_context(self.name, context)
         self.api_contexts.append(context)
         return context
+
+    def tag(self, name: str, description: str) -> None:
+        """Declare an OpenAPI tag (a group of operations in ``/docs``) that the app's
+        routes may name in their ``tags``; the app's own name is one already."""
+        self.tags[name] = description
+
+    # Metrics ------------------------------------------------------------------------
+
+    def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+        """Declare a Prometheus counter that ``GET /metrics`` shows (its samples add
+        ``_total``) and the metrics reference lists; keep the object to ``inc()`` it."""
+        self.metrics.append(name)
+        return metrics.counter(name, documentation, labels)
+
+    def histogram(
+        self, name: str, documentation: str, labels: Sequence[str], buckets: Sequence[float]
+    ) -> Histogram:
+        """Declare a Prometheus histogram with these bucket bounds (seconds, bytes...)."""
+        self.metrics.append(name)
+        return metrics.histogram(name, documentation, labels, buckets)
+
+    def gauge(self, name: str, documentation: str) -> Gauge:
+        """Declare a gauge each process sets; ``/metrics`` shows the sum over the live
+        processes of the host."""
+        self.metrics.append(name)
+        return metrics.live_sum(name, documentation)
 
     # Beyond the usual: the hooks sluice's own apps use --------------------------------
 

@@ -121,14 +121,6 @@ class Keys:
     def top(self, period: str, start: str) -> str:
         return f"{self.prefix}:top:{period}:{start}"
 
-    def mail_rate(self) -> str:
-        """The next free send slot of the mail rate limit, shared by every mail worker."""
-        return f"{self.prefix}:mail:rate"
-
-    def mail_budget(self, user_id: str) -> str:
-        """The keys of the mails sent to one user in the last day (the per-user budget)."""
-        return f"{self.prefix}:mail:budget:{user_id}"
-
     def task_lock(self, task: str) -> str:
         """Held by the one run of ``task`` in progress, cron or manual, on any replica."""
         return f"{self.prefix}:task:{task}:lock"

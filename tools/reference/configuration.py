@@ -98,14 +98,11 @@ class Setting:
 _APP_VALUES = "app_values"
 
 
-def _settings(
-    config: type[msgspec.Struct],
-    variables: list[Variable],
-    load: Callable[[Mapping[str, str]], object],
-    read_elsewhere: Callable[[str], bool],
-    app_settings: Sequence[tuple[str, type[msgspec.Struct]]] = (),
-) -> Iterator[Setting | str]:
-    """Each variable with its type, or a problem (a string) where the two sources part."""
+def _fields(
+    config: type[msgspec.Struct], app_settings: Sequence[tuple[str, type[msgspec.Struct]]]
+) -> tuple[dict[str, msgspec.structs.FieldInfo], dict[str, str]]:
+    """Every setting's field by its variable, sluice's and the apps'; and the app of
+    each app's setting."""
     fields = {
         f"SLUICE_{f.name.upper()}": f
         for f in msgspec.structs.fields(config)
@@ -116,6 +113,18 @@ def _settings(
         for f in msgspec.structs.fields(struct):
             fields[f"SLUICE_{f.name.upper()}"] = f
             owners[f"SLUICE_{f.name.upper()}"] = app
+    return fields, owners
+
+
+def _settings(
+    config: type[msgspec.Struct],
+    variables: list[Variable],
+    load: Callable[[Mapping[str, str]], object],
+    read_elsewhere: Callable[[str], bool],
+    app_settings: Sequence[tuple[str, type[msgspec.Struct]]] = (),
+) -> Iterator[Setting | str]:
+    """Each variable with its type, or a problem (a string) where the two sources part."""
+    fields, owners = _fields(config, app_settings)
     by_name = {f.name: f for f in fields.values()}
     described: set[str] = set()
     for variable in variables:

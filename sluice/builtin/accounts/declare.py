@@ -13,10 +13,11 @@ from sluice.builtin.accounts.http import tokens, users, verification
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.links import LinkKey
+from sluice.builtin.tags import tagged
 from sluice.http.keys import STORE
-from sluice.http.openapi import tagged
 
 app.add_routes(tagged((*users.ROUTES, *tokens.ROUTES, *verification.ROUTES)))
+app.tag("users", "Accounts, tokens, email verification, unsubscribing from mail")
 app.batch_group(mail.NAME, ("users",), mail.group)
 
 

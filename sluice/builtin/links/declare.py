@@ -28,11 +28,14 @@ from sluice.builtin.links.imports import group as imports
 from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stats.projection import PROJECTION
 from sluice.builtin.links.webhooks import group as webhook_group
-from sluice.http.openapi import tagged
+from sluice.builtin.tags import tagged
 from sluice.scheduler.tasks import TaskContext
 
 REFILL_BATCH = 1000
 
+app.tag("links", "Short links: create, edit, follow (the redirect), stats, QR codes, imports")
+app.tag("jobs", "Background jobs (exports, imports) and their results")
+app.tag("webhooks", "A user's webhooks and their deliveries")
 app.add_routes(
     tagged(
         (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sluice.builtin.operations.app import app
 from sluice.builtin.operations.http import admin, dashboard, events, history, pauses
-from sluice.http.openapi import tagged
+from sluice.builtin.tags import tagged
 
 app.add_routes(
     tagged((*dashboard.ROUTES, *admin.ROUTES, *pauses.ROUTES, *events.ROUTES, *history.ROUTES))

@@ -20,7 +20,7 @@ from sluice.builtin.reminders.http import reminder_edits, reminders, unsubscribe
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.mail import on_reminder_due
 from sluice.builtin.reminders.upcoming import NextRuns
-from sluice.http.openapi import tagged
+from sluice.builtin.tags import tagged
 from sluice.resources import Resources
 from sluice.scheduler.one_shots import OneShotRunner
 from sluice.store import Store
@@ -32,6 +32,7 @@ OCCURRENCES_KEPT_DAYS = 7
 PURGE_BATCH = 1000
 
 app.add_routes(tagged((*unsubscribe.ROUTES, *reminders.ROUTES, *reminder_edits.ROUTES)))
+app.tag("reminders", "A user's reminders: recurring (cron) or one-shot")
 mail.handle(ReminderDue, on_reminder_due)
 
 

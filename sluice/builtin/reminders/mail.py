@@ -14,9 +14,9 @@ import structlog
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.group import MailDeps, send
 from sluice.builtin.accounts.mail.sending import Outgoing, reminder_key
+from sluice.builtin.accounts.metrics import MAILS_WITHHELD
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.builtin.reminders.stored import mail_target
-from sluice.metrics import MAILS_WITHHELD
 
 log = structlog.get_logger(__name__)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from sluice.builtin.accounts.events import UserRegistered, VerificationRequested
+from sluice.builtin.accounts.keys import MailKeys
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.budget import UserBudget
 from sluice.builtin.accounts.mail.idempotency import SendLog
@@ -114,21 +115,22 @@ def handle(event_type: type[Event], handler: EventHandler) -> None:
 
 def build_deps(resources: Resources) -> MailDeps:
     """Transport from the config (an invalid ``SLUICE_SMTP_URL`` fails here, at start)."""
-    config = AccountsSettings.of(resources)
+    mail = AccountsSettings.of(resources)
     transport = make_transport(resources.config)
-    limiter = RateLimiter(resources.redis, resources.keys.mail_rate(), config.mail_rate)
+    keys = MailKeys(resources.keys.prefix)
+    limiter = RateLimiter(resources.redis, keys.rate(), mail.mail_rate)
     budget = UserBudget(
-        resources.redis, resources.keys.mail_budget, config.mail_user_hourly,
-        config.mail_user_daily,
+        resources.redis, keys.budget, mail.mail_user_hourly,
+        mail.mail_user_daily,
     )  # fmt: skip
-    mailer = Mailer(SendLog(resources.store), limiter, transport, config.mail_from, budget)
+    mailer = Mailer(SendLog(resources.store), limiter, transport, mail.mail_from, budget)
     log.info(
         "mail: ready", transport=transport.name, target=transport.describe(),
-        rate_per_second=config.mail_rate, user_hourly=config.mail_user_hourly,
-        user_daily=config.mail_user_daily,
+        rate_per_second=mail.mail_rate, user_hourly=mail.mail_user_hourly,
+        user_daily=mail.mail_user_daily,
     )  # fmt: skip
     return MailDeps(
-        mailer=mailer, base_url=config.base_url, store=resources.store,
+        mailer=mailer, base_url=resources.config.base_url, store=resources.store,
         link_key=links.LinkKey(resources.store),
     )  # fmt: skip
 

@@ -38,8 +38,8 @@ from sluice.builtin.accounts.mail.idempotency import Outcome, Reservation, SendL
 from sluice.builtin.accounts.mail.ratelimit import RateLimiter
 from sluice.builtin.accounts.mail.templates import Content, one_line
 from sluice.builtin.accounts.mail.transport import Transport
+from sluice.builtin.accounts.metrics import MAILS, MAILS_WITHHELD
 from sluice.errors import HandlerError
-from sluice.metrics import MAILS, MAILS_WITHHELD
 
 log = structlog.get_logger(__name__)
 

@@ -9,8 +9,13 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from sluice.builtin.links.http.keys import LINK_CACHE, VISITS
+from sluice.builtin.links.metrics import (
+    LINK_CACHE_LOOKUPS,
+    VISITS_BUFFERED,
+    VISITS_DROPPED,
+    VISITS_RECORDED,
+)
 from sluice.http.keys import PUBLISHERS
-from sluice.metrics import LINK_CACHE_LOOKUPS, VISITS_BUFFERED, VISITS_DROPPED, VISITS_RECORDED
 
 
 class _Published:

@@ -28,6 +28,7 @@ from sluice.app.checks import SHAPES, check_context, check_shape, check_view
 from sluice.app.contexts import JobContext
 from sluice.app.groups import Group, GroupSettings, Projection, check_name
 from sluice.app.jobs import Job
+from sluice.app.redis_keys import RedisKeys
 from sluice.app.settings import Settings
 from sluice.config import Config
 from sluice.event_registry import Payload, Upcaster
@@ -94,12 +95,15 @@ class App:
     helpers); they are loaded first, and loading this one without them is refused.
     ``settings``: the app's own settings (a ``Settings`` subclass), read from their
     ``SLUICE_*`` variables when the app is loaded; ``MySettings.of(ctx)`` reads them.
+    ``keys``: the builders of the app's Redis keys (a ``RedisKeys`` subclass);
+    ``MyKeys.of(ctx)`` gives them under the deployment's prefix.
     """
 
     name: str
     requires: tuple[str, ...] = ()
     description: str = ""
     settings: type[Settings] | None = None
+    keys: type[RedisKeys] | None = None
     aggregates: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     events: list[type[Event]] = field(default_factory=list, init=False, repr=False)
     upcasters: dict[type[Event], dict[int, Upcaster]] = field(

@@ -49,7 +49,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         """These settings as the deployment of ``source`` set them: a context (handler,
         job, task, projection), a request or the API's ``web.Application``, the
         ``Resources`` or the ``Config``."""
-        config = _config(source)
+        config = config_of(source)
         cache = config.app_values.parsed
         found = cache.get(cls)
         if found is None:
@@ -57,7 +57,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return found  # type: ignore[return-value]
 
 
-def _config(source: Source) -> Config:
+def config_of(source: Source) -> Config:
+    """The config of ``source`` (what ``Settings.of`` takes)."""
     if isinstance(source, Config):
         return source
     if isinstance(source, web.Request):

@@ -71,17 +71,6 @@ class Keys:
         """Pub/sub channel that wakes the relay when an API process commits events."""
         return f"{self.prefix}:outbox"
 
-    def links_changed_channel(self) -> str:
-        """Pub/sub channel of the codes of committed link changes (cache hints)."""
-        return f"{self.prefix}:links:changed"
-
-    def link_visits(self, code: str) -> str:
-        """GET redirects served of a link with max_visits (sluice/builtin/links/limits.py)."""
-        return f"{self.prefix}:link:{{{code}}}:visits"
-
-    def view_seen(self, article_id: str, viewer_digest: str) -> str:
-        return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
-
     def login_failures(self, email_digest: str) -> str:
         # A sorted set of failure times (before: a counter under :login:fail:). Tagged by
         # the digest, as ``login_attempts``: the limiter's script takes both, so they
@@ -105,21 +94,9 @@ class Keys:
         """Set while a client address logged in to an email within the last 30 days."""
         return f"{self.prefix}:login:known:{pair_digest}"
 
-    def link_password_failures(self, digest: str) -> str:
-        """Failed passwords of one link from one client (``digest``: of both), a sorted
-        set as ``login_failures``, tagged alike for the limiter's script."""
-        return f"{self.prefix}:linkpw:failures:{{{digest}}}"
-
-    def link_password_attempts(self, digest: str) -> str:
-        """Password checks of one link from one client in progress."""
-        return f"{self.prefix}:linkpw:attempts:{{{digest}}}"
-
     def client_limit(self, kind: str, address_digest: str) -> str:
         """One client address's bucket of logins, registrations or admin failures."""
         return f"{self.prefix}:client:{kind}:{address_digest}"
-
-    def top(self, period: str, start: str) -> str:
-        return f"{self.prefix}:top:{period}:{start}"
 
     def task_lock(self, task: str) -> str:
         """Held by the one run of ``task`` in progress, cron or manual, on any replica."""
@@ -128,13 +105,6 @@ class Keys:
     def task_occurrence(self, task: str, slot: str) -> str:
         """Claimed by the replica that takes this occurrence (``slot``: its UTC instant)."""
         return f"{self.prefix}:task:{task}:slot:{slot}"
-
-    def reminder_occurrence(self, reminder_id: str, slot: str) -> str:
-        return f"{self.prefix}:reminder:{reminder_id}:slot:{slot}"
-
-    def export_lock(self, job_id: str) -> str:
-        """Held by the one runner of an export job."""
-        return f"{self.prefix}:export:{job_id}:lock"
 
     def cancel(self, kind: str, target_id: str) -> str:
         """Set when an operator or owner cancels ``kind``'s ``target_id`` (an export job,

@@ -26,7 +26,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import REGISTRY
 
 from sluice.app.testing import wait_for
-from sluice.builtin.accounts.keys import MailKeys
+from sluice.builtin.accounts.keys import AccountsKeys
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.budget import BudgetUnavailable, Spent, UserBudget
 from sluice.builtin.accounts.mail.links import load_link_key, unsubscribe_token
@@ -218,16 +218,16 @@ async def test_two_budgets_share_one_count_and_both_windows_slide(
 ) -> None:
     config = make_config()
     async with open_resources(config) as other:
-        keys = MailKeys(resources.keys.prefix)
-        one = UserBudget(resources.redis, keys.budget, hourly=3, daily=5)
-        two = UserBudget(other.redis, keys.budget, hourly=3, daily=5)
+        keys = AccountsKeys(resources.keys.prefix)
+        one = UserBudget(resources.redis, keys.mail_budget, hourly=3, daily=5)
+        two = UserBudget(other.redis, keys.mail_budget, hourly=3, daily=5)
         spent = [await b.spend("u1", f"m{i}") for i, b in enumerate([one, two, one, two])]
         assert spent == [Spent.GRANTED] * 3 + [Spent.HOUR]
         assert await two.spend("u1", "m0") is Spent.GRANTED  # a retry is not counted again
         assert await one.spend("u2", "m9") is Spent.GRANTED  # budgets are per user
 
         # An hour later (the grants moved 61 minutes back): the hour has room, the day not.
-        key = keys.budget("u1")
+        key = keys.mail_budget("u1")
         await resources.redis.eval(
             "for i, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do"
             " redis.call('ZINCRBY', KEYS[1], -3660000, m) end", 1, key,
@@ -236,7 +236,7 @@ async def test_two_budgets_share_one_count_and_both_windows_slide(
             Spent.GRANTED, Spent.GRANTED, Spent.DAY,
         ]  # fmt: skip
 
-        off = UserBudget(resources.redis, keys.budget, hourly=0, daily=0)
+        off = UserBudget(resources.redis, keys.mail_budget, hourly=0, daily=0)
         redis_server.stop()
         assert await off.spend("u1", "x") is Spent.GRANTED  # no limit: no Redis needed
         with pytest.raises(BudgetUnavailable) as error:

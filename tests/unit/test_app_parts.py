@@ -1,5 +1,5 @@
-"""The core names none of the apps' parts: each app declares its own settings, metrics
-and OpenAPI tags (docs/guides/write-an-app.md, "Settings and metrics"), so a core module
+"""The core names none of the apps' parts: each app declares its own settings, metrics,
+Redis keys and OpenAPI tags (docs/guides/write-an-app.md, "Settings and metrics"), so a core module
 that names one has taken a part back from its app."""
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ def _parts() -> list[tuple[str, str, re.Pattern[str]]]:
             parts.append((app.name, f"setting {field.name}", re.compile(word)))
         for metric in app.metrics:
             parts.append((app.name, f"metric {metric}", re.compile(rf"\b{metric}\b")))
+        for method in vars(app.keys) if app.keys else ():
+            if not method.startswith("_"):
+                parts.append((app.name, f"key {method}", re.compile(rf"\b{method}\(")))
         for tag in app.tags:
             parts.append((app.name, f"tag {tag}", re.compile(rf"[\"']{tag}[\"']")))
     return parts
@@ -43,19 +46,19 @@ def _parts() -> list[tuple[str, str, re.Pattern[str]]]:
 
 def test_the_built_in_apps_declare_parts() -> None:
     kinds = {part.split()[0] for _, part, _ in _parts()}
-    assert kinds == {"setting", "metric", "tag"}
+    assert kinds == {"setting", "metric", "key", "tag"}
 
 
 @pytest.mark.parametrize("module", CORE_MODULES)
-def test_no_core_module_names_an_apps_setting_metric_or_tag(module: str) -> None:
+def test_no_core_module_names_an_apps_setting_metric_key_or_tag(module: str) -> None:
     text = (SLUICE / module).read_text("utf-8")
     named = [f"{part} of app {app!r}" for app, part, pattern in _parts() if pattern.search(text)]
     assert named == [], f"sluice/{module} names {named}"
 
 
-def test_no_engine_module_uses_an_apps_setting_or_metric() -> None:
-    """Beyond those five: no module outside sluice/builtin reads an app's setting or
-    counts its metric (a mention in prose, as the admin page's, is not a use)."""
+def test_no_engine_module_uses_an_apps_setting_metric_or_key() -> None:
+    """Beyond those five: no module outside sluice/builtin reads an app's setting,
+    counts its metric or builds its key (a mention in prose, as the admin page's, is not a use)."""
     found = []
     for path, text in _engine_sources().items():
         code = "\n".join(line.split("#")[0] for line in text.splitlines())

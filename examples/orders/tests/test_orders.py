@@ -19,7 +19,7 @@ async def test_a_paid_order_credits_points_once_and_an_unpaid_one_closes(shop: S
     assert [e.order_id for e in await shop.h.handled("loyalty", OrderPaid)] == [paid["id"]]
     assert (await shop.order(unpaid["id"]))["status"] == "placed"  # its job is not due yet
 
-    await shop.h.advance(close_after())  # the close-order jobs fall due
+    await shop.h.advance(close_after(shop.h.config))  # the close-order jobs fall due
     assert (await shop.order(unpaid["id"]))["status"] == "closed"
     # The paid order's job was due at the same moment: cancelled with the payment.
     assert (await shop.order(paid["id"]))["status"] == "paid"
@@ -53,7 +53,7 @@ async def test_paying_twice_or_after_closing_is_a_conflict_and_bad_input_a_4xx(s
     assert await shop.count("SELECT COUNT(*) FROM orders") == 1
     assert len(await shop.h.events(OrderPlaced)) == 1
     late = await shop.place("bob", 200)
-    await shop.h.advance(close_after())
+    await shop.h.advance(close_after(shop.h.config))
     closed = await shop.call("POST", f"/v1/orders/{late['id']}/payment", 409)
     assert closed["detail"] == "the order is closed"
 
@@ -78,7 +78,8 @@ async def test_a_replay_rebuilds_totals_equal_to_the_live_ones(shop: Shop) -> No
         order = await shop.place(f"c{n % 4}", 100 + n)
         if n % 3:
             await shop.pay(order["id"])
-    await shop.h.advance(close_after())  # every order placed, the 10 unpaid ones closed
+    # Every order placed, the 10 unpaid ones closed.
+    await shop.h.advance(close_after(shop.h.config))
     assert await shop.count("SELECT SUM(placed) FROM customer_totals") == 30
     assert await shop.count("SELECT SUM(closed) FROM customer_totals") == 10
     live = await shop.h.store.fetchall("SELECT * FROM customer_totals ORDER BY customer_id")

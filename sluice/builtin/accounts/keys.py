@@ -1,21 +1,20 @@
-"""The accounts app's Redis keys, under the deployment's prefix (the same strings as when
-the core's ``Keys`` named them: the budgets and the rate slot in Redis keep working)."""
+"""The accounts app's Redis keys (the strings the core's ``Keys`` gave them before: the
+budgets and the rate slot in Redis keep working)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from sluice.app import RedisKeys
 
 
-@dataclass(frozen=True)
-class MailKeys:
-    """The mail's keys under ``prefix`` (``SLUICE_STREAM_PREFIX``)."""
+class AccountsKeys(RedisKeys):
+    """The mail's rate slot and budgets."""
 
-    prefix: str
+    __slots__ = ()
 
-    def rate(self) -> str:
+    def mail_rate(self) -> str:
         """The next free send slot of the mail rate limit, shared by every mail worker."""
         return f"{self.prefix}:mail:rate"
 
-    def budget(self, user_id: str) -> str:
+    def mail_budget(self, user_id: str) -> str:
         """The keys of the mails sent to one user in the last day (the per-user budget)."""
         return f"{self.prefix}:mail:budget:{user_id}"

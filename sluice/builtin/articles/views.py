@@ -32,6 +32,7 @@ from sluice.app import (
 )
 from sluice.builtin.articles.app import app
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.builtin.articles.periods import PERIODS, period_start
 from sluice.builtin.articles.projection import top_from_redis, top_from_store, views_of
 from sluice.builtin.articles.schemas import (
@@ -122,7 +123,7 @@ async def post_view(request: web.Request) -> web.Response:
     body = await read_json(request, ViewBody, optional=True)
     viewer = await viewer_identity(request, body)
     digest = hashlib.sha256(viewer.encode()).hexdigest()[:32]
-    key = request.app[KEYS].view_seen(article_id, digest)
+    key = ArticlesKeys(request.app[KEYS].prefix).view_seen(article_id, digest)
     claimed = await _claim_view(request, key)
     if claimed is False:
         return json_response(ViewCounted(counted=False), 202)

@@ -84,9 +84,9 @@ async def refill_code_pool(ctx: TaskContext) -> None:
     No cursor: each batch reads the free count in its own transaction, so a run
     interrupted midway continues from the pool's state.
     """
-    config = LinksSettings.of(ctx)
-    added = await pool.refill(ctx.resources.store, config.code_pool_target, batch=REFILL_BATCH)
-    ctx.log.info("code pool refilled", added=added, target=config.code_pool_target)
+    settings = LinksSettings.of(ctx)
+    added = await pool.refill(ctx.resources.store, settings.code_pool_target, batch=REFILL_BATCH)
+    ctx.log.info("code pool refilled", added=added, target=settings.code_pool_target)
 
 
 app.task(

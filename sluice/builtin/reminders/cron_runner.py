@@ -44,6 +44,7 @@ from redis.typing import KeyT, StreamIdT
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.agenda import Agenda, Plan
 from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted, ReminderUpdated
+from sluice.builtin.reminders.keys import RemindersKeys
 from sluice.builtin.reminders.stored import Fired, Reminder
 from sluice.events import decode, new_trace_id, utcnow
 from sluice.redis_cluster import slot_groups
@@ -191,7 +192,10 @@ class ReminderRunner:
 
     async def _claims(self, due: list[Plan]) -> list[bool]:
         keys = self.resources.keys
-        names = [keys.reminder_occurrence(p.reminder.id, slot_text(p.next_slot)) for p in due]
+        names = [
+            RemindersKeys(keys.prefix).reminder_occurrence(p.reminder.id, slot_text(p.next_slot))
+            for p in due
+        ]
         try:
             mine = await self._claim(names)
         except _REDIS_ERRORS as exc:

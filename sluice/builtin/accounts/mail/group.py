@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from sluice.builtin.accounts.events import UserRegistered, VerificationRequested
-from sluice.builtin.accounts.keys import MailKeys
+from sluice.builtin.accounts.keys import AccountsKeys
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.budget import UserBudget
 from sluice.builtin.accounts.mail.idempotency import SendLog
@@ -117,10 +117,10 @@ def build_deps(resources: Resources) -> MailDeps:
     """Transport from the config (an invalid ``SLUICE_SMTP_URL`` fails here, at start)."""
     mail = AccountsSettings.of(resources)
     transport = make_transport(resources.config)
-    keys = MailKeys(resources.keys.prefix)
-    limiter = RateLimiter(resources.redis, keys.rate(), mail.mail_rate)
+    keys = AccountsKeys(resources.keys.prefix)
+    limiter = RateLimiter(resources.redis, keys.mail_rate(), mail.mail_rate)
     budget = UserBudget(
-        resources.redis, keys.budget, mail.mail_user_hourly,
+        resources.redis, keys.mail_budget, mail.mail_user_hourly,
         mail.mail_user_daily,
     )  # fmt: skip
     mailer = Mailer(SendLog(resources.store), limiter, transport, mail.mail_from, budget)

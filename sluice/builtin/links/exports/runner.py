@@ -35,6 +35,7 @@ import structlog
 
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.jobs import EXPORT, Job
+from sluice.builtin.links.keys import LinksKeys
 from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import get_link
 from sluice.errors import HandlerError
@@ -77,7 +78,9 @@ class ExportDeps:
         )  # fmt: skip
 
     def lock(self, job_id: str) -> RedisLock:
-        return RedisLock(self.redis, self.keys.export_lock(job_id), self.lock_ttl_ms)
+        return RedisLock(
+            self.redis, LinksKeys(self.keys.prefix).export_lock(job_id), self.lock_ttl_ms
+        )
 
     def watch(self, job_id: str) -> CancelWatch:
         async def recorded() -> bool:

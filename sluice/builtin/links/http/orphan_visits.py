@@ -62,12 +62,12 @@ async def orphan_visits(request: web.Request) -> web.Response:
 
 async def count_orphans(app: web.Application) -> AsyncIterator[None]:
     """The orphan visit counter and its writer; on shutdown it writes what is counted."""
-    config = LinksSettings.of(app)
+    settings = LinksSettings.of(app)
     tally = OrphanTally(
         app[STORE],
-        codes_per_day=config.orphan_codes_per_day,
-        retention_days=config.orphan_retention_days,
-        interval=config.orphan_flush_ms / 1000,
+        codes_per_day=settings.orphan_codes_per_day,
+        retention_days=settings.orphan_retention_days,
+        interval=settings.orphan_flush_ms / 1000,
     )
     app[ORPHANS] = tally
     tally.start()

@@ -31,6 +31,7 @@ from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import Draft, Parsed, UnreadableFile, parse
 from sluice.builtin.links.imports.jobs import IMPORT, Counts
 from sluice.builtin.links.imports.rows import RowContext, RowOutcome, apply
+from sluice.builtin.links.keys import LinksKeys
 from sluice.builtin.links.repository import room_for_links
 from sluice.builtin.links.rules import short_origin
 from sluice.builtin.links.settings import LinksSettings
@@ -206,5 +207,5 @@ async def _hint(codes: list[str], deps: ImportDeps) -> None:
     unknown); best effort: the links stream brings every ``LinkCreated`` anyway."""
     if codes:
         with contextlib.suppress(*REDIS_DOWN):
-            channel = deps.keys.links_changed_channel()
+            channel = LinksKeys(deps.keys.prefix).links_changed_channel()
             await deps.redis.publish(channel, " ".join([_ORIGIN, *codes]))

@@ -56,8 +56,8 @@ def _declare(described: Described) -> None:
 
 
 def declared() -> list[Described]:
-    """Every metric of the modules imported so far, by name; ``sluice.http`` imports
-    all of them (the app's ``/metrics`` shows them)."""
+    """Every metric of the modules imported so far, by name: ``sluice.http`` imports the
+    core's, loading an app its own (``App.counter``...); ``/metrics`` shows them."""
     return sorted(_DECLARED.values(), key=lambda d: d.name)
 
 

@@ -98,6 +98,3 @@ BAD_BODY = {
 UNAUTHORIZED = problem("missing, unknown or expired bearer token")
 # The 403 of an admin route called with a user's token, for its ``responses``.
 FORBIDDEN = problem("a user token where the admin token is required")
-# The code of one of the caller's links, in the paths of links, link_stats and jobs (exports).
-CODE = {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}}
-NO_LINK = problem("no such link, or another user's (the same answer for both)")

@@ -1,8 +1,8 @@
 """Every Redis key sluice uses, under one configurable prefix.
 
 The stream keys are per partition (``sluice.streams.partitions``). With one partition
-on a single Redis they are the names of release 1 (``sluice:articles``); otherwise each
-partition's keys carry its hash tag (``sluice:{3.0}:articles``), so that one script or
+on a single Redis they are the names of release 1 (``sluice:orders``); otherwise each
+partition's keys carry its hash tag (``sluice:{3.0}:orders``), so that one script or
 one ``XREADGROUP`` over a partition's streams touches one cluster slot.
 """
 
@@ -30,7 +30,7 @@ class Keys:
         return range(self.partitions)
 
     def partition_of(self, aggregate_id: str) -> int:
-        """The partition of an aggregate (a link's code, an article's id...)."""
+        """The partition of an aggregate (by its key field: an order's id...)."""
         return partition_of(aggregate_id, self.partitions)
 
     def space(self, partition: int = 0) -> str:
@@ -40,7 +40,7 @@ class Keys:
         return f"{self.prefix}:{{{tag(partition, self.partitions)}}}"
 
     def stream(self, aggregate: str, partition: int = 0) -> str:
-        """The stream of one aggregate type in one partition, e.g. ``sluice:articles``."""
+        """The stream of one aggregate type in one partition, e.g. ``sluice:orders``."""
         return f"{self.space(partition)}:{aggregate}"
 
     def retry(self, group: str, partition: int = 0) -> str:

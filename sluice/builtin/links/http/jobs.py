@@ -17,15 +17,13 @@ from aiohttp import hdrs, web
 
 from sluice.builtin.links.exports import chunks, jobs
 from sluice.builtin.links.exports.jobs import Job
-from sluice.builtin.links.http.schemas import ExportStarted, JobOut
+from sluice.builtin.links.http.schemas import CODE, NO_LINK, ExportStarted, JobOut
 from sluice.builtin.links.imports.jobs import IMPORT
 from sluice.builtin.links.settings import LinksSettings
 from sluice.errors import Conflict, FieldError, Gone, NotFound, TooManyRequests, Unprocessable
 from sluice.http.apidoc import (
     ADMIN,
-    CODE,
     FORBIDDEN,
-    NO_LINK,
     UNAUTHORIZED,
     USER,
     Doc,

@@ -9,9 +9,10 @@ import segno
 from aiohttp import hdrs, web
 
 from sluice.builtin.links import qr
+from sluice.builtin.links.http.schemas import CODE, NO_LINK
 from sluice.builtin.links.stored import get_link
 from sluice.errors import FieldError, NotFound, Unprocessable
-from sluice.http.apidoc import CODE, NO_LINK, UNAUTHORIZED, USER, Route, problem
+from sluice.http.apidoc import UNAUTHORIZED, USER, Route, problem
 from sluice.http.auth import require_user
 from sluice.http.keys import CONFIG, STORE
 

@@ -18,11 +18,12 @@ from sluice.builtin.links.http.link_stats_schemas import (
     OsVisits,
     ReferrerVisits,
 )
+from sluice.builtin.links.http.schemas import CODE, NO_LINK
 from sluice.builtin.links.stats.reads import TOP_ROWS, read_stats
 from sluice.builtin.links.stored import get_link
 from sluice.errors import FieldError, NotFound, Unprocessable
 from sluice.events import utcnow
-from sluice.http.apidoc import CODE, NO_LINK, UNAUTHORIZED, USER, Route, ok, problem
+from sluice.http.apidoc import UNAUTHORIZED, USER, Route, ok, problem
 from sluice.http.auth import require_user
 from sluice.http.bodies import json_response
 from sluice.http.keys import STORE

@@ -14,7 +14,7 @@ from sluice.builtin.links import repository, rules
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.keys import VISIT_LIMITER
 from sluice.builtin.links.http.redirects import link_changed
-from sluice.builtin.links.http.schemas import LinkBody, LinkOut, LinkPage, LinkPatch
+from sluice.builtin.links.http.schemas import CODE, NO_LINK, LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.builtin.links.limits import LimitUnknown
 from sluice.builtin.links.pool import PoolRefiller
 from sluice.builtin.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
@@ -25,8 +25,6 @@ from sluice.errors import Conflict, DependencyDown, FieldError, Forbidden, NotFo
 from sluice.events import utcnow
 from sluice.http.apidoc import (
     BAD_BODY,
-    CODE,
-    NO_LINK,
     UNAUTHORIZED,
     USER,
     Route,

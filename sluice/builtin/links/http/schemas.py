@@ -8,7 +8,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from sluice.builtin.links.rule_shapes import Rule
+from sluice.http.apidoc import problem
 from sluice.http.schemas import Rfc3339
+
+# The code of one of the caller's links, in the paths of links, link_stats and jobs (exports).
+CODE = {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}}
+NO_LINK = problem("no such link, or another user's (the same answer for both)")
 
 # Short links. The url, alias and expiry rules are checked by the views (422), so a
 # missing url and an invalid one answer alike; the annotations below document them.

@@ -4,10 +4,15 @@ capabilities, given to an app's through the public API."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+import pytest
+from sluice.app.testing import Harness
 
 from sluice_orders.app import close_after
 from sluice_orders.events import OrderClosed, OrderPaid, OrderPlaced, PointsCredited
-from tests.shop import Shop
+from tests.shop import APPS, Shop
 
 
 async def test_a_paid_order_credits_points_once_and_an_unpaid_one_closes(shop: Shop) -> None:
@@ -100,3 +105,17 @@ async def test_the_nightly_reconciliation_runs_with_a_run_record(shop: Shop) -> 
     assert [(r["id"], r["trigger"], r["status"]) for r in runs] == [(run.id, "manual", "succeeded")]
     kept = await shop.h.store.fetchone("SELECT customers, mismatched FROM order_reconciliations")
     assert kept is not None and (int(kept[0]), json.loads(kept[1])) == (1, [])
+
+
+async def test_the_wait_for_payment_is_the_apps_own_setting(
+    sluice_harness: Callable[..., Awaitable[Harness]],
+) -> None:
+    """``SLUICE_ORDERS_CLOSE_AFTER_SECONDS``, declared by the app (``OrdersSettings``) and
+    given to the harness by its name, as sluice's own settings are; a value the app
+    cannot use stops the harness naming the variable and the app."""
+    shop = Shop(await sluice_harness(APPS, orders_close_after_seconds=60))
+    order = await shop.place("ada", 700)
+    await shop.h.advance(timedelta(seconds=61))
+    assert (await shop.order(order["id"]))["status"] == "closed"
+    with pytest.raises(Exception, match=r"SLUICE_ORDERS_CLOSE_AFTER_SECONDS .* 'orders'"):
+        await sluice_harness(APPS, orders_close_after_seconds=0)

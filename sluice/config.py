@@ -6,7 +6,7 @@ import ipaddress
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -22,10 +22,13 @@ class AppValues:
     without the prefix): the apps' own settings, as written (text) or as a test gave them.
     Each app's settings are read from them once (``sluice.app.settings``) and kept here."""
 
-    __slots__ = ("parsed", "values")
+    __slots__ = ("given", "parsed", "values")
 
-    def __init__(self, values: Mapping[str, object]) -> None:
+    def __init__(self, values: Mapping[str, object], given: Iterable[str] = ()) -> None:
         self.values: Mapping[str, object] = dict(values)
+        # The names given to load_config by keyword (not read from the environment): a
+        # name no loaded app declares is a mistake the apps' loading refuses.
+        self.given = frozenset(given)
         self.parsed: dict[type, object] = {}
 
     def __eq__(self, other: object) -> bool:
@@ -241,7 +244,7 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
         ("task_jitter_seconds", _by_name(named, "JITTER_SECONDS", _seconds)),
     ):
         values[name] = {**found, **values.get(name, {})}  # type: ignore[dict-item]
-    values["app_values"] = AppValues(others)
+    values["app_values"] = AppValues(others, (name for name in overrides if name in others))
     values.setdefault("log_format", "console" if sys.stderr.isatty() else "json")
     config = Config(**values)  # type: ignore[arg-type]
     data_dir = Path(config.data_dir).resolve()

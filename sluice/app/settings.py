@@ -139,7 +139,12 @@ def read_settings(apps: Iterable[App], config: Config) -> None:
     """Read every app's settings from ``config`` (the process's loaded apps, at start):
     a value an app cannot use stops the process here, naming the variable and the app."""
     apps = list(apps)
-    declared(apps)
+    unknown = sorted(config.app_values.given - declared(apps).keys())
+    if unknown:
+        raise ConfigError(
+            f"no setting of sluice or of the apps loaded ({', '.join(a.name for a in apps)})"
+            f" is named {', '.join(unknown)}"
+        )
     for app in apps:
         if app.settings is not None and app.settings not in config.app_values.parsed:
             config.app_values.parsed[app.settings] = read(

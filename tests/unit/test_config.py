@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.loading import load_apps
 from sluice.builtin.accounts.settings import AccountsSettings
 from sluice.builtin.articles.settings import ArticlesSettings
 from sluice.builtin.links.settings import LinksSettings
@@ -120,3 +121,19 @@ def test_abuse_limits_have_their_defaults_and_read_their_variables(tmp_path: Pat
     assert tuned.header_timeout_seconds == 0.5
     assert tuned.trusted_proxies == "10.0.0.0/8, ::1"
     assert tuned.admin_token == "x" * 32
+
+
+def test_an_apps_setting_is_read_by_its_app_and_a_name_no_app_declares_is_refused() -> None:
+    """The built-in apps' settings keep their SLUICE_* names, read when the apps load; a
+    keyword no loaded app declares (a typo in a test's settings) is refused there."""
+    config = load_config({"SLUICE_LINKS_PER_USER": "7"}, webhooks_per_user=2)
+    load_apps(config)
+    links = LinksSettings.of(config)
+    assert (links.links_per_user, links.webhooks_per_user) == (7, 2)
+    with pytest.raises(ConfigError, match=r"SLUICE_VISIT_BATCH .* app 'links'"):
+        load_apps(load_config({"SLUICE_VISIT_BATCH": "0"}))
+    with pytest.raises(ConfigError, match="named links_per_usr"):
+        load_apps(load_config({}, links_per_usr=3))
+    only_accounts = load_config({"SLUICE_APPS": "accounts"}, links_per_user=3)
+    with pytest.raises(ConfigError, match="named links_per_user"):
+        load_apps(only_accounts)

@@ -6,7 +6,7 @@ import ipaddress
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -15,6 +15,29 @@ import msgspec
 
 from sluice import database_url as urls
 from sluice.errors import ConfigError
+
+
+class AppValues:
+    """The ``SLUICE_*`` values that no field of ``Config`` reads, by name (lower case,
+    without the prefix): the apps' own settings, as written (text) or as a test gave them.
+    Each app's settings are read from them once (``sluice.app.settings``) and kept here."""
+
+    __slots__ = ("given", "parsed", "values")
+
+    def __init__(self, values: Mapping[str, object], given: Iterable[str] = ()) -> None:
+        self.values: Mapping[str, object] = dict(values)
+        # The names given to load_config by keyword (not read from the environment): a
+        # name no loaded app declares is a mistake the apps' loading refuses.
+        self.given = frozenset(given)
+        self.parsed: dict[type, object] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AppValues) and self.values == other.values
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"AppValues({dict(self.values)!r})"
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,16 +59,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     port: int = 8080
     base_url: str = ""
     admin_token: str | None = None
-    smtp_url: str | None = None
-    mail_from: str = "sluice@localhost"
-    mail_rate: float = 50.0
-    # Mails to one user in any hour / any 24 hours, shared by every replica (0: no limit).
-    mail_user_hourly: int = 20
-    mail_user_daily: int = 100
     timezone: str = "UTC"
-    view_dedupe_seconds: int = 600
-    reminder_min_interval: int = 60
-    code_pool_target: int = 100_000
     claim_idle_ms: int = 60_000
     retry_base_ms: int = 2_000
     max_deliveries: int = 5
@@ -86,33 +100,15 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     worker_concurrency: int = 16
     worker_block_ms: int = 2_000
     visitor_key: str = ""
-    token_ttl_seconds: int = 30 * 86_400
-    # Visit group commit: commit when the oldest buffered visit is this old, or this many wait.
-    visit_flush_ms: int = 5
-    visit_batch: int = 500
-    # Visits waiting for the database (an outage) beyond this many are dropped and counted.
-    visit_buffer: int = 100_000
-    # Orphan visits (GETs of unknown codes, docs/guides/links.md): written every this many ms; at
-    # most this many distinct codes stored per UTC day (the rest count as "other"); days older than
-    # this many are deleted.
-    orphan_flush_ms: int = 1_000
-    orphan_codes_per_day: int = 1_000
-    orphan_retention_days: int = 90
     # Scheduler: a run's lock lives this long unless its watchdog renews it (every third).
     task_lock_ttl_ms: int = 30_000
     # Built-in tasks: six-field cron and an IANA zone each ("" zone: SLUICE_TIMEZONE).
-    refill_code_pool_cron: str = "0 0 4 * * *"
-    refill_code_pool_timezone: str = "Asia/Shanghai"
-    snapshot_leaderboard_cron: str = "0 5 0 * * *"
-    snapshot_leaderboard_timezone: str = ""
     trim_streams_cron: str = "0 */10 * * * *"
     trim_streams_timezone: str = "UTC"
     reap_consumers_cron: str = "0 */30 * * * *"
     reap_consumers_timezone: str = "UTC"
     purge_expired_cron: str = "0 15 3 * * *"
     purge_expired_timezone: str = "UTC"
-    purge_exports_cron: str = "0 */15 * * * *"
-    purge_exports_timezone: str = "UTC"
     archive_history_cron: str = "0 17 * * * *"
     archive_history_timezone: str = "UTC"
     # Events younger than this many days stay in the events table; older ones the relay
@@ -121,20 +117,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Events per archive segment, at most; a segment is made only from a tenth of this
     # or more (each hourly run would otherwise write small, poorly compressed ones).
     history_segment_events: int = 100_000
-    # Exports: finished results are removed this many seconds after the job finished;
-    # a job scans the event history in windows of this many sequence numbers; a user has
-    # at most this many queued or running at once (docs/guides/security.md; 429 beyond).
-    export_retention: int = 86_400
-    export_batch: int = 10_000
-    exports_per_user: int = 3
-    # Link imports (docs/guides/imports.md): the largest CSV POST /v1/links/imports takes
-    # (413 beyond); a user has at most this many queued or running at once (429 beyond,
-    # answered before the upload is read).
-    import_max_bytes: int = 10 * 1024 * 1024
-    imports_per_user: int = 3
-    # Links one user may own, however made (POST /v1/links answers 403 beyond; an
-    # import reports the rows beyond as invalid). Links are never deleted.
-    links_per_user: int = 100_000
     # Deprecated (declare tasks with @app.task): more tasks, comma-separated
     # "module:callable", each callable(config) -> iterable of Task.
     extra_tasks: str = ""
@@ -168,13 +150,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     logins_per_client: int = 100
     registrations_per_client: int = 20
     admin_failures_per_client: int = 10
-    # Webhooks (docs/guides/links.md): per user; each call's deadline; how long a batch waits for
-    # its calls before slow ones go on in the background (their entries retried); 1: targets on
-    # private, loopback and link-local addresses allowed (tests, private networks).
-    webhooks_per_user: int = 10
-    webhook_timeout_seconds: float = 10.0
-    webhook_batch_wait_ms: int = 1000
-    webhook_allow_private: int = 0
+    # The apps' own settings (``App(settings=...)``, sluice/app/settings.py): every other
+    # SLUICE_* variable, by its name without the prefix in lower case, read and checked
+    # by the apps that declare them when they are loaded.
+    app_values: AppValues = msgspec.field(default_factory=lambda: AppValues({}))
 
     @property
     def sqlite_path(self) -> Path:
@@ -221,7 +200,7 @@ MAX_PARTITIONS = 1024
 
 # Read from the environment as the fields' types say.
 _INT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Config) if f.type is int)
-_FIELDS = frozenset(Config.__struct_fields__)
+_FIELDS = frozenset(Config.__struct_fields__) - {"app_values"}
 _FLOAT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Config) if f.type is float)
 
 
@@ -255,16 +234,18 @@ def printable_ascii(text: str) -> bool:
 def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -> Config:
     """Build the config from ``environ`` (``os.environ`` by default); tests pass a dict."""
     env = os.environ if environ is None else environ
-    values: dict[str, object] = {}
-    for name in Config.__struct_fields__:
-        raw = env.get(f"SLUICE_{name.upper()}")
-        if raw is not None and raw != "":
-            values[name] = _convert(name, raw)
-    values["group_timeouts"] = _group_timeouts(env)
-    values["task_overlaps"] = _by_name(env, "OVERLAP", str)
-    values["task_catchup_seconds"] = _by_name(env, "CATCHUP_SECONDS", _seconds)
-    values["task_jitter_seconds"] = _by_name(env, "JITTER_SECONDS", _seconds)
-    values.update(overrides)
+    values, others = _read(env, overrides)
+    # An app's setting given as an override reads as its variable would (a name ending in
+    # _TIMEOUT_SECONDS is also a group's word, as it was when the app's setting was here).
+    named = {**env, **{f"SLUICE_{name.upper()}": str(value) for name, value in others.items()}}
+    for name, found in (
+        ("group_timeouts", _group_timeouts(named)),
+        ("task_overlaps", _by_name(named, "OVERLAP", str)),
+        ("task_catchup_seconds", _by_name(named, "CATCHUP_SECONDS", _seconds)),
+        ("task_jitter_seconds", _by_name(named, "JITTER_SECONDS", _seconds)),
+    ):
+        values[name] = {**found, **values.get(name, {})}  # type: ignore[dict-item]
+    values["app_values"] = AppValues(others, (name for name in overrides if name in others))
     values.setdefault("log_format", "console" if sys.stderr.isatty() else "json")
     config = Config(**values)  # type: ignore[arg-type]
     data_dir = Path(config.data_dir).resolve()
@@ -276,6 +257,29 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
     config = msgspec.structs.replace(config, **derived)
     _validate(config)
     return config
+
+
+def _read(
+    env: Mapping[str, str], overrides: Mapping[str, object]
+) -> tuple[dict[str, object], dict[str, object]]:
+    """The fields of ``Config`` set by ``env`` and ``overrides``, and every other
+    ``SLUICE_*`` value (the apps' settings)."""
+    values: dict[str, object] = {}
+    others: dict[str, object] = {}
+    for key, raw in env.items():
+        if not key.startswith("SLUICE_") or raw == "":
+            continue
+        name = key.removeprefix("SLUICE_").lower()
+        if name in _FIELDS:
+            values[name] = _convert(name, raw)
+        elif name != "app_values":
+            others[name] = raw
+    for name, value in overrides.items():
+        if name in _FIELDS:
+            values[name] = value
+        elif value is not None:
+            others[name] = value
+    return values, others
 
 
 def _group_timeouts(env: Mapping[str, str]) -> dict[str, float]:
@@ -323,22 +327,17 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
     positive = (
         "max_deliveries", "relay_batch", "worker_batch", "projection_batch", "worker_concurrency",
-        "visit_batch", "import_max_bytes", "orphan_flush_ms", "orphan_codes_per_day",
-        "orphan_retention_days",
-        "export_batch", "exports_per_user", "imports_per_user", "links_per_user",
-        "database_pool", "visit_buffer", "max_connections",
+        "database_pool", "max_connections",
         "password_hash_concurrency", "client_limit_window_seconds", "logins_per_client",
         "registrations_per_client", "admin_failures_per_client", "history_hot_days",
-        "history_segment_events", "api_processes", "webhooks_per_user",
-        "connections_per_address",
+        "history_segment_events", "api_processes", "connections_per_address",
     )  # fmt: skip
     for name in positive:
         if getattr(config, name) < 1:
             raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
     _validate_history(config)
     _validate_redis(config)
-    zero = {"mail_user_hourly": "no limit", "mail_user_daily": "no limit",
-            "password_hash_queue": "no queue", "password_hash_per_claimant": "no cap"}  # fmt: skip
+    zero = {"password_hash_queue": "no queue", "password_hash_per_claimant": "no cap"}  # fmt: skip
     for name, meaning in zero.items():
         if getattr(config, name) < 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be 0 ({meaning}) or more")
@@ -346,7 +345,7 @@ def _validate(config: Config) -> None:
     _validate_admin_token(config.admin_token)
     for name in ("header_timeout_seconds", "body_timeout_seconds", "keepalive_timeout_seconds",
                  "handler_timeout_seconds", "stall_seconds", "delivery_retention",
-                 "webhook_timeout_seconds", "password_hash_wait_seconds",
+                 "password_hash_wait_seconds",
                  "write_timeout_seconds"):  # fmt: skip
         if not getattr(config, name) > 0:
             raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")

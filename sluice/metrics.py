@@ -56,8 +56,8 @@ def _declare(described: Described) -> None:
 
 
 def declared() -> list[Described]:
-    """Every metric of the modules imported so far, by name; ``sluice.http`` imports
-    all of them (the app's ``/metrics`` shows them)."""
+    """Every metric of the modules imported so far, by name: ``sluice.http`` imports the
+    core's, loading an app its own (``App.counter``...); ``/metrics`` shows them."""
     return sorted(_DECLARED.values(), key=lambda d: d.name)
 
 
@@ -133,21 +133,6 @@ LOCK_LOSSES = counter(
 LOCK_RELEASES_GONE = counter(
     "sluice_task_lock_releases_gone", "Releases that found the run's lock already gone", ["task"]
 )
-MAILS = counter("sluice_mails", "Mails by outcome (sent, skipped, failed)", ["outcome"])
-MAILS_WITHHELD = counter(
-    "sluice_mails_withheld",
-    "Mails not sent on purpose, by reason (unverified, paused, over_budget)",
-    ["reason"],
-)
-VISITS_RECORDED = counter("sluice_visits_recorded", "Link visits committed by the redirect path")
-VISITS_DROPPED = counter(
-    "sluice_visits_dropped", "Visits dropped: the buffer was full while the database was down"
-)
-# The visits waiting in every live API process, added up.
-VISITS_BUFFERED = live_sum(
-    "sluice_visits_buffered",
-    "Visits answered and waiting in memory for the database (SLUICE_VISIT_BUFFER at most)",
-)
 CONNECTIONS_REFUSED = counter(
     "sluice_connections_refused",
     "New connections answered 503 and closed unread, by the cap they met: process"
@@ -158,9 +143,6 @@ WRITE_TIMEOUTS = counter(
     "sluice_write_timeouts",
     "Connections closed because their client read none of its answer for"
     " SLUICE_WRITE_TIMEOUT_SECONDS",
-)
-LINK_CACHE_LOOKUPS = counter(
-    "sluice_link_cache_lookups", "Redirect link lookups, by result (hit, miss)", ["result"]
 )
 
 

@@ -30,6 +30,8 @@ from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
 from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection
 from sluice.app.jobs import Job
+from sluice.app.redis_keys import RedisKeys
+from sluice.app.settings import Settings
 from sluice.app.web import config, redis, store, trace_id
 from sluice.config import Config
 from sluice.errors import (
@@ -105,10 +107,12 @@ __all__ = [
     "Payload",
     "Projection",
     "ProjectionContext",
+    "RedisKeys",
     "Resources",
     "Route",
     "Row",
     "ServiceUnavailable",
+    "Settings",
     "SluiceError",
     "Store",
     "TaskContext",

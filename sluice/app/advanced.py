@@ -94,9 +94,6 @@ from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
 # links
 from sluice.http.middlewares import incoming_trace_id
 
-# accounts, links, operations, reminders
-from sluice.http.openapi import tagged
-
 # accounts, links, reminders
 from sluice.http.pages import Form, is_form, onward_page, page, password_page, read_form
 
@@ -108,16 +105,6 @@ from sluice.http.static_page import Page, inline_hashes
 
 # articles, links
 from sluice.http.visitors import VisitorHasher, visitor_hash
-
-# accounts, links, reminders
-from sluice.metrics import (
-    LINK_CACHE_LOOKUPS,
-    MAILS,
-    MAILS_WITHHELD,
-    VISITS_BUFFERED,
-    VISITS_DROPPED,
-    VISITS_RECORDED,
-)
 
 # accounts, links
 from sluice.passwords import DUMMY_HASH, Claim, ClaimantBusy, by_account, by_address
@@ -226,11 +213,8 @@ __all__ = [
     "KEYS",
     "LIMIT_DEFAULT",
     "LIMIT_MAX",
-    "LINK_CACHE_LOOKUPS",
     "LOGIN",
     "LOGIN_LIMITER",
-    "MAILS",
-    "MAILS_WITHHELD",
     "MAX_FAILURES",
     "MAX_MINUTES",
     "NO_STORE",
@@ -246,9 +230,6 @@ __all__ = [
     "STORE",
     "TRACE_ID",
     "VISITOR_KEY",
-    "VISITS_BUFFERED",
-    "VISITS_DROPPED",
-    "VISITS_RECORDED",
     "WINDOW_SECONDS",
     "Caller",
     "CancelWatch",
@@ -334,7 +315,6 @@ __all__ = [
     "shared_secret",
     "signal_cancel",
     "slot_groups",
-    "tagged",
     "token_hash",
     "trusted_networks",
     "visitor_hash",

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from sluice import http, resources, store
 from sluice.app.loading import Apps, load_named, register_events
+from sluice.app.settings import read_settings
 from sluice.config import Config
 from sluice.scheduler import registry
 from sluice.scheduler.tasks import Task
@@ -59,8 +60,9 @@ class Parts:
 
 def assemble(config: Config) -> Parts:
     """The parts of a process running ``config``: its apps loaded (once per process for
-    the same ``SLUICE_APPS``), checked, and their event types registered."""
-    return Parts(config, _loaded(config.apps))
+    the same ``SLUICE_APPS``), checked, their event types registered, and their settings
+    read from ``config`` (a value an app cannot use stops the process here)."""
+    return Parts(config, loaded_apps(config))
 
 
 @functools.cache
@@ -71,8 +73,11 @@ def _loaded(names: str) -> Apps:
 
 
 def loaded_apps(config: Config) -> Apps:
-    """The apps of ``config``'s process, as ``assemble`` loads them."""
-    return _loaded(config.apps)
+    """The apps of ``config``'s process, as ``assemble`` loads them, with their settings
+    read from ``config``."""
+    apps = _loaded(config.apps)
+    read_settings(apps.apps, config)
+    return apps
 
 
 def default_apps() -> Apps:

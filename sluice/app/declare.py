@@ -20,11 +20,15 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 from aiohttp import web
+from prometheus_client import Counter, Gauge, Histogram
 
+from sluice import metrics
 from sluice.app.checks import SHAPES, check_context, check_shape, check_view
 from sluice.app.contexts import JobContext
 from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection, check_name
 from sluice.app.jobs import Job
+from sluice.app.redis_keys import RedisKeys
+from sluice.app.settings import Settings
 from sluice.config import Config
 from sluice.event_registry import Payload, Upcaster
 from sluice.events import Event
@@ -75,11 +79,17 @@ class App:
 
     ``requires``: the apps whose modules this one imports (their events, their
     helpers); they are loaded first, and loading this one without them is refused.
+    ``settings``: the app's own settings (a ``Settings`` subclass), read from their
+    ``SLUICE_*`` variables when the app is loaded; ``MySettings.of(ctx)`` reads them.
+    ``keys``: the builders of the app's Redis keys (a ``RedisKeys`` subclass);
+    ``MyKeys.of(ctx)`` gives them under the deployment's prefix.
     """
 
     name: str
     requires: tuple[str, ...] = ()
     description: str = ""
+    settings: type[Settings] | None = None
+    keys: type[RedisKeys] | None = None
     aggregates: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     events: list[type[Event]] = field(default_factory=list, init=False, repr=False)
     upcasters: dict[type[Event], dict[int, Upcaster]] = field(
@@ -99,6 +109,8 @@ class App:
     engine_projections: dict[str, EngineProjection] = field(
         default_factory=dict, init=False, repr=False
     )
+    metrics: list[str] = field(default_factory=list, init=False, repr=False)
+    tags: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_name("app", self.name)
@@ -276,6 +288,32 @@ class App:
         check_context(self.name, context)
         self.api_contexts.append(context)
         return context
+
+    def tag(self, name: str, description: str) -> None:
+        """Declare an OpenAPI tag (a group of operations in ``/docs``) that the app's
+        routes may name in their ``tags``; the app's own name is one already."""
+        self.tags[name] = description
+
+    # Metrics ------------------------------------------------------------------------
+
+    def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+        """Declare a Prometheus counter that ``GET /metrics`` shows (its samples add
+        ``_total``) and the metrics reference lists; keep the object to ``inc()`` it."""
+        self.metrics.append(name)
+        return metrics.counter(name, documentation, labels)
+
+    def histogram(
+        self, name: str, documentation: str, labels: Sequence[str], buckets: Sequence[float]
+    ) -> Histogram:
+        """Declare a Prometheus histogram with these bucket bounds (seconds, bytes...)."""
+        self.metrics.append(name)
+        return metrics.histogram(name, documentation, labels, buckets)
+
+    def gauge(self, name: str, documentation: str) -> Gauge:
+        """Declare a gauge each process sets; ``/metrics`` shows the sum over the live
+        processes of the host."""
+        self.metrics.append(name)
+        return metrics.live_sum(name, documentation)
 
     # Beyond the usual: the hooks sluice's own apps use --------------------------------
 

@@ -5,8 +5,7 @@ what is documented come from one declaration."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -79,37 +78,18 @@ def _with_limits(paths: Doc) -> Doc:
     }
 
 
-# The groups a reader finds operations in (/docs draws one section each, in this order),
-# by the resource a path names after /v1/ (``_tag``).
+# The core's groups of operations (/docs draws one section each): "service" first, then
+# those the apps declare (``App.tag``), "admin", and a group for each app's own routes.
+SERVICE, ADMIN_TAG = "service", "admin"
 TAGS = {
-    "service": "Health, metrics, this document and its page",
-    "users": "Accounts, tokens, email verification, unsubscribing from mail",
-    "links": "Short links: create, edit, follow (the redirect), stats, QR codes, imports",
-    "reminders": "A user's reminders: recurring (cron) or one-shot",
-    "jobs": "Background jobs (exports, imports) and their results",
-    "webhooks": "A user's webhooks and their deliveries",
-    "admin": "Operations, with the admin token: streams, dead letters, groups, events,"
+    SERVICE: "Health, metrics, this document and its page",
+    ADMIN_TAG: "Operations, with the admin token: streams, dead letters, groups, events,"
     " traces, the history, tasks, jobs, orphan visits",
 }
-_USER_RESOURCES = frozenset({"tokens", "me", "verify", "unsubscribe"})
 
 
 def _tag(path: str) -> str:
-    parts = path.split("/")
-    if parts[1] != "v1":
-        return "links" if path == "/{code}" else "service"
-    return "users" if parts[2] in _USER_RESOURCES else parts[2]
-
-
-def tagged(routes: Sequence[Route]) -> tuple[Route, ...]:
-    """``routes`` each in the group ``TAGS`` gives its path, unless its operation names
-    its own: how sluice's own apps keep the document's groups (``App.add_routes`` would
-    put them in a group named after the app)."""
-    return tuple(
-        route if "tags" in route.doc else dataclasses.replace(
-            route, doc={"tags": [_tag(route.path)], **route.doc})
-        for route in routes
-    )  # fmt: skip
+    return ADMIN_TAG if path.startswith("/v1/admin/") else SERVICE
 
 
 def _with_tags(paths: Doc) -> Doc:
@@ -148,7 +128,10 @@ def build_document(base_url: str, apps: Apps) -> Doc:
     """The document for a service reachable at ``base_url`` running ``apps``: every
     route, each app's in a group (tag) of its own."""
     routes = routes_of(apps)
-    tags = dict(TAGS)
+    tags = {SERVICE: TAGS[SERVICE]}
+    for app in apps.apps:
+        tags.update({name: text for name, text in app.tags.items() if name not in TAGS})
+    tags[ADMIN_TAG] = TAGS[ADMIN_TAG]
     for app in apps.apps:
         tags.setdefault(app.name, app.description)
     used = {tag for route in routes for tag in route.doc.get("tags", [_tag(route.path)])}

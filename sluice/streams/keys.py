@@ -1,8 +1,8 @@
 """Every Redis key sluice uses, under one configurable prefix.
 
 The stream keys are per partition (``sluice.streams.partitions``). With one partition
-on a single Redis they are the names of release 1 (``sluice:articles``); otherwise each
-partition's keys carry its hash tag (``sluice:{3.0}:articles``), so that one script or
+on a single Redis they are the names of release 1 (``sluice:orders``); otherwise each
+partition's keys carry its hash tag (``sluice:{3.0}:orders``), so that one script or
 one ``XREADGROUP`` over a partition's streams touches one cluster slot.
 """
 
@@ -30,7 +30,7 @@ class Keys:
         return range(self.partitions)
 
     def partition_of(self, aggregate_id: str) -> int:
-        """The partition of an aggregate (a link's code, an article's id...)."""
+        """The partition of an aggregate (by its key field: an order's id...)."""
         return partition_of(aggregate_id, self.partitions)
 
     def space(self, partition: int = 0) -> str:
@@ -40,7 +40,7 @@ class Keys:
         return f"{self.prefix}:{{{tag(partition, self.partitions)}}}"
 
     def stream(self, aggregate: str, partition: int = 0) -> str:
-        """The stream of one aggregate type in one partition, e.g. ``sluice:articles``."""
+        """The stream of one aggregate type in one partition, e.g. ``sluice:orders``."""
         return f"{self.space(partition)}:{aggregate}"
 
     def retry(self, group: str, partition: int = 0) -> str:
@@ -71,17 +71,6 @@ class Keys:
         """Pub/sub channel that wakes the relay when an API process commits events."""
         return f"{self.prefix}:outbox"
 
-    def links_changed_channel(self) -> str:
-        """Pub/sub channel of the codes of committed link changes (cache hints)."""
-        return f"{self.prefix}:links:changed"
-
-    def link_visits(self, code: str) -> str:
-        """GET redirects served of a link with max_visits (sluice/builtin/links/limits.py)."""
-        return f"{self.prefix}:link:{{{code}}}:visits"
-
-    def view_seen(self, article_id: str, viewer_digest: str) -> str:
-        return f"{self.prefix}:seen:{article_id}:{viewer_digest}"
-
     def login_failures(self, email_digest: str) -> str:
         # A sorted set of failure times (before: a counter under :login:fail:). Tagged by
         # the digest, as ``login_attempts``: the limiter's script takes both, so they
@@ -105,29 +94,9 @@ class Keys:
         """Set while a client address logged in to an email within the last 30 days."""
         return f"{self.prefix}:login:known:{pair_digest}"
 
-    def link_password_failures(self, digest: str) -> str:
-        """Failed passwords of one link from one client (``digest``: of both), a sorted
-        set as ``login_failures``, tagged alike for the limiter's script."""
-        return f"{self.prefix}:linkpw:failures:{{{digest}}}"
-
-    def link_password_attempts(self, digest: str) -> str:
-        """Password checks of one link from one client in progress."""
-        return f"{self.prefix}:linkpw:attempts:{{{digest}}}"
-
     def client_limit(self, kind: str, address_digest: str) -> str:
         """One client address's bucket of logins, registrations or admin failures."""
         return f"{self.prefix}:client:{kind}:{address_digest}"
-
-    def top(self, period: str, start: str) -> str:
-        return f"{self.prefix}:top:{period}:{start}"
-
-    def mail_rate(self) -> str:
-        """The next free send slot of the mail rate limit, shared by every mail worker."""
-        return f"{self.prefix}:mail:rate"
-
-    def mail_budget(self, user_id: str) -> str:
-        """The keys of the mails sent to one user in the last day (the per-user budget)."""
-        return f"{self.prefix}:mail:budget:{user_id}"
 
     def task_lock(self, task: str) -> str:
         """Held by the one run of ``task`` in progress, cron or manual, on any replica."""
@@ -136,13 +105,6 @@ class Keys:
     def task_occurrence(self, task: str, slot: str) -> str:
         """Claimed by the replica that takes this occurrence (``slot``: its UTC instant)."""
         return f"{self.prefix}:task:{task}:slot:{slot}"
-
-    def reminder_occurrence(self, reminder_id: str, slot: str) -> str:
-        return f"{self.prefix}:reminder:{reminder_id}:slot:{slot}"
-
-    def export_lock(self, job_id: str) -> str:
-        """Held by the one runner of an export job."""
-        return f"{self.prefix}:export:{job_id}:lock"
 
     def cancel(self, kind: str, target_id: str) -> str:
         """Set when an operator or owner cancels ``kind``'s ``target_id`` (an export job,

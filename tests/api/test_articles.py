@@ -6,12 +6,12 @@ from datetime import date
 
 import redis.asyncio as aioredis
 
+from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.builtin.articles.periods import period_start
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
 from sluice.store import Store
-from sluice.streams.keys import Keys
 from tests.api.conftest import Client
 
 
@@ -83,7 +83,7 @@ async def test_top_reads_the_redis_sorted_set_when_present(
 ) -> None:
     start = current("month", config)
     await add_period_rows(store, "month", start, {"from-db": 50})
-    key = Keys(config.stream_prefix).top("month", start.isoformat())
+    key = ArticlesKeys(config.stream_prefix).top("month", start.isoformat())
     await redis.zadd(key, {"x": 4, "y": 8, "z": 6})
     body = await (await client.get("/v1/articles/top?period=month&limit=2")).json()
     assert body["items"] == [{"article_id": "y", "views": 8}, {"article_id": "z", "views": 6}]
@@ -97,7 +97,7 @@ async def test_ties_rank_by_article_id_from_redis_and_from_the_database(
     expected = ["x", "b", "c", "m"]  # the four fives in id order, cut after the second
     await add_period_rows(store, "day", start, views)
     from_store = await (await client.get("/v1/articles/top?limit=3")).json()
-    await redis.zadd(Keys(config.stream_prefix).top("day", start.isoformat()), views)
+    await redis.zadd(ArticlesKeys(config.stream_prefix).top("day", start.isoformat()), views)
     from_redis = await (await client.get("/v1/articles/top?limit=3")).json()
     assert [i["article_id"] for i in from_store["items"]] == expected[:3]
     assert from_redis["items"] == from_store["items"]

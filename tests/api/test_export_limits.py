@@ -12,8 +12,10 @@ import asyncio
 
 import pytest
 
+from sluice.app.assembly import assemble
 from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports.runner import run_export
+from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.store import Store
@@ -43,7 +45,7 @@ async def test_a_fourth_export_at_once_is_429_with_retry_after_and_writes_nothin
     client: Client, store: Store, config: Config
 ) -> None:
     await setup_links(store)
-    assert config.exports_per_user == 3
+    assert LinksSettings.of(config).exports_per_user == 3
     started = []
     for code in CODES[:3]:
         response = await request_export(client, code)
@@ -78,7 +80,7 @@ async def test_requests_at_the_same_time_cannot_pass_the_limit_together(
 
 
 def test_the_limit_is_set_by_sluice_exports_per_user_and_is_at_least_one() -> None:
-    assert load_config({}).exports_per_user == 3
-    assert load_config({"SLUICE_EXPORTS_PER_USER": "1"}).exports_per_user == 1
-    with pytest.raises(ConfigError, match="SLUICE_EXPORTS_PER_USER"):
-        load_config({"SLUICE_EXPORTS_PER_USER": "0"})
+    assert LinksSettings.of(load_config({})).exports_per_user == 3
+    assert LinksSettings.of(load_config({"SLUICE_EXPORTS_PER_USER": "1"})).exports_per_user == 1
+    with pytest.raises(ConfigError, match=r"SLUICE_EXPORTS_PER_USER .* app 'links'"):
+        assemble(load_config({"SLUICE_EXPORTS_PER_USER": "0"}))

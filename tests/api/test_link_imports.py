@@ -16,6 +16,7 @@ import pytest
 
 from sluice.builtin.links.events import ImportRequested, LinkCreated
 from sluice.builtin.links.imports.runner import ImportDeps, run_import
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import Link
 from sluice.config import Config
 from sluice.http.keys import KEYS, REDIS
@@ -193,7 +194,7 @@ async def test_a_file_past_the_limit_is_413_and_a_large_one_under_it_is_taken(
     client: Client, config: Config
 ) -> None:
     line = b"https://example.org/" + b"x" * 80 + b"\n"
-    big = b"url\n" + line * (config.import_max_bytes // len(line) + 1)
+    big = b"url\n" + line * (LinksSettings.of(config).import_max_bytes // len(line) + 1)
     await problem(await upload(client, big), 413)
     # Past the 64 KiB every other route takes, within SLUICE_IMPORT_MAX_BYTES.
     fits = b"url\n" + line * (100_000 // len(line))

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import assemble
+from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.store import Store
@@ -78,7 +80,7 @@ async def test_import_rows_beyond_the_quota_are_reported_invalid(
 
 
 def test_the_quota_is_set_by_sluice_links_per_user_and_is_at_least_one() -> None:
-    assert load_config({}).links_per_user == 100_000
-    assert load_config({"SLUICE_LINKS_PER_USER": "5"}).links_per_user == 5
-    with pytest.raises(ConfigError, match="SLUICE_LINKS_PER_USER"):
-        load_config({"SLUICE_LINKS_PER_USER": "0"})
+    assert LinksSettings.of(load_config({})).links_per_user == 100_000
+    assert LinksSettings.of(load_config({"SLUICE_LINKS_PER_USER": "5"})).links_per_user == 5
+    with pytest.raises(ConfigError, match=r"SLUICE_LINKS_PER_USER .* app 'links'"):
+        assemble(load_config({"SLUICE_LINKS_PER_USER": "0"}))

@@ -16,6 +16,7 @@ from sluice.builtin.links import repository
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.links import POOL_REFILLER
 from sluice.builtin.links.pool import free_codes, refill
+from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.http.keys import CONFIG as CONFIG_KEY
@@ -509,7 +510,7 @@ async def test_the_app_does_not_fill_the_pool_at_startup(
 ) -> None:
     client = await aiohttp_client(create_app(make_config()))  # the default target, 100000
     assert client.app is not None
-    assert client.app[CONFIG_KEY].code_pool_target == 100_000
+    assert LinksSettings.of(client.app[CONFIG_KEY]).code_pool_target == 100_000
     assert (await client.get("/healthz")).status == 200
     assert await free_codes(client.app[STORE_KEY]) == 0
     assert not client.app[POOL_REFILLER].running

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from sluice.app.assembly import assemble
 from sluice.builtin.links.imports.jobs import IMPORT
+from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.store import Store
@@ -144,7 +146,7 @@ async def test_uploads_at_the_same_time_cannot_pass_the_cap_together(
 
 
 def test_the_cap_is_set_by_sluice_imports_per_user_and_is_at_least_one() -> None:
-    assert load_config({}).imports_per_user == 3
-    assert load_config({"SLUICE_IMPORTS_PER_USER": "1"}).imports_per_user == 1
-    with pytest.raises(ConfigError, match="SLUICE_IMPORTS_PER_USER"):
-        load_config({"SLUICE_IMPORTS_PER_USER": "0"})
+    assert LinksSettings.of(load_config({})).imports_per_user == 3
+    assert LinksSettings.of(load_config({"SLUICE_IMPORTS_PER_USER": "1"})).imports_per_user == 1
+    with pytest.raises(ConfigError, match=r"SLUICE_IMPORTS_PER_USER .* app 'links'"):
+        assemble(load_config({"SLUICE_IMPORTS_PER_USER": "0"}))

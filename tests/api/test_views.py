@@ -11,10 +11,10 @@ import redis.asyncio as aioredis
 
 from sluice.app.assembly import create_app
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.store import Store
-from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, stored_events
 
 
@@ -100,10 +100,10 @@ async def test_dedupe_key_expires_with_the_configured_window(
     client = await aiohttp_client(create_app(config))
     assert await post_view(client, "a1", json={"viewer": "alice"}) is True
     digest = hashlib.sha256(b"viewer:alice").hexdigest()[:32]
-    ttl = await redis.ttl(Keys(config.stream_prefix).view_seen("a1", digest))
+    ttl = await redis.ttl(ArticlesKeys(config.stream_prefix).view_seen("a1", digest))
     assert 40 <= ttl <= 42
     # Once the window is over (the key gone), the viewer counts again.
-    await redis.delete(Keys(config.stream_prefix).view_seen("a1", digest))
+    await redis.delete(ArticlesKeys(config.stream_prefix).view_seen("a1", digest))
     assert await post_view(client, "a1", json={"viewer": "alice"}) is True
 
 
@@ -126,7 +126,7 @@ async def test_a_failed_commit_is_503_and_releases_the_dedupe_key(
     assert response.status == 503
     assert response.content_type == "application/problem+json"
     digest = hashlib.sha256(b"viewer:alice").hexdigest()[:32]
-    assert await redis.exists(Keys(config.stream_prefix).view_seen("a1", digest)) == 0
+    assert await redis.exists(ArticlesKeys(config.stream_prefix).view_seen("a1", digest)) == 0
 
 
 async def test_a_body_viewer_never_takes_a_logged_in_users_slot(

@@ -27,6 +27,7 @@ from sluice.builtin.accounts.mail.sending import reminder_key
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import slot_text
 from sluice.builtin.reminders.events import ReminderDue
+from sluice.builtin.reminders.keys import RemindersKeys
 from sluice.events import AGGREGATES, decode
 from sluice.resources import Resources
 from sluice.scheduler.cron import parse_cron
@@ -236,7 +237,9 @@ async def check_reminders(resources: Resources, setup: Setup, faults: Faults,
         assert at.timestamp() >= stopped_at - STOP_MARGIN_S, "stopped firing before the end"
         for slot in set(expected) - set(slots):
             kill = _near_kill(slot, faults)
-            key = resources.keys.reminder_occurrence(reminder.id, slot_text(slot))
+            key = RemindersKeys(resources.keys.prefix).reminder_occurrence(
+                reminder.id, slot_text(slot)
+            )
             assert kill and _claimed_by(await resources.redis.get(key), kill), (
                 f"reminder occurrence {slot.isoformat()} never fired"
             )

@@ -21,6 +21,7 @@ from sluice.app.testing import wait_for
 from sluice.builtin.links.cache import LinkCache, Target
 from sluice.builtin.links.cache_updates import ChangeHints, ChangeListener, LinkFollower
 from sluice.builtin.links.events import LinkUpdated
+from sluice.builtin.links.keys import LinksKeys
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.builtin.reminders.events import ReminderCreated
@@ -263,7 +264,7 @@ async def test_change_hints_reach_another_replica(
     cluster_config: Config, client: aioredis.Redis
 ) -> None:
     keys = keys_for(cluster_config)
-    channel = keys.links_changed_channel()
+    channel = LinksKeys(keys.prefix).links_changed_channel()
     links = Links()
     cache = links.cache()
     codes = [f"hint{i}" for i in range(5)]
@@ -298,7 +299,7 @@ async def test_a_killed_primary_is_waited_out_by_the_follower_and_the_listener(
     try:
         for prefix in (f"kill{i}" for i in itertools.count()):
             keys = Keys(prefix, PARTITIONS, tagged=True)
-            victim = await owner(probe, keys.links_changed_channel())
+            victim = await owner(probe, LinksKeys(keys.prefix).links_changed_channel())
             on_victim = [
                 p for p in keys.numbers if await owner(probe, keys.stream("links", p)) == victim
             ]
@@ -325,8 +326,10 @@ async def test_a_killed_primary_is_waited_out_by_the_follower_and_the_listener(
     writer = redis_client(config)
     streams = [keys.stream("links", p) for p in keys.numbers]
     follower = LinkFollower(reader, streams, cache, block_ms=500)
-    listener = ChangeListener(subscriber, keys.links_changed_channel(), cache, origin="receiver")
-    hints = ChangeHints(api, keys.links_changed_channel(), origin="sender")
+    listener = ChangeListener(
+        subscriber, LinksKeys(keys.prefix).links_changed_channel(), cache, origin="receiver"
+    )
+    hints = ChangeHints(api, LinksKeys(keys.prefix).links_changed_channel(), origin="sender")
     try:
         async with running(follower.run(), listener.run()) as tasks:
             await asyncio.wait_for(follower.following.wait(), 10)

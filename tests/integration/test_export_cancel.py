@@ -18,6 +18,7 @@ from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports import jobs
+from sluice.builtin.links.keys import LinksKeys
 from sluice.config import Config
 from sluice.events import decode
 from sluice.resources import Resources
@@ -103,7 +104,7 @@ async def test_a_running_export_in_a_worker_process_stops_within_2s_of_its_cance
 
     await wait_for(under_way, timeout=30, interval=0.01)
     assert await stored_bytes(resources, job_id) > 0
-    lock = resources.keys.export_lock(job_id)
+    lock = LinksKeys(resources.keys.prefix).export_lock(job_id)
     assert await resources.redis.exists(lock) == 1
 
     event_id = await export_event(resources, job_id)

@@ -27,6 +27,7 @@ from prometheus_client import REGISTRY
 
 from sluice.app.assembly import create_app, open_resources
 from sluice.app.testing import wait_for
+from sluice.builtin.accounts.keys import AccountsKeys
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.budget import BudgetUnavailable, Spent, UserBudget
 from sluice.builtin.accounts.mail.links import load_link_key, unsubscribe_token
@@ -218,7 +219,7 @@ async def test_two_budgets_share_one_count_and_both_windows_slide(
 ) -> None:
     config = make_config()
     async with open_resources(config) as other:
-        keys = resources.keys
+        keys = AccountsKeys(resources.keys.prefix)
         one = UserBudget(resources.redis, keys.mail_budget, hourly=3, daily=5)
         two = UserBudget(other.redis, keys.mail_budget, hourly=3, daily=5)
         spent = [await b.spend("u1", f"m{i}") for i, b in enumerate([one, two, one, two])]

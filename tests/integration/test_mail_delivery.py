@@ -17,6 +17,7 @@ import pytest
 
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
+from sluice.builtin.accounts.settings import AccountsSettings
 from sluice.config import Config
 from sluice.resources import Resources
 from sluice.streams.consumer import Consumer
@@ -158,7 +159,7 @@ async def test_without_an_smtp_server_mail_is_written_as_eml_files_once(
     start_relay: Callable[..., Relay],
     start_worker: Callable[..., Consumer],
 ) -> None:
-    assert resources.config.smtp_url is None
+    assert AccountsSettings.of(resources).smtp_url is None
     start_relay()
     start_worker(group=GROUP)
     users = await register(resources, 3)

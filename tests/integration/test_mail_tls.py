@@ -19,6 +19,7 @@ import pytest
 import structlog
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from sluice.builtin.accounts.keys import AccountsKeys
 from sluice.builtin.accounts.mail import templates
 from sluice.builtin.accounts.mail.idempotency import SendLog
 from sluice.builtin.accounts.mail.ratelimit import RateLimiter
@@ -77,7 +78,7 @@ def mailer(resources: Resources, url: str, cafile: Path) -> Mailer:
     transport = SmtpTransport(
         parse_smtp_url(url), tls_context=ssl.create_default_context(cafile=cafile)
     )
-    limiter = RateLimiter(resources.redis, resources.keys.mail_rate(), 50)
+    limiter = RateLimiter(resources.redis, AccountsKeys(resources.keys.prefix).mail_rate(), 50)
     return Mailer(SendLog(resources.store), limiter, transport, "sluice@sluice.test")
 
 

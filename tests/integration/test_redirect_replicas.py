@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from sluice.app.testing import wait_for
+from sluice.builtin.links.keys import LinksKeys
 from sluice.embedded.redis_server import RedisServer
 from sluice.resources import Resources
 from sluice.streams.relay import POSITION, Relay
@@ -144,7 +145,7 @@ async def test_a_change_missed_during_an_outage_is_seen_after_the_reconnect(
     redis_server.start()
     await wait_for(everywhere(replicas, (302, "https://example.org/second")), timeout=10)
     # The change hints flow again too: a PATCH reaches the other replica with no relay.
-    channel = resources.keys.links_changed_channel()
+    channel = LinksKeys(resources.keys.prefix).links_changed_channel()
 
     async def both_listening() -> bool:
         subscribed: Any = await resources.redis.pubsub_numsub(channel)

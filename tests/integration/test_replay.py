@@ -9,6 +9,7 @@ import pytest
 
 from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
+from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.builtin.articles.periods import period_start
 from sluice.events import utcnow
 from sluice.projections.replay import rebuild
@@ -79,7 +80,7 @@ async def test_replay_repairs_a_projection_and_counts_views_arriving_meanwhile(
     assert await views(resources, "other") == 7
     assert await _period_sum(resources, "live") == 700
     top = await resources.redis.zrevrange(
-        resources.keys.top("day", _today(resources)), 0, -1, withscores=True
+        ArticlesKeys(resources.keys.prefix).top("day", _today(resources)), 0, -1, withscores=True
     )
     assert dict(top) == {b"live": 700.0, b"other": 7.0}
 

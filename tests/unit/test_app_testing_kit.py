@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from sluice.app.loading import default_apps
 from sluice.app.testing import child_env, free_port, wait_answering
 from sluice.config import Config, load_config
 
@@ -59,13 +60,24 @@ def test_a_child_process_gets_every_setting_of_its_config(tmp_path: Path) -> Non
     values = {
         field.name: _another(field.name, getattr(defaults, field.name), tmp_path)
         for field in msgspec.structs.fields(Config)
+        if field.name != "app_values"
     }
+    # And every setting of every built-in app (App(settings=...)), by its name.
+    apps = [app.settings for app in default_apps().apps if app.settings is not None]
+    for settings in apps:
+        for field in msgspec.structs.fields(settings):
+            values[field.name] = _another(field.name, field.default, tmp_path)
     config = load_config({}, **values)
     child = load_config(child_env(config))
     lost = [
         f"{f.name}: {getattr(config, f.name)!r} became {getattr(child, f.name)!r}"
         for f in msgspec.structs.fields(Config)
-        if getattr(child, f.name) != getattr(config, f.name)
+        if f.name != "app_values" and getattr(child, f.name) != getattr(config, f.name)
+    ]
+    lost += [
+        f"{settings.__name__}: {settings.of(config)!r} became {settings.of(child)!r}"
+        for settings in apps
+        if settings.of(child) != settings.of(config)
     ]
     assert lost == []
 

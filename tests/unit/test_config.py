@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from sluice.app.assembly import assemble
+from sluice.builtin.accounts.settings import AccountsSettings
+from sluice.builtin.articles.settings import ArticlesSettings
+from sluice.builtin.links.settings import LinksSettings
+from sluice.builtin.reminders.settings import RemindersSettings
 from sluice.config import load_config
 from sluice.errors import ConfigError
 
@@ -18,18 +23,22 @@ def test_defaults_follow_the_spec(tmp_path: Path) -> None:
     assert config.base_url == "http://127.0.0.1:8080"
     assert config.sqlite_path == tmp_path / "sluice.db"
     assert (config.claim_idle_ms, config.retry_base_ms, config.max_deliveries) == (60000, 2000, 5)
-    assert (config.view_dedupe_seconds, config.stream_retention) == (600, 86400)
-    assert (config.host, config.smtp_url, config.mail_from, config.mail_rate) == (
+    assert (ArticlesSettings.of(config).view_dedupe_seconds, config.stream_retention) == (
+        600,
+        86400,
+    )
+    mail = AccountsSettings.of(config)
+    assert (config.host, mail.smtp_url, mail.mail_from, mail.mail_rate) == (
         "127.0.0.1",
         None,
         "sluice@localhost",
         50.0,
     )
-    assert (config.timezone, config.reminder_min_interval, config.code_pool_target) == (
-        "UTC",
-        60,
-        100_000,
-    )
+    assert (
+        config.timezone,
+        RemindersSettings.of(config).reminder_min_interval,
+        LinksSettings.of(config).code_pool_target,
+    ) == ("UTC", 60, 100_000)
     assert (config.stream_prefix, config.log_level) == ("sluice", "info")
 
 
@@ -59,7 +68,7 @@ def test_environment_values_are_typed(tmp_path: Path) -> None:
         {"SLUICE_DATA_DIR": str(tmp_path), "SLUICE_PORT": "9000", "SLUICE_MAIL_RATE": "2.5"}
     )
     assert config.port == 9000
-    assert config.mail_rate == 2.5
+    assert AccountsSettings.of(config).mail_rate == 2.5
     assert config.base_url == "http://127.0.0.1:9000"
 
 
@@ -112,3 +121,20 @@ def test_abuse_limits_have_their_defaults_and_read_their_variables(tmp_path: Pat
     assert tuned.header_timeout_seconds == 0.5
     assert tuned.trusted_proxies == "10.0.0.0/8, ::1"
     assert tuned.admin_token == "x" * 32
+
+
+def test_an_apps_setting_is_read_by_its_app_and_a_name_no_app_declares_is_refused() -> None:
+    """The built-in apps' settings keep their SLUICE_* names, read when a process
+    assembles its apps; a keyword no loaded app declares (a typo in a test's settings)
+    is refused there."""
+    config = load_config({"SLUICE_LINKS_PER_USER": "7"}, webhooks_per_user=2)
+    assemble(config)
+    links = LinksSettings.of(config)
+    assert (links.links_per_user, links.webhooks_per_user) == (7, 2)
+    with pytest.raises(ConfigError, match=r"SLUICE_VISIT_BATCH .* app 'links'"):
+        assemble(load_config({"SLUICE_VISIT_BATCH": "0"}))
+    with pytest.raises(ConfigError, match="named links_per_usr"):
+        assemble(load_config({}, links_per_usr=3))
+    only_accounts = load_config({"SLUICE_APPS": "accounts"}, links_per_user=3)
+    with pytest.raises(ConfigError, match="named links_per_user"):
+        assemble(only_accounts)

@@ -13,7 +13,8 @@ import pytest
 
 import sluice.app
 import sluice.app.testing
-from sluice.config import Config
+from sluice.app.loading import default_apps
+from sluice.config import AppValues, Config
 from sluice.events import Event
 from sluice.metrics import Described
 from tools.reference import generate, stale
@@ -202,8 +203,15 @@ def test_every_setting_is_on_the_configuration_page(sources: Sources) -> None:
     page = generate(sources)["configuration.md"]
     defaults = Config()
     for name in Config.__struct_fields__:
-        if not isinstance(getattr(defaults, name), dict):  # those are SLUICE_<NAME>_... ones
+        value = getattr(defaults, name)
+        # Not the SLUICE_<NAME>_... ones, nor the field that holds the apps' settings.
+        if not isinstance(value, dict | AppValues):
             assert f"### `SLUICE_{name.upper()}`" in page
+    # Every built-in app's settings, read from the app as loaded.
+    for app in default_apps().apps:
+        for name in app.settings.__struct_fields__ if app.settings else ():
+            assert f"### `SLUICE_{name.upper()}`" in page
+            assert f"a setting of the `{app.name}` app" in page
 
 
 def test_every_name_an_app_may_import_is_on_the_app_api_page(sources: Sources) -> None:

@@ -28,7 +28,7 @@ def generate(sources: Sources | None = None) -> dict[str, str]:
     s = current() if sources is None else sources
     return {
         configuration.PAGE: configuration.render(
-            s.config, s.env_example, s.load_config, s.read_elsewhere
+            s.config, s.env_example, s.load_config, s.read_elsewhere, s.app_settings
         ),
         cli.PAGE: cli.render(s.parser),
         events.PAGE: events.render(s.events, s.stream_of),

@@ -10,10 +10,10 @@ stops naming every one, so neither can drift from the other.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Annotated, Any, get_args, get_origin
 
 import msgspec
 
@@ -70,6 +70,8 @@ def parse(text: str) -> list[Variable]:
 
 def _kind(annotation: Any) -> str:
     """How a reader thinks of a setting's type."""
+    if get_origin(annotation) is Annotated:
+        return _kind(get_args(annotation)[0])
     if get_origin(annotation) is dict:
         return _kind(get_args(annotation)[1])
     names = {int: "integer", float: "number", str: "string", Path: "path"}
@@ -79,6 +81,8 @@ def _kind(annotation: Any) -> str:
 
 def _as_written(annotation: Any, raw: str) -> object:
     """``raw`` read as the struct's field of that type would be."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
     converters: dict[Any, Callable[[str], object]] = {int: int, float: float, Path: Path}
     return converters.get(annotation, str)(raw)
 
@@ -87,6 +91,29 @@ def _as_written(annotation: Any, raw: str) -> object:
 class Setting:
     variable: Variable
     kind: str
+    app: str = ""  # the app that declares it; "": sluice's own
+
+
+# Config's field that holds the apps' settings (each described as its app's).
+_APP_VALUES = "app_values"
+
+
+def _fields(
+    config: type[msgspec.Struct], app_settings: Sequence[tuple[str, type[msgspec.Struct]]]
+) -> tuple[dict[str, msgspec.structs.FieldInfo], dict[str, str]]:
+    """Every setting's field by its variable, sluice's and the apps'; and the app of
+    each app's setting."""
+    fields = {
+        f"SLUICE_{f.name.upper()}": f
+        for f in msgspec.structs.fields(config)
+        if f.name != _APP_VALUES
+    }
+    owners: dict[str, str] = {}
+    for app, struct in app_settings:
+        for f in msgspec.structs.fields(struct):
+            fields[f"SLUICE_{f.name.upper()}"] = f
+            owners[f"SLUICE_{f.name.upper()}"] = app
+    return fields, owners
 
 
 def _settings(
@@ -94,9 +121,10 @@ def _settings(
     variables: list[Variable],
     load: Callable[[Mapping[str, str]], object],
     read_elsewhere: Callable[[str], bool],
+    app_settings: Sequence[tuple[str, type[msgspec.Struct]]] = (),
 ) -> Iterator[Setting | str]:
     """Each variable with its type, or a problem (a string) where the two sources part."""
-    fields = {f"SLUICE_{f.name.upper()}": f for f in msgspec.structs.fields(config)}
+    fields, owners = _fields(config, app_settings)
     by_name = {f.name: f for f in fields.values()}
     described: set[str] = set()
     for variable in variables:
@@ -120,10 +148,11 @@ def _settings(
                 f" default is {field.default!r}"
             )
         described.add(field.name)
-        yield Setting(variable, _kind(field.type))
+        yield Setting(variable, _kind(field.type), owners.get(variable.name, ""))
     for name, field in fields.items():
         if field.name not in described:
-            yield f"{name} is a setting of the config that .env.example does not describe"
+            owner = f"app {owners[name]!r}" if name in owners else "the config"
+            yield f"{name} is a setting of {owner} that .env.example does not describe"
 
 
 def _probed(variable: Variable, load: Callable[[Mapping[str, str]], object]) -> str | None:
@@ -164,6 +193,8 @@ def _summary(settings: list[Setting]) -> str:
 def _detail(setting: Setting) -> str:
     variable = setting.variable
     facts = f"{setting.kind}, default {_default(variable)}"
+    if setting.app:
+        facts += f"; a setting of the {code(setting.app)} app"
     if variable.unset and variable.value:
         facts += f"; for example {code(variable.value)}"
     return f"### {code(variable.name)}\n\n{facts}\n\n{prose(variable.meaning)}"
@@ -177,7 +208,9 @@ start, into one typed config; a value it cannot use stops the process with a mes
 naming the variable. `.env.example`, at the top of the repository, lists them all with
 their defaults: copy it to `.env` to start from. "unset" means the variable is absent (or
 empty) unless you set it; `<GROUP>` and `<TASK>` stand for a handler group's or a
-task's name, upper-cased, `-` as `_`."""
+task's name, upper-cased, `-` as `_`. A setting of an app (its `Settings`, see
+[Write an app](../guides/write-an-app.md)) is read when that app is loaded, and only in
+a deployment that runs it."""
 
 
 def render(
@@ -185,9 +218,11 @@ def render(
     env_example: str,
     load: Callable[[Mapping[str, str]], object],
     read_elsewhere: Callable[[str], bool],
+    app_settings: Sequence[tuple[str, type[msgspec.Struct]]] = (),
 ) -> str:
-    """The page; raises ``Undocumented`` naming every setting the two sources disagree on."""
-    found = list(_settings(config, parse(env_example), load, read_elsewhere))
+    """The page; raises ``Undocumented`` naming every setting the sources disagree on:
+    sluice's ``config``, each app's settings struct, ``.env.example``."""
+    found = list(_settings(config, parse(env_example), load, read_elsewhere, app_settings))
     problems = [item for item in found if isinstance(item, str)]
     if problems:
         raise Undocumented(PAGE, problems)
@@ -195,7 +230,7 @@ def render(
     sections: dict[str, list[Setting]] = {}
     for setting in settings:
         sections.setdefault(setting.variable.section, []).append(setting)
-    blocks = [generated("sluice/config.py and .env.example"), INTRO]
+    blocks = [generated("sluice/config.py, the apps' settings and .env.example"), INTRO]
     for title, members in sections.items():
         blocks += [f"## {title}", _summary(members), *map(_detail, members)]
     return page(*blocks)

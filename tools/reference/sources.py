@@ -33,6 +33,8 @@ class Sources:
     registered: Iterable[str]  # prometheus-client's family names
     document: Mapping[str, Any]  # the OpenAPI document
     public: Sequence[Any]  # tools.reference.app_api.Module: sluice.app, sluice.app.testing
+    # (app name, its Settings struct) of every app a default deployment loads.
+    app_settings: Sequence[tuple[str, type[msgspec.Struct]]] = ()
 
 
 def _read_by_a_module(package: Path) -> Callable[[str], bool]:
@@ -68,4 +70,5 @@ def current() -> Sources:
         registered=[metric.name for metric in REGISTRY.collect()],
         document=build_document(defaults.base_url, default_apps()),
         public=[Module("sluice.app", sluice.app), Module("sluice.app.testing", sluice.app.testing)],
+        app_settings=[(a.name, a.settings) for a in default_apps().apps if a.settings is not None],
     )

@@ -4,10 +4,15 @@ capabilities, given to an app's through the public API."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+import pytest
+from sluice.app.testing import Harness
 
 from sluice_orders.app import close_after
 from sluice_orders.events import OrderClosed, OrderPaid, OrderPlaced, PointsCredited
-from tests.shop import Shop
+from tests.shop import APPS, Shop
 
 
 async def test_a_paid_order_credits_points_once_and_an_unpaid_one_closes(shop: Shop) -> None:
@@ -19,7 +24,7 @@ async def test_a_paid_order_credits_points_once_and_an_unpaid_one_closes(shop: S
     assert [e.order_id for e in await shop.h.handled("loyalty", OrderPaid)] == [paid["id"]]
     assert (await shop.order(unpaid["id"]))["status"] == "placed"  # its job is not due yet
 
-    await shop.h.advance(close_after())  # the close-order jobs fall due
+    await shop.h.advance(close_after(shop.h.config))  # the close-order jobs fall due
     assert (await shop.order(unpaid["id"]))["status"] == "closed"
     # The paid order's job was due at the same moment: cancelled with the payment.
     assert (await shop.order(paid["id"]))["status"] == "paid"
@@ -53,7 +58,7 @@ async def test_paying_twice_or_after_closing_is_a_conflict_and_bad_input_a_4xx(s
     assert await shop.count("SELECT COUNT(*) FROM orders") == 1
     assert len(await shop.h.events(OrderPlaced)) == 1
     late = await shop.place("bob", 200)
-    await shop.h.advance(close_after())
+    await shop.h.advance(close_after(shop.h.config))
     closed = await shop.call("POST", f"/v1/orders/{late['id']}/payment", 409)
     assert closed["detail"] == "the order is closed"
 
@@ -78,7 +83,8 @@ async def test_a_replay_rebuilds_totals_equal_to_the_live_ones(shop: Shop) -> No
         order = await shop.place(f"c{n % 4}", 100 + n)
         if n % 3:
             await shop.pay(order["id"])
-    await shop.h.advance(close_after())  # every order placed, the 10 unpaid ones closed
+    # Every order placed, the 10 unpaid ones closed.
+    await shop.h.advance(close_after(shop.h.config))
     assert await shop.count("SELECT SUM(placed) FROM customer_totals") == 30
     assert await shop.count("SELECT SUM(closed) FROM customer_totals") == 10
     live = await shop.h.store.fetchall("SELECT * FROM customer_totals ORDER BY customer_id")
@@ -99,3 +105,17 @@ async def test_the_nightly_reconciliation_runs_with_a_run_record(shop: Shop) -> 
     assert [(r["id"], r["trigger"], r["status"]) for r in runs] == [(run.id, "manual", "succeeded")]
     kept = await shop.h.store.fetchone("SELECT customers, mismatched FROM order_reconciliations")
     assert kept is not None and (int(kept[0]), json.loads(kept[1])) == (1, [])
+
+
+async def test_the_wait_for_payment_is_the_apps_own_setting(
+    sluice_harness: Callable[..., Awaitable[Harness]],
+) -> None:
+    """``SLUICE_ORDERS_CLOSE_AFTER_SECONDS``, declared by the app (``OrdersSettings``) and
+    given to the harness by its name, as sluice's own settings are; a value the app
+    cannot use stops the harness naming the variable and the app."""
+    shop = Shop(await sluice_harness(APPS, orders_close_after_seconds=60))
+    order = await shop.place("ada", 700)
+    await shop.h.advance(timedelta(seconds=61))
+    assert (await shop.order(order["id"]))["status"] == "closed"
+    with pytest.raises(Exception, match=r"SLUICE_ORDERS_CLOSE_AFTER_SECONDS .* 'orders'"):
+        await sluice_harness(APPS, orders_close_after_seconds=0)

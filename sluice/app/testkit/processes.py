@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import msgspec
 
-from sluice.config import Config, load_config
+from sluice.config import AppValues, Config, load_config
 from sluice.embedded.redis_server import die_with_parent
 
 # The settings held by name (``Config.group_timeouts``...), each read back by
@@ -134,7 +134,9 @@ def environment_of(config: Config) -> dict[str, str]:
     env: dict[str, str] = {}
     for field in msgspec.structs.fields(Config):
         value = getattr(config, field.name)
-        if field.name in BY_NAME:
+        if field.name == "app_values":  # the apps' own settings, each under its variable
+            env.update({f"SLUICE_{name.upper()}": str(each) for name, each in value.values.items()})
+        elif field.name in BY_NAME:
             for name, each in value.items():
                 env[f"SLUICE_{name.upper().replace('-', '_')}_{BY_NAME[field.name]}"] = str(each)
         elif value is not None:
@@ -157,8 +159,17 @@ def _differences(wanted: Config, found: Config) -> list[str]:
     return [
         f"{name}={getattr(wanted, name)!r} (read back as {getattr(found, name)!r})"
         for name in names
-        if getattr(wanted, name) != getattr(found, name)
+        if _carried(getattr(wanted, name), getattr(wanted, name))
+        != _carried(getattr(found, name), getattr(wanted, name))
     ]
+
+
+def _carried(value: object, wanted: object) -> object:
+    # The apps' settings travel as text, each app reads them back as its own types; a
+    # child also finds there the SLUICE_<NAME>_TIMEOUT_SECONDS... words sent beside them.
+    if isinstance(value, AppValues) and isinstance(wanted, AppValues):
+        return {name: str(value.values.get(name)) for name in wanted.values}
+    return value
 
 
 def child_env(config: Config, **extra: str) -> dict[str, str]:

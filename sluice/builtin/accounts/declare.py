@@ -8,13 +8,15 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from sluice.app.advanced import STORE, tagged
+from sluice.app.advanced import STORE
 from sluice.builtin.accounts.app import app
 from sluice.builtin.accounts.http import tokens, users, verification
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail.links import LinkKey
+from sluice.builtin.tags import tagged
 
 app.add_routes(tagged((*users.ROUTES, *tokens.ROUTES, *verification.ROUTES)))
+app.tag("users", "Accounts, tokens, email verification, unsubscribing from mail")
 
 
 @app.api_context

@@ -21,6 +21,7 @@ from sluice.app import Event, ProjectionContext, Resources, Store, Tx, utcnow
 from sluice.app.advanced import Keys
 from sluice.builtin.articles.app import app
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.builtin.articles.periods import PERIODS, _period_end, _starts, period_start
 
 _KEY_TTL = {"day": timedelta(days=8), "week": timedelta(days=15), "month": timedelta(days=62)}
@@ -175,7 +176,7 @@ async def publish(resources: Resources, events: Sequence[Event]) -> None:
         boards.setdefault((str(period), str(start)), {})[str(article)] = int(views)
     pipe = resources.redis.pipeline(transaction=False)
     for (period, start), members in boards.items():
-        key = resources.keys.top(period, start)
+        key = ArticlesKeys(resources.keys.prefix).top(period, start)
         pipe.zadd(key, members, gt=True)
         pipe.expireat(key, expiry[period, start])
     if len(pipe):
@@ -205,7 +206,7 @@ async def republish(resources: Resources) -> None:
             "SELECT article_id, views FROM article_view_periods WHERE period = ? AND start = ?",
             (period, start.isoformat()),
         )
-        key = resources.keys.top(period, start.isoformat())
+        key = ArticlesKeys(resources.keys.prefix).top(period, start.isoformat())
         expire_at = _leaderboard_expiry(period, start, zone)
         members = [part for article, views in rows for part in (views, article)]
         await resources.redis.eval(_REPLACE, 1, key, expire_at, *members)
@@ -236,7 +237,7 @@ async def top_from_redis(
     redis: Redis, keys: Keys, period: str, start: date, limit: int
 ) -> list[tuple[str, int]] | None:
     """The leaderboard from Redis, or None when its sorted set does not exist."""
-    key = keys.top(period, start.isoformat())
+    key = ArticlesKeys(keys.prefix).top(period, start.isoformat())
     rows: Any = await redis.zrevrange(key, 0, limit - 1, withscores=True)
     if not rows:
         return None

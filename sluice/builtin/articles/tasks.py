@@ -7,6 +7,7 @@ from datetime import date, timedelta
 from sluice.app import Config, TaskContext, db_time, utcnow
 from sluice.builtin.articles.app import app
 from sluice.builtin.articles.projection import top_from_store
+from sluice.builtin.articles.settings import ArticlesSettings
 
 SNAPSHOT_SIZE = 100
 
@@ -29,11 +30,11 @@ app.migration(
 
 
 def _cron(config: Config) -> str:
-    return config.snapshot_leaderboard_cron
+    return ArticlesSettings.of(config).snapshot_leaderboard_cron
 
 
 def _zone(config: Config) -> str:
-    return config.snapshot_leaderboard_timezone or config.timezone
+    return ArticlesSettings.of(config).snapshot_leaderboard_timezone or config.timezone
 
 
 def snapshot_day(ctx: TaskContext) -> date:

@@ -35,6 +35,7 @@ from sluice.app import (
 from sluice.app.advanced import JSON, KEYS, REDIS_ERRORS, REDIS_TIMEOUT, VISITOR_KEY, visitor_hash
 from sluice.builtin.articles.app import app
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.builtin.articles.periods import PERIODS, period_start
 from sluice.builtin.articles.projection import top_from_redis, top_from_store, views_of
 from sluice.builtin.articles.schemas import (
@@ -46,6 +47,7 @@ from sluice.builtin.articles.schemas import (
     ViewBody,
     ViewCounted,
 )
+from sluice.builtin.articles.settings import ArticlesSettings
 
 log = structlog.get_logger(__name__)
 
@@ -96,7 +98,7 @@ async def _claim_view(request: web.Request, key: str) -> bool | None:
     try:
         async with asyncio.timeout(REDIS_TIMEOUT):
             claimed = await redis(request).set(
-                key, 1, nx=True, ex=config(request).view_dedupe_seconds
+                key, 1, nx=True, ex=ArticlesSettings.of(request).view_dedupe_seconds
             )
     except REDIS_ERRORS as exc:
         # Degrade, never break: an undeduped view beats a lost one.
@@ -118,7 +120,7 @@ async def post_view(request: web.Request) -> web.Response:
     body = await read_json(request, ViewBody, optional=True)
     viewer = await viewer_identity(request, body)
     digest = hashlib.sha256(viewer.encode()).hexdigest()[:32]
-    key = request.app[KEYS].view_seen(article_id, digest)
+    key = ArticlesKeys(request.app[KEYS].prefix).view_seen(article_id, digest)
     claimed = await _claim_view(request, key)
     if claimed is False:
         return json_response(ViewCounted(counted=False), 202)

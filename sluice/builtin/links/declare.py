@@ -7,7 +7,6 @@ cron tasks (the code pool's refill, the export results' retention)."""
 from __future__ import annotations
 
 from sluice.app import TaskContext
-from sluice.app.advanced import tagged
 from sluice.builtin.links import pool
 from sluice.builtin.links.app import app
 from sluice.builtin.links.exports import group as exports
@@ -27,11 +26,16 @@ from sluice.builtin.links.http import (
 )
 from sluice.builtin.links.http.fast import Redirects
 from sluice.builtin.links.imports import group as imports
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stats.projection import PROJECTION
 from sluice.builtin.links.webhooks import group as webhook_group
+from sluice.builtin.tags import tagged
 
 REFILL_BATCH = 1000
 
+app.tag("links", "Short links: create, edit, follow (the redirect), stats, QR codes, imports")
+app.tag("jobs", "Background jobs (exports, imports) and their results")
+app.tag("webhooks", "A user's webhooks and their deliveries")
 app.add_routes(
     tagged(
         (
@@ -70,8 +74,8 @@ app.engine_projection(PROJECTION)
 
 @app.task(
     "refill-code-pool",
-    cron=lambda config: config.refill_code_pool_cron,
-    timezone=lambda config: config.refill_code_pool_timezone,
+    cron=lambda config: LinksSettings.of(config).refill_code_pool_cron,
+    timezone=lambda config: LinksSettings.of(config).refill_code_pool_timezone,
     description="tops the short-code pool up to SLUICE_CODE_POOL_TARGET",
 )
 async def refill_code_pool(ctx: TaskContext) -> None:
@@ -80,14 +84,14 @@ async def refill_code_pool(ctx: TaskContext) -> None:
     No cursor: each batch reads the free count in its own transaction, so a run
     interrupted midway continues from the pool's state.
     """
-    config = ctx.resources.config
-    added = await pool.refill(ctx.resources.store, config.code_pool_target, batch=REFILL_BATCH)
-    ctx.log.info("code pool refilled", added=added, target=config.code_pool_target)
+    settings = LinksSettings.of(ctx)
+    added = await pool.refill(ctx.resources.store, settings.code_pool_target, batch=REFILL_BATCH)
+    ctx.log.info("code pool refilled", added=added, target=settings.code_pool_target)
 
 
 app.task(
     "purge-exports",
-    cron=lambda config: config.purge_exports_cron,
-    timezone=lambda config: config.purge_exports_timezone,
+    cron=lambda config: LinksSettings.of(config).purge_exports_cron,
+    timezone=lambda config: LinksSettings.of(config).purge_exports_timezone,
     description="removes export results older than SLUICE_EXPORT_RETENTION (their jobs answer 410)",
 )(purge_exports)

@@ -29,6 +29,7 @@ import redis.asyncio as aioredis
 
 from sluice.app import SluiceError, Store, Tx
 from sluice.app.advanced import REDIS_DOWN, Keys
+from sluice.builtin.links.keys import LinksKeys
 
 COUNTER_TTL_SECONDS = 7 * 24 * 3600
 REDIS_TIMEOUT = 0.5
@@ -74,7 +75,7 @@ class VisitLimiter:
         Raises ``LimitUnknown`` while Redis is unavailable."""
         if self._exhausted.get(code) == max_visits:
             return False
-        key = self._keys.link_visits(code)
+        key = LinksKeys(self._keys.prefix).link_visits(code)
         args: list[int | str] = [max_visits, "", "1" if count else "0", COUNTER_TTL_SECONDS]
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
@@ -96,7 +97,7 @@ class VisitLimiter:
         Raises ``LimitUnknown`` while Redis is unavailable."""
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
-                await self._redis.delete(self._keys.link_visits(code))
+                await self._redis.delete(LinksKeys(self._keys.prefix).link_visits(code))
         except _UNAVAILABLE as exc:
             raise LimitUnknown(f"the visit count of {code} cannot be reset: {exc!r}") from exc
 

@@ -46,6 +46,7 @@ from sluice.app.advanced import cancel_and_wait, decode, first_of, slot_groups, 
 from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.agenda import Agenda, Plan
 from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted, ReminderUpdated
+from sluice.builtin.reminders.keys import RemindersKeys
 from sluice.builtin.reminders.stored import Fired, Reminder
 
 log = structlog.get_logger(__name__)
@@ -189,7 +190,10 @@ class ReminderRunner:
 
     async def _claims(self, due: list[Plan]) -> list[bool]:
         keys = self.resources.keys
-        names = [keys.reminder_occurrence(p.reminder.id, slot_text(p.next_slot)) for p in due]
+        names = [
+            RemindersKeys(keys.prefix).reminder_occurrence(p.reminder.id, slot_text(p.next_slot))
+            for p in due
+        ]
         try:
             mine = await self._claim(names)
         except _REDIS_ERRORS as exc:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from aiohttp import web
 
 from sluice.app import Resources, Store, db_time
-from sluice.app.advanced import OneShotRunner, tagged
+from sluice.app.advanced import OneShotRunner
 from sluice.builtin.reminders import (
     mail,  # noqa: F401  (joins the accounts app's mail group)
     one_shots,
@@ -22,6 +22,7 @@ from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.builtin.reminders.http import reminder_edits, reminders, unsubscribe
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.upcoming import NextRuns
+from sluice.builtin.tags import tagged
 
 # An occurrence row only guards against firing its slot twice, which nobody tries once
 # the slot is older than the catch-up window (minutes); kept a week for the record.
@@ -29,6 +30,7 @@ OCCURRENCES_KEPT_DAYS = 7
 PURGE_BATCH = 1000
 
 app.add_routes(tagged((*unsubscribe.ROUTES, *reminders.ROUTES, *reminder_edits.ROUTES)))
+app.tag("reminders", "A user's reminders: recurring (cron) or one-shot")
 
 
 @app.api_context

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import structlog
 
-from sluice.app.advanced import MAILS_WITHHELD
 from sluice.builtin.accounts import mail_group
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.group import MailDeps, send
 from sluice.builtin.accounts.mail.sending import Outgoing, reminder_key
+from sluice.builtin.accounts.metrics import MAILS_WITHHELD
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.builtin.reminders.stored import mail_target
 

@@ -3,12 +3,26 @@ declare the rest on it."""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
+from typing import Annotated
 
-from sluice.app import App
+from msgspec import Meta
+from sluice.app import App, Config, Settings
 
-app = App("orders", description="orders closed after 15 minutes unless paid, with loyalty points")
+
+class OrdersSettings(Settings, frozen=True, kw_only=True):
+    """The app's own settings, each read from ``SLUICE_<NAME>`` when the app is loaded."""
+
+    # How long a placed order waits for its payment, in seconds (the seed article's 15
+    # minutes): SLUICE_ORDERS_CLOSE_AFTER_SECONDS.
+    orders_close_after_seconds: Annotated[float, Meta(gt=0)] = 900.0
+
+
+app = App(
+    "orders",
+    settings=OrdersSettings,
+    description="orders closed after 15 minutes unless paid, with loyalty points",
+)
 app.aggregate("orders", key="order_id")
 app.aggregate("loyalty", key="customer_id")
 
@@ -42,8 +56,6 @@ app.migration(
 )
 
 
-def close_after() -> timedelta:
-    """How long a placed order waits for its payment: ``ORDERS_CLOSE_AFTER_SECONDS``
-    (default 900, the seed article's 15 minutes). The app's own setting, read where it is
-    used (sluice's configuration holds only sluice's)."""
-    return timedelta(seconds=float(os.environ.get("ORDERS_CLOSE_AFTER_SECONDS", "900")))
+def close_after(config: Config) -> timedelta:
+    """How long a placed order waits for its payment in ``config``'s deployment."""
+    return timedelta(seconds=OrdersSettings.of(config).orders_close_after_seconds)

@@ -17,6 +17,7 @@ from sluice.app import (
     FieldError,
     NotFound,
     Unprocessable,
+    config,
     json_response,
     ok,
     problem,
@@ -50,7 +51,7 @@ def _check(body: PlaceOrder) -> None:
 
 @app.route("POST", "/v1/orders", doc={
     "operationId": "placeOrder",
-    "summary": "Place an order; it is closed after ORDERS_CLOSE_AFTER_SECONDS unless paid",
+    "summary": "Place an order; it is closed after SLUICE_ORDERS_CLOSE_AFTER_SECONDS unless paid",
     "requestBody": request_body(PlaceOrder),
     "responses": {
         "201": ok(OrderOut, "the order, placed; `closes_at` says when it closes unpaid"),
@@ -62,7 +63,7 @@ async def place_order(request: web.Request) -> web.Response:
     body = await read_json(request, PlaceOrder)
     _check(body)
     order_id, now = uuid7(), utcnow()
-    closes_at = now + close_after()
+    closes_at = now + close_after(config(request))
     async with store(request).transaction() as tx:
         await tx.execute(
             "INSERT INTO orders (id, customer_id, total_cents, status, placed_at, closes_at)"

@@ -33,7 +33,6 @@ from sluice.app import (
 )
 from sluice.app.advanced import (
     CLIENT_LIMITS,
-    CONFIG,
     DUMMY_HASH,
     LOGIN,
     LOGIN_LIMITER,
@@ -47,6 +46,7 @@ from sluice.app.advanced import (
 )
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.accounts.http.schemas import RegisterBody, TokenBody, TokenOut, UserOut
+from sluice.builtin.accounts.settings import AccountsSettings
 from sluice.builtin.accounts.stored import EmailTaken, delete_token, insert_token, insert_user
 
 # What the welcome mail can be written to (RFC 5322 dot-atom, ASCII): a local part of
@@ -157,7 +157,7 @@ async def create_token(request: web.Request) -> web.Response:
         raise Unauthorized("invalid email or password")
     token = secrets.token_urlsafe(32)
     now = utcnow()
-    expires = now + timedelta(seconds=request.app[CONFIG].token_ttl_seconds)
+    expires = now + timedelta(seconds=AccountsSettings.of(request).token_ttl_seconds)
     await insert_token(request.app[STORE], token, found, now, expires)
     return json_response(TokenOut(token=token, expires_at=expires), 201)
 

@@ -20,6 +20,7 @@ from sluice.app import Resources, Store, user_by_id, utcnow
 from sluice.app.advanced import Duplicate, GroupSpec, event_group
 from sluice.builtin.accounts.app import app
 from sluice.builtin.accounts.events import UserRegistered, VerificationRequested
+from sluice.builtin.accounts.keys import AccountsKeys
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.budget import UserBudget
 from sluice.builtin.accounts.mail.idempotency import SendLog
@@ -31,6 +32,7 @@ from sluice.builtin.accounts.mail.sending import (
     welcome_key,
 )
 from sluice.builtin.accounts.mail.transport import make_transport
+from sluice.builtin.accounts.settings import AccountsSettings
 
 log = structlog.get_logger(__name__)
 
@@ -108,21 +110,22 @@ async def on_verification_requested(event: VerificationRequested, deps: MailDeps
 
 def build_deps(resources: Resources) -> MailDeps:
     """Transport from the config (an invalid ``SLUICE_SMTP_URL`` fails here, at start)."""
-    config = resources.config
-    transport = make_transport(config)
-    limiter = RateLimiter(resources.redis, resources.keys.mail_rate(), config.mail_rate)
+    mail = AccountsSettings.of(resources)
+    transport = make_transport(resources.config)
+    keys = AccountsKeys(resources.keys.prefix)
+    limiter = RateLimiter(resources.redis, keys.mail_rate(), mail.mail_rate)
     budget = UserBudget(
-        resources.redis, resources.keys.mail_budget, config.mail_user_hourly,
-        config.mail_user_daily,
+        resources.redis, keys.mail_budget, mail.mail_user_hourly,
+        mail.mail_user_daily,
     )  # fmt: skip
-    mailer = Mailer(SendLog(resources.store), limiter, transport, config.mail_from, budget)
+    mailer = Mailer(SendLog(resources.store), limiter, transport, mail.mail_from, budget)
     log.info(
         "mail: ready", transport=transport.name, target=transport.describe(),
-        rate_per_second=config.mail_rate, user_hourly=config.mail_user_hourly,
-        user_daily=config.mail_user_daily,
+        rate_per_second=mail.mail_rate, user_hourly=mail.mail_user_hourly,
+        user_daily=mail.mail_user_daily,
     )  # fmt: skip
     return MailDeps(
-        mailer=mailer, base_url=config.base_url, store=resources.store,
+        mailer=mailer, base_url=resources.config.base_url, store=resources.store,
         link_key=links.LinkKey(resources.store),
     )  # fmt: skip
 

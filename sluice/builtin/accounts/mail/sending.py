@@ -34,12 +34,12 @@ from email.utils import formatdate, parseaddr
 import structlog
 
 from sluice.app import HandlerError
-from sluice.app.advanced import MAILS, MAILS_WITHHELD
 from sluice.builtin.accounts.mail.budget import Spent, UserBudget
 from sluice.builtin.accounts.mail.idempotency import Outcome, Reservation, SendLog
 from sluice.builtin.accounts.mail.ratelimit import RateLimiter
 from sluice.builtin.accounts.mail.templates import Content, one_line
 from sluice.builtin.accounts.mail.transport import Transport
+from sluice.builtin.accounts.metrics import MAILS, MAILS_WITHHELD
 
 log = structlog.get_logger(__name__)
 

@@ -23,6 +23,7 @@ import aiosmtplib
 
 from sluice.app import Config, HandlerError
 from sluice.builtin.accounts.mail.settings import SmtpSettings, parse_smtp_url
+from sluice.builtin.accounts.settings import AccountsSettings
 
 
 class Transport(Protocol):
@@ -133,6 +134,7 @@ class EmlTransport:
 
 def make_transport(config: Config) -> Transport:
     """SMTP when ``SLUICE_SMTP_URL`` is set, else ``.eml`` files under ``<data dir>/mail``."""
-    if config.smtp_url:
-        return SmtpTransport(parse_smtp_url(config.smtp_url))
+    smtp_url = AccountsSettings.of(config).smtp_url
+    if smtp_url:
+        return SmtpTransport(parse_smtp_url(smtp_url))
     return EmlTransport(config.data_dir / "mail")

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from sluice.app import Store, TaskContext, utcnow
 from sluice.builtin.links.exports import jobs
+from sluice.builtin.links.settings import LinksSettings
 
 PURGE_BATCH = 500
 
@@ -30,6 +31,6 @@ async def purge_finished(store: Store, now: datetime, retention_s: int) -> int:
 
 async def purge_exports(ctx: TaskContext) -> None:
     """The ``purge-exports`` task. Needs no cursor: purged jobs leave its query."""
-    config = ctx.resources.config
-    purged = await purge_finished(ctx.resources.store, utcnow(), config.export_retention)
-    ctx.log.info("export results purged", jobs=purged, retention_s=config.export_retention)
+    retention = LinksSettings.of(ctx).export_retention
+    purged = await purge_finished(ctx.resources.store, utcnow(), retention)
+    ctx.log.info("export results purged", jobs=purged, retention_s=retention)

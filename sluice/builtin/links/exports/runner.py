@@ -45,6 +45,8 @@ from sluice.app.advanced import (
 )
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.jobs import EXPORT, Job
+from sluice.builtin.links.keys import LinksKeys
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import get_link
 
 log = structlog.get_logger(__name__)
@@ -72,12 +74,14 @@ class ExportDeps:
         config = resources.config
         return cls(
             store=resources.store, redis=resources.redis, keys=resources.keys,
-            batch=config.export_batch,
+            batch=LinksSettings.of(config).export_batch,
             lock_ttl_ms=config.claim_idle_ms, max_attempts=config.max_deliveries,
         )  # fmt: skip
 
     def lock(self, job_id: str) -> RedisLock:
-        return RedisLock(self.redis, self.keys.export_lock(job_id), self.lock_ttl_ms)
+        return RedisLock(
+            self.redis, LinksKeys(self.keys.prefix).export_lock(job_id), self.lock_ttl_ms
+        )
 
     def watch(self, job_id: str) -> CancelWatch:
         async def recorded() -> bool:

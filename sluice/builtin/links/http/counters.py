@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from sluice.app.advanced import (
+from sluice.app.advanced import PUBLISHERS
+from sluice.builtin.links.http.keys import LINK_CACHE, VISITS
+from sluice.builtin.links.metrics import (
     LINK_CACHE_LOOKUPS,
-    PUBLISHERS,
     VISITS_BUFFERED,
     VISITS_DROPPED,
     VISITS_RECORDED,
 )
-from sluice.builtin.links.http.keys import LINK_CACHE, VISITS
 
 
 class _Published:

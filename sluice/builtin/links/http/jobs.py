@@ -53,6 +53,7 @@ from sluice.builtin.links.exports import chunks, jobs
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.http.schemas import CODE, NO_LINK, ExportStarted, JobOut
 from sluice.builtin.links.imports.jobs import IMPORT
+from sluice.builtin.links.settings import LinksSettings
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +86,7 @@ async def request_export(request: web.Request) -> web.Response:
     429 while the caller has ``SLUICE_EXPORTS_PER_USER`` others queued or running."""
     user = await require_user(request)
     code = request.match_info["code"]
-    per_user = request.app[CONFIG].exports_per_user
+    per_user = LinksSettings.of(request).exports_per_user
     try:
         job, _ = await jobs.request_export(
             request.app[STORE], user.id, code, request[TRACE_ID], per_user=per_user

@@ -36,6 +36,7 @@ from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import Parsed, UnreadableFile, parse
 from sluice.builtin.links.imports.jobs import IMPORT
 from sluice.builtin.links.imports.runner import stored_fields
+from sluice.builtin.links.settings import LinksSettings
 
 CSV = "text/csv"
 
@@ -54,7 +55,7 @@ async def admit_upload(request: web.Request) -> None:
     _check_type(request)
     active = await active_jobs(request.app[STORE], IMPORT, user.id)
     try:
-        check_active(IMPORT, active, request.app[CONFIG].imports_per_user)
+        check_active(IMPORT, active, LinksSettings.of(request).imports_per_user)
     except TooManyJobs as exc:
         raise too_many_jobs(exc) from None
 
@@ -74,7 +75,7 @@ async def request_import(request: web.Request) -> web.Response:
     try:
         job, _ = await jobs.request_import(
             request.app[STORE], user.id, data, parsed.format.name, len(parsed.drafts),
-            request[TRACE_ID], per_user=request.app[CONFIG].imports_per_user,
+            request[TRACE_ID], per_user=LinksSettings.of(request).imports_per_user,
         )  # fmt: skip
     except TooManyJobs as exc:
         raise too_many_jobs(exc) from None
@@ -86,7 +87,7 @@ async def request_import(request: web.Request) -> web.Response:
 
 ROUTES = (
     Route("POST", "/v1/links/imports", request_import, large_body=LargeBody(
-        lambda config: config.import_max_bytes, admit_upload
+        lambda config: LinksSettings.of(config).import_max_bytes, admit_upload
     ), doc={
         "operationId": "importLinks",
         "summary": "Import links from a CSV file, in the background",

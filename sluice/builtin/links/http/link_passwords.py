@@ -88,6 +88,7 @@ from sluice.builtin.links.http.redirects import (
     destination,
     record_visit,
 )
+from sluice.builtin.links.keys import LinksKeys
 from sluice.builtin.links.rules import PASSWORD_MAX
 from sluice.builtin.links.stored import get_link
 
@@ -103,7 +104,8 @@ class LinkPasswordLimiter(LoginLimiter):
 
     def _keys(self, email: str) -> list[str]:
         digest = hashlib.sha256(email.encode()).hexdigest()[:32]
-        return [self.keys.link_password_failures(digest), self.keys.link_password_attempts(digest)]
+        keys = LinksKeys(self.keys.prefix)
+        return [keys.link_password_failures(digest), keys.link_password_attempts(digest)]
 
 
 LINK_PASSWORD_LIMITER = web.AppKey("link_password_limiter", LinkPasswordLimiter)

@@ -41,6 +41,7 @@ from sluice.builtin.links.http.schemas import CODE, NO_LINK, LinkBody, LinkOut, 
 from sluice.builtin.links.limits import LimitUnknown
 from sluice.builtin.links.pool import PoolRefiller
 from sluice.builtin.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import Link, get_link
 from sluice.builtin.links.targeting import InvalidRules, check_rules
 
@@ -56,7 +57,7 @@ POOL_REFILLER = web.AppKey("pool_refiller", PoolRefiller)
 async def code_pool(app: web.Application) -> AsyncIterator[None]:
     """Own the low-mark refill task. Nothing is refilled at startup: the first link that
     finds the pool low starts a refill in the background."""
-    refiller = PoolRefiller(app[STORE], app[CONFIG].code_pool_target)
+    refiller = PoolRefiller(app[STORE], LinksSettings.of(app).code_pool_target)
     app[POOL_REFILLER] = refiller
     try:
         yield
@@ -165,7 +166,9 @@ async def create_link(request: web.Request) -> web.Response:
     )  # fmt: skip
     try:
         async with request.app[STORE].transaction() as tx:
-            room = await repository.room_for_links(tx, user.id, request.app[CONFIG].links_per_user)
+            room = await repository.room_for_links(
+                tx, user.id, LinksSettings.of(request).links_per_user
+            )
             if room.full:
                 raise Forbidden(room.refusal())
             link, pool_empty = await repository.create_link(tx, draft, alias=alias)

@@ -20,11 +20,12 @@ from sluice.app import (
     require_admin,
     utcnow,
 )
-from sluice.app.advanced import CONFIG, STORE
+from sluice.app.advanced import STORE
 from sluice.builtin.links.http.keys import ORPHANS
 from sluice.builtin.links.http.link_stats import RANGE, RANGE_422, stats_range
 from sluice.builtin.links.orphan_report import TOP_CODES, read_orphans
 from sluice.builtin.links.orphans import OrphanTally
+from sluice.builtin.links.settings import LinksSettings
 
 
 class OrphanDay(msgspec.Struct, kw_only=True):
@@ -68,12 +69,12 @@ async def orphan_visits(request: web.Request) -> web.Response:
 
 async def count_orphans(app: web.Application) -> AsyncIterator[None]:
     """The orphan visit counter and its writer; on shutdown it writes what is counted."""
-    config = app[CONFIG]
+    settings = LinksSettings.of(app)
     tally = OrphanTally(
         app[STORE],
-        codes_per_day=config.orphan_codes_per_day,
-        retention_days=config.orphan_retention_days,
-        interval=config.orphan_flush_ms / 1000,
+        codes_per_day=settings.orphan_codes_per_day,
+        retention_days=settings.orphan_retention_days,
+        interval=settings.orphan_flush_ms / 1000,
     )
     app[ORPHANS] = tally
     tally.start()

@@ -59,7 +59,9 @@ from sluice.builtin.links.http.keys import (
     VISIT_LIMITER,
     VISITS,
 )
+from sluice.builtin.links.keys import LinksKeys
 from sluice.builtin.links.limits import LimitUnknown, VisitLimiter
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import get_link
 from sluice.builtin.links.targeting import Facts, choose
 from sluice.builtin.links.visits import VisitRecorder, referrer_host
@@ -196,7 +198,7 @@ async def follow_links(app: web.Application) -> AsyncIterator[None]:
     app[LINK_CACHE] = cache
     app[TRUSTED_PROXIES] = trusted_networks(app[CONFIG].trusted_proxies)
     app[VISIT_LIMITER] = VisitLimiter(app[REDIS], app[KEYS], store)
-    channel = app[KEYS].links_changed_channel()
+    channel = LinksKeys(app[KEYS].prefix).links_changed_channel()
     origin = secrets.token_hex(8)  # this process, in its hints
     app[LINK_HINTS] = hints = ChangeHints(app[REDIS], channel, origin)
     # Connections of their own: a blocking XREAD or a subscription must not hold one
@@ -229,12 +231,12 @@ def link_changed(app: web.Application, code: str) -> None:
 async def record_visits(app: web.Application) -> AsyncIterator[None]:
     """The group-commit visit writer; on shutdown it commits what is still buffered."""
     await asyncio.to_thread(warm_up)
-    config = app[CONFIG]
+    settings = LinksSettings.of(app)
     recorder = VisitRecorder(
         app[STORE],
-        interval=config.visit_flush_ms / 1000,
-        batch=config.visit_batch,
-        max_buffer=config.visit_buffer,
+        interval=settings.visit_flush_ms / 1000,
+        batch=settings.visit_batch,
+        max_buffer=settings.visit_buffer,
     )
     app[VISITS] = recorder
     recorder.start()

@@ -12,6 +12,7 @@ from sluice.builtin.links.rule_shapes import Rule
 
 # An instant in a body, checked by the view (422 with the reason), not decoded (400).
 Rfc3339 = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
+
 # The code of one of the caller's links, in the paths of links, link_stats and jobs (exports).
 CODE = {"name": "code", "in": "path", "required": True, "schema": {"type": "string"}}
 NO_LINK = problem("no such link, or another user's (the same answer for both)")

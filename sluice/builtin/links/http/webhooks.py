@@ -32,6 +32,7 @@ from sluice.app import (
 )
 from sluice.app.advanced import CONFIG, STORE
 from sluice.builtin.links.rules import Invalid, short_origin
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.webhooks import repository
 from sluice.builtin.links.webhooks.payloads import TYPES
 from sluice.builtin.links.webhooks.repository import ATTEMPTS_SHOWN, DeliveryRow, Webhook
@@ -109,7 +110,7 @@ def _validated(request: web.Request, body: WebhookBody) -> tuple[str, tuple[str,
     url = ""
     try:
         url = check_target(body.url or "", short_origin(config.base_url),
-                           bool(config.webhook_allow_private))  # fmt: skip
+                           bool(LinksSettings.of(config).webhook_allow_private))  # fmt: skip
     except Invalid as exc:
         errors.append(FieldError("url", str(exc)))
     events = _events(body.events, errors)
@@ -132,7 +133,7 @@ async def create_webhook(request: web.Request) -> web.Response:
     user = await require_user(request)
     body = await read_json(request, WebhookBody)
     url, events, secret = _validated(request, body)
-    limit = request.app[CONFIG].webhooks_per_user
+    limit = LinksSettings.of(request).webhooks_per_user
     hook = Webhook(id=uuid7(), owner_id=user.id, url=url, events=events, secret=secret,
                    created_at=db_time(utcnow()))  # fmt: skip
     async with request.app[STORE].transaction() as tx:

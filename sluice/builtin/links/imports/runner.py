@@ -32,8 +32,10 @@ from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import Draft, Parsed, UnreadableFile, parse
 from sluice.builtin.links.imports.jobs import IMPORT, Counts
 from sluice.builtin.links.imports.rows import RowContext, RowOutcome, apply
+from sluice.builtin.links.keys import LinksKeys
 from sluice.builtin.links.repository import room_for_links
 from sluice.builtin.links.rules import short_origin
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import Link
 
 log = structlog.get_logger(__name__)
@@ -68,7 +70,7 @@ class ImportDeps:
         return cls(
             store=resources.store, redis=resources.redis, keys=resources.keys,
             base_url=config.base_url, max_attempts=config.max_deliveries,
-            links_per_user=config.links_per_user,
+            links_per_user=LinksSettings.of(config).links_per_user,
             routes=resources.reserved_words,
         )  # fmt: skip
 
@@ -199,5 +201,5 @@ async def _hint(codes: list[str], deps: ImportDeps) -> None:
     unknown); best effort: the links stream brings every ``LinkCreated`` anyway."""
     if codes:
         with contextlib.suppress(*REDIS_DOWN):
-            channel = deps.keys.links_changed_channel()
+            channel = LinksKeys(deps.keys.prefix).links_changed_channel()
             await deps.redis.publish(channel, " ".join([_ORIGIN, *codes]))

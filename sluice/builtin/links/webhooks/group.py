@@ -42,6 +42,7 @@ import structlog
 from sluice.app import Event, Resources, SluiceError, Store, utcnow, uuid7
 from sluice.app.advanced import Delivery, GroupSpec
 from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
+from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.webhooks import repository
 from sluice.builtin.links.webhooks.payloads import EVENT_TYPES, compose
 from sluice.builtin.links.webhooks.repository import StoredMessage, Webhook
@@ -216,11 +217,10 @@ def _purge_now_and_then(deps: WebhookDeps) -> None:
 
 
 def build_deps(resources: Resources) -> WebhookDeps:
-    config = resources.config
-    sender = Sender(resources.store, config.webhook_timeout_seconds,
-                    bool(config.webhook_allow_private))  # fmt: skip
+    config, own = resources.config, LinksSettings.of(resources)
+    sender = Sender(resources.store, own.webhook_timeout_seconds, bool(own.webhook_allow_private))
     return WebhookDeps(
-        store=resources.store, sender=sender, wait_s=config.webhook_batch_wait_ms / 1000,
+        store=resources.store, sender=sender, wait_s=own.webhook_batch_wait_ms / 1000,
         retention_s=config.delivery_retention,
     )  # fmt: skip
 

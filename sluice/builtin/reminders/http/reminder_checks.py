@@ -15,6 +15,7 @@ import msgspec
 from sluice.app import Config, FieldError
 from sluice.app.advanced import CronError, CronSchedule, min_interval, parse_cron, zone
 from sluice.builtin.reminders.http.schemas import REMINDER_CRON_MAX, REMINDER_TEXT_MAX, ReminderOut
+from sluice.builtin.reminders.settings import RemindersSettings
 from sluice.builtin.reminders.stored import Reminder
 
 # A one-shot is a delayed job, not a calendar: a year bounds how long a pending row
@@ -66,7 +67,7 @@ def check_cron(
     except (CronError, ValueError) as exc:
         errors.append(FieldError("cron", str(exc)))
         return None
-    least = config.reminder_min_interval
+    least = RemindersSettings.of(config).reminder_min_interval
     if gap < least:
         errors.append(FieldError(
             "cron", f"occurrences come as close as {gap:g} seconds apart; reminders must be at "

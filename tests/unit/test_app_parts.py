@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import sluice
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 
 SLUICE = Path(sluice.__file__).parent
 # The modules that held the apps' parts before they declared them.

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.app.testing import child_env, free_port, wait_answering
 from sluice.config import Config, load_config
 

@@ -13,7 +13,7 @@ import pytest
 
 import sluice.app
 import sluice.app.testing
-from sluice.app.loading import default_apps
+from sluice.app.assembly import default_apps
 from sluice.config import AppValues, Config
 from sluice.events import Event
 from sluice.metrics import Described

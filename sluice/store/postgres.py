@@ -6,15 +6,15 @@ commit ``seq`` 8 while 7 is still open, and a relay reading ``seq > 6`` would
 move past 7 for good. sluice closes that gap the way the ``eventsourcing``
 library and Commanded's EventStore do: ``tx.append`` only buffers events, and
 just before COMMIT the transaction takes one transaction-scoped advisory lock
-(``HISTORY_LOCK``), inserts its events and commits. PostgreSQL releases the
-lock only after the commit is visible to new snapshots, so the next appender
+(``HISTORY_LOCK``), inserts its events (a binary ``COPY``) and commits. PostgreSQL
+releases the lock only after the commit is visible to new snapshots, so the next appender
 takes its numbers after this one's rows are visible: commit order is ``seq``
 order, the committed history is a prefix of the numbers handed out (rolled-back
 numbers aside), and a relay reading ``seq > position`` never skips a row that
 commits later. Each aggregate's events are therefore published in commit order.
 
 The cost: transactions that append events commit one at a time across the
-whole deployment, each holding the lock for its events' INSERT and its COMMIT
+whole deployment, each holding the lock for its events' COPY and its COMMIT
 (the WAL flush). Group commit amortises it (the visit writer appends hundreds
 of visits under one lock); transactions that append nothing never take it.
 The relay is woken after the commit (Redis pub/sub), never by a NOTIFY inside
@@ -51,16 +51,10 @@ HISTORY_LOCK = 0x736C75696365_01
 MIGRATIONS_LOCK = 0x736C75696365_02
 
 _EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
-# The history lock and the INSERT in one statement (one round trip under the lock):
-# every row comes out of the join with the materialised lock query, so no nextval()
-# for seq runs before the lock is held, whatever plan the join gets.
-APPEND_ROWS = 250  # events per INSERT of an append (flush_events)
-_APPEND = (
-    "WITH history AS MATERIALIZED (SELECT pg_advisory_xact_lock($7))"
-    " INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
-    " SELECT e.* FROM history, unnest($1::text[], $2::text[], $3::text[], $4::bytea[],"
-    " $5::text[], $6::text[]) AS e"
-)
+# What an append writes of each event, in this order (seq comes from its identity).
+_APPENDED = ("event_id", "type", "aggregate", "payload", "trace_id", "created_at")
+_LOCK_HISTORY = "SELECT pg_advisory_xact_lock($1)"
+APPEND_ROWS = 500  # events per COPY of an append (flush_events)
 _SET_POSITION = (
     "INSERT INTO positions (name, seq) VALUES ($1, $2)"
     " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq"
@@ -151,7 +145,7 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
         """Hold back every other append until this transaction ends: the history's head,
         read after this, stays the head until then."""
         if not self._history_locked:
-            await self._conn.execute("SELECT pg_advisory_xact_lock($1)", HISTORY_LOCK)
+            await self._conn.execute(_LOCK_HISTORY, HISTORY_LOCK)
             self._history_locked = True
 
     async def serialize(self, name: str) -> None:
@@ -166,33 +160,31 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
     async def flush_events(self) -> collections.Counter[str]:
         """Insert the buffered events, last thing before COMMIT; their counts per type.
 
-        The rows are built first: the lock is held only for the one INSERT that takes
-        it and for the COMMIT after it.
+        One binary ``COPY`` per ``APPEND_ROWS`` events, after the history lock: no seq
+        is drawn before the lock is held. ``COPY``, not an ``INSERT ... SELECT FROM
+        unnest(...)`` of one array per column: asyncpg checks every element of an array
+        against two ``collections.abc`` classes in Python, and an appending process
+        spent 52k instructions per event so, against 29k (bench/README.md, peers.py).
+        Each chunk's rows are built just before its ``COPY`` (the first chunk's before
+        the lock): a visit writer's commit of a thousand visits holds the event loop one
+        chunk at a time (redirect.py).
         """
         events = self._events
         if not events:
             return collections.Counter()
         kinds = [type_name(e) for e in events]
         created_at = utcnow().isoformat()
-        # One statement per APPEND_ROWS events: building and encoding a statement's
-        # arrays runs on the event loop (2.5 µs an event), and a visit writer's commit
-        # of a thousand visits held the loop 2-4 ms in one piece, the API's slowest
-        # redirects (bench/README.md, redirect.py). The first statement takes the lock.
         for start in range(0, len(events), APPEND_ROWS):
-            chunk = events[start : start + APPEND_ROWS]
-            # Column by column: a comprehension per column costs a quarter of a loop
-            # appending each event's six values (the producer's share of an append).
-            await self._conn.execute(
-                _APPEND,
-                [e.event_id for e in chunk],
-                kinds[start : start + APPEND_ROWS],
-                [e.aggregate for e in chunk],
-                [encode(e) for e in chunk],
-                [e.trace_id for e in chunk],
-                [created_at] * len(chunk),
-                HISTORY_LOCK,
-            )
-            self._history_locked = True
+            rows = [
+                (e.event_id, kind, e.aggregate, encode(e), e.trace_id, created_at)
+                for e, kind in zip(
+                    events[start : start + APPEND_ROWS],
+                    kinds[start : start + APPEND_ROWS],
+                    strict=True,
+                )
+            ]
+            await self.lock_history()
+            await self._conn.copy_records_to_table("events", records=rows, columns=_APPENDED)
         return collections.Counter(kinds)
 
 

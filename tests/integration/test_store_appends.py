@@ -1,5 +1,5 @@
 """``Tx.append`` on both stores: a transaction's events, more than one statement holds
-(PostgreSQL writes 250 a statement, SQLite 500), all stored in the order they were
+(PostgreSQL writes 500 a COPY, SQLite 500 a statement), all stored in the order they were
 appended, each with its own trace id, or none of them when the transaction fails."""
 
 from __future__ import annotations

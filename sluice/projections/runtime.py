@@ -3,14 +3,14 @@ in one transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from sluice.events import Event, type_name
 from sluice.projections.base import Projection
 from sluice.resources import Resources
 from sluice.store import Tx
 from sluice.streams.deliveries import BATCH, record_in
-from sluice.streams.messages import Delivery, Duplicate, Message, Recorded
+from sluice.streams.messages import Delivery, Duplicate, EntryKey, Message, Outcomes, Recorded
 from sluice.streams.spec import GroupSpec
 
 
@@ -78,22 +78,20 @@ def _split(relevant: Sequence[Delivery], fresh: set[str]) -> tuple[list[Message]
 
 def _outcomes(
     applied: Sequence[Message], duplicates: Sequence[Message], recorded: bool
-) -> Mapping[tuple[str, str], BaseException]:
+) -> Outcomes:
     """The outcomes the consumer acks: ``Recorded`` when the attempts went in with the
     effect, else ``Duplicate`` for copies (recorded by the consumer)."""
     if not recorded:
         return dict.fromkeys([m.key for m in duplicates], Duplicate("applied before"))
     # One outcome object per kind, shared: outcomes are read, never raised.
-    found: dict[tuple[str, str], BaseException] = dict.fromkeys(
-        [m.key for m in applied], Recorded()
-    )
+    found: dict[EntryKey, BaseException] = dict.fromkeys([m.key for m in applied], Recorded())
     if duplicates:
         found.update(dict.fromkeys([m.key for m in duplicates], Recorded(duplicate=True)))
     return found
 
 
 def projection_group(projection: Projection, resources: Resources) -> GroupSpec:
-    async def handle(deliveries: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
+    async def handle(deliveries: Sequence[Delivery]) -> Outcomes:
         relevant = [d for d in deliveries if type_name(d.event) in projection.event_types]
         if not relevant:
             return {}

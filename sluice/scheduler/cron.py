@@ -39,7 +39,6 @@ NOT_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 # 400 Gregorian years: after them every date repeats on the same weekday.
 GREGORIAN_CYCLE = timedelta(days=146_097)
 SECOND = timedelta(seconds=1)
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class CronError(ValueError):
@@ -164,42 +163,6 @@ def min_interval(schedule: Schedule, after: datetime, samples: int = 500) -> flo
             runs.append(moment)
             moment = schedule.next_after(moment)
     return min(((b - a).total_seconds() for a, b in pairwise(runs)), default=math.inf)
-
-
-@dataclass(frozen=True, slots=True)
-class IntervalSchedule:
-    """Every ``seconds``, in slots anchored at the Unix epoch (the same on every replica)."""
-
-    seconds: float
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.seconds) and self.seconds >= 1e-6):
-            raise CronError(f"an interval must be a positive number of seconds, not {self.seconds}")
-
-    def next_after(self, moment: datetime) -> datetime:
-        # Whole microseconds keep the slot arithmetic exact.
-        step = round(self.seconds * 1_000_000)
-        elapsed = (_as_utc(moment) - EPOCH) // timedelta(microseconds=1)
-        return EPOCH + timedelta(microseconds=(elapsed // step + 1) * step)
-
-    def describe(self) -> str:
-        return f"every {self.seconds:g} s"
-
-
-@dataclass(frozen=True, slots=True)
-class OneShot:
-    """A single occurrence at ``at`` (aware; kept in UTC)."""
-
-    at: datetime
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "at", _as_utc(self.at))
-
-    def next_after(self, moment: datetime) -> datetime | None:
-        return self.at if self.at > _as_utc(moment) else None
-
-    def describe(self) -> str:
-        return f"once at {self.at.isoformat().replace('+00:00', 'Z')}"
 
 
 def _as_utc(moment: datetime) -> datetime:

@@ -13,8 +13,23 @@ from typing import Literal
 
 import msgspec
 
+from sluice.streams.messages import Cancelled, Duplicate, Recorded
+
 Outcome = Literal["handled", "duplicate", "failed", "dead_lettered", "cancelled"]
-OUTCOMES: tuple[Outcome, ...] = ("handled", "duplicate", "failed", "dead_lettered", "cancelled")
+
+
+def outcome_of(error: BaseException | None, given_up: bool = False) -> Outcome:
+    """The outcome an attempt is recorded (and logged) with, from the error the handler
+    named for its entry (none: handled); ``given_up``: a failure sent to the dead letters."""
+    if error is None:
+        return "handled"
+    if isinstance(error, Recorded):
+        return "duplicate" if error.duplicate else "handled"
+    if isinstance(error, Duplicate):
+        return "duplicate"
+    if isinstance(error, Cancelled):
+        return "cancelled"
+    return "dead_lettered" if given_up else "failed"
 
 
 # Batch ids are chosen by the process: milliseconds since 2024 (time order, for the

@@ -24,15 +24,15 @@ backoff until the service answers, so an outage neither spends their
 deliveries nor sends them to the dead letters. Stopping meanwhile leaves them
 pending for the next start.
 
-This module holds ``Consumer`` itself: its groups, its loops and its reads. What
-happens to a batch once read lives in mixins of ``Consumer`` (methods of the consumer
-itself, so no extra call per entry):
+This module holds ``Consumer`` itself: its groups, its loops, its reads and what
+it does with a batch read. The consumer holds a helper for each part of a batch's
+handling (a call per batch, not per entry):
 
 - ``sluice.streams.handling``: running the handler over a batch, its deadline, and
   holding entries through an outage (``HeldBack``, ``HandlerTimeout``);
 - ``sluice.streams.outcomes``: settling the outcomes: recording the attempts, acking
   the entries done, retrying or dead-lettering the rest;
-- ``sluice.streams.claims``: keeping a long batch's entries claimed, and reclaiming the
+- ``sluice.streams.claims``: keeping a long batch's entries claimed, and claiming the
   entries of dead consumers.
 """
 
@@ -48,15 +48,24 @@ import redis.asyncio as aioredis
 import redis.exceptions
 import structlog
 
-from sluice.streams.claims import Claiming
-from sluice.streams.deliveries import DeliveryLog
+from sluice.streams.attempts import Batch
+from sluice.streams.claims import Claims
+from sluice.streams.deliveries import BATCH, DeliveryLog
 from sluice.streams.failures import Failures
 from sluice.streams.group_setup import ensure_group
-from sluice.streams.handling import Handling, HeldBack
+from sluice.streams.handling import Handling, HeldBack, log_batch, log_events
 from sluice.streams.keys import Keys
-from sluice.streams.messages import Message, fields_from_redis
+from sluice.streams.messages import (
+    Delivery,
+    EntryKey,
+    Message,
+    NoOutcome,
+    PoisonMessage,
+    RawEntry,
+    fields_from_redis,
+)
 from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.outcomes import Settling
+from sluice.streams.outcomes import Settler
 from sluice.streams.pause import READ_BLOCK_MS, PauseWatch
 from sluice.streams.recovery import RecoveryGate
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
@@ -64,10 +73,8 @@ from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)
 
-RawEntry = tuple[bytes, dict[bytes, bytes] | None]
 
-
-class Consumer(Handling, Settling, Claiming):
+class Consumer:
     def __init__(
         self,
         spec: GroupSpec,
@@ -105,7 +112,10 @@ class Consumer(Handling, Settling, Claiming):
         self.failures = Failures(redis, keys, spec.name, partition)
         self.gate = gate or RecoveryGate()
         self.counters = Counters()
-        self._cursors = dict.fromkeys(self.streams, "0-0")
+        self.claims = Claims(redis, self.group, name, self.settings, self.streams)
+        self.handling = Handling(spec, self.settings, self.claims.keep)
+        self.settler = Settler(spec, redis, keys, name, partition, self.settings, deliveries,
+                               self.failures, self.counters)  # fmt: skip
         self._drained = False
         self._pending_after = dict.fromkeys(self.streams, "0")
         self._stop = stop or asyncio.Event()
@@ -126,7 +136,7 @@ class Consumer(Handling, Settling, Claiming):
         """Consume until ``stop`` is set; the batch in hand is finished, then acked."""
         self._stop = stop
         background = [
-            asyncio.create_task(self._every(stop, self._claim_interval(), self.reclaim)),
+            asyncio.create_task(self._every(stop, self.claims.interval(), self.reclaim)),
             asyncio.create_task(self._every(stop, self._move_interval(), self.failures.move_due)),
         ]
         try:
@@ -270,6 +280,72 @@ class Consumer(Handling, Settling, Claiming):
         fields = fields_from_redis(raw)
         before = int(fields.get("deliveries", "0") or 0)
         return Message(stream, entry_id, fields, before + times_delivered)
+
+    # A batch read.
+
+    async def process(self, messages: Sequence[Message]) -> None:
+        """Handle a batch and settle its outcomes: a poison entry, or one delivered past
+        ``max_deliveries`` without an outcome, fails without reaching the handler."""
+        deliveries: list[Delivery] = []
+        failed: dict[EntryKey, BaseException] = {}
+        started, duration_ms = time.time(), 0.0
+        for message in messages:
+            if message.deliveries > self.settings.max_deliveries:
+                failed[message.key] = NoOutcome(
+                    f"delivered {message.deliveries} times without an outcome"
+                )
+                continue
+            try:
+                deliveries.append(Delivery(message, message.decode()))
+            except PoisonMessage as exc:
+                failed[message.key] = exc
+        if deliveries:
+            batch = Batch(self.group, self.name, started) if self.deliveries is not None else None
+            token = BATCH.set(batch)
+            try:
+                failed.update(await self.handling.run(deliveries, self._stop))
+            finally:
+                BATCH.reset(token)
+            duration_ms = (time.time() - started) * 1000
+        await self.settler.settle(messages, failed, started, duration_ms)
+        log_batch(self.group, messages, failed, duration_ms)
+        log_events(self.group, deliveries, failed, duration_ms)
+
+    # Reclaiming from dead consumers.
+
+    async def reclaim(self) -> int:
+        """Claim entries idle past ``claim_idle_ms`` from any consumer, and handle them.
+
+        Their consumer died or hung holding them, perhaps because of one of them, so
+        each is claimed (charged a delivery) and handled alone. Nothing is claimed
+        before our own pending list is drained: its entries are handled alone too, and
+        not claimed a second time while they wait their turn.
+        """
+        if not self._drained or self._paused():  # a paused group's entries wait
+            return 0
+        total = 0
+        for stream in self.streams:
+            if await self.claims.any_idle(stream):  # else the process's gate is not taken
+                async with self.gate.recovery():
+                    total += await self._reclaim_alone(stream)
+        return total
+
+    async def _reclaim_alone(self, stream: str) -> int:
+        """Up to ``batch`` entries, one per ``XAUTOCLAIM``, each handled alone."""
+        claimed = 0
+        for _ in range(self.settings.batch):
+            entries, scanned_all = await self.claims.claim_one(stream)
+            batch = await self._redelivered(stream, entries) if entries else []
+            for message in batch:  # logged first: if it kills us, the log names it
+                log.info("consumer: reclaimed entry", group=self.group, stream=stream,
+                         entry_id=message.entry_id, deliveries=message.deliveries)  # fmt: skip
+            if batch:
+                self.counters.claimed += len(batch)
+                claimed += len(batch)
+                await self.process(batch)
+            if scanned_all:
+                break
+        return claimed
 
     # Background jobs.
 

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from sluice.events import TRACE, Event
-from sluice.streams.messages import Delivery
+from sluice.streams.messages import Delivery, EntryKey, Outcomes
 from sluice.streams.spec import DeadLetterHook, GroupSpec
 
 EventHandler = Callable[[Any, Any], Awaitable[None]]
@@ -37,7 +37,7 @@ def event_group(
 ) -> GroupSpec:
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(delivery: Delivery, failures: dict[tuple[str, str], BaseException]) -> None:
+    async def one(delivery: Delivery, failures: dict[EntryKey, BaseException]) -> None:
         handler = handlers.get(type(delivery.event))
         if handler is None:
             return
@@ -53,8 +53,8 @@ def event_group(
                 except Exception as exc:  # the runtime decides: retry or dead letter
                     failures[message.key] = exc
 
-    async def handle(deliveries: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
-        failures: dict[tuple[str, str], BaseException] = {}
+    async def handle(deliveries: Sequence[Delivery]) -> Outcomes:
+        failures: dict[EntryKey, BaseException] = {}
         await asyncio.gather(*(one(d, failures) for d in deliveries))
         return failures
 

@@ -1,11 +1,10 @@
-"""Running a group's handler over a batch: a mixin of ``sluice.streams.consumer.Consumer``.
+"""Running a group's handler over a batch, a helper the consumer
+(``sluice.streams.consumer``) holds, and the lines it logs of a batch.
 
-The entries are decoded (a poison entry, or one delivered past ``max_deliveries``
-without an outcome, fails without reaching the handler), handled under the group's
-deadline (past it: ``HandlerTimeout``), and their outcomes settled
-(``sluice.streams.outcomes``). Entries that failed because the database or another
-service is down are held and run again with backoff until it answers; stopping
-meanwhile raises ``HeldBack`` and leaves them pending.
+The decoded entries are handled under the group's deadline (past it:
+``HandlerTimeout``) while their claims are kept. Entries that failed because the
+database or another service is down are held and run again with backoff until it
+answers; stopping meanwhile raises ``HeldBack`` and leaves them pending.
 """
 
 from __future__ import annotations
@@ -13,28 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import structlog
 
 from sluice.errors import ServiceUnavailable
 from sluice.metrics import HANDLER_SECONDS, HANDLER_TIMEOUTS
 from sluice.store.errors import database_unavailable
-from sluice.streams.attempts import Batch
-from sluice.streams.deliveries import BATCH, DeliveryLog
-from sluice.streams.messages import (
-    SETTLED,
-    Cancelled,
-    Delivery,
-    Duplicate,
-    Message,
-    NoOutcome,
-    PoisonMessage,
-    Recorded,
-)
+from sluice.streams.attempts import outcome_of
+from sluice.streams.messages import SETTLED, Delivery, EntryKey, Message, Outcomes
 from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.outcomes import Outcomes
 from sluice.streams.spec import GroupSpec, RuntimeSettings
 from sluice.streams.waiting import cancel_and_wait, wait_or_stop
 
@@ -59,63 +47,36 @@ def _outage(error: BaseException) -> bool:
 
 
 class Handling:
-    """``Consumer.process``: handle a batch and settle its outcomes."""
+    """``run``: a batch's outcomes from the group's handler, held through outages."""
 
-    spec: GroupSpec
-    group: str
-    name: str
-    settings: RuntimeSettings
-    deliveries: DeliveryLog | None
-    _stop: asyncio.Event
+    def __init__(
+        self,
+        spec: GroupSpec,
+        settings: RuntimeSettings,
+        keep_claimed: Callable[[Sequence[Message]], Coroutine[Any, Any, None]],
+    ) -> None:
+        self.spec = spec
+        self.group = spec.name
+        self.settings = settings
+        self._keep_claimed = keep_claimed
 
-    if TYPE_CHECKING:  # the consumer's other parts (sluice.streams.outcomes, .claims)
-
-        async def _settle(
-            self, messages: Sequence[Message], failed: Outcomes, started: float, duration_ms: float
-        ) -> None: ...
-
-        async def _keep_claimed(self, messages: Sequence[Message]) -> None: ...
-
-    async def process(self, messages: Sequence[Message]) -> None:
-        deliveries: list[Delivery] = []
-        failed: dict[tuple[str, str], BaseException] = {}
-        started, duration_ms = time.time(), 0.0
-        for message in messages:
-            if message.deliveries > self.settings.max_deliveries:
-                failed[message.key] = NoOutcome(
-                    f"delivered {message.deliveries} times without an outcome"
-                )
-                continue
-            try:
-                deliveries.append(Delivery(message, message.decode()))
-            except PoisonMessage as exc:
-                failed[message.key] = exc
-        if deliveries:
-            batch = Batch(self.group, self.name, started) if self.deliveries is not None else None
-            token = BATCH.set(batch)
-            try:
-                failed.update(await self._handle(deliveries))
-            finally:
-                BATCH.reset(token)
-            duration_ms = (time.time() - started) * 1000
-        await self._settle(messages, failed, started, duration_ms)
-        self._log_batch(messages, failed, duration_ms)
-        self._log_events(deliveries, failed, duration_ms)
-
-    async def _handle(self, deliveries: Sequence[Delivery]) -> Outcomes:
+    async def run(self, deliveries: Sequence[Delivery], stop: asyncio.Event) -> Outcomes:
+        """``stop``: what ends the holding of entries through an outage (``HeldBack``)."""
         keeper = asyncio.create_task(self._keep_claimed([d.message for d in deliveries]))
         started = time.perf_counter()
         try:
-            return await self._handle_through_outages(deliveries)
+            return await self._through_outages(deliveries, stop)
         finally:
             await cancel_and_wait(keeper)
             HANDLER_SECONDS.labels(self.group).observe(time.perf_counter() - started)
 
-    async def _handle_through_outages(self, deliveries: Sequence[Delivery]) -> Outcomes:
+    async def _through_outages(
+        self, deliveries: Sequence[Delivery], stop: asyncio.Event
+    ) -> Outcomes:
         """The handler's outcomes; entries that failed because the database or another
         service is down are run again, with backoff, until it answers (see the module
         docstring)."""
-        outcomes: dict[tuple[str, str], BaseException] = {}
+        outcomes: dict[EntryKey, BaseException] = {}
         # From a twentieth of SLUICE_RETRY_BASE_MS up to 2.5 times it (0.1 s to 5 s).
         base = self.settings.retry_base_ms / 1000
         backoff, ceiling = base / 20, base * 2.5
@@ -129,8 +90,8 @@ class Handling:
                 "consumer: a service is down, holding entries", group=self.group,
                 entries=len(held), retry_in=backoff, error=str(failed[next(iter(held))]),
             )  # fmt: skip
-            await wait_or_stop(self._stop, backoff)
-            if self._stop.is_set():
+            await wait_or_stop(stop, backoff)
+            if stop.is_set():
                 raise HeldBack(f"{len(held)} entries left pending: a service is down")
             backoff = min(backoff * 2, ceiling)
             deliveries = [d for d in deliveries if d.message.key in held]
@@ -159,41 +120,45 @@ class Handling:
         error = HandlerTimeout(f"no outcome within {seconds:g} s, cancelled")
         return {d.message.key: error for d in deliveries}
 
-    def _log_batch(self, messages: Sequence[Message], failed: Outcomes, duration_ms: float) -> None:
-        """One info line per batch: its size and failures, not a line per event (a busy
-        redirect makes a visit per request, and each group handles it). A failed entry has
-        its own warning or error line already (``sluice.streams.outcomes``)."""
-        if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
-            return
-        failures = sum(1 for error in failed.values() if not isinstance(error, SETTLED))
-        log.info("events handled", group=self.group, events=len(messages), failed=failures,
-                 duration_ms=round(duration_ms, 2))  # fmt: skip
 
-    def _log_events(
-        self, deliveries: Sequence[Delivery], outcomes: Outcomes, duration_ms: float
-    ) -> None:
-        """A line per settled event, with the trace id of the request that caused it, at
-        debug (``SLUICE_LOG_LEVEL=debug``), once its outcome is known: a redelivery of
-        an event applied before says so rather than "handled" a second time. A failed
-        entry has its own warning or error line (``sluice.streams.outcomes``)."""
-        if not log.is_enabled_for(logging.DEBUG):
-            return
-        for delivery in deliveries:
-            m = delivery.message
-            what = _SETTLED_AS.get(_outcome(outcomes.get(m.key)))
-            if what is None:
-                continue
-            log.debug(
-                what,
-                group=self.group,
-                stream=m.stream,
-                entry_id=m.entry_id,
-                event_id=m.event_id,
-                event_type=m.type,
-                trace_id=m.trace_id,
-                deliveries=m.deliveries,
-                batch_ms=round(duration_ms, 2),
-            )
+def log_batch(
+    group: str, messages: Sequence[Message], failed: Outcomes, duration_ms: float
+) -> None:
+    """One info line per batch: its size and failures, not a line per event (a busy
+    redirect makes a visit per request, and each group handles it). A failed entry has
+    its own warning or error line already (``sluice.streams.outcomes``)."""
+    if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
+        return
+    failures = sum(1 for error in failed.values() if not isinstance(error, SETTLED))
+    log.info("events handled", group=group, events=len(messages), failed=failures,
+             duration_ms=round(duration_ms, 2))  # fmt: skip
+
+
+def log_events(
+    group: str, deliveries: Sequence[Delivery], outcomes: Outcomes, duration_ms: float
+) -> None:
+    """A line per settled event, with the trace id of the request that caused it, at
+    debug (``SLUICE_LOG_LEVEL=debug``), once its outcome is known: a redelivery of
+    an event applied before says so rather than "handled" a second time. A failed
+    entry has its own warning or error line (``sluice.streams.outcomes``)."""
+    if not log.is_enabled_for(logging.DEBUG):
+        return
+    for delivery in deliveries:
+        m = delivery.message
+        what = _SETTLED_AS.get(outcome_of(outcomes.get(m.key)))
+        if what is None:
+            continue
+        log.debug(
+            what,
+            group=group,
+            stream=m.stream,
+            entry_id=m.entry_id,
+            event_id=m.event_id,
+            event_type=m.type,
+            trace_id=m.trace_id,
+            deliveries=m.deliveries,
+            batch_ms=round(duration_ms, 2),
+        )
 
 
 # What the debug line per event says of each outcome that settled it.
@@ -202,16 +167,3 @@ _SETTLED_AS = {
     "duplicate": "event applied before, acked without applying it again",
     "cancelled": "event's work cancelled, acked",
 }
-
-
-def _outcome(error: BaseException | None) -> str:
-    """``handled``, ``duplicate``, ``cancelled`` or ``failed``."""
-    if error is None:
-        return "handled"
-    if isinstance(error, Recorded):
-        return "duplicate" if error.duplicate else "handled"
-    if isinstance(error, Duplicate):
-        return "duplicate"
-    if isinstance(error, Cancelled):
-        return "cancelled"
-    return "failed"

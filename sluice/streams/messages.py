@@ -9,6 +9,11 @@ import msgspec
 
 from sluice.events import Event, decode
 
+# An entry's key: its stream and its id in it (``Message.key``).
+EntryKey = tuple[str, str]
+# An entry as Redis returns it: its id, and its fields (none once the entry was deleted).
+RawEntry = tuple[bytes, dict[bytes, bytes] | None]
+
 
 @dataclass(frozen=True)
 class Message:
@@ -18,7 +23,7 @@ class Message:
     deliveries: int  # this delivery included, across retries
 
     @property
-    def key(self) -> tuple[str, str]:
+    def key(self) -> EntryKey:
         return (self.stream, self.entry_id)
 
     @property
@@ -95,10 +100,11 @@ class Recorded(Exception):
 # Outcomes that ack the entry like success; every other exception is a failure.
 SETTLED = (Duplicate, Cancelled, Recorded)
 
-# A group's handler gets a batch and returns the failures, keyed by Message.key.
+# What a group's handler returns for a batch: the failures, keyed by ``Message.key``.
 # Anything it does not name as failed is acked; ``Duplicate``, ``Cancelled`` and
 # ``Recorded`` are acked too, the first two recorded as such.
-BatchHandler = Callable[[Sequence[Delivery]], Awaitable[Mapping[tuple[str, str], BaseException]]]
+Outcomes = Mapping[EntryKey, BaseException]
+BatchHandler = Callable[[Sequence[Delivery]], Awaitable[Outcomes]]
 
 
 def fields_from_redis(raw: Mapping[bytes, bytes]) -> dict[str, str]:

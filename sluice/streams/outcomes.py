@@ -1,4 +1,4 @@
-"""Settling a batch's outcomes: a mixin of ``sluice.streams.consumer.Consumer``.
+"""Settling a batch's outcomes, a helper the consumer (``sluice.streams.consumer``) holds.
 
 Each attempt is recorded (when the process keeps a delivery log); entries handled,
 or settled otherwise (``SETTLED``: a duplicate, a cancelled one, one recorded by the
@@ -10,62 +10,54 @@ group's dead letters and the group's ``on_dead_letter`` hook.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 import structlog
 
 from sluice.metrics import DEAD_LETTERED, HANDLED, RETRIES
-from sluice.streams.attempts import Attempt, Outcome
+from sluice.streams.attempts import Attempt, outcome_of
 from sluice.streams.deliveries import DeliveryLog
 from sluice.streams.failures import Failures, backoff_ms
 from sluice.streams.keys import Keys
-from sluice.streams.messages import (
-    SETTLED,
-    Cancelled,
-    Duplicate,
-    Message,
-    NoOutcome,
-    PoisonMessage,
-    Recorded,
-)
+from sluice.streams.messages import SETTLED, Message, NoOutcome, Outcomes, PoisonMessage, Recorded
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
 
 log = structlog.get_logger(__name__)
-
-Outcomes = Mapping[tuple[str, str], BaseException]
 
 
 def _text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _outcome(error: BaseException | None, given_up: bool) -> Outcome:
-    if error is None:
-        return "handled"
-    if isinstance(error, Duplicate):
-        return "duplicate"
-    if isinstance(error, Cancelled):
-        return "cancelled"
-    return "dead_lettered" if given_up else "failed"
+class Settler:
+    """Record, ack, retry or dead-letter a handled batch (``settle``)."""
 
+    def __init__(
+        self,
+        spec: GroupSpec,
+        redis: aioredis.Redis,
+        keys: Keys,
+        name: str,
+        partition: int,
+        settings: RuntimeSettings,
+        deliveries: DeliveryLog | None,
+        failures: Failures,
+        counters: Counters,
+    ) -> None:
+        self.spec = spec
+        self.redis = redis
+        self.keys = keys
+        self.group = spec.name
+        self.name = name
+        self.partition = partition
+        self.settings = settings
+        self.deliveries = deliveries
+        self.failures = failures
+        self.counters = counters
 
-class Settling:
-    """``Consumer._settle``: record, ack, retry or dead-letter a handled batch."""
-
-    spec: GroupSpec
-    redis: aioredis.Redis
-    keys: Keys
-    group: str
-    name: str
-    partition: int
-    settings: RuntimeSettings
-    deliveries: DeliveryLog | None
-    failures: Failures
-    counters: Counters
-
-    async def _settle(
+    async def settle(
         self, messages: Sequence[Message], failed: Outcomes, started: float, duration_ms: float
     ) -> None:
         """Record the attempts, then ack the entries done and retry or dead-letter the rest."""
@@ -99,7 +91,7 @@ class Settling:
             error = failed.get(m.key)
             if isinstance(error, Recorded):
                 continue  # the handler wrote it with its effect
-            outcome = _outcome(error, self._given_up(m, error))
+            outcome = outcome_of(error, self._given_up(m, error))
             text = None if error is None or outcome in ("duplicate", "cancelled") else _text(error)
             ms = 0.0 if isinstance(error, (NoOutcome, PoisonMessage)) else duration_ms
             attempts.append(Attempt(m.event_id, self.group, self.name, m.stream, m.entry_id,

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
@@ -13,8 +12,6 @@ from sluice.scheduler import cron
 from sluice.scheduler.cron import (
     CronError,
     CronSchedule,
-    IntervalSchedule,
-    OneShot,
     Schedule,
     min_interval,
     parse_cron,
@@ -380,7 +377,7 @@ def test_days_match_a_brute_force_walk() -> None:
         assert [d for d in found if d < horizon] == expected, expr
 
 
-# --- min_interval, intervals, one-shots ---------------------------------------
+# --- min_interval ---------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -392,44 +389,10 @@ def test_days_match_a_brute_force_walk() -> None:
         (parse_cron("0 */15 * * * *", "UTC"), 900.0),
         (parse_cron("0 0 4 * * *", "Asia/Shanghai"), 86400.0),
         (parse_cron("0,30 0 0 1 1 *", "UTC"), 30.0),
-        (IntervalSchedule(45), 45.0),
-        (OneShot(utc(2026, 6, 1)), math.inf),
     ],
 )
 def test_min_interval_finds_the_closest_occurrences(schedule: Schedule, seconds: float) -> None:
     assert min_interval(schedule, utc(2026, 3, 1, 12)) == seconds
-
-
-def test_interval_slots_are_anchored_at_the_epoch() -> None:
-    every = IntervalSchedule(30)
-    early, late = utc(2026, 5, 1, 12, 0, 1), datetime(2026, 5, 1, 12, 0, 29, 999_999, tzinfo=UTC)
-    assert every.next_after(early) == every.next_after(late) == utc(2026, 5, 1, 12, 0, 30)
-    assert every.next_after(utc(2026, 5, 1, 12, 0, 30)) == utc(2026, 5, 1, 12, 1)
-    berlin = utc(2026, 5, 1, 14, 0, 10).astimezone(zone("Europe/Berlin"))
-    assert every.next_after(berlin) == utc(2026, 5, 1, 14, 0, 30)
-    odd = IntervalSchedule(7)
-    slot = odd.next_after(utc(2026, 5, 1))
-    assert slot.timestamp() % 7 == 0
-    assert slot.tzinfo is UTC
-    assert chained(IntervalSchedule(0.25), utc(2026, 1, 1), 3) == [
-        utc(2026, 1, 1) + timedelta(milliseconds=250 * n) for n in (1, 2, 3)
-    ]
-    assert every.describe() == "every 30 s"
-    for bad in (0, -5, math.nan, math.inf):
-        with pytest.raises(CronError, match="positive number of seconds"):
-            IntervalSchedule(bad)
-
-
-def test_one_shot_fires_once() -> None:
-    at = datetime(2026, 5, 1, 14, 0, tzinfo=zone("Europe/Berlin"))
-    once = OneShot(at)
-    assert once.next_after(utc(2026, 5, 1)) == utc(2026, 5, 1, 12)
-    assert once.next_after(utc(2026, 5, 1)).tzinfo is UTC  # type: ignore[union-attr]
-    assert once.next_after(utc(2026, 5, 1, 12)) is None
-    assert chained(once, utc(2026, 1, 1), 5) == [utc(2026, 5, 1, 12)]
-    assert once.describe() == "once at 2026-05-01T12:00:00Z"
-    with pytest.raises(ValueError, match="timezone-aware"):
-        OneShot(datetime(2026, 5, 1))
 
 
 def test_the_second_pass_of_an_overlap_is_not_walked_second_by_second(

@@ -63,9 +63,9 @@ SAMPLE_S = 0.25
 
 
 async def write(start_at: float, duration: float, batch: int) -> dict[str, float]:
-    from sluice.resources import redis_client
-    from sluice.streams.keys import Keys
-    from sluice.streams.notify import CommitNotifier
+    from sluice.process.resources import redis_client
+    from sluice.relay.notify import CommitNotifier
+    from sluice.streams.engine_keys import Keys
 
     config = load_config()
     store = await open_store(config)
@@ -85,11 +85,15 @@ async def write(start_at: float, duration: float, batch: int) -> dict[str, float
         while (now := time.time()) < end_at:
             t0 = time.perf_counter()
             visits = [
-                LinkVisited(code=f"c{rng.randrange(1000):05d}", visitor=rng.choice(visitors),
-                            referrer_host=rng.choice(referrers), browser=rng.choice(browsers),
-                            is_bot=rng.random() < 0.03)
+                LinkVisited(
+                    code=f"c{rng.randrange(1000):05d}",
+                    visitor=rng.choice(visitors),
+                    referrer_host=rng.choice(referrers),
+                    browser=rng.choice(browsers),
+                    is_bot=rng.random() < 0.03,
+                )
                 for _ in range(batch)
-            ]  # fmt: skip
+            ]
             t1 = time.perf_counter()
             async with store.transaction() as tx:
                 await tx.append(*visits)
@@ -105,8 +109,14 @@ async def write(start_at: float, duration: float, batch: int) -> dict[str, float
         await redis.publish(Keys(config.stream_prefix).outbox_channel(), b"1")
         await redis.aclose()
         await store.close()
-    return {"events": events, "transactions": transactions, "build_s": build_s,
-            "commit_s": commit_s, "first": first, "last": last}  # fmt: skip
+    return {
+        "events": events,
+        "transactions": transactions,
+        "build_s": build_s,
+        "commit_s": commit_s,
+        "first": first,
+        "last": last,
+    }
 
 
 # --- the driver -----------------------------------------------------------------------------
@@ -165,8 +175,14 @@ async def run_trial(
             await asyncio.sleep(1.5)  # the relay takes its lock and reconciles the empty store
         start_at = time.time() + 2.0 + 0.1 * trial.writers  # after every writer opened its store
         trial.start_at = start_at
-        command = [sys.executable, __file__, "--writer", str(start_at), str(args.duration),
-                   str(args.batch)]  # fmt: skip
+        command = [
+            sys.executable,
+            __file__,
+            "--writer",
+            str(start_at),
+            str(args.duration),
+            str(args.batch),
+        ]
         # Started before the clock runs: a blocking Popen does not bias the figures.
         writers = [
             subprocess.Popen(  # noqa: ASYNC220
@@ -235,13 +251,14 @@ def table(trials: list[Trial], args: argparse.Namespace) -> str:
     lines = [
         f"Each writer: transactions of {args.batch} `LinkVisited`, one at a time, for"
         f" {args.duration:g} s; events/s = events committed / (first transaction started"
-        " to last commit, over all writers).", "",
+        " to last commit, over all writers).",
+        "",
         "| store | writers | writers alone, events/s | building events (share of writer time) |"
         " relay alone, draining, events/s | writers with relay alongside, events/s |"
         " relay alongside, events/s | backlog when writers stopped | max backlog |"
         " relay caught up after |",
         "|---|---|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     by = {(t.store, t.writers, t.relay): t for t in trials}
     for store in STORES:
         for n in args.writer_counts:
@@ -252,35 +269,52 @@ def table(trials: list[Trial], args: argparse.Namespace) -> str:
             if alone is None or alone.error:
                 cells += [f"failed: {alone.error[:120]!r}" if alone else "-", "", ""]
             else:
-                cells += [f"{alone.rate:,.0f}", f"{alone.build_share:.0%}",
-                          f"{alone.relay_drain_rate:,.0f}"]  # fmt: skip
+                cells += [
+                    f"{alone.rate:,.0f}",
+                    f"{alone.build_share:.0%}",
+                    f"{alone.relay_drain_rate:,.0f}",
+                ]
             if along is None or along.error:
                 cells += [f"failed: {along.error[:120]!r}" if along else "-", "", "", "", ""]
             else:
-                caught = (f"{along.catch_up_s:.1f} s" if along.catch_up_s != float("inf")
-                          else f"not within {args.relay_timeout:g} s")  # fmt: skip
-                cells += [f"{along.rate:,.0f}", f"{along.relay_rate:,.0f}",
-                          f"{along.backlog_at_end:,}", f"{along.max_backlog:,}",
-                          caught]  # fmt: skip
+                caught = (
+                    f"{along.catch_up_s:.1f} s"
+                    if along.catch_up_s != float("inf")
+                    else f"not within {args.relay_timeout:g} s"
+                )
+                cells += [
+                    f"{along.rate:,.0f}",
+                    f"{along.relay_rate:,.0f}",
+                    f"{along.backlog_at_end:,}",
+                    f"{along.max_backlog:,}",
+                    caught,
+                ]
             lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Backlog (max(seq) - relay position), relay alongside, each second from the"
-              f" writers' start (they stop after {args.duration:g} s) until the relay caught up:",
-              ""]  # fmt: skip
+    lines += [
+        "",
+        "Backlog (max(seq) - relay position), relay alongside, each second from the"
+        f" writers' start (they stop after {args.duration:g} s) until the relay caught up:",
+        "",
+    ]
     for t in trials:
         if t.relay and not t.error:
-            lines.append(f"- {t.store}, {t.writers} writer{'s' * (t.writers > 1)}:"
-                         f" {fmt_backlog(t)}")  # fmt: skip
+            lines.append(
+                f"- {t.store}, {t.writers} writer{'s' * (t.writers > 1)}: {fmt_backlog(t)}"
+            )
     alone, along = by.get(("postgres", 4, False)), by.get(("postgres", 4, True))
     if alone is not None and not alone.error:
-        lines += ["", f"PostgreSQL, 4 writers alone: **{alone.rate:,.0f} events/s**"
-                  f" ({alone.rate / TARGET:.2f} of the target, >= {TARGET:,})"]  # fmt: skip
+        lines += [
+            "",
+            f"PostgreSQL, 4 writers alone: **{alone.rate:,.0f} events/s**"
+            f" ({alone.rate / TARGET:.2f} of the target, >= {TARGET:,})",
+        ]
     if along is not None and not along.error:
         lines.append(
             f"PostgreSQL, 4 writers with the relay alongside: **{along.rate:,.0f} events/s**"
             f" ({along.rate / TARGET:.2f} of the target); the relay published"
             f" {along.relay_rate:,.0f} events/s, backlog {along.backlog_at_end:,} when the"
             f" writers stopped (max {along.max_backlog:,})"
-        )  # fmt: skip
+        )
     return "\n".join(lines)
 
 
@@ -294,8 +328,9 @@ async def main(args: argparse.Namespace) -> None:
     ):
         tmp = Path(tmp_name)
         base = {k: v for k, v in os.environ.items() if not k.startswith(("SLUICE_", "BENCH_"))}
-        base.update(SLUICE_REDIS_URL=server.url, SLUICE_LOG_LEVEL="warning",
-                    SLUICE_LOG_FORMAT="json")  # fmt: skip
+        base.update(
+            SLUICE_REDIS_URL=server.url, SLUICE_LOG_LEVEL="warning", SLUICE_LOG_FORMAT="json"
+        )
         k = 0
         for store in stores:
             for n in args.writer_counts:
@@ -313,19 +348,28 @@ async def main(args: argparse.Namespace) -> None:
                         pg.drop(env)
                     note = trial.error or (
                         f"{trial.rate:,.0f} events/s"
-                        + (f", relay {trial.relay_rate:,.0f}/s, backlog at end"
-                           f" {trial.backlog_at_end:,}, caught up after {trial.catch_up_s:.1f} s"
-                           if relay else f", relay alone {trial.relay_drain_rate:,.0f}/s")
-                    )  # fmt: skip
-                    print(f"{store}, {n} writers, relay {'alongside' if relay else 'after'}:"
-                          f" {note}", flush=True)  # fmt: skip
+                        + (
+                            f", relay {trial.relay_rate:,.0f}/s, backlog at end"
+                            f" {trial.backlog_at_end:,}, caught up after {trial.catch_up_s:.1f} s"
+                            if relay
+                            else f", relay alone {trial.relay_drain_rate:,.0f}/s"
+                        )
+                    )
+                    print(
+                        f"{store}, {n} writers, relay {'alongside' if relay else 'after'}: {note}",
+                        flush=True,
+                    )
                     trials.append(trial)
         label = pg.label()
     text = table(trials, args)
     print(text)
     if not args.no_readme:
-        record("append", "append.py: group-commit append, N writer processes, and the relay",
-               text, extra=label)  # fmt: skip
+        record(
+            "append",
+            "append.py: group-commit append, N writer processes, and the relay",
+            text,
+            extra=label,
+        )
 
 
 if __name__ == "__main__":

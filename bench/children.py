@@ -13,8 +13,13 @@ from pathlib import Path
 def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """``python -m sluice <args>``, its output appended to ``log``."""
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "sluice", *args], env=env,
-                                stdout=out, stderr=out, start_new_session=True)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "sluice", *args],
+            env=env,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 20.0) -> int:

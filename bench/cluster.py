@@ -54,10 +54,10 @@ from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config, load_config
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
-from sluice.logs import configure_logging
-from sluice.resources import keys_for, redis_client
+from sluice.process.resources import keys_for, redis_client
 from sluice.store import Store
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
+from sluice.telemetry.logs import configure_logging
 
 GROUP = "article-views"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -112,8 +112,10 @@ class Redises:
 
     def overrides(self, topology: Topology) -> dict[str, object]:
         if topology.cluster:
-            return {"redis_cluster_nodes": self.cluster.seeds,
-                    "redis_password": self.cluster.password}  # fmt: skip
+            return {
+                "redis_cluster_nodes": self.cluster.seeds,
+                "redis_password": self.cluster.password,
+            }
         return {"redis_url": self.single.url}
 
     def pids(self, topology: Topology) -> dict[str, list[int]]:
@@ -122,8 +124,10 @@ class Redises:
             return {"redis": [self.single.process.pid]}
         # RedisCluster makes its first `primaries` nodes the primaries; no failover here.
         nodes = [n.process.pid for n in self.cluster.nodes if n.process is not None]
-        return {"redis": nodes[: self.cluster.primaries],
-                "replicas": nodes[self.cluster.primaries :]}  # fmt: skip
+        return {
+            "redis": nodes[: self.cluster.primaries],
+            "replicas": nodes[self.cluster.primaries :],
+        }
 
     def blocked(self, topology: Topology) -> int:
         """Connections blocked in XREADGROUP on the primaries of ``topology``."""
@@ -133,8 +137,9 @@ class Redises:
         count = 0
         for server in servers:
             with SyncRedis(port=server.port, password=server.password) as client:
-                count += sum(c["cmd"] == "xreadgroup" and "b" in c["flags"]
-                             for c in client.client_list())  # fmt: skip
+                count += sum(
+                    c["cmd"] == "xreadgroup" and "b" in c["flags"] for c in client.client_list()
+                )
         return count
 
     def flush(self, topology: Topology) -> None:
@@ -151,9 +156,13 @@ class Redises:
 def child_env(config: Config) -> dict[str, str]:
     """The SLUICE_* settings of ``config`` for a ``python -m sluice`` child."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-    env.update(SLUICE_DATA_DIR=str(config.data_dir), SLUICE_LOG_FORMAT="json",
-               SLUICE_LOG_LEVEL="warning", SLUICE_REDIS_URL=config.redis_url or "",
-               SLUICE_STREAM_PARTITIONS=str(config.partitions))  # fmt: skip
+    env.update(
+        SLUICE_DATA_DIR=str(config.data_dir),
+        SLUICE_LOG_FORMAT="json",
+        SLUICE_LOG_LEVEL="warning",
+        SLUICE_REDIS_URL=config.redis_url or "",
+        SLUICE_STREAM_PARTITIONS=str(config.partitions),
+    )
     if config.postgres:
         env["SLUICE_DATABASE_URL"] = config.database_url
     if config.cluster:
@@ -185,17 +194,23 @@ def complaints(logs: Path) -> list[str]:
 
 
 def tail(logs: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}"
-                     for p in sorted(logs.glob("*.log")))  # fmt: skip
+    return "\n".join(
+        f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(logs.glob("*.log"))
+    )
 
 
 # --- one trial ------------------------------------------------------------------------------
 
 
 async def wait_ready(
-    redis: aioredis.Redis, keys: Keys, readers: int, redises: Redises, topology: Topology,
-    children: list[subprocess.Popen[bytes]], logs: Path,
-) -> None:  # fmt: skip
+    redis: aioredis.Redis,
+    keys: Keys,
+    readers: int,
+    redises: Redises,
+    topology: Topology,
+    children: list[subprocess.Popen[bytes]],
+    logs: Path,
+) -> None:
     """Until the relay holds its lock and every worker blocks reading every partition.
 
     (Redis 7.0 lists a consumer in XINFO CONSUMERS only once it was given an entry,
@@ -259,10 +274,15 @@ async def run_trial(
     try:
         readers = trial.workers * trial.topology.partitions
         await wait_ready(redis, keys, readers, redises, trial.topology, children, logs)
-        events = [ArticleViewed(article_id=f"a{j % args.articles}", viewer=str(j))
-                  for j in range(args.events)]  # fmt: skip
-        pids = {"relay": [children[0].pid], "workers": [c.pid for c in children[1:]],
-                **redises.pids(trial.topology)}  # fmt: skip
+        events = [
+            ArticleViewed(article_id=f"a{j % args.articles}", viewer=str(j))
+            for j in range(args.events)
+        ]
+        pids = {
+            "relay": [children[0].pid],
+            "workers": [c.pid for c in children[1:]],
+            **redises.pids(trial.topology),
+        }
         before = {name: cpu_seconds(p) for name, p in pids.items()}
         async with store.transaction() as tx:
             await tx.append(*events)
@@ -288,8 +308,9 @@ async def run_trial(
 async def spread(redises: Redises, data_dir: Path, args: argparse.Namespace) -> str:
     """Which primary holds each partition of the cluster, and the events of this run in it."""
     topology = next(t for t in TOPOLOGIES if t.cluster)
-    config = load_config({}, data_dir=data_dir, stream_partitions=topology.partitions,
-                         **redises.overrides(topology))  # fmt: skip
+    config = load_config(
+        {}, data_dir=data_dir, stream_partitions=topology.partitions, **redises.overrides(topology)
+    )
     keys = keys_for(config)
     client = redis_client(config)
     try:
@@ -299,8 +320,9 @@ async def spread(redises: Redises, data_dir: Path, args: argparse.Namespace) -> 
     finally:
         await client.aclose()
     ports = [n.port for n in redises.cluster.nodes[: redises.cluster.primaries]]
-    label = {port: f"primary {i + 1} (slots {_slots(i, len(ports))})"
-             for i, port in enumerate(ports)}  # fmt: skip
+    label = {
+        port: f"primary {i + 1} (slots {_slots(i, len(ports))})" for i, port in enumerate(ports)
+    }
     per_article = Counter(f"a{j % args.articles}" for j in range(args.events))
     events = Counter({p: 0 for p in keys.numbers})
     for article, count in per_article.items():
@@ -310,14 +332,15 @@ async def spread(redises: Redises, data_dir: Path, args: argparse.Namespace) -> 
         "|---|---|---|---|---|",
     ]
     for p in keys.numbers:
-        rows.append(f"| {p} | `{keys.space(p)}` | {key_slot(keys.space(p).encode())} |"
-                    f" {label.get(nodes[p].port, nodes[p].name)} | {events[p]:,} |")  # fmt: skip
+        rows.append(
+            f"| {p} | `{keys.space(p)}` | {key_slot(keys.space(p).encode())} |"
+            f" {label.get(nodes[p].port, nodes[p].name)} | {events[p]:,} |"
+        )
     totals = ["", "| primary | partitions | events of a run | share |", "|---|---|---|---|"]
     for port in ports:
         mine = [p for p in keys.numbers if nodes[p].port == port]
         count = sum(events[p] for p in mine)
-        totals.append(f"| {label[port]} | {len(mine)} | {count:,} |"
-                      f" {count / args.events:.0%} |")  # fmt: skip
+        totals.append(f"| {label[port]} | {len(mine)} | {count:,} | {count / args.events:.0%} |")
     return "\n".join(rows + totals)
 
 
@@ -340,23 +363,32 @@ def table(trials: list[Trial], args: argparse.Namespace, load: tuple[float, floa
         f" {load[1]:.1f} after.",
         "",
         "| topology | run | workers | **end to end, events/s** | relay publish, events/s |"
-         " per primary, events/s | first view counted after | CPU s while draining: relay /"
+        " per primary, events/s | first view counted after | CPU s while draining: relay /"
         " workers / Redis primaries / replicas |",
         "|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for t in trials:
-        cpu = " / ".join(f"{t.cpu.get(k, 0.0):.1f}" if k in t.cpu else "-"
-                         for k in ("relay", "workers", "redis", "replicas"))  # fmt: skip
+        cpu = " / ".join(
+            f"{t.cpu.get(k, 0.0):.1f}" if k in t.cpu else "-"
+            for k in ("relay", "workers", "redis", "replicas")
+        )
         lines.append(
             f"| {t.topology.label}{'' if len(stores) == 1 else f', {t.store}'} | {t.run} |"
             f" {t.workers} | **{t.rate:,.0f}** ({t.drain_s:.1f} s) | {t.relay_rate:,.0f}"
             f" ({t.relay_s:.1f} s) | {t.rate / t.topology.primaries:,.0f} |"
             f" {t.first_view_s * 1000:.0f} ms | {cpu} |"
-        )  # fmt: skip
-    noisy = [f"- {t.topology.label}, run {t.run}, {t.workers} worker(s): {line}"
-             for t in trials for line in t.complaints]  # fmt: skip
-    lines += ["", "Log lines at warning or above, and non-zero exits, of the relay and workers:"
-              f" {len(noisy)}", *noisy[:20]]  # fmt: skip
+        )
+    noisy = [
+        f"- {t.topology.label}, run {t.run}, {t.workers} worker(s): {line}"
+        for t in trials
+        for line in t.complaints
+    ]
+    lines += [
+        "",
+        "Log lines at warning or above, and non-zero exits, of the relay and workers:"
+        f" {len(noisy)}",
+        *noisy[:20],
+    ]
     return "\n".join(lines)
 
 
@@ -389,8 +421,13 @@ async def main(args: argparse.Namespace) -> None:
     text += "\n\nThe cluster's 16 partitions over its 3 primaries:\n\n" + spread_table
     print(text)
     if not args.no_readme:
-        record("cluster", "cluster.py: end to end on a Redis Cluster against a single Redis",
-               text, keep=3, extra=label)  # fmt: skip
+        record(
+            "cluster",
+            "cluster.py: end to end on a Redis Cluster against a single Redis",
+            text,
+            keep=3,
+            extra=label,
+        )
 
 
 async def one(
@@ -400,19 +437,26 @@ async def one(
     logs.mkdir(parents=True)
     env = pg.env(trial.store, where / "data")
     config = load_config(
-        {}, data_dir=where / "data", database_url=env.get("SLUICE_DATABASE_URL", ""),
-        stream_partitions=trial.topology.partitions, log_level="warning", log_format="json",
+        {},
+        data_dir=where / "data",
+        database_url=env.get("SLUICE_DATABASE_URL", ""),
+        stream_partitions=trial.topology.partitions,
+        log_level="warning",
+        log_format="json",
         **redises.overrides(trial.topology),
-    )  # fmt: skip
+    )
     try:
         await run_trial(trial, config, redises, logs, args)
     finally:
         redises.flush(trial.topology)
         pg.drop(env)
         shutil.rmtree(where / "data", ignore_errors=True)
-    print(f"{trial.topology.label}, run {trial.run}, {trial.workers} worker(s): {trial.rate:,.0f}"
-          f" events/s end to end, relay {trial.relay_rate:,.0f}/s, cpu {trial.cpu},"
-          f" {len(trial.complaints)} log complaints", flush=True)  # fmt: skip
+    print(
+        f"{trial.topology.label}, run {trial.run}, {trial.workers} worker(s): {trial.rate:,.0f}"
+        f" events/s end to end, relay {trial.relay_rate:,.0f}/s, cpu {trial.cpu},"
+        f" {len(trial.complaints)} log complaints",
+        flush=True,
+    )
     for line in trial.complaints[:5]:
         print("   ", line, flush=True)
 

@@ -93,13 +93,22 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(SLUICE_DATA_DIR=str(Path(tmp) / "data"), SLUICE_REDIS_URL=server.url,
-                   SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL="warning", SLUICE_PORT=str(port),
-                   SLUICE_HEADER_TIMEOUT_SECONDS="30")  # fmt: skip
+        env.update(
+            SLUICE_DATA_DIR=str(Path(tmp) / "data"),
+            SLUICE_REDIS_URL=server.url,
+            SLUICE_LOG_FORMAT="json",
+            SLUICE_LOG_LEVEL="warning",
+            SLUICE_PORT=str(port),
+            SLUICE_HEADER_TIMEOUT_SECONDS="30",
+        )
         asyncio.run(create_link(env))
         with (Path(tmp) / "api.log").open("wb") as log:
-            api = subprocess.Popen([sys.executable, "-m", "sluice", "api"], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+            api = subprocess.Popen(
+                [sys.executable, "-m", "sluice", "api"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         try:
             wait_listening(port, timeout=60)
             asyncio.run(run(port, args.held, args.probes))

@@ -45,11 +45,11 @@ async def drain(n: int, env: dict[str, str]) -> None:
 
     from sluice.app.assembly import default_apps, open_resources
     from sluice.config import load_config
-    from sluice.logs import configure_logging
-    from sluice.resources import redis_client
-    from sluice.streams.consumer import Consumer
-    from sluice.streams.deliveries import DeliveryLog
+    from sluice.consumers.consumer import Consumer
+    from sluice.process.resources import redis_client
+    from sluice.records.deliveries import DeliveryLog
     from sluice.streams.spec import runtime_settings
+    from sluice.telemetry.logs import configure_logging
 
     config = load_config(env, log_level=env.get("BENCH_LOG_LEVEL", "warning"), log_format="json")
     configure_logging(config)
@@ -58,8 +58,9 @@ async def drain(n: int, env: dict[str, str]) -> None:
         stop = asyncio.Event()
         reader = redis_client(config, socket_timeout=120)
         group, log = default_apps().groups["article-views"](res), DeliveryLog(res.store)
-        consumer = Consumer(group, reader, res.keys, "bench", runtime_settings(config),
-                            deliveries=log)  # fmt: skip
+        consumer = Consumer(
+            group, reader, res.keys, "bench", runtime_settings(config), deliveries=log
+        )
         await _callgrind("-z")
         task = asyncio.create_task(consumer.run(stop))
         while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
@@ -76,13 +77,25 @@ def measure(stores: Stores, store: str, n: int, log_level: str = "warning") -> f
 
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(stores.env(store, Path(tmp) / "data"), SLUICE_REDIS_URL=server.url,
-                   BENCH_LOG_LEVEL=log_level)  # fmt: skip
+        env.update(
+            stores.env(store, Path(tmp) / "data"),
+            SLUICE_REDIS_URL=server.url,
+            BENCH_LOG_LEVEL=log_level,
+        )
         out = Path(tmp) / "callgrind.out"
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                   "--dump-instr=no", sys.executable, __file__, "--child", str(n)]  # fmt: skip
-        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)  # fmt: skip
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            "--dump-instr=no",
+            sys.executable,
+            __file__,
+            "--child",
+            str(n),
+        ]
+        subprocess.run(
+            command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         return dumped_instructions(Path(tmp)) / n  # the drain alone
 
 
@@ -92,8 +105,11 @@ def main(args: argparse.Namespace) -> None:
     with Stores(args.store) as stores:
         for store in args.store:
             per_event = measure(stores, store, args.n, args.log_level)
-            print(f"{store}: {per_event:,.0f} instructions per event ({args.n:,} events, one "
-                  f"article-views consumer, log level {args.log_level})", flush=True)  # fmt: skip
+            print(
+                f"{store}: {per_event:,.0f} instructions per event ({args.n:,} events, one "
+                f"article-views consumer, log level {args.log_level})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

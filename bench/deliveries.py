@@ -32,19 +32,23 @@ from sluice.app.assembly import default_apps, open_resources
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.processes import runtime_settings
 from sluice.config import Config, load_config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
-from sluice.logs import configure_logging
-from sluice.resources import Resources, redis_client
-from sluice.streams.consumer import Consumer
-from sluice.streams.deliveries import DeliveryLog
-from sluice.streams.relay import Relay
+from sluice.process.resources import Resources, redis_client
+from sluice.records.deliveries import DeliveryLog
+from sluice.relay.relay import Relay
+from sluice.telemetry.logs import configure_logging
 
 
 async def publish(res: Resources, n: int) -> None:
     for i in range(0, n, 500):
         async with res.store.transaction() as tx:
-            await tx.append(*(ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
-                              for j in range(i, min(n, i + 500))))  # fmt: skip
+            await tx.append(
+                *(
+                    ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
+                    for j in range(i, min(n, i + 500))
+                )
+            )
     stop = asyncio.Event()
     relay = Relay(res.store, res.redis, res.keys, batch=2_000)
     task = asyncio.create_task(relay.run(stop))
@@ -58,8 +62,14 @@ async def drain(res: Resources, config: Config, n: int, recorded: bool) -> float
     stop = asyncio.Event()
     reader = redis_client(config, socket_timeout=10)
     log = DeliveryLog(res.store) if recorded else None
-    consumer = Consumer(default_apps().groups["article-views"](res), reader, res.keys, "bench",
-                        runtime_settings(config), deliveries=log)  # fmt: skip
+    consumer = Consumer(
+        default_apps().groups["article-views"](res),
+        reader,
+        res.keys,
+        "bench",
+        runtime_settings(config),
+        deliveries=log,
+    )
     started = time.perf_counter()
     task = asyncio.create_task(consumer.run(stop))
     while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
@@ -90,8 +100,10 @@ async def one(stores: Stores, store: str, n: int, recorded: bool) -> float:
 
 async def main(args: argparse.Namespace) -> None:
     configure_logging(load_config({}, log_level="warning", log_format="json"))
-    lines = ["| store | without records, events/s | with records, events/s | with / without |",
-             "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| store | without records, events/s | with records, events/s | with / without |",
+        "|---|---|---|---|",
+    ]
     with Stores(args.store) as stores:
         for store in args.store:
             times: dict[bool, list[float]] = {False: [], True: []}
@@ -102,16 +114,21 @@ async def main(args: argparse.Namespace) -> None:
             with_ = args.n / statistics.median(times[True])
             lines.append(f"| {store} | {without:,.0f} | {with_:,.0f} | **{with_ / without:.2f}** |")
             print(lines[-1], flush=True)
-    table = "\n".join([
-        f"{args.n:,} events, one article-views consumer"
-        f" (batch {load_config({}).projection_batch:,}), medians of {args.turns}"
-        " turns, each on a fresh store:", "", *lines,
-    ])  # fmt: skip
+    table = "\n".join(
+        [
+            f"{args.n:,} events, one article-views consumer"
+            f" (batch {load_config({}).projection_batch:,}), medians of {args.turns}"
+            " turns, each on a fresh store:",
+            "",
+            *lines,
+        ]
+    )
     print(table)
     if not args.no_readme:
         extra = f"PostgreSQL {postgres_version()}" if "postgres" in args.store else ""
-        record("deliveries", "deliveries.py: what recording every delivery costs", table,
-               extra=extra)  # fmt: skip
+        record(
+            "deliveries", "deliveries.py: what recording every delivery costs", table, extra=extra
+        )
 
 
 if __name__ == "__main__":

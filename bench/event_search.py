@@ -47,8 +47,7 @@ def make_event(i: int, rng: random.Random) -> Event:
     if roll < 0.8:
         return LinkVisited(code=f"l{rng.randrange(1000)}", visitor=f"v{i}", trace_id=trace)
     if roll < 0.95:
-        return ArticleViewed(article_id=f"a{rng.randrange(1000)}", viewer=f"v{i}",
-                             trace_id=trace)  # fmt: skip
+        return ArticleViewed(article_id=f"a{rng.randrange(1000)}", viewer=f"v{i}", trace_id=trace)
     return UserRegistered(user_id=f"u{i}", email=f"u{i}@example.com", trace_id=trace)
 
 
@@ -62,8 +61,9 @@ async def fill(store: Store, n: int) -> tuple[float, str, str]:
     seconds = time.perf_counter() - started
     marks = []
     for seq in (n // 2, n * 9 // 10):
-        row = await store.fetchone("SELECT created_at FROM events WHERE seq >= ? ORDER BY seq"
-                                   " LIMIT 1", (seq,))  # fmt: skip
+        row = await store.fetchone(
+            "SELECT created_at FROM events WHERE seq >= ? ORDER BY seq LIMIT 1", (seq,)
+        )
         assert row is not None
         marks.append(str(row[0]))
     return seconds, marks[0], marks[1]
@@ -151,8 +151,9 @@ def main(args: argparse.Namespace) -> None:
     table = "\n".join(lines)
     print(table)
     if not args.no_readme:
-        record("event-search", "event_search.py: a page of events over 1,000,000",
-               table, extra=label)  # fmt: skip
+        record(
+            "event-search", "event_search.py: a page of events over 1,000,000", table, extra=label
+        )
 
 
 if __name__ == "__main__":

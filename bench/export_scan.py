@@ -33,9 +33,9 @@ from sluice.builtin.links.exports.visits import Visit
 from sluice.config import load_config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.logs import configure_logging
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.store import Store
+from sluice.telemetry.logs import configure_logging
 
 WINDOW = 10_000  # the default SLUICE_EXPORT_BATCH
 SHARES = ("rare", "tenth", "half")
@@ -70,11 +70,17 @@ async def seed(store: Store, n: int) -> None:
             )
     for start in range(0, n, 5_000):
         async with store.transaction() as tx:
-            await tx.append(*(
-                LinkVisited(code=_code(i), visitor=f"v{i}", referrer_host="news.example.com",
-                            browser="Chrome")
-                for i in range(start, min(n, start + 5_000))
-            ))  # fmt: skip
+            await tx.append(
+                *(
+                    LinkVisited(
+                        code=_code(i),
+                        visitor=f"v{i}",
+                        referrer_host="news.example.com",
+                        browser="Chrome",
+                    )
+                    for i in range(start, min(n, start + 5_000))
+                )
+            )
 
 
 async def scan_sql(store: Store, code: str, head: int) -> int:
@@ -125,18 +131,25 @@ async def export(res: Resources, code: str) -> int:
 async def main(sizes: list[int]) -> None:
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
-            config = load_config({}, data_dir=Path(tmp) / "data", redis_url=server.url,
-                                 log_level="warning", log_format="json")  # fmt: skip
+            config = load_config(
+                {},
+                data_dir=Path(tmp) / "data",
+                redis_url=server.url,
+                log_level="warning",
+                log_format="json",
+            )
             configure_logging(config)
             async with open_resources(config) as res:
                 await seed(res.store, n)
                 head = await res.store.max_seq()
                 print(f"{n:,} visits in the history")
                 for code in SHARES:
-                    await timed(f"sql filter, {code}", head,
-                                partial(scan_sql, res.store, code, head))  # fmt: skip
-                    await timed(f"python filter, {code}", head,
-                                partial(scan_python, res.store, code, head))  # fmt: skip
+                    await timed(
+                        f"sql filter, {code}", head, partial(scan_sql, res.store, code, head)
+                    )
+                    await timed(
+                        f"python filter, {code}", head, partial(scan_python, res.store, code, head)
+                    )
                     await timed(f"whole export, {code}", head, partial(export, res, code))
 
 

@@ -78,10 +78,10 @@ from sluice.history.archive import Moved, limits
 from sluice.history.archive import archive as archive_events
 from sluice.history.segment import EventRow
 from sluice.http.visitors import VisitorHasher
-from sluice.logs import configure_logging
 from sluice.projections.replay import rebuild
+from sluice.relay.relay import POSITION
 from sluice.store import Store
-from sluice.streams.relay import POSITION
+from sluice.telemetry.logs import configure_logging
 
 RATE = 1_000  # visits per second
 FLUSH = timedelta(milliseconds=5)  # VisitRecorder's interval
@@ -110,13 +110,16 @@ HUMAN_AGENTS = (
     (4, f"Mozilla/5.0 ({_WIN}; rv:127.0) Gecko/20100101 Firefox/127.0"),
     (2, "Mozilla/5.0 (X11; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0"),
     (5, f"Mozilla/5.0 ({_WIN}) {_BLINK} {_CHROME} Edg/126.0.0.0"),
-    (3, f"Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) {_BLINK} SamsungBrowser/25.0"
-        " Chrome/121.0.0.0 Mobile Safari/537.36"),
+    (
+        3,
+        f"Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) {_BLINK} SamsungBrowser/25.0"
+        " Chrome/121.0.0.0 Mobile Safari/537.36",
+    ),
     (2, f"Mozilla/5.0 ({_IPHONE}) {_WEBKIT} CriOS/126.0.6478.54 {_MOBILE} Safari/604.1"),
     (1, f"Mozilla/5.0 ({_WIN}) {_BLINK} {_CHROME} OPR/111.0.0.0"),
     (1, f"Mozilla/5.0 ({_IPHONE}) {_WEBKIT} {_MOBILE} Instagram 335.0.0.0"),
     (1, ""),
-)  # fmt: skip
+)
 BOT_AGENTS = (
     (5, "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"),
     (2, "Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)"),
@@ -130,11 +133,21 @@ BOT_AGENTS = (
     (1, "python-requests/2.32.3"),
 )
 REFERRERS = (
-    (45, None), (12, "www.google.com"), (6, "t.co"), (4, "l.facebook.com"),
-    (3, "news.ycombinator.com"), (3, "www.reddit.com"), (2, "www.linkedin.com"),
-    (2, "lnkd.in"), (2, "duckduckgo.com"), (1, "www.bing.com"), (1, "mail.google.com"),
-    (1, "outlook.live.com"), (1, "github.com"), (1, "l.instagram.com"),
-)  # fmt: skip
+    (45, None),
+    (12, "www.google.com"),
+    (6, "t.co"),
+    (4, "l.facebook.com"),
+    (3, "news.ycombinator.com"),
+    (3, "www.reddit.com"),
+    (2, "www.linkedin.com"),
+    (2, "lnkd.in"),
+    (2, "duckduckgo.com"),
+    (1, "www.bing.com"),
+    (1, "mail.google.com"),
+    (1, "outlook.live.com"),
+    (1, "github.com"),
+    (1, "l.instagram.com"),
+)
 TAIL_REFERRERS = 2_000  # blogs and forums, 15% of visits between them
 BOTS = 300
 BOT_SHARE = 0.05
@@ -152,8 +165,10 @@ class Population:
         self.human_weights = _zipf_cumulative(args.visitors, args.visitor_skew)
         self.bots = self._visitors(hasher, BOTS, BOT_AGENTS)
         self.bot_weights = _zipf_cumulative(BOTS, 1.0)
-        tail = [f"{rng.choice(('blog', 'forum', 'www', 'news'))}.site{i}.example" for i in
-                range(TAIL_REFERRERS)]  # fmt: skip
+        tail = [
+            f"{rng.choice(('blog', 'forum', 'www', 'news'))}.site{i}.example"
+            for i in range(TAIL_REFERRERS)
+        ]
         self.referrers: list[str | None] = [*(host for _, host in REFERRERS), *tail]
         weights = [w / 85 * 0.85 for w, _ in REFERRERS] + [0.15 / TAIL_REFERRERS] * TAIL_REFERRERS
         self.referrer_weights = list(itertools.accumulate(weights))
@@ -163,8 +178,11 @@ class Population:
     ) -> list[tuple[str, str, bool]]:
         """(visitor hash, browser, is_bot) of ``count`` people, each an IP and a User-Agent."""
         uas = self.rng.choices([ua for _, ua in agents], [w for w, _ in agents], k=count)
-        ips = [f"{self.rng.randrange(1, 224)}.{self.rng.randrange(256)}.{self.rng.randrange(256)}"
-               f".{self.rng.randrange(1, 255)}" for _ in range(count)]  # fmt: skip
+        ips = [
+            f"{self.rng.randrange(1, 224)}.{self.rng.randrange(256)}.{self.rng.randrange(256)}"
+            f".{self.rng.randrange(1, 255)}"
+            for _ in range(count)
+        ]
         return [(hasher(ip, ua), *classify(ua)) for ip, ua in zip(ips, uas, strict=True)]
 
     def visit(self) -> tuple[str, tuple[str, str, bool], str | None]:
@@ -208,11 +226,18 @@ def visits(count: int, population: Population, rng: random.Random) -> Iterator[R
             yield from _rows(batch, committed)
             batch = []
         code, (visitor, browser, is_bot), referrer = population.visit()
-        batch.append(LinkVisited(
-            code=code, visitor=visitor, referrer_host=referrer, browser=browser, is_bot=is_bot,
-            occurred_at=now, trace_id=f"{rng.getrandbits(128) or 1:032x}",
-            event_id=uuid7_at(now, rng),
-        ))  # fmt: skip
+        batch.append(
+            LinkVisited(
+                code=code,
+                visitor=visitor,
+                referrer_host=referrer,
+                browser=browser,
+                is_bot=is_bot,
+                occurred_at=now,
+                trace_id=f"{rng.getrandbits(128) or 1:032x}",
+                event_id=uuid7_at(now, rng),
+            )
+        )
     if batch:
         yield from _rows(batch, _committed(batch[0].occurred_at + FLUSH, committed, rng))
 
@@ -231,8 +256,10 @@ def _rows(batch: list[LinkVisited], committed: datetime) -> Iterator[Row]:
 
 
 async def fill(store: Store, rows: Iterator[Row]) -> None:
-    sql = ("INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
-           " VALUES (?, ?, ?, ?, ?, ?)")  # fmt: skip
+    sql = (
+        "INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+    )
     while chunk := list(itertools.islice(rows, PER_TX)):
         async with store.transaction() as tx:
             await tx.executemany(sql, chunk)
@@ -243,8 +270,10 @@ async def read_all(store: Store) -> tuple[list[EventRow], float]:
     rows: list[EventRow] = []
     started = time.perf_counter()
     while page := await store.events_after(rows[-1][0] if rows else 0, PAGE):
-        rows += [(e.seq, e.event_id, e.type, e.aggregate, e.payload, e.trace_id, e.created_at)
-                 for e in page]  # fmt: skip
+        rows += [
+            (e.seq, e.event_id, e.type, e.aggregate, e.payload, e.trace_id, e.created_at)
+            for e in page
+        ]
     return rows, time.perf_counter() - started
 
 
@@ -255,8 +284,9 @@ def read_sqlite(path: Path) -> tuple[int, float]:
     started = time.perf_counter()
     while page := db.execute(
         "SELECT seq, event_id, type, aggregate, payload, trace_id, created_at FROM events"
-        " WHERE seq > ? ORDER BY seq LIMIT ?", (last, PAGE)
-    ).fetchall():  # fmt: skip
+        " WHERE seq > ? ORDER BY seq LIMIT ?",
+        (last, PAGE),
+    ).fetchall():
         count += len(page)
         last = page[-1][0]
     seconds = time.perf_counter() - started
@@ -319,8 +349,11 @@ async def hot_rows(
     store = await open_store(config)
     try:
         await fill(store, visits(args.visits, population, rng))
-        print(f"{args.visits:,} visits generated and inserted in"
-              f" {time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"{args.visits:,} visits generated and inserted in"
+            f" {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
         rows, seconds = await read_all(store)
         postgres_size = await _postgres_size(store) if config.postgres else None
     finally:
@@ -441,9 +474,14 @@ async def _archive(env: dict[str, str], segment: int, hot_days: int) -> Archived
             steps.append(time.perf_counter())
 
         bounds = await limits(
-            store, now, hot_days, newest, passed=None, segment_events=segment,
+            store,
+            now,
+            hot_days,
+            newest,
+            passed=None,
+            segment_events=segment,
             min_events=max(1, segment // 10),
-        )  # fmt: skip
+        )
         moved = await archive_events(store, bounds, after_segment=moved_one)
         seconds = time.perf_counter() - started
     finally:
@@ -472,8 +510,10 @@ def replay_and_archive(args: argparse.Namespace, env: dict[str, str], kind: str)
     moved = in_child(archive_child, env, args.segment, args.hot_days)
     print(f"{kind}: {moved.events:,} events archived at {moved.rate:,.0f} events/s", flush=True)
     archived = in_child(replay_child, env)
-    print(f"{kind}: {REPLAYED} replayed, {moved.events:,} archived, at {archived.rate:,.0f}"
-          " events/s", flush=True)  # fmt: skip
+    print(
+        f"{kind}: {REPLAYED} replayed, {moved.events:,} archived, at {archived.rate:,.0f} events/s",
+        flush=True,
+    )
     if archived.digest != hot.digest or archived.events != hot.events:
         raise SystemExit(f"the rebuilds differ: {hot} (hot) vs {archived} (archived)")
     return Timed(hot, moved, archived)
@@ -491,21 +531,33 @@ def _met(rate: float, kind: str) -> str:
 def timed_figures(t: Timed, n: int, kind: str) -> list[tuple[str, str]]:
     share = t.archive.events / n
     return [
-        (f"replay `{REPLAYED}`, all {n:,} hot (rebuild alone, child process)",
-         f"**{t.hot.rate:,.0f} events/s** ({t.hot.seconds:.1f} s)"),
-        ("archive run: limits + archive, into `history_segments`",
-         f"**{t.archive.rate:,.0f} events/s**: {t.archive.events:,} events in"
-         f" {t.archive.seconds:.1f} s, {t.archive.segments} segments"),
-        ("archive run: longest step (one segment read, encoded, checked, committed)",
-         f"{t.archive.slowest:.2f} s"),
-        (f"replay `{REPLAYED}`, {share:.1%} archived",
-         f"**{t.archived.rate:,.0f} events/s** ({t.archived.seconds:.1f} s)"),
+        (
+            f"replay `{REPLAYED}`, all {n:,} hot (rebuild alone, child process)",
+            f"**{t.hot.rate:,.0f} events/s** ({t.hot.seconds:.1f} s)",
+        ),
+        (
+            "archive run: limits + archive, into `history_segments`",
+            f"**{t.archive.rate:,.0f} events/s**: {t.archive.events:,} events in"
+            f" {t.archive.seconds:.1f} s, {t.archive.segments} segments",
+        ),
+        (
+            "archive run: longest step (one segment read, encoded, checked, committed)",
+            f"{t.archive.slowest:.2f} s",
+        ),
+        (
+            f"replay `{REPLAYED}`, {share:.1%} archived",
+            f"**{t.archived.rate:,.0f} events/s** ({t.archived.seconds:.1f} s)",
+        ),
         ("replay: archived / hot", f"**{t.archived.rate / t.hot.rate:.2f}**"),
-        ("replay: of the docs/benchmarks.md target, hot / archived",
-         f"{_met(t.hot.rate, kind)} / {_met(t.archived.rate, kind)}"),
-        ("peak RSS: replay hot / archive run / replay archived",
-         f"{_mib(t.hot.peak_kib)} / {_mib(t.archive.peak_kib)} / {_mib(t.archived.peak_kib)}"),
-    ]  # fmt: skip
+        (
+            "replay: of the docs/benchmarks.md target, hot / archived",
+            f"{_met(t.hot.rate, kind)} / {_met(t.archived.rate, kind)}",
+        ),
+        (
+            "peak RSS: replay hot / archive run / replay archived",
+            f"{_mib(t.hot.peak_kib)} / {_mib(t.archive.peak_kib)} / {_mib(t.archived.peak_kib)}",
+        ),
+    ]
 
 
 def replay_table(timed: dict[str, Timed]) -> str:
@@ -559,18 +611,27 @@ def measure(args: argparse.Namespace, env: dict[str, str], kind: str) -> Measure
         ("distinct visitors per segment", f"{min(distinct):,} to {max(distinct):,}"),
         *hot_figures,
         ("hot: payload alone, per event", f"{sum(len(r[4]) for r in rows) / n:,.0f} bytes"),
-        (f"archived: {len(segments)} segment(s) of {args.segment:,}, per event",
-         f"**{sum(sizes) / n:.1f} bytes**"),
-        ("archived: smallest / largest segment",
-         f"{min(sizes) / 1e6:.2f} MB / {max(sizes) / 1e6:.2f} MB"),
-        ("payloads kept as bytes (not split)",
-         f"{sum(read_info(s).raw_payloads for s in segments):,}"),
+        (
+            f"archived: {len(segments)} segment(s) of {args.segment:,}, per event",
+            f"**{sum(sizes) / n:.1f} bytes**",
+        ),
+        (
+            "archived: smallest / largest segment",
+            f"{min(sizes) / 1e6:.2f} MB / {max(sizes) / 1e6:.2f} MB",
+        ),
+        (
+            "payloads kept as bytes (not split)",
+            f"{sum(read_info(s).raw_payloads for s in segments):,}",
+        ),
         ("read: Store.events_after, pages of 10,000", f"{n / store_read:,.0f} events/s"),
-        *([("read: bare sqlite3 cursor, pages of 10,000", f"{raw[0] / raw[1]:,.0f} events/s")]
-          if raw else []),
+        *(
+            [("read: bare sqlite3 cursor, pages of 10,000", f"{raw[0] / raw[1]:,.0f} events/s")]
+            if raw
+            else []
+        ),
         ("encode segments", f"{n / encoded:,.0f} events/s"),
         ("decode segments (to rows)", f"**{n / decoded:,.0f} events/s**"),
-    ]  # fmt: skip
+    ]
     del rows, segments  # the children below have the machine's memory to themselves
     timed = replay_and_archive(args, env, kind)
     return Measured([*figures, *timed_figures(timed, n, kind)], hot, archived, timed)

@@ -87,15 +87,21 @@ def main(n: int) -> None:
         env.update(SLUICE_DATA_DIR=f"{tmp}/data", SLUICE_PORT=str(port), SLUICE_LOG_FORMAT="json")
         log = Path(tmp) / "up.log"
         with log.open("wb") as out:
-            up = subprocess.Popen([sys.executable, "-m", "sluice", "up"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=out)  # fmt: skip
+            up = subprocess.Popen(
+                [sys.executable, "-m", "sluice", "up"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=out,
+            )
         try:
             logged, total = asyncio.run(measure(n, f"http://127.0.0.1:{port}", log))
         finally:
             up.terminate()
             up.wait(60)
-        print(f"{n:,} redirects, stats total {total}: {logged:,} bytes of log,"
-              f" {logged / n:.1f} bytes per redirect")  # fmt: skip
+        print(
+            f"{n:,} redirects, stats total {total}: {logged:,} bytes of log,"
+            f" {logged / n:.1f} bytes per redirect"
+        )
 
 
 if __name__ == "__main__":

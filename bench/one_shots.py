@@ -64,8 +64,10 @@ async def fill(store: Store, pending: int) -> tuple[list[str], float]:
             await insert_user(tx, user, "-")
     rng, now = random.Random(7), utcnow()
     for start in range(0, pending, PER_TX):
-        instants = [now + timedelta(seconds=rng.uniform(3600, 365 * 86400))
-                    for _ in range(min(PER_TX, pending - start))]  # fmt: skip
+        instants = [
+            now + timedelta(seconds=rng.uniform(3600, 365 * 86400))
+            for _ in range(min(PER_TX, pending - start))
+        ]
         await store.insert_rows("reminders", COLUMNS, rows(owners, instants))
     return owners, time.perf_counter() - started
 
@@ -169,8 +171,12 @@ def main(args: argparse.Namespace) -> None:
     ):
         for store in stores:
             env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-            env.update(SLUICE_REDIS_URL=server.url, SLUICE_LOG_LEVEL="info",
-                       SLUICE_LOG_FORMAT="json", SLUICE_CODE_POOL_TARGET="1000")  # fmt: skip
+            env.update(
+                SLUICE_REDIS_URL=server.url,
+                SLUICE_LOG_LEVEL="info",
+                SLUICE_LOG_FORMAT="json",
+                SLUICE_CODE_POOL_TARGET="1000",
+            )
             env.update(pg.env(store, Path(tmp) / f"data-{store}"))
             logs = Path(tmp) / f"logs-{store}"
             logs.mkdir()
@@ -183,12 +189,16 @@ def main(args: argparse.Namespace) -> None:
                 print(f"  {name}: {value}", flush=True)
         label = pg.label()
     names = list(next(iter(figures.values())))
-    table = "\n".join([
-        f"{args.pending:,} pending one-shots, {args.due:,} due in the same second, "
-        f"{args.schedulers} `sluice scheduler` processes:", "",
-        "| figure | " + " | ".join(figures) + " |", "|---|" + "---|" * len(figures),
-        *(f"| {n} | " + " | ".join(f[n] for f in figures.values()) + " |" for n in names),
-    ])  # fmt: skip
+    table = "\n".join(
+        [
+            f"{args.pending:,} pending one-shots, {args.due:,} due in the same second, "
+            f"{args.schedulers} `sluice scheduler` processes:",
+            "",
+            "| figure | " + " | ".join(figures) + " |",
+            "|---|" + "---|" * len(figures),
+            *(f"| {n} | " + " | ".join(f[n] for f in figures.values()) + " |" for n in names),
+        ]
+    )
     print(table)
     if not args.no_readme:
         record("one-shots", "one_shots.py: one-shot reminders due together", table, extra=label)

@@ -113,14 +113,42 @@ def worker_commands(system: str, workers: int, concurrency: int) -> list[list[st
     if system == "arq":
         return [[*peer, "-c", "import arq_jobs; arq_jobs.worker()"] for _ in range(workers)]
     if system == "taskiq":  # a supervisor and `workers` worker processes
-        return [[*peer, "-m", "taskiq", "worker", "taskiq_jobs:broker",
-                 "--workers", str(workers), "--log-level", "WARNING"]]  # fmt: skip
+        return [
+            [
+                *peer,
+                "-m",
+                "taskiq",
+                "worker",
+                "taskiq_jobs:broker",
+                "--workers",
+                str(workers),
+                "--log-level",
+                "WARNING",
+            ]
+        ]
     if system == "dramatiq":  # a supervisor and `workers` worker processes (8 threads each)
         return [[*peer, "-m", "dramatiq", "dramatiq_jobs", "--processes", str(workers)]]
     if system == "celery":  # solo pool: each worker process consumes and runs its tasks itself
-        return [[*peer, "-m", "celery", "-A", "celery_jobs", "worker", "-P", "solo",
-                 "--loglevel", "WARNING", "-n", f"w{k}@%h", "--without-gossip",
-                 "--without-mingle", "--without-heartbeat"] for k in range(workers)]  # fmt: skip
+        return [
+            [
+                *peer,
+                "-m",
+                "celery",
+                "-A",
+                "celery_jobs",
+                "worker",
+                "-P",
+                "solo",
+                "--loglevel",
+                "WARNING",
+                "-n",
+                f"w{k}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ]
+            for k in range(workers)
+        ]
     raise ValueError(system)
 
 
@@ -159,8 +187,11 @@ def running(
     children = []
     for i, cmd in enumerate(commands):
         with (logs / f"worker{i}.log").open("ab") as log:
-            children.append(subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=log,
-                                             start_new_session=True))  # fmt: skip
+            children.append(
+                subprocess.Popen(
+                    cmd, cwd=cwd, env=env, stdout=log, stderr=log, start_new_session=True
+                )
+            )
     try:
         yield
     finally:
@@ -175,8 +206,9 @@ def running(
 
 
 def produce(system: str, jobs: int, cwd: Path, env: dict[str, str]) -> dict[str, float]:
-    out = subprocess.run(producer_command(system, jobs), cwd=cwd, env=env, check=True,
-                         capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        producer_command(system, jobs), cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
@@ -203,10 +235,14 @@ def run_one(system: str, args: argparse.Namespace, stores: Stores, store: str = 
         logs.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLUICE_", "BENCH_"))}
         env.update(
-            BENCH_REDIS_URL=server.url, BENCH_COUNTS=str(counts), PYTHONPATH=str(PEERS_PY),
-            SLUICE_REDIS_URL=server.url, SLUICE_DATA_DIR=str(tmp / "data"),
-            SLUICE_LOG_LEVEL="warning", SLUICE_LOG_FORMAT="json",
-        )  # fmt: skip
+            BENCH_REDIS_URL=server.url,
+            BENCH_COUNTS=str(counts),
+            PYTHONPATH=str(PEERS_PY),
+            SLUICE_REDIS_URL=server.url,
+            SLUICE_DATA_DIR=str(tmp / "data"),
+            SLUICE_LOG_LEVEL="warning",
+            SLUICE_LOG_FORMAT="json",
+        )
         if store:
             env.update(stores.env(store, tmp / "data"))
         try:
@@ -234,8 +270,9 @@ def _run_one(
             times = produce(system, args.jobs, cwd, env)
             if not wait_count(counts, base + args.jobs, args.timeout):
                 done = read_counts(counts)[0] - base
-                return Result(system, args.jobs, 0, 0, f"only {done} of {args.jobs} finished",
-                              store=store)  # fmt: skip
+                return Result(
+                    system, args.jobs, 0, 0, f"only {done} of {args.jobs} finished", store=store
+                )
             result.enqueue_s = times["end"] - times["start"]
             result.total_s = read_counts(counts)[1] - times["start"]
         # Drain: the jobs wait in Redis (sluice: in the store) while no worker runs.
@@ -255,7 +292,9 @@ def _run_one(
     return result
 
 
-PYTHON_TARGET = 5.0  # docs/benchmarks.md: sluice end to end >= 5x the best of arq, taskiq, Dramatiq, Celery
+PYTHON_TARGET = (
+    5.0  # docs/benchmarks.md: sluice end to end >= 5x the best of arq, taskiq, Dramatiq, Celery
+)
 BULLMQ_TARGET = 3.0  # and >= 3x BullMQ
 
 
@@ -267,9 +306,11 @@ def table(results: list[Result], args: argparse.Namespace) -> str:
     header += [f"sluice ({store}) / system (drain)" for store in ours]
     lines = [
         f"{args.jobs:,} jobs, {args.workers} worker processes each (sluice: + 1 relay process),"
-        f" BullMQ concurrency {args.bullmq_concurrency} per worker:", "",
-        "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-    ]  # fmt: skip
+        f" BullMQ concurrency {args.bullmq_concurrency} per worker:",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     for r in results:
         if r.error:
             lines.append(f"| {r.label} | failed: {r.error[:160]!r} |" + " |" * (len(header) - 2))
@@ -289,13 +330,13 @@ def table(results: list[Result], args: argparse.Namespace) -> str:
                 f"End to end, sluice ({store}) / best of arq, taskiq, Dramatiq, Celery"
                 f" ({best.system}): **{ratio:.2f}** (target >= {PYTHON_TARGET:g}:"
                 f" {'met' if ratio >= PYTHON_TARGET else 'missed'})"
-            )  # fmt: skip
+            )
         if "bullmq" in by:
             ratio = o.rate / by["bullmq"].rate
             lines.append(
                 f"End to end, sluice ({store}) / BullMQ: **{ratio:.2f}** (target >="
                 f" {BULLMQ_TARGET:g}: {'met' if ratio >= BULLMQ_TARGET else 'missed'})"
-            )  # fmt: skip
+            )
     return "\n".join(lines)
 
 
@@ -308,8 +349,11 @@ def main(args: argparse.Namespace) -> None:
     if shutil.which("node") is None and "bullmq" in systems:
         raise SystemExit("node is not on PATH (BullMQ needs Node.js)")
     store_names = parse_stores(args.store)
-    runs = [(system, store) for system in systems
-            for store in (store_names if system.startswith("sluice") else [""])]  # fmt: skip
+    runs = [
+        (system, store)
+        for system in systems
+        for store in (store_names if system.startswith("sluice") else [""])
+    ]
     results = []
     with Stores(store_names if any(s for _, s in runs) else []) as stores:
         for system, store in runs:
@@ -321,8 +365,12 @@ def main(args: argparse.Namespace) -> None:
     text = table(results, args)
     print(text)
     if not args.no_readme:
-        record("peers", "peers.py: sluice end to end vs BullMQ, arq, taskiq, Dramatiq, Celery",
-               text, extra=label)  # fmt: skip
+        record(
+            "peers",
+            "peers.py: sluice end to end vs BullMQ, arq, taskiq, Dramatiq, Celery",
+            text,
+            extra=label,
+        )
 
 
 if __name__ == "__main__":

@@ -34,13 +34,13 @@ from sluice.app.assembly import default_apps, open_resources
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.processes import runtime_settings
 from sluice.config import Config, load_config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
-from sluice.logs import configure_logging
-from sluice.resources import Resources, redis_client
+from sluice.process.resources import Resources, redis_client
+from sluice.relay.publisher import head, pack
+from sluice.relay.relay import Relay
 from sluice.store import StoredEvent
-from sluice.streams.consumer import Consumer
-from sluice.streams.publisher import head, pack
-from sluice.streams.relay import Relay
+from sluice.telemetry.logs import configure_logging
 
 TARGET = 0.3
 
@@ -49,8 +49,12 @@ async def append(res: Resources, n: int) -> float:
     started = time.perf_counter()
     for i in range(0, n, 500):
         async with res.store.transaction() as tx:
-            await tx.append(*(ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
-                              for j in range(i, min(n, i + 500))))  # fmt: skip
+            await tx.append(
+                *(
+                    ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
+                    for j in range(i, min(n, i + 500))
+                )
+            )
     return time.perf_counter() - started
 
 
@@ -70,8 +74,13 @@ async def relay_alone(res: Resources, config: Config, n: int) -> float:
 async def project_alone(res: Resources, config: Config, n: int) -> float:
     stop = asyncio.Event()
     reader = redis_client(config, socket_timeout=10)
-    consumer = Consumer(default_apps().groups["article-views"](res), reader, res.keys, "bench",
-                        runtime_settings(config))  # fmt: skip
+    consumer = Consumer(
+        default_apps().groups["article-views"](res),
+        reader,
+        res.keys,
+        "bench",
+        runtime_settings(config),
+    )
     started = time.perf_counter()
     task = asyncio.create_task(consumer.run(stop))
     while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
@@ -115,10 +124,29 @@ def redis_benchmark(server: RedisServer, n: int, pipeline: int) -> float | None:
         return None
     out = subprocess.run(
         # The password on the command line is fine here: a throwaway server of the bench.
-        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(server.port), "-a", server.password,
-         "-n", str(n), "-P", str(pipeline), "-q", "XADD", "bench:stream", "*", "f", "v"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            "redis-benchmark",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(server.port),
+            "-a",
+            server.password,
+            "-n",
+            str(n),
+            "-P",
+            str(pipeline),
+            "-q",
+            "XADD",
+            "bench:stream",
+            "*",
+            "f",
+            "v",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     found = re.findall(r"([\d.]+) requests per second", out)
     if not found:
         raise SystemExit(f"could not read redis-benchmark's output: {out!r}")
@@ -128,8 +156,13 @@ def redis_benchmark(server: RedisServer, n: int, pipeline: int) -> float | None:
 async def main(args: argparse.Namespace) -> None:
     n = args.n
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
-        config = load_config({}, data_dir=Path(tmp) / "data", redis_url=server.url,
-                             log_level=args.log_level, log_format="json")  # fmt: skip
+        config = load_config(
+            {},
+            data_dir=Path(tmp) / "data",
+            redis_url=server.url,
+            log_level=args.log_level,
+            log_format="json",
+        )
         configure_logging(config)
         async with open_resources(config) as res:
             t_append = await append(res, n)
@@ -150,12 +183,23 @@ async def main(args: argparse.Namespace) -> None:
         verdict = "redis-benchmark is not on PATH: no XADD comparison"
     else:
         lines.append(f"| `redis-benchmark` XADD, -P {args.xadd_pipeline} | {xadd:,.0f} |")
-        verdict = (f"relay publish / redis-benchmark XADD: **{relay_rate / xadd:.2f}**"
-                   f" (target >= {TARGET})")  # fmt: skip
+        verdict = (
+            f"relay publish / redis-benchmark XADD: **{relay_rate / xadd:.2f}**"
+            f" (target >= {TARGET})"
+        )
     lines.append(f"| Redis alone taking the relay's XADDs, all pipelined | {ceiling:,.0f} |")
     verdict += f"; relay / that ceiling: {relay_rate / ceiling:.2f}"
-    table = "\n".join([f"{n:,} events, log level {args.log_level}:", "",
-                       "| stage | events/s |", "|---|---|", *lines, "", verdict])  # fmt: skip
+    table = "\n".join(
+        [
+            f"{n:,} events, log level {args.log_level}:",
+            "",
+            "| stage | events/s |",
+            "|---|---|",
+            *lines,
+            "",
+            verdict,
+        ]
+    )
     print(table)
     if not args.no_readme:
         record("pipeline", "pipeline.py: append -> relay -> article-views projection", table)

@@ -22,16 +22,22 @@ _RUN = "<!-- run -->"
 
 def machine() -> str:
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), "unknown cpu",
-    )  # fmt: skip
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown cpu",
+    )
     try:
         out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
     except OSError:
         out = ""
     version = re.search(r"v=(\S+)", out)
-    return (f"{os.cpu_count()} cores ({cpu}), Python {sys.version.split()[0]}, "
-            f"Redis {version[1] if version else '?'}")  # fmt: skip
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {sys.version.split()[0]}, "
+        f"Redis {version[1] if version else '?'}"
+    )
 
 
 def command() -> str:

@@ -74,9 +74,11 @@ TARGET = "https://example.org/landing"
 # --rules: a link whose three rules (docs/guides/links.md) all get evaluated and none matches wrk's
 # requests (no User-Agent, no Accept-Language, a loopback address), the worst case.
 RULED = "bench2"
-RULES = ('[{"when": {"device": "mobile"}, "url": "https://example.org/m"},'
-         ' {"when": {"language": "fr"}, "url": "https://example.org/fr"},'
-         ' {"when": {"country": "DE"}, "url": "https://example.org/de"}]')  # fmt: skip
+RULES = (
+    '[{"when": {"device": "mobile"}, "url": "https://example.org/m"},'
+    ' {"when": {"language": "fr"}, "url": "https://example.org/fr"},'
+    ' {"when": {"country": "DE"}, "url": "https://example.org/de"}]'
+)
 
 
 def bare_app(port: int) -> None:
@@ -111,8 +113,14 @@ def _ms(value: str) -> float:
 
 
 def run_wrk(url: str, args: argparse.Namespace) -> WrkResult:
-    command = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s",
-               "--latency", url]  # fmt: skip
+    command = [
+        "wrk",
+        f"-t{args.threads}",
+        f"-c{args.connections}",
+        f"-d{args.duration}s",
+        "--latency",
+        url,
+    ]
     text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", text, re.MULTILINE))  # "1.89s "
     non_3xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
@@ -215,12 +223,14 @@ def served_redirects(port: int) -> int:
     with urllib.request.urlopen(request, timeout=30) as response:
         text = response.read().decode()
     wanted = {"method": "GET", "route": "/{code}", "status": "302"}
-    return int(sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "sluice_http_requests_total" and sample.labels == wanted
-    ))  # fmt: skip
+    return int(
+        sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "sluice_http_requests_total" and sample.labels == wanted
+        )
+    )
 
 
 def sluice(
@@ -228,9 +238,12 @@ def sluice(
 ) -> subprocess.Popen[bytes]:
     stderr = log.open("wb") if log else None
     try:
-        return subprocess.Popen([sys.executable, "-m", "sluice", *args], env=env,
-                                stdout=subprocess.DEVNULL,
-                                stderr=stderr or subprocess.DEVNULL)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "sluice", *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr or subprocess.DEVNULL,
+        )
     finally:
         if stderr is not None:
             stderr.close()  # the child holds its own copy
@@ -238,13 +251,19 @@ def sluice(
 
 def machine() -> str:
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), "unknown cpu",
-    )  # fmt: skip
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown cpu",
+    )
     redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
     version = re.search(r"v=(\S+)", redis)
-    return (f"{os.cpu_count()} cores ({cpu}), Python {sys.version.split()[0]}, "
-            f"Redis {version[1] if version else '?'}")  # fmt: skip
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {sys.version.split()[0]}, "
+        f"Redis {version[1] if version else '?'}"
+    )
 
 
 @dataclass
@@ -269,24 +288,34 @@ class StoreRun:
 
 def report(run: StoreRun) -> None:
     print(f"machine: {machine()}")
-    print(f"bare aiohttp 302: {run.bare.rps:,.0f} req/s, p50 {run.bare.p50_ms:.2f} ms,"
-          f" p99 {run.bare.p99_ms:.2f} ms")  # fmt: skip
+    print(
+        f"bare aiohttp 302: {run.bare.rps:,.0f} req/s, p50 {run.bare.p50_ms:.2f} ms,"
+        f" p99 {run.bare.p99_ms:.2f} ms"
+    )
     for v in run.variants:
-        print(f"sluice, {v.name}: {v.result.rps:,.0f} req/s ({v.result.rps / run.bare.rps:.2f}),"
-              f" p50 {v.result.p50_ms:.2f} ms, p99 {v.result.p99_ms:.2f} ms"
-              f" ({v.result.p99_ms / run.bare.p99_ms:.2f}); served {v.served:,}"
-              f" (wrk counted {v.result.requests:,})")  # fmt: skip
+        print(
+            f"sluice, {v.name}: {v.result.rps:,.0f} req/s ({v.result.rps / run.bare.rps:.2f}),"
+            f" p50 {v.result.p50_ms:.2f} ms, p99 {v.result.p99_ms:.2f} ms"
+            f" ({v.result.p99_ms / run.bare.p99_ms:.2f}); served {v.served:,}"
+            f" (wrk counted {v.result.requests:,})"
+        )
         if v.result.non_3xx:
             print(f"  non-3xx answers: {v.result.non_3xx}")
-    print(f"served {run.served:,}, visits committed: {run.committed:,}; link-stats total:"
-          f" {run.total:,}; visits lost: {run.served - run.total}")  # fmt: skip
+    print(
+        f"served {run.served:,}, visits committed: {run.committed:,}; link-stats total:"
+        f" {run.total:,}; visits lost: {run.served - run.total}"
+    )
 
 
 def run_store(store: str, pg: Stores, args: argparse.Namespace) -> StoreRun:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(SLUICE_REDIS_URL=server.url, SLUICE_ADMIN_TOKEN=ADMIN_TOKEN,
-                   SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL=args.log_level)  # fmt: skip
+        env.update(
+            SLUICE_REDIS_URL=server.url,
+            SLUICE_ADMIN_TOKEN=ADMIN_TOKEN,
+            SLUICE_LOG_FORMAT="json",
+            SLUICE_LOG_LEVEL=args.log_level,
+        )
         env.update(pg.env(store, Path(tmp) / "data"))
         try:
             return _run_store(store, env, Path(tmp), args)
@@ -317,8 +346,10 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
     if args.history:
         started = time.monotonic()
         asyncio.run(prefill(env, args.history))
-        print(f"{store}: {args.history:,} visits committed in {time.monotonic() - started:.0f} s",
-              flush=True)  # fmt: skip
+        print(
+            f"{store}: {args.history:,} visits committed in {time.monotonic() - started:.0f} s",
+            flush=True,
+        )
     quiet = {**env, "SLUICE_LOG_LEVEL": "warning"}
 
     def pipeline() -> list[subprocess.Popen[bytes]]:
@@ -335,8 +366,10 @@ def _run_store(store: str, env: dict[str, str], tmp: Path, args: argparse.Namesp
                 raise SystemExit("--history: the visits were not counted in time")
             time.sleep(1.0)
         wait_listening(bare_port)
-        print(f"{store}: wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency",
-              flush=True)  # fmt: skip
+        print(
+            f"{store}: wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency",
+            flush=True,
+        )
         bare_result = run_wrk(f"http://127.0.0.1:{bare_port}/{CODE}", args)
         for name, processes, log, code, during in _variants(args):
             if not during:  # stopped before the API starts, started again once it stopped
@@ -380,25 +413,28 @@ def table(runs: list[StoreRun], args: argparse.Namespace) -> str:
     lines = [
         f"`wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency`, API log level"
         f" {args.log_level}; per store a bare run, then each sluice variant, one after the"
-        " other (`sluice api --processes N`; \"log all\": `SLUICE_REDIRECT_LOG=all`)"
+        ' other (`sluice api --processes N`; "log all": `SLUICE_REDIRECT_LOG=all`)'
         + (f", a history of {args.history:,} visits before (`--history`)" if args.history else "")
-        + ":", "",
+        + ":",
+        "",
         "| store | variant | bare req/s | sluice req/s | throughput ratio (target >= 0.8) |"
         " bare p99 | sluice p99 | p99 ratio (target <= 1.5) |",
         "|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for r in runs:
         for v in r.variants:
             lines.append(
                 f"| {r.store} | {v.name} | {r.bare.rps:,.0f} | {v.result.rps:,.0f} |"
                 f" **{v.result.rps / r.bare.rps:.2f}** | {r.bare.p99_ms:.2f} ms |"
                 f" {v.result.p99_ms:.2f} ms | **{v.result.p99_ms / r.bare.p99_ms:.2f}** |"
-            )  # fmt: skip
+            )
     lines.append("")
     for r in runs:
-        lines.append(f"Visits lost on {r.store}: **{r.served - r.total}** ({r.served:,}"
-                     f" served in all variants, {r.committed:,} committed, {r.total:,}"
-                     " counted).")  # fmt: skip
+        lines.append(
+            f"Visits lost on {r.store}: **{r.served - r.total}** ({r.served:,}"
+            f" served in all variants, {r.committed:,} committed, {r.total:,}"
+            " counted)."
+        )
     return "\n".join(lines)
 
 
@@ -434,9 +470,12 @@ if __name__ == "__main__":
     parser.add_argument("--processes", default="1,2", help="API processes per variant: 1,2")
     parser.add_argument("--redirect-log", default="errors", help="errors, all or errors,all")
     parser.add_argument("--rules", action="store_true", help="also a link with 3 rules")
-    parser.add_argument("--pipeline", default="during",
-                        help="the relay and link-stats during each variant's wrk run, after"
-                             " it (stopped while it runs), or during,after")  # fmt: skip
+    parser.add_argument(
+        "--pipeline",
+        default="during",
+        help="the relay and link-stats during each variant's wrk run, after"
+        " it (stopped while it runs), or during,after",
+    )
     parser.add_argument("--history", type=int, default=0, help="visits committed before")
     parser.add_argument("--no-readme", action="store_true")
     options = parser.parse_args()

@@ -54,8 +54,16 @@ from redirect import CODE, RULED, TARGET, create_link, wait_listening
 from sluice.app.assembly import assemble
 from sluice.embedded.redis_server import RedisServer, free_port
 
-VARIANTS = ("bare", "sluice", "rules", "logged", "no-write", "no-visit", "plain-view",
-            "plain-view-no-middleware")  # fmt: skip
+VARIANTS = (
+    "bare",
+    "sluice",
+    "rules",
+    "logged",
+    "no-write",
+    "no-visit",
+    "plain-view",
+    "plain-view-no-middleware",
+)
 
 
 def serve(variant: str, port: int) -> None:
@@ -74,8 +82,8 @@ def serve(variant: str, port: int) -> None:
 
     from sluice.cli.processes import run_api
     from sluice.config import load_config
-    from sluice.logs import configure_logging
-    from sluice.stop_signals import stop_on_signals
+    from sluice.process.stop_signals import stop_on_signals
+    from sluice.telemetry.logs import configure_logging
 
     _switch_off(variant, plain)
     config = load_config()
@@ -137,8 +145,12 @@ end
 def wrk(port: int, seconds: int, code: str = CODE, script: Path | None = None) -> int:
     url = f"http://127.0.0.1:{port}/{code}"
     scripted = ["-s", str(script)] if script is not None else []
-    out = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds}s", *scripted, url],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["wrk", "-t1", "-c8", f"-d{seconds}s", *scripted, url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
 
 
@@ -147,28 +159,43 @@ def measure(variant: str, seconds: int, flush_ms: int, agents: str = "fixed") ->
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(SLUICE_DATA_DIR=str(Path(tmp) / "data"), SLUICE_REDIS_URL=server.url,
-                   SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL="info", SLUICE_PORT=str(port),
-                   SLUICE_VISIT_FLUSH_MS=str(flush_ms))  # fmt: skip
+        env.update(
+            SLUICE_DATA_DIR=str(Path(tmp) / "data"),
+            SLUICE_REDIS_URL=server.url,
+            SLUICE_LOG_FORMAT="json",
+            SLUICE_LOG_LEVEL="info",
+            SLUICE_PORT=str(port),
+            SLUICE_VISIT_FLUSH_MS=str(flush_ms),
+        )
         asyncio.run(create_link(env))
         script = None
         if agents == "random":
             script = Path(tmp) / "agents.lua"
             script.write_text(RANDOM_AGENTS)
         out = Path(tmp) / "callgrind.out"
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                   sys.executable, __file__, "--serve", variant, str(port)]  # fmt: skip
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            __file__,
+            "--serve",
+            variant,
+            str(port),
+        ]
         with (Path(tmp) / "api.log").open("wb") as log:
             api = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
             wait_listening(port, timeout=1200)  # a start under callgrind on a loaded machine
             code = RULED if variant == "rules" else CODE
             wrk(port, 4, code, script)  # warm-up: caches filled, code paths compiled
-            subprocess.run(["callgrind_control", "-z", str(api.pid)], check=True,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["callgrind_control", "-z", str(api.pid)], check=True, capture_output=True
+            )
             requests = wrk(port, seconds, code, script)
-            subprocess.run(["callgrind_control", "-d", str(api.pid)], check=True,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["callgrind_control", "-d", str(api.pid)], check=True, capture_output=True
+            )
             instructions = dumped_instructions(Path(tmp))
         finally:
             api.send_signal(signal.SIGTERM)
@@ -193,8 +220,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"{variant:28}{requests:>10,}{per_request / 1000:>23,.0f}k", flush=True)
     if "bare" in results and "sluice" in results:
         ceiling = results["bare"] / results["sluice"]
-        print(f"bare / sluice: {ceiling:.2f} (the throughput ratio if the API process were"
-              f" the only work on its core; target >= 0.80)")  # fmt: skip
+        print(
+            f"bare / sluice: {ceiling:.2f} (the throughput ratio if the API process were"
+            f" the only work on its core; target >= 0.80)"
+        )
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -129,10 +129,18 @@ def polled_run(
     base: str, token: str, args: argparse.Namespace
 ) -> tuple[WrkResult, dict[str, float]]:
     pollers = subprocess.Popen(
-        [sys.executable, __file__, "--poll", f"{base}/v1/reminders", token, str(args.pollers),
-         str(args.poll_interval)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            __file__,
+            "--poll",
+            f"{base}/v1/reminders",
+            token,
+            str(args.pollers),
+            str(args.poll_interval),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(0.5)
         result = run_wrk(f"{base}/{CODE}", args)
@@ -146,28 +154,40 @@ def run_store(store: str, pg: Stores, args: argparse.Namespace) -> Polled:
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(SLUICE_REDIS_URL=server.url, SLUICE_LOG_FORMAT="json",
-                   SLUICE_LOG_LEVEL=args.log_level, SLUICE_PORT=str(port))  # fmt: skip
+        env.update(
+            SLUICE_REDIS_URL=server.url,
+            SLUICE_LOG_FORMAT="json",
+            SLUICE_LOG_LEVEL=args.log_level,
+            SLUICE_PORT=str(port),
+        )
         env.update(pg.env(store, Path(tmp) / "data"))
         asyncio.run(create_link(env))
         quiet = {**env, "SLUICE_LOG_LEVEL": "warning"}
-        children = [sluice(["relay"], quiet), sluice(["worker", "link-stats"], quiet),
-                    sluice(["api"], env)]  # fmt: skip
+        children = [
+            sluice(["relay"], quiet),
+            sluice(["worker", "link-stats"], quiet),
+            sluice(["api"], env),
+        ]
         try:
             wait_listening(port)
             base = f"http://127.0.0.1:{port}"
             token = asyncio.run(make_reminders(base))
-            print(f"{store}: {args.rounds} x (wrk -t{args.threads} -c{args.connections}"
-                  f" -d{args.duration}s idle, then with {args.pollers} pollers)",
-                  flush=True)  # fmt: skip
+            print(
+                f"{store}: {args.rounds} x (wrk -t{args.threads} -c{args.connections}"
+                f" -d{args.duration}s idle, then with {args.pollers} pollers)",
+                flush=True,
+            )
             run = Polled(store, [], [], [])
             for _ in range(args.rounds):
                 run.idle.append(run_wrk(f"{base}/{CODE}", args))
                 result, polls = polled_run(base, token, args)
                 run.polled.append(result)
                 run.polls.append(polls)
-                print(f"  idle {run.idle[-1].rps:,.0f} req/s, polled {result.rps:,.0f} req/s"
-                      f" ({polls['polls']:.0f} lists)", flush=True)  # fmt: skip
+                print(
+                    f"  idle {run.idle[-1].rps:,.0f} req/s, polled {result.rps:,.0f} req/s"
+                    f" ({polls['polls']:.0f} lists)",
+                    flush=True,
+                )
             return run
         finally:
             for child in children:
@@ -184,11 +204,12 @@ def table(runs: list[Polled], args: argparse.Namespace) -> str:
         f" --latency` runs on `GET /{{code}}`, alone and then while {args.pollers} clients each"
         f" ask `GET /v1/reminders` {every} for a user with {REMINDERS} reminders on 29"
         f" February falling on a Sunday; API log level {args.log_level}; means of the runs"
-        " (each run's req/s in brackets):", "",
+        " (each run's req/s in brackets):",
+        "",
         "| store | idle req/s | polled req/s | ratio (target >= 0.90) | idle p99 | polled p99 |"
         " lists answered | list p50 | list p99 |",
         "|---|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for r in runs:
         errors = sum(int(p["errors"]) for p in r.polls)
         each_idle = ", ".join(f"{x.rps:,.0f}" for x in r.idle)
@@ -201,7 +222,7 @@ def table(runs: list[Polled], args: argparse.Namespace) -> str:
             f"{f' ({errors} not 200)' if errors else ''} |"
             f" {max(p['p50_ms'] for p in r.polls):.1f} ms |"
             f" {max(p['p99_ms'] for p in r.polls):.1f} ms |"
-        )  # fmt: skip
+        )
     return "\n".join(lines)
 
 
@@ -228,8 +249,12 @@ if __name__ == "__main__":
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--pollers", type=int, default=4)
-    parser.add_argument("--poll-interval", type=float, default=1.0,
-                        help="seconds between one client's lists; 0: back to back")  # fmt: skip
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=1.0,
+        help="seconds between one client's lists; 0: back to back",
+    )
     parser.add_argument("--log-level", default="info", help="the API's SLUICE_LOG_LEVEL")
     parser.add_argument("--store", default="sqlite", help="sqlite, postgres or both")
     parser.add_argument("--no-readme", action="store_true")

@@ -44,13 +44,15 @@ def make_event(projection: str, i: int, n: int, rng: random.Random) -> Event:
     # A history is appended as things happen: oldest first, 90 days up to now.
     when = utcnow() - timedelta(seconds=90 * 86_400 * (n - i) / n + rng.random())
     if projection == "article-views":
-        return ArticleViewed(article_id=f"a{rng.randrange(1000)}", viewer=f"v{i}",
-                             occurred_at=when)  # fmt: skip
+        return ArticleViewed(article_id=f"a{rng.randrange(1000)}", viewer=f"v{i}", occurred_at=when)
     return LinkVisited(
-        code=f"l{rng.randrange(1000)}", visitor=f"v{rng.randrange(50_000)}", occurred_at=when,
+        code=f"l{rng.randrange(1000)}",
+        visitor=f"v{rng.randrange(50_000)}",
+        occurred_at=when,
         referrer_host=rng.choice((None, "example.com", "news.ycombinator.com")),
-        browser=rng.choice(("Chrome", "Firefox", "Safari")), is_bot=rng.random() < 0.05,
-    )  # fmt: skip
+        browser=rng.choice(("Chrome", "Firefox", "Safari")),
+        is_bot=rng.random() < 0.05,
+    )
 
 
 async def fill(env: dict[str, str], projection: str, n: int) -> float:
@@ -60,8 +62,9 @@ async def fill(env: dict[str, str], projection: str, n: int) -> float:
     try:
         for i in range(0, n, PER_TX):
             async with store.transaction() as tx:
-                await tx.append(*(make_event(projection, j, n, rng)
-                                  for j in range(i, min(n, i + PER_TX))))  # fmt: skip
+                await tx.append(
+                    *(make_event(projection, j, n, rng) for j in range(i, min(n, i + PER_TX)))
+                )
     finally:
         await store.close()
     return time.perf_counter() - started
@@ -72,8 +75,10 @@ def replay(env: dict[str, str], projection: str) -> tuple[float, int, str]:
     started = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-m", "sluice", "replay", projection, "--no-progress"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     assert child.stdout is not None
     output = child.stdout.read().decode()
     _, status, usage = os.wait4(child.pid, 0)
@@ -94,8 +99,9 @@ def main(args: argparse.Namespace) -> None:
     ):
         for store in stores:
             env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-            env.update(SLUICE_REDIS_URL=server.url, SLUICE_LOG_LEVEL="info",
-                       SLUICE_LOG_FORMAT="json")  # fmt: skip
+            env.update(
+                SLUICE_REDIS_URL=server.url, SLUICE_LOG_LEVEL="info", SLUICE_LOG_FORMAT="json"
+            )
             env.update(pg.env(store, Path(tmp) / f"data-{store}"))
             try:
                 filled = asyncio.run(fill(env, args.projection, args.n))
@@ -103,8 +109,10 @@ def main(args: argparse.Namespace) -> None:
                 seconds, peak_kib, output = replay(env, args.projection)
             finally:
                 pg.drop(env)
-            print(f"{store}: replayed in {seconds:.1f} s: {args.n / seconds:,.0f} events/s",
-                  flush=True)  # fmt: skip
+            print(
+                f"{store}: replayed in {seconds:.1f} s: {args.n / seconds:,.0f} events/s",
+                flush=True,
+            )
             results[store] = (filled, seconds, peak_kib, output)
         label = pg.label()
     kind = "ArticleViewed" if args.projection == "article-views" else "LinkVisited"
@@ -121,26 +129,33 @@ def main(args: argparse.Namespace) -> None:
         "peak RSS of the replaying process": [f"{results[s][2] / 1024:.0f} MiB" for s in results],
     }
     lines = [
-        f"{args.n:,} `{kind}` events, `sluice replay {args.projection}` in a child process:", "",
-        "| figure | " + " | ".join(results) + " |", "|---|" + "---|" * len(results),
+        f"{args.n:,} `{kind}` events, `sluice replay {args.projection}` in a child process:",
+        "",
+        "| figure | " + " | ".join(results) + " |",
+        "|---|" + "---|" * len(results),
         *(f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()),
         "",
-    ]  # fmt: skip
+    ]
     for s, (*_, output) in results.items():
         size = "".join(line for line in output.splitlines() if "rebuilt from" in line)
         lines.append(f"Its output ({s}): `{size.strip()}`  ")
     table = "\n".join(lines).rstrip()
     print(table)
     if not args.no_readme:
-        record(f"replay-{args.projection}", f"replay.py: `sluice replay {args.projection}`", table,
-               extra=label)  # fmt: skip
+        record(
+            f"replay-{args.projection}",
+            f"replay.py: `sluice replay {args.projection}`",
+            table,
+            extra=label,
+        )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", nargs="?", type=int, default=1_000_000)
-    parser.add_argument("--projection", choices=("article-views", "link-stats"),
-                        default="article-views")  # fmt: skip
+    parser.add_argument(
+        "--projection", choices=("article-views", "link-stats"), default="article-views"
+    )
     parser.add_argument("--store", default="sqlite,postgres", help="sqlite, postgres or both")
     parser.add_argument("--no-readme", action="store_true")
     main(parser.parse_args())

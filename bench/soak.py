@@ -155,8 +155,9 @@ class Traffic:
         if user is None:
             return
         url = f"https://example.com/{self.rng.getrandbits(40):x}?ref=soak"
-        link = await self.call("link", "POST", "/v1/links", json={"url": url},
-                               headers=self._auth(user))  # fmt: skip
+        link = await self.call(
+            "link", "POST", "/v1/links", json={"url": url}, headers=self._auth(user)
+        )
         if link is not None:
             user.codes.append(link["code"])
             self.codes.append(link["code"])
@@ -190,10 +191,14 @@ class Traffic:
         user = self._user()
         if user is None:
             return
-        body = {"cron": f"{self.rng.randrange(60)} * * * * *", "timezone": "Europe/Berlin",
-                "text": "soak reminder"}  # fmt: skip
-        reminder = await self.call("reminder", "POST", "/v1/reminders", json=body,
-                                   headers=self._auth(user))  # fmt: skip
+        body = {
+            "cron": f"{self.rng.randrange(60)} * * * * *",
+            "timezone": "Europe/Berlin",
+            "text": "soak reminder",
+        }
+        reminder = await self.call(
+            "reminder", "POST", "/v1/reminders", json=body, headers=self._auth(user)
+        )
         if reminder is not None:
             user.reminders.append(reminder["id"])
 
@@ -204,16 +209,16 @@ class Traffic:
         if sum(len(u.reminders) for u in owners) >= ACTIVE_REMINDERS:
             user = self.rng.choice(owners)
             reminder = user.reminders.pop(0)
-            await self.call("unremind", "DELETE", f"/v1/reminders/{reminder}",
-                            headers=self._auth(user))  # fmt: skip
+            await self.call(
+                "unremind", "DELETE", f"/v1/reminders/{reminder}", headers=self._auth(user)
+            )
 
     async def export(self) -> None:
         owners = [u for u in self.users if u.codes]
         if owners:
             user = self.rng.choice(owners)
             code = self.rng.choice(user.codes)
-            await self.call("export", "POST", f"/v1/links/{code}/exports",
-                            headers=self._auth(user))  # fmt: skip
+            await self.call("export", "POST", f"/v1/links/{code}/exports", headers=self._auth(user))
 
 
 # (action, share of the steady traffic); the rest run on timers (see TIMERS).
@@ -257,9 +262,12 @@ async def drive(traffic: Traffic, rate: float, stop: asyncio.Event) -> None:
 
 
 async def sample(
-    redis: aioredis.Redis, api: psutil.Process, others: list[psutil.Process], elapsed: float,
+    redis: aioredis.Redis,
+    api: psutil.Process,
+    others: list[psutil.Process],
+    elapsed: float,
     sent: int,
-) -> Sample:  # fmt: skip
+) -> Sample:
     memory = await redis.info("memory")
     streams: Counter[str] = Counter()
     async for key in redis.scan_iter(match="sluice:*", _type="stream"):
@@ -280,8 +288,12 @@ async def sample(
 
 def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as stderr:
-        return subprocess.Popen([sys.executable, "-m", "sluice", *args], env=env,
-                                stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "sluice", *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
 
 
 async def wait_ready(base: str) -> None:
@@ -311,12 +323,21 @@ class Children:
     def start(cls, tmp: Path, redis_url: str) -> Children:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.update(SLUICE_DATA_DIR=str(tmp / "data"), SLUICE_REDIS_URL=redis_url,
-                   SLUICE_PORT=str(port), SLUICE_ADMIN_TOKEN=ADMIN_TOKEN,
-                   SLUICE_LOG_FORMAT="json", SLUICE_LOG_LEVEL="warning",
-                   **SOAK_SETTINGS)  # fmt: skip
-        subprocess.run([sys.executable, "-m", "sluice", "migrate"], env=env, check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
+        env.update(
+            SLUICE_DATA_DIR=str(tmp / "data"),
+            SLUICE_REDIS_URL=redis_url,
+            SLUICE_PORT=str(port),
+            SLUICE_ADMIN_TOKEN=ADMIN_TOKEN,
+            SLUICE_LOG_FORMAT="json",
+            SLUICE_LOG_LEVEL="warning",
+            **SOAK_SETTINGS,
+        )
+        subprocess.run(
+            [sys.executable, "-m", "sluice", "migrate"],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         log = tmp / "sluice.log"
         api = spawn(["api"], env, log)
         others = [
@@ -380,8 +401,10 @@ def table_header() -> str:
 
 def table_row(s: Sample) -> str:
     streams = ", ".join(f"{name} {length}" for name, length in s.streams.items())
-    return (f"| {s.elapsed_s:.0f} | {s.requests:,} | {s.api_rss_mb:.1f} | {s.others_rss_mb:.1f}"
-            f" | {s.redis_used_mb:.2f} | {s.redis_keys:,} | {streams} |")  # fmt: skip
+    return (
+        f"| {s.elapsed_s:.0f} | {s.requests:,} | {s.api_rss_mb:.1f} | {s.others_rss_mb:.1f}"
+        f" | {s.redis_used_mb:.2f} | {s.redis_keys:,} | {streams} |"
+    )
 
 
 def slope_per_minute(samples: list[Sample], value: str) -> float:
@@ -423,12 +446,15 @@ def judge(samples: list[Sample], tolerance: float) -> Verdict:
     return Verdict(
         api_slope=slope_per_minute(after_warmup, "api_rss_mb"),
         redis_slope=slope_per_minute(after_warmup, "redis_used_mb"),
-        api_middle=api_middle, api_last=api_last, api_max=api_max,
-        redis_middle=redis_middle, redis_last=redis_last,
+        api_middle=api_middle,
+        api_last=api_last,
+        api_max=api_max,
+        redis_middle=redis_middle,
+        redis_last=redis_last,
         api_flat=api_last <= api_middle * (1 + tolerance),
         redis_flat=redis_last <= redis_middle * (1 + tolerance),
         api_below_target=api_max < RSS_TARGET_MB,
-    )  # fmt: skip
+    )
 
 
 def verdict_lines(v: Verdict, tolerance: float) -> list[str]:
@@ -452,9 +478,13 @@ def verdict_lines(v: Verdict, tolerance: float) -> list[str]:
 
 def machine() -> str:
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), "unknown cpu",
-    )  # fmt: skip
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown cpu",
+    )
     return f"{os.cpu_count()} cores ({cpu}), Python {sys.version.split()[0]}"
 
 
@@ -466,8 +496,14 @@ def shown(samples: list[Sample], rows: int = 24) -> list[Sample]:
     return [samples[round(i * step)] for i in range(rows)]
 
 
-def section(args: argparse.Namespace, samples: list[Sample], traffic: Traffic,
-            verdict: Verdict, redis_version: str, command: str) -> str:  # fmt: skip
+def section(
+    args: argparse.Namespace,
+    samples: list[Sample],
+    traffic: Traffic,
+    verdict: Verdict,
+    redis_version: str,
+    command: str,
+) -> str:
     statuses = ", ".join(f"{k} {v:,}" for k, v in sorted(traffic.statuses.items()))
     errors = ", ".join(f"{k} {v}" for k, v in traffic.errors.most_common()) or "none"
     settings = ", ".join(f"`{k}={v}`" for k, v in SOAK_SETTINGS.items())
@@ -523,8 +559,9 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         with RedisServer(tmp / "redis") as server:
-            version = subprocess.run([server_binary(), "--version"], capture_output=True,
-                                     text=True).stdout  # fmt: skip
+            version = subprocess.run(
+                [server_binary(), "--version"], capture_output=True, text=True
+            ).stdout
             children = Children.start(tmp, server.url)
             try:
                 samples, traffic = asyncio.run(soak(args, children))
@@ -533,16 +570,17 @@ def main(args: argparse.Namespace) -> int:
     match = re.search(r"v=(\S+)", version)
     verdict = judge(samples, args.tolerance)
     print()
-    print(f"requests sent: {traffic.sent:,}  answers: {dict(traffic.statuses)}  "
-          f"errors: {dict(traffic.errors) or 'none'}")  # fmt: skip
+    print(
+        f"requests sent: {traffic.sent:,}  answers: {dict(traffic.statuses)}  "
+        f"errors: {dict(traffic.errors) or 'none'}"
+    )
     for line in verdict_lines(verdict, args.tolerance):
         print(line)
     if args.readme:
         command = "python bench/soak.py" + "".join(
             f" --{name} {getattr(args, name)}" for name in ("minutes", "rate", "interval")
         )
-        write_section(section(args, samples, traffic, verdict,
-                              match[1] if match else "?", command))  # fmt: skip
+        write_section(section(args, samples, traffic, verdict, match[1] if match else "?", command))
         print(f"written to {README}")
     return 0 if verdict.passed else 1
 
@@ -560,6 +598,10 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=15.0, help="seconds between samples")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--no-readme", dest="readme", action="store_false",
-                        help="print only; leave bench/README.md alone")  # fmt: skip
+    parser.add_argument(
+        "--no-readme",
+        dest="readme",
+        action="store_false",
+        help="print only; leave bench/README.md alone",
+    )
     sys.exit(main(parser.parse_args()))

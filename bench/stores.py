@@ -33,8 +33,12 @@ def parse_stores(value: str) -> list[str]:
 
 def postgres_version() -> str:
     try:
-        out = subprocess.run([str(find_bindir() / "postgres"), "--version"],
-                             capture_output=True, text=True, check=False).stdout  # fmt: skip
+        out = subprocess.run(
+            [str(find_bindir() / "postgres"), "--version"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
     except Exception:
         return "?"
     found = re.search(r"\(PostgreSQL\) (\S+)", out)
@@ -90,5 +94,7 @@ class Stores:
         """For the machine line: which PostgreSQL, and fsync."""
         if self.server is None:
             return ""
-        return (f"PostgreSQL {postgres_version()} (private server, fsync "
-                f"{'on' if self.fsync else 'off'}, synchronous_commit on)")  # fmt: skip
+        return (
+            f"PostgreSQL {postgres_version()} (private server, fsync "
+            f"{'on' if self.fsync else 'off'}, synchronous_commit on)"
+        )

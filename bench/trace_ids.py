@@ -97,8 +97,12 @@ def main() -> None:
     text = table(rows, args.visits)
     print(text)
     if not args.no_readme:
-        record("trace_ids", "trace_ids.py: a visit's commit as the history grows, by trace id",
-               text, extra=label)  # fmt: skip
+        record(
+            "trace_ids",
+            "trace_ids.py: a visit's commit as the history grows, by trace id",
+            text,
+            extra=label,
+        )
 
 
 if __name__ == "__main__":

@@ -121,8 +121,10 @@ async def rss(pid: int, url: str, port: int, args: argparse.Namespace) -> None:
     outcomes = await asyncio.gather(*(hold_upload(port, length) for _ in range(args.sockets)))
     await asyncio.sleep(1)
     held = rss_mib(pid)
-    print(f"sluice up RSS: {before:.0f} MiB before, {held:.0f} MiB with {args.sockets}"
-          f" unauthenticated {args.mib} MiB uploads held (10 bytes short)")  # fmt: skip
+    print(
+        f"sluice up RSS: {before:.0f} MiB before, {held:.0f} MiB with {args.sockets}"
+        f" unauthenticated {args.mib} MiB uploads held (10 bytes short)"
+    )
     for outcome in sorted(set(outcomes)):
         print(f"  {outcomes.count(outcome)} x {outcome}")
     for writer in writers:
@@ -187,8 +189,7 @@ def main() -> None:
         "SLUICE_BODY_TIMEOUT_SECONDS": "120",  # the uploads are held, not timed out
     }
     command = [sys.executable, "-c", _MEASURED_UP, args.holds]
-    up = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)  # fmt: skip
+    up = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     measure = rss if args.measure == "rss" else lock
 

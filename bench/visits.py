@@ -29,8 +29,11 @@ class Visits:
     def batch(self, n: int) -> list[LinkVisited]:
         rng = self._rng
         return [
-            LinkVisited(code=f"{self._prefix}{rng.randrange(1000):04d}",
-                        visitor=rng.choice(self._visitors), browser="Chrome",
-                        trace_id=self._trace_id())
+            LinkVisited(
+                code=f"{self._prefix}{rng.randrange(1000):04d}",
+                visitor=rng.choice(self._visitors),
+                browser="Chrome",
+                trace_id=self._trace_id(),
+            )
             for _ in range(n)
-        ]  # fmt: skip
+        ]

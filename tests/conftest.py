@@ -43,8 +43,8 @@ from sluice.config import Config, load_config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
-from sluice.http.keys import CONFIG
-from sluice.resources import redis_client
+from sluice.http.app_keys import CONFIG
+from sluice.process.resources import redis_client
 from sluice.store.postgres import PostgresStore
 from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on the fly)
 from tests.lowest_set import mark_lowest

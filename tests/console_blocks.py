@@ -104,9 +104,14 @@ class Shell:
     def __init__(self, cwd: Path, env: Mapping[str, str]) -> None:
         self._process = subprocess.Popen(
             ["bash", "--noprofile", "--norc"],
-            cwd=cwd, env=dict(env), text=True, bufsize=1,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cwd=cwd,
+            env=dict(env),
+            text=True,
+            bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 

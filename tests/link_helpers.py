@@ -56,9 +56,16 @@ async def add_link(
         await tx.execute(
             "INSERT INTO links (code, owner_id, url, expires_at, disabled, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (code, owner, url, None if expires_at is None else db_time(expires_at),
-             int(disabled), db_time(now), db_time(now)),
-        )  # fmt: skip
+            (
+                code,
+                owner,
+                url,
+                None if expires_at is None else db_time(expires_at),
+                int(disabled),
+                db_time(now),
+                db_time(now),
+            ),
+        )
         await tx.append(
             LinkCreated(
                 code=code, owner_id=owner, url=url, expires_at=expires_at, disabled=disabled
@@ -80,9 +87,14 @@ async def change_link(
     async with store.transaction() as tx:
         await tx.execute(
             "UPDATE links SET url = ?, expires_at = ?, disabled = ?, updated_at = ? WHERE code = ?",
-            (url, None if expires_at is None else db_time(expires_at), int(disabled),
-             db_time(utcnow()), code),
-        )  # fmt: skip
+            (
+                url,
+                None if expires_at is None else db_time(expires_at),
+                int(disabled),
+                db_time(utcnow()),
+                code,
+            ),
+        )
         if event:
             await tx.append(
                 LinkUpdated(

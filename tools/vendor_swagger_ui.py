@@ -30,8 +30,10 @@ def vendor(version: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         subprocess.run(
             ["npm", "pack", "--silent", f"swagger-ui-dist@{version}"],
-            cwd=scratch, check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            cwd=scratch,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         [archive] = Path(scratch).glob("swagger-ui-dist-*.tgz")
         TARGET.mkdir(parents=True, exist_ok=True)
         with tarfile.open(archive) as tar:

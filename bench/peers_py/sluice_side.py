@@ -25,9 +25,9 @@ from sluice.app.assembly import default_apps, open_resources
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.main import main as sluice_main
 from sluice.config import load_config
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.notify import CommitNotifier
 from sluice.streams.messages import Delivery, Recorded
-from sluice.streams.notify import CommitNotifier
 from sluice.streams.spec import GroupSpec
 
 Failures = Mapping[tuple[str, str], BaseException]
@@ -67,8 +67,12 @@ async def produce(n: int, per_tx: int = 500) -> None:
         res.store.add_commit_listener(notifier.notify)
         for i in range(0, n, per_tx):
             async with res.store.transaction() as tx:
-                await tx.append(*(ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
-                                  for j in range(i, min(n, i + per_tx))))  # fmt: skip
+                await tx.append(
+                    *(
+                        ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
+                        for j in range(i, min(n, i + per_tx))
+                    )
+                )
         await notifier.close()
         await res.redis.publish(res.keys.outbox_channel(), b"1")  # in case close cut one short
 

@@ -50,9 +50,17 @@ from sluice.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
-from sluice.event_registry import Payload
 from sluice.events import Event, new_trace_id, utcnow, uuid7
-from sluice.http.apidoc import (
+from sluice.events.registry import Payload
+from sluice.http.auth import (
+    bearer_token,
+    optional_user,
+    require_admin,
+    require_user,
+    require_user_or_admin,
+)
+from sluice.http.bodies import json_response, parse_limit, query_limit, read_json
+from sluice.http.route_docs import (
     ADMIN,
     BAD_BODY,
     FORBIDDEN,
@@ -67,16 +75,8 @@ from sluice.http.apidoc import (
     token_query,
     too_many,
 )
-from sluice.http.auth import (
-    bearer_token,
-    optional_user,
-    require_admin,
-    require_user,
-    require_user_or_admin,
-)
-from sluice.http.bodies import json_response, parse_limit, query_limit, read_json
-from sluice.resources import Resources
-from sluice.scheduler.tasks import TaskContext
+from sluice.process.resources import Resources
+from sluice.scheduler.task_spec import TaskContext
 from sluice.store import Store, Tx
 from sluice.store.base import Row
 from sluice.store.users import User, db_time, from_db_time, optional_db_time, user_by_id

@@ -16,7 +16,19 @@ documentation of each is its docstring there.
 from __future__ import annotations
 
 # links
+from sluice.aio.lock import RedisLock
+
+# accounts, links
+from sluice.aio.outage import REDIS_DOWN
+
+# links, reminders
+from sluice.aio.waiting import cancel_and_wait, first_of, wait_or_stop
+
+# links
 from sluice.config import Network, trusted_networks
+
+# accounts, links
+from sluice.consumers.dispatch import EventHandler, event_group
 
 # links, operations, reminders
 from sluice.events import EVENT_TYPES, decode
@@ -48,8 +60,21 @@ from sluice.history.search import (
 # operations
 from sluice.history.size import HistorySize, measure
 
-# accounts, links, operations, reminders
-from sluice.http.apidoc import FORM, HTML_PAGE, Doc
+# accounts, articles, links, operations, reminders
+from sluice.http.app_keys import (
+    APPS,
+    CLIENT_LIMITS,
+    CONFIG,
+    KEYS,
+    LOGIN_LIMITER,
+    PASSWORDS,
+    PUBLISHERS,
+    QUIET,
+    REDIS,
+    STORE,
+    TRACE_ID,
+    VISITOR_KEY,
+)
 
 # accounts, articles, links, operations
 from sluice.http.bodies import JSON
@@ -72,22 +97,6 @@ from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
 # links
 from sluice.http.fast_redirect import NO_STORE, other_routes
 
-# accounts, articles, links, operations, reminders
-from sluice.http.keys import (
-    APPS,
-    CLIENT_LIMITS,
-    CONFIG,
-    KEYS,
-    LOGIN_LIMITER,
-    PASSWORDS,
-    PUBLISHERS,
-    QUIET,
-    REDIS,
-    STORE,
-    TRACE_ID,
-    VISITOR_KEY,
-)
-
 # links
 from sluice.http.login_limit import MAX_FAILURES, WINDOW_SECONDS, LoginLimiter
 
@@ -100,47 +109,32 @@ from sluice.http.pages import Form, is_form, onward_page, page, password_page, r
 # links
 from sluice.http.problems import problem_response
 
+# accounts, links, operations, reminders
+from sluice.http.route_docs import FORM, HTML_PAGE, Doc
+
 # operations
 from sluice.http.static_page import Page, inline_hashes
 
 # articles, links
 from sluice.http.visitors import VisitorHasher, visitor_hash
 
-# accounts, links
-from sluice.passwords import DUMMY_HASH, Claim, ClaimantBusy, by_account, by_address
+# links
+from sluice.process.resources import redis_client
 
 # links
-from sluice.projections.base import Projection as EngineProjection
+from sluice.projections.base import EngineProjection
 
-# links, reminders
-from sluice.redis_cluster import refresh_topology, slot_groups
+# operations
+from sluice.records import deliveries, pause
+
+# operations
+from sluice.records.attempts import DeliveryView
 
 # links
-from sluice.resources import redis_client
-
-# reminders
-from sluice.scheduler.cron import CronError, CronSchedule, min_interval, parse_cron, zone
-
-# reminders
-from sluice.scheduler.one_shots import Due, OneShotRunner
-
-# accounts
-from sluice.store.secrets import shared_secret
-
-# accounts
-from sluice.store.users import credentials, email_key, token_hash
+from sluice.records.cancel import CancelWatch, forget_signal, signal_cancel
 
 # operations
-from sluice.streams import deliveries, pause
-
-# operations
-from sluice.streams.attempts import DeliveryView
-
-# links
-from sluice.streams.cancel import CancelWatch, forget_signal, signal_cancel
-
-# operations
-from sluice.streams.dead_letters import (
+from sluice.records.dead_letters import (
     DeadLetter,
     Place,
     held_by,
@@ -150,35 +144,47 @@ from sluice.streams.dead_letters import (
     redrive_matching,
 )
 
+# operations
+from sluice.records.group_history.buckets import MAX_MINUTES
+
+# operations
+from sluice.records.group_history.reading import History as GroupHistory
+
+# operations
+from sluice.records.group_history.reading import read_history as read_group_history
+
+# operations
+from sluice.records.group_history.sampler import SAMPLE_SECONDS
+
+# operations
+from sluice.records.maintenance import Status as MaintenanceStatus
+
+# operations
+from sluice.records.maintenance import status as maintenance_status
+
+# links, reminders
+from sluice.redis_client.cluster import refresh_topology, slot_groups
+
+# reminders
+from sluice.scheduler.cron import CronError, CronSchedule, min_interval, parse_cron, zone
+
+# reminders
+from sluice.scheduler.one_shots import Due, OneShotRunner
+
 # accounts, links
-from sluice.streams.dispatch import EventHandler, event_group
+from sluice.security.passwords import DUMMY_HASH, Claim, ClaimantBusy, by_account, by_address
+
+# accounts
+from sluice.store.secrets import shared_secret
+
+# accounts
+from sluice.store.users import credentials, email_key, token_hash
+
+# articles, links
+from sluice.streams.engine_keys import Keys
 
 # operations
 from sluice.streams.failures import Failures
-
-# operations
-from sluice.streams.group_history.buckets import MAX_MINUTES
-
-# operations
-from sluice.streams.group_history.reading import History as GroupHistory
-
-# operations
-from sluice.streams.group_history.reading import read_history as read_group_history
-
-# operations
-from sluice.streams.group_history.sampler import SAMPLE_SECONDS
-
-# articles, links
-from sluice.streams.keys import Keys
-
-# links
-from sluice.streams.lock import RedisLock
-
-# operations
-from sluice.streams.maintenance import Status as MaintenanceStatus
-
-# operations
-from sluice.streams.maintenance import status as maintenance_status
 
 # accounts, links
 from sluice.streams.messages import (
@@ -191,13 +197,7 @@ from sluice.streams.messages import (
 )
 
 # accounts, links
-from sluice.streams.outage import REDIS_DOWN
-
-# accounts, links
 from sluice.streams.spec import DeadLetterHook, GroupSpec
-
-# links, reminders
-from sluice.streams.waiting import cancel_and_wait, first_of, wait_or_stop
 
 __all__ = [
     "APPS",

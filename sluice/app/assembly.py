@@ -22,12 +22,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from sluice import http, resources, store
+from sluice import http, store
 from sluice.app.loading import Apps, load_named, register_events
 from sluice.app.settings import read_settings
 from sluice.config import Config
+from sluice.process import resources
 from sluice.scheduler import registry
-from sluice.scheduler.tasks import Task
+from sluice.scheduler.task_spec import Task
 
 
 @dataclass(frozen=True)

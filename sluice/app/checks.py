@@ -22,7 +22,7 @@ from aiohttp import web
 
 from sluice.errors import ConfigError
 from sluice.events import Event
-from sluice.http.apidoc import Route
+from sluice.http.route_docs import Route
 from sluice.store.migrate import CORE, Migration
 
 if TYPE_CHECKING:

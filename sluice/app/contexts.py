@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 from structlog.typing import FilteringBoundLogger
 
 from sluice.config import Config
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.store import Store
 
 

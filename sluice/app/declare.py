@@ -22,7 +22,6 @@ import msgspec
 from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 
-from sluice import metrics
 from sluice.app.checks import SHAPES, check_context, check_shape, check_view
 from sluice.app.contexts import JobContext
 from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection, check_name
@@ -30,17 +29,18 @@ from sluice.app.jobs import Job
 from sluice.app.redis_keys import RedisKeys
 from sluice.app.settings import Settings
 from sluice.config import Config
-from sluice.event_registry import Payload, Upcaster
 from sluice.events import Event
-from sluice.http.apidoc import Doc, Route
+from sluice.events.registry import Payload, Upcaster
 from sluice.http.client_address import Caller
-from sluice.projections.base import Projection as EngineProjection
-from sluice.resources import Resources
+from sluice.http.route_docs import Doc, Route
+from sluice.process.resources import Resources
+from sluice.projections.base import EngineProjection
 from sluice.scheduler.builtin import Purge
-from sluice.scheduler.tasks import TaskDeclaration, TaskFunction, declare_task
+from sluice.scheduler.task_spec import TaskDeclaration, TaskFunction, declare_task
 from sluice.store import Tx
 from sluice.store.migrate import Migration
 from sluice.streams.spec import DeadLetterHook, GroupSpec
+from sluice.telemetry import prometheus
 
 E = TypeVar("E", bound=Event)
 P = TypeVar("P", bound=msgspec.Struct)
@@ -227,11 +227,17 @@ class App:
         ``_TIMEOUT_SECONDS`` win."""
         check_name("task", name)
         return declare_task(
-            self.tasks, name, cron=cron, timezone=timezone, description=description,
-            overlap=overlap, catchup_seconds=catchup_seconds, jitter_seconds=jitter_seconds,
+            self.tasks,
+            name,
+            cron=cron,
+            timezone=timezone,
+            description=description,
+            overlap=overlap,
+            catchup_seconds=catchup_seconds,
+            jitter_seconds=jitter_seconds,
             timeout_seconds=timeout_seconds,
             check=lambda f: check_shape(self.name, f"task {name!r}", f, SHAPES["task"]),
-        )  # fmt: skip
+        )
 
     def job(
         self, name: str, *, payload: type[P], group: Group | None = None
@@ -300,20 +306,20 @@ class App:
         """Declare a Prometheus counter that ``GET /metrics`` shows (its samples add
         ``_total``) and the metrics reference lists; keep the object to ``inc()`` it."""
         self.metrics.append(name)
-        return metrics.counter(name, documentation, labels)
+        return prometheus.counter(name, documentation, labels)
 
     def histogram(
         self, name: str, documentation: str, labels: Sequence[str], buckets: Sequence[float]
     ) -> Histogram:
         """Declare a Prometheus histogram with these bucket bounds (seconds, bytes...)."""
         self.metrics.append(name)
-        return metrics.histogram(name, documentation, labels, buckets)
+        return prometheus.histogram(name, documentation, labels, buckets)
 
     def gauge(self, name: str, documentation: str) -> Gauge:
         """Declare a gauge each process sets; ``/metrics`` shows the sum over the live
         processes of the host."""
         self.metrics.append(name)
-        return metrics.live_sum(name, documentation)
+        return prometheus.live_sum(name, documentation)
 
     # Beyond the usual: the hooks sluice's own apps use --------------------------------
 
@@ -341,7 +347,7 @@ class App:
 
     def engine_projection(self, projection: EngineProjection) -> None:
         """Declare a projection written against the engine itself
-        (``sluice.projections.base.Projection``: its own batch SQL, processed table and
+        (``sluice.projections.base.EngineProjection``: its own batch SQL, processed table and
         replay), run and replayed like those of ``projection``."""
         self.engine_projections[check_name("projection", projection.name)] = projection
 

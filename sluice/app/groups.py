@@ -14,7 +14,7 @@ from sluice.app.checks import SHAPES, check_shape
 from sluice.app.contexts import HandlerContext, ProjectionContext
 from sluice.app.jobs import Job
 from sluice.events import Event
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.store import Tx
 from sluice.streams.spec import DeadLetterHook, GroupSpec
 

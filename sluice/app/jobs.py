@@ -73,9 +73,15 @@ class Job(Generic[P]):
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job, key) DO UPDATE SET"
             " due_at = excluded.due_at, payload = excluded.payload,"
             " trace_id = excluded.trace_id, created_at = excluded.created_at",
-            (self.name, key, db_time(due), msgspec.json.encode(payload),
-             TRACE.get() or new_trace_id(), db_time(now)),
-        )  # fmt: skip
+            (
+                self.name,
+                key,
+                db_time(due),
+                msgspec.json.encode(payload),
+                TRACE.get() or new_trace_id(),
+                db_time(now),
+            ),
+        )
         return due
 
     async def cancel(self, tx: Tx, key: str) -> bool:
@@ -115,10 +121,11 @@ async def fire_due(store: Store, now: datetime, limit: int) -> list[Any]:
         rows = await tx.fetchall(
             "DELETE FROM delayed_jobs WHERE (job, key) IN ("
             " SELECT job, key FROM delayed_jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?"
-            + tx.dialect.row_lock("update", skip_locked=True) + ")"
+            + tx.dialect.row_lock("update", skip_locked=True)
+            + ")"
             " AND due_at <= ? RETURNING job, key, due_at, payload, trace_id",
             (due, limit, due),
-        )  # fmt: skip
+        )
         fired = [
             JobDue(
                 job=str(job),

@@ -42,16 +42,16 @@ from sluice.app.running import (
 )
 from sluice.config import Config
 from sluice.errors import ConfigError
-from sluice.event_registry import RegistryError
 from sluice.events import CORE_EVENTS, REGISTRY, Event
-from sluice.http.apidoc import Route
+from sluice.events.registry import RegistryError
 from sluice.http.openapi import ROUTES
-from sluice.projections.base import Projection
+from sluice.http.route_docs import Route
+from sluice.process.resources import Resources
+from sluice.projections.base import EngineProjection
 from sluice.projections.runtime import projection_group
-from sluice.resources import Resources
 from sluice.scheduler.builtin import BUILTIN as CORE_TASKS
 from sluice.scheduler.builtin import Purge
-from sluice.scheduler.tasks import Task
+from sluice.scheduler.task_spec import Task
 from sluice.store.migrate import Migration, Schema
 from sluice.store.migrations import MIGRATIONS as CORE_MIGRATIONS
 from sluice.streams.spec import GroupSpec
@@ -78,7 +78,7 @@ class Apps:
     groups: Mapping[str, GroupFactory]  # every group of these apps, projections included
     # Every group's aggregates (those it reads), known without building it: the relay's.
     aggregates: Mapping[str, tuple[str, ...]]
-    projections: Mapping[str, Projection]
+    projections: Mapping[str, EngineProjection]
     routes: tuple[Route, ...]  # the apps' routes (the core's are in sluice.http.openapi)
     migrations: tuple[Migration, ...]
     jobs: Mapping[str, Job[Any]]
@@ -313,7 +313,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
     words = route_words(apps, ROUTES)
     groups: dict[str, GroupFactory] = {}
     aggregates: dict[str, tuple[str, ...]] = {}
-    engine_projections: dict[str, Projection] = {}
+    engine_projections: dict[str, EngineProjection] = {}
     migrations: list[Migration] = []
     for app in apps:
         migrations += sorted(app.migrations, key=lambda m: m.version)
@@ -344,7 +344,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
     )
 
 
-def _projection_group(projection: Projection) -> GroupFactory:
+def _projection_group(projection: EngineProjection) -> GroupFactory:
     return lambda resources: projection_group(projection, resources)
 
 

@@ -1,6 +1,6 @@
 """From an app's declarations to what the engine runs: group specs and projections.
 
-An app's group is an ``event_group`` (``sluice.streams.dispatch``) like sluice's own:
+An app's group is an ``event_group`` (``sluice.consumers.dispatch``) like sluice's own:
 the consumer runtime reads its streams, reclaims, retries with backoff and dead-letters
 exactly as it does for ``mail``. Two kinds of handler run in it:
 
@@ -20,14 +20,14 @@ from typing import Any
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.groups import Group, Projection
 from sluice.config import Config
+from sluice.consumers.dispatch import event_group
 from sluice.errors import ConfigError
 from sluice.events import Event, JobDue, utcnow
-from sluice.projections.base import Projection as EngineProjection
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.projections.base import EngineProjection
 from sluice.store import Tx
 from sluice.store.migrate import Migration
 from sluice.store.users import db_time
-from sluice.streams.dispatch import event_group
 from sluice.streams.messages import Delivery, Duplicate
 from sluice.streams.spec import GroupSpec
 
@@ -93,8 +93,9 @@ def group_spec(group: Group, resources: Resources) -> GroupSpec:
             if job is None:
                 return  # another group's job: it reads the same stream
             payload = job.decode(event)
-            job_ctx = JobContext(resources, name, message.deliveries, message.trace_id,
-                                 job=event.job, key=event.key)  # fmt: skip
+            job_ctx = JobContext(
+                resources, name, message.deliveries, message.trace_id, job=event.job, key=event.key
+            )
             await once(event, lambda tx: job.run(payload, tx, job_ctx))
         else:
             await handler(event, ctx)
@@ -104,10 +105,15 @@ def group_spec(group: Group, resources: Resources) -> GroupSpec:
         name, group_aggregates(group), handlers, None, concurrency, group.on_dead_letter, invoke
     )
     return GroupSpec(
-        spec.name, spec.aggregates, spec.handler, spec.on_dead_letter,
-        batch=settings.batch, retry_base_ms=settings.retry_base_ms,
-        max_deliveries=settings.max_deliveries, handler_timeout_s=settings.timeout_seconds,
-    )  # fmt: skip
+        spec.name,
+        spec.aggregates,
+        spec.handler,
+        spec.on_dead_letter,
+        batch=settings.batch,
+        retry_base_ms=settings.retry_base_ms,
+        max_deliveries=settings.max_deliveries,
+        handler_timeout_s=settings.timeout_seconds,
+    )
 
 
 def _processed_ddl(projection: Projection) -> str:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from sluice.config import Config
 from sluice.errors import ConfigError
-from sluice.http.keys import CONFIG
+from sluice.http.app_keys import CONFIG
 
 if TYPE_CHECKING:
     from sluice.app.declare import App

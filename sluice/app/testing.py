@@ -76,7 +76,7 @@ from sluice.app.testkit.processes import (
     wait_for,
 )
 from sluice.embedded.redis_server import free_port
-from sluice.streams.dead_letters import DeadLetter
+from sluice.records.dead_letters import DeadLetter
 
 __all__ = [
     "Child",

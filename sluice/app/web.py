@@ -21,7 +21,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from sluice.config import Config
-from sluice.http.keys import CONFIG, REDIS, STORE, TRACE_ID
+from sluice.http.app_keys import CONFIG, REDIS, STORE, TRACE_ID
 from sluice.store import Store
 
 

@@ -22,7 +22,8 @@ def tagged(routes: Sequence[Route]) -> tuple[Route, ...]:
     """``routes`` each in the group its path names, unless its operation names its own
     (``App.add_routes`` would put them in a group named after the app)."""
     return tuple(
-        route if "tags" in route.doc else dataclasses.replace(
-            route, doc={"tags": [_tag(route.path)], **route.doc})
+        route
+        if "tags" in route.doc
+        else dataclasses.replace(route, doc={"tags": [_tag(route.path)], **route.doc})
         for route in routes
-    )  # fmt: skip
+    )

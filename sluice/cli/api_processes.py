@@ -15,7 +15,7 @@ port all of them share and no other program takes it meanwhile), starts N
   SIGTERM and stop gracefully).
 
 The children share the data dir's metrics directory (prometheus-client's
-multiprocess mode, ``sluice.metrics_env``), so one scrape of any of them reports the
+multiprocess mode, ``sluice.telemetry.metrics_dir``), so one scrape of any of them reports the
 requests of all; a dead child's live gauges are dropped (``mark_process_dead``).
 """
 
@@ -34,7 +34,7 @@ from prometheus_client import multiprocess
 
 from sluice.config import Config
 from sluice.embedded.redis_server import die_with_parent
-from sluice.metrics import multiprocess_dir
+from sluice.telemetry.prometheus import multiprocess_dir
 
 log = structlog.get_logger(__name__)
 
@@ -70,12 +70,18 @@ class Child:
     async def start(self) -> None:
         env = {**os.environ, "SLUICE_PORT": str(self.port), "SLUICE_API_PROCESSES": "1"}
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sluice", "api", "--reuse-port",
-            env=env, preexec_fn=die_with_parent(),
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "sluice",
+            "api",
+            "--reuse-port",
+            env=env,
+            preexec_fn=die_with_parent(),
+        )
         self.started = time.monotonic()
-        log.info("api process started", process=self.number, pid=self.process.pid,
-                 restarts=self.restarts)  # fmt: skip
+        log.info(
+            "api process started", process=self.number, pid=self.process.pid, restarts=self.restarts
+        )
 
     async def stop(self) -> None:
         process = self.process
@@ -127,9 +133,13 @@ async def _watch(children: list[Child], stop: asyncio.Event) -> None:
                     continue
                 assert child.process is not None
                 lived = time.monotonic() - child.started
-                log.error("api process died, restarting", process=child.number,
-                          pid=child.process.pid, code=child.process.returncode,
-                          lived_s=round(lived, 1))  # fmt: skip
+                log.error(
+                    "api process died, restarting",
+                    process=child.number,
+                    pid=child.process.pid,
+                    code=child.process.returncode,
+                    lived_s=round(lived, 1),
+                )
                 _forget_metrics(child)
                 pause = 0.1 if lived >= YOUNG else min(pause * 2, 5.0)
                 with contextlib.suppress(TimeoutError):

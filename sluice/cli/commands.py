@@ -15,20 +15,20 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 
+from sluice.aio.waiting import first_of
 from sluice.app.assembly import Parts, assemble
 from sluice.cli.ports import check_listenable
 from sluice.config import Config
-from sluice.database_url import redacted
+from sluice.config.database_url import redacted
 from sluice.embedded.redis_server import RedisServer, announced_url
 from sluice.errors import ConfigError
 from sluice.events import utcnow
+from sluice.process.stop_signals import stop_on_signals
 from sluice.projections.replay import rebuild
-from sluice.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
-from sluice.stop_signals import stop_on_signals
+from sluice.security.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.store import Store
 from sluice.store.copy import CopyError, copy_store
 from sluice.store.migrate import CORE
-from sluice.streams.waiting import first_of
 
 
 def with_redis(config: Config) -> Config:
@@ -190,9 +190,14 @@ async def events_command(config: Config, args: argparse.Namespace) -> int:
             print(f"sluice events: error: argument --{flag}: {value!r} {exc}", file=sys.stderr)
             return 2
     query = EventQuery(
-        type=args.type, aggregate=args.aggregate, trace_id=args.trace_id,
-        since=args.since, until=args.until, limit=args.limit, after=args.cursor,
-    )  # fmt: skip
+        type=args.type,
+        aggregate=args.aggregate,
+        trace_id=args.trace_id,
+        since=args.since,
+        until=args.until,
+        limit=args.limit,
+        after=args.cursor,
+    )
     store = await parts.open_store()
     try:
         page = await search(store, query)
@@ -213,9 +218,12 @@ async def events_command(config: Config, args: argparse.Namespace) -> int:
 async def copy_store_command(config: Config, args: argparse.Namespace) -> int:
     try:
         result = await copy_store(
-            config.database_url, args.to, batch=args.batch, progress=not args.no_progress,
+            config.database_url,
+            args.to,
+            batch=args.batch,
+            progress=not args.no_progress,
             steps=assemble(config).apps.migrations,
-        )  # fmt: skip
+        )
     except CopyError as exc:
         print(f"copy-store: {exc}", file=sys.stderr)
         return 1

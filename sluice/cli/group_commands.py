@@ -8,7 +8,7 @@ import sys
 
 from sluice.app.assembly import assemble
 from sluice.config import Config
-from sluice.streams import pause
+from sluice.records import pause
 
 
 async def groups_command(config: Config, args: argparse.Namespace) -> int:

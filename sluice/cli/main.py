@@ -14,10 +14,10 @@ import structlog
 from sluice.config import load_config
 from sluice.errors import SluiceError
 from sluice.history import search as event_search
-from sluice.logs import configure_logging
-from sluice.metrics_env import prepare
-from sluice.secret_files import make_private
-from sluice.stop_signals import catch_early
+from sluice.process.stop_signals import catch_early
+from sluice.security.secret_files import make_private
+from sluice.telemetry.logs import configure_logging
+from sluice.telemetry.metrics_dir import prepare
 
 # Where ``--help`` sends a reader: the generated command reference (one section per
 # command) and the guide of the command, by repository path (there is no hosted site).
@@ -73,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sluice {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = _command(
-        sub, "up", "run the whole service in one process (embedded Redis if none is set)",
+        sub,
+        "up",
+        "run the whole service in one process (embedded Redis if none is set)",
         guide="tutorial.md",
         detail="The API, the relay, every handler group and the scheduler, in one process;"
         " with neither SLUICE_REDIS_URL nor SLUICE_REDIS_CLUSTER_NODES set, an embedded"
@@ -83,43 +85,53 @@ def build_parser() -> argparse.ArgumentParser:
         " the first time, the URL of the API, and those of its docs and of the operations"
         " page (when the operations app is loaded). A process whose apps (SLUICE_APPS) are"
         " not the deployment's is refused at start, naming the difference.",
-    )  # fmt: skip
+    )
     up.add_argument("--change-apps", action="store_true", help=CHANGE_APPS_HELP)
     api = _command(sub, "api", "serve the HTTP API", guide="guides/several-hosts.md")
     api.add_argument(
-        "--processes", type=_positive, metavar="N",
+        "--processes",
+        type=_positive,
+        metavar="N",
         help="serve the port from N processes (default: SLUICE_API_PROCESSES, 1)",
-    )  # fmt: skip
+    )
     # A child of ``--processes``: binds its port beside its siblings (SO_REUSEPORT).
     api.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
-    _command(sub, "relay", "publish committed events to Redis Streams",
-             guide="concepts/relay.md")  # fmt: skip
+    _command(sub, "relay", "publish committed events to Redis Streams", guide="concepts/relay.md")
     worker = _command(sub, "worker", "run handler groups", guide="concepts/streams-groups.md")
     worker.add_argument(
         "groups", nargs="+", metavar="GROUP", help="handler groups (`sluice groups list`)"
     )
     worker.add_argument("--consumer", help="consumer name (default: the host name)")
-    _command(sub, "scheduler", "run cron tasks (once per occurrence) and reminders",
-             guide="concepts/scheduler.md")  # fmt: skip
-    tasks = _command(sub, "tasks", "scheduled tasks: list them, run one now",
-                     guide="concepts/scheduler.md")  # fmt: skip
+    _command(
+        sub,
+        "scheduler",
+        "run cron tasks (once per occurrence) and reminders",
+        guide="concepts/scheduler.md",
+    )
+    tasks = _command(
+        sub, "tasks", "scheduled tasks: list them, run one now", guide="concepts/scheduler.md"
+    )
     tasks_sub = tasks.add_subparsers(dest="action", required=True)
     _command(tasks_sub, "list", "every task: its schedule, policies and last run")
     tasks_run = _command(tasks_sub, "run", "run a task now, under its lock, and wait")
     tasks_run.add_argument("name", help="the task (`sluice tasks list` names them)")
     migrate = _command(
-        sub, "migrate", "apply database migrations and exit", guide="guides/upgrades.md",
+        sub,
+        "migrate",
+        "apply database migrations and exit",
+        guide="guides/upgrades.md",
         detail="Applies the steps the database lacks, sluice's and each loaded app's"
-        " (SLUICE_APPS), and says what it did: \"database created: N migration steps"
-        " applied (sluice:1-N, links:1-M, ...)\" on a new database, \"database migrated:"
-        " ...\" with the steps of an upgrade or a new app, or \"database is up to date:"
-        " nothing to apply\". The first migration records the apps it loads as the"
+        ' (SLUICE_APPS), and says what it did: "database created: N migration steps'
+        ' applied (sluice:1-N, links:1-M, ...)" on a new database, "database migrated:'
+        ' ..." with the steps of an upgrade or a new app, or "database is up to date:'
+        ' nothing to apply". The first migration records the apps it loads as the'
         " deployment's; every later process must load the same (SLUICE_APPS), and"
         " --change-apps is how they change.",
-    )  # fmt: skip
+    )
     migrate.add_argument("--change-apps", action="store_true", help=CHANGE_APPS_HELP)
     copy = _command(
-        sub, "copy-store",
+        sub,
+        "copy-store",
         "copy the whole store into an empty database (stop the deployment first)",
         guide="guides/move-from-sqlite.md",
         detail="Copies the whole store (event history, state, positions) of"
@@ -127,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         " deployment first: a store still written to is copied as it was when the copy"
         " began, and later writes stay behind. A target that is not empty is refused and"
         " left untouched.",
-    )  # fmt: skip
+    )
     copy.add_argument(
         "--to",
         required=True,
@@ -138,12 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch", type=_positive, default=10_000, help="rows per read and write, at most"
     )
     copy.add_argument("--no-progress", action="store_true", help="no progress bar")
-    replay = _command(sub, "replay", "rebuild a projection from the event history",
-                      guide="concepts/projections-replay.md")  # fmt: skip
+    replay = _command(
+        sub,
+        "replay",
+        "rebuild a projection from the event history",
+        guide="concepts/projections-replay.md",
+    )
     replay.add_argument("projection", help="article-views or link-stats")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
-    status = _command(sub, "status", "streams, groups, lag, pending, dead letters",
-                      guide="guides/operate.md")  # fmt: skip
+    status = _command(
+        sub, "status", "streams, groups, lag, pending, dead letters", guide="guides/operate.md"
+    )
     status.add_argument("--json", action="store_true", help="the report as JSON")
     _dead_letter_commands(sub)
     _group_commands(sub)
@@ -159,28 +176,34 @@ def _dead_letter_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     dlq_list.add_argument("--limit", type=int, default=50, help="at most this many")
     one_help = "GROUP may be left out when only one group holds ID"
     dlq_redrive = _command(
-        dlq_sub, "redrive", "send dead letters back to their group: one, or every match",
+        dlq_sub,
+        "redrive",
+        "send dead letters back to their group: one, or every match",
         detail=f"One dead letter ([GROUP] ID; {one_help}), or every one --group and/or"
         " --type match.",
-    )  # fmt: skip
-    dlq_redrive.add_argument("target", nargs="*", metavar="[GROUP] ID",
-                             help="the dead letter's id, after its group")  # fmt: skip
+    )
+    dlq_redrive.add_argument(
+        "target", nargs="*", metavar="[GROUP] ID", help="the dead letter's id, after its group"
+    )
     dlq_redrive.add_argument("--group", help="without ID: every dead letter of this group")
     dlq_redrive.add_argument("--type", help="without ID: every dead letter of this event type")
     dlq_drop = _command(dlq_sub, "drop", "delete one dead letter for good", detail=f"{one_help}.")
-    dlq_drop.add_argument("target", nargs="+", metavar="[GROUP] ID",
-                          help="the dead letter's id, after its group")  # fmt: skip
+    dlq_drop.add_argument(
+        "target", nargs="+", metavar="[GROUP] ID", help="the dead letter's id, after its group"
+    )
 
 
 def _group_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    groups = _command(sub, "groups", "handler groups: list them, pause one, resume one",
-                      guide="guides/operate.md")  # fmt: skip
+    groups = _command(
+        sub, "groups", "handler groups: list them, pause one, resume one", guide="guides/operate.md"
+    )
     groups_sub = groups.add_subparsers(dest="action", required=True)
     _command(groups_sub, "list", "every group, running or paused (since when)")
     groups_pause = _command(
-        groups_sub, "pause",
+        groups_sub,
+        "pause",
         "stop the group's consumers on every host (within 2 s; kept until resumed)",
-    )  # fmt: skip
+    )
     groups_pause.add_argument("name", metavar="GROUP", help="the group to pause")
     groups_resume = _command(groups_sub, "resume", "let a paused group take entries again")
     groups_resume.add_argument("name", metavar="GROUP", help="the group to resume")
@@ -188,25 +211,34 @@ def _group_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _events_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     events = _command(
-        sub, "events",
+        sub,
+        "events",
         "search the event history, newest first (type, aggregate, trace id, time)",
         guide="guides/operate.md",
         detail="The events of the hot history, newest first, as GET /v1/admin/events"
         " finds them; archived events are not searched. Times are RFC 3339 with an offset.",
-    )  # fmt: skip
+    )
     # Checked by the command, once the apps (SLUICE_APPS) have added theirs.
     events.add_argument("--type", help="events of this type (UserRegistered, LinkVisited, ...)")
     events.add_argument("--aggregate", help="events of this aggregate type (users, links, ...)")
-    events.add_argument("--trace-id", type=_searched(event_search.trace_id),
-                        help="events of this trace (32 hex digits)")  # fmt: skip
+    events.add_argument(
+        "--trace-id",
+        type=_searched(event_search.trace_id),
+        help="events of this trace (32 hex digits)",
+    )
     events.add_argument("--since", type=_searched(event_search.instant), help="inclusive")
     events.add_argument("--until", type=_searched(event_search.instant), help="exclusive")
     events.add_argument(
-        "--limit", type=_searched(event_search.page_limit), default=event_search.LIMIT_DEFAULT,
+        "--limit",
+        type=_searched(event_search.page_limit),
+        default=event_search.LIMIT_DEFAULT,
         help=f"events per page, 1 to {event_search.LIMIT_MAX}",
-    )  # fmt: skip
-    events.add_argument("--cursor", type=_searched(event_search.decode_cursor),
-                        help="the next page, as the previous one printed it")  # fmt: skip
+    )
+    events.add_argument(
+        "--cursor",
+        type=_searched(event_search.decode_cursor),
+        help="the next page, as the previous one printed it",
+    )
     events.add_argument("--json", action="store_true", help="the page as the API returns it")
 
 
@@ -229,7 +261,7 @@ def _positive(text: str) -> int:
     return value
 
 
-# The commands that run until they are stopped (sluice.stop_signals).
+# The commands that run until they are stopped (sluice.process.stop_signals).
 SERVICES = frozenset({"up", "api", "relay", "worker", "scheduler"})
 
 
@@ -252,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             structlog.get_logger(__name__).warning(
                 "data dir was open to other users; narrowed to 0700", path=str(config.data_dir)
             )
-        # Before anything that defines a metric is imported (see sluice.metrics_env).
+        # Before anything that defines a metric is imported (see sluice.telemetry.metrics_dir).
         prepare(config, fresh=args.command == "up")
         from sluice.cli import commands
 

@@ -61,10 +61,13 @@ def check_listenable(host: str, port: int) -> None:
         return
     if error.errno == errno.EADDRINUSE:
         free = next(
-            (p for p in range(port + 1, min(port + _SUGGESTION_RANGE, 65535) + 1)
-             if _bindable(host, p) is None),
+            (
+                p
+                for p in range(port + 1, min(port + _SUGGESTION_RANGE, 65535) + 1)
+                if _bindable(host, p) is None
+            ),
             None,
-        )  # fmt: skip
+        )
         such_as = f", such as SLUICE_PORT={free}" if free is not None else ""
         raise ConfigError(
             f"port {port} on {host} is in use (by another program, or another sluice):"

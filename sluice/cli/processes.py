@@ -11,13 +11,13 @@ from collections.abc import Iterable, Sequence
 import structlog
 
 from sluice.app.assembly import Parts
-from sluice.resources import redis_client
-from sluice.streams.consumer import Consumer
-from sluice.streams.deliveries import DeliveryLog
-from sluice.streams.group_history.sampler import HistorySampler
-from sluice.streams.pause import PauseWatch
-from sluice.streams.recovery import RecoveryGate
-from sluice.streams.relay import Relay
+from sluice.consumers.consumer import Consumer
+from sluice.consumers.recovery import RecoveryGate
+from sluice.process.resources import redis_client
+from sluice.records.deliveries import DeliveryLog
+from sluice.records.group_history.sampler import HistorySampler
+from sluice.records.pause import PauseWatch
+from sluice.relay.relay import Relay
 from sluice.streams.spec import GroupSpec, runtime_settings, with_deployment_timeout
 
 log = structlog.get_logger(__name__)

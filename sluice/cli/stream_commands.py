@@ -14,16 +14,16 @@ from sluice.app.assembly import assemble
 from sluice.config import Config
 from sluice.events import EVENT_TYPES
 from sluice.history.size import measure as history_size
-from sluice.resources import Resources
-from sluice.streams.dead_letters import (
+from sluice.process.resources import Resources
+from sluice.records.dead_letters import (
     held_by,
     list_dead_letters,
     parse_dead_id,
     places_holding,
     redrive_matching,
 )
+from sluice.records.maintenance import GroupStatus, dead_letter_groups, group_totals, status
 from sluice.streams.failures import Failures
-from sluice.streams.maintenance import GroupStatus, dead_letter_groups, group_totals, status
 
 
 async def show_status(config: Config, *, as_json: bool) -> int:
@@ -62,8 +62,10 @@ async def show_status(config: Config, *, as_json: bool) -> int:
             print(f"  {g.group:<16} {_group_figures(g, loaded)}")
     for s in report.stalled:
         since = "never" if s.since_ack_s is None else f"{s.since_ack_s:.0f} s ago"
-        print(f"STALLED  {s.group}/{s.consumer}  partition={s.partition}"
-              f"  pending={s.pending}  last ack {since}")  # fmt: skip
+        print(
+            f"STALLED  {s.group}/{s.consumer}  partition={s.partition}"
+            f"  pending={s.pending}  last ack {since}"
+        )
     return 0
 
 

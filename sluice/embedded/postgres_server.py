@@ -101,15 +101,23 @@ class PostgresServer:
             self._initdb(bindir, account)
         args = [
             str(bindir / "postgres"),
-            "-D", str(self.pgdata),
-            "-p", str(self.port),
-            "-c", "listen_addresses=127.0.0.1",
-            "-c", f"unix_socket_directories={self.data_dir}",
-            "-c", f"fsync={'on' if self.fsync else 'off'}",
-            "-c", "max_connections=300",
-            "-c", "shared_buffers=128MB",
-            "-c", "log_min_messages=warning",
-        ]  # fmt: skip
+            "-D",
+            str(self.pgdata),
+            "-p",
+            str(self.port),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"unix_socket_directories={self.data_dir}",
+            "-c",
+            f"fsync={'on' if self.fsync else 'off'}",
+            "-c",
+            "max_connections=300",
+            "-c",
+            "shared_buffers=128MB",
+            "-c",
+            "log_min_messages=warning",
+        ]
         with (self.data_dir / "postgres.log").open("ab") as log:
             self._log_start = log.tell()
             self.process = subprocess.Popen(

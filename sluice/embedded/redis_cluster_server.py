@@ -74,9 +74,11 @@ class RedisCluster:
         count = self.primaries * (1 + self.replicas)
         for i in range(count):
             node = RedisServer(
-                self.data_dir / f"node-{i}", port=cluster_port(), password=self.password,
+                self.data_dir / f"node-{i}",
+                port=cluster_port(),
+                password=self.password,
                 extra_config=settings,
-            )  # fmt: skip
+            )
             self.nodes.append(node)
             node.start()
         try:

@@ -31,7 +31,7 @@ from typing import Protocol
 from urllib.parse import quote
 
 from sluice.errors import SluiceError
-from sluice.secret_files import load_or_create_secret, read_secret, write_private
+from sluice.security.secret_files import load_or_create_secret, read_secret, write_private
 
 # Under ``<data dir>/redis``: the password (kept across runs) and the URL of the
 # running server without it, which ``sluice up`` announces for other commands.
@@ -193,16 +193,25 @@ class RedisServer:
         args = [
             find_redis_server(),
             "-",  # the rest of the configuration, and the password, on standard input
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--daemonize", "no",
-            "--protected-mode", "yes",
-            "--logfile", str(self.data_dir / "redis.log"),
-        ]  # fmt: skip
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+        ]
         self.process = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,

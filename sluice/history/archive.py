@@ -136,8 +136,17 @@ async def _next_rows(store: Store, aggregate: str, limits: Limits) -> list[Event
     for seq, event_id, type_, agg, payload, trace_id, created_at in found:
         if str(created_at) >= limits.before:
             break  # clocks may step back: stop at the first young one, never skip it
-        rows.append((int(seq), str(event_id), str(type_), str(agg), bytes(payload),
-                     str(trace_id), str(created_at)))  # fmt: skip
+        rows.append(
+            (
+                int(seq),
+                str(event_id),
+                str(type_),
+                str(agg),
+                bytes(payload),
+                str(trace_id),
+                str(created_at),
+            )
+        )
     return rows if rows and len(rows) >= limits.min_events else None
 
 
@@ -151,10 +160,18 @@ async def _move(store: Store, rows: Sequence[EventRow]) -> Moved:
         inserted = await tx.fetchone(
             "INSERT INTO history_segments (aggregate, first_seq, last_seq, first_at, last_at,"
             " events, types, bytes, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (aggregate, info.first_seq, info.last_seq, info.first_created_at,
-             info.last_created_at, info.count, msgspec.json.encode(info.types).decode(),
-             len(data), data),
-        )  # fmt: skip
+            (
+                aggregate,
+                info.first_seq,
+                info.last_seq,
+                info.first_created_at,
+                info.last_created_at,
+                info.count,
+                msgspec.json.encode(info.types).decode(),
+                len(data),
+                data,
+            ),
+        )
         deleted = await tx.execute(
             "DELETE FROM events WHERE aggregate = ? AND seq >= ? AND seq <= ?",
             (aggregate, info.first_seq, info.last_seq),

@@ -26,8 +26,12 @@ from sluice.history.errors import CorruptSegment
 # array typecodes, narrowest first; their sizes are what the format says on every platform
 # CPython runs on, checked below rather than assumed.
 _UNSIGNED = (("B", 0, 0xFF), ("H", 0, 0xFFFF), ("I", 0, 0xFFFF_FFFF), ("Q", 0, 2**64 - 1))
-_SIGNED = (("b", -(2**7), 2**7 - 1), ("h", -(2**15), 2**15 - 1), ("i", -(2**31), 2**31 - 1),
-           ("q", -(2**63), 2**63 - 1))  # fmt: skip
+_SIGNED = (
+    ("b", -(2**7), 2**7 - 1),
+    ("h", -(2**15), 2**15 - 1),
+    ("i", -(2**31), 2**31 - 1),
+    ("q", -(2**63), 2**63 - 1),
+)
 _WIDTHS = {code: width for code, width in zip("BHIQbhiq", (1, 2, 4, 8) * 2, strict=True)}
 if any(array(code).itemsize != width for code, width in _WIDTHS.items()):
     raise ImportError("sluice.history needs array typecodes of 1, 2, 4 and 8 bytes")

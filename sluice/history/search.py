@@ -184,8 +184,7 @@ def page_sql(query: EventQuery) -> tuple[str, list[object]]:
     conditions, params = _range(query)
     rows = query.limit + 1
     if query.trace_id is not None:
-        exact = [("trace_id", query.trace_id), ("type", query.type),
-                 ("aggregate", query.aggregate)]  # fmt: skip
+        exact = [("trace_id", query.trace_id), ("type", query.type), ("aggregate", query.aggregate)]
         named = [(f"{column} = ?", value) for column, value in exact if value is not None]
         return (
             _select([c for c, _ in named] + conditions),
@@ -196,8 +195,9 @@ def page_sql(query: EventQuery) -> tuple[str, list[object]]:
         return _select(["type = ?", *conditions]), [types[0], *params, rows]
     if not types:  # a type of another aggregate: nothing can match
         return _select(["1 = 0"]), [rows]
-    parts = [f"SELECT * FROM ({_select(['type = ?', *conditions])}) AS t{i}"
-             for i in range(len(types))]  # fmt: skip
+    parts = [
+        f"SELECT * FROM ({_select(['type = ?', *conditions])}) AS t{i}" for i in range(len(types))
+    ]
     sql = " UNION ALL ".join(parts) + " ORDER BY created_at DESC, seq DESC LIMIT ?"
     return sql, [p for t in types for p in (t, *params, rows)] + [rows]
 
@@ -205,8 +205,15 @@ def page_sql(query: EventQuery) -> tuple[str, list[object]]:
 def found(row: Row) -> FoundEvent:
     """An event from a row of ``COLUMNS``."""
     seq, event_id, kind, aggr, trace, created, payload = row
-    return FoundEvent(int(seq), str(event_id), str(kind), str(aggr), str(trace), str(created),
-                      msgspec.Raw(bytes(payload)))  # fmt: skip
+    return FoundEvent(
+        int(seq),
+        str(event_id),
+        str(kind),
+        str(aggr),
+        str(trace),
+        str(created),
+        msgspec.Raw(bytes(payload)),
+    )
 
 
 async def search(store: Store, query: EventQuery) -> EventPage:

@@ -61,8 +61,10 @@ def format_column(
         return list(map(dict(zip(distinct, texts, strict=True)).__getitem__, values))
     seconds = list(map(floordiv, values, repeat(_SECOND)))
     fractions = list(map(mod, values, repeat(_SECOND)))
-    forms = {s: _escaped(f"{before}{_second(s)}.") + "%06d" + _escaped(suffix + after)
-             for s in set(seconds)}  # fmt: skip
+    forms = {
+        s: _escaped(f"{before}{_second(s)}.") + "%06d" + _escaped(suffix + after)
+        for s in set(seconds)
+    }
     out = list(map(mod, map(forms.__getitem__, seconds), fractions))
     if 0 in fractions:  # a whole second is written without a fraction
         for i, (s, f) in enumerate(zip(seconds, fractions, strict=True)):

@@ -12,14 +12,10 @@ from typing import TYPE_CHECKING
 from aiohttp import hdrs, web
 
 from sluice.config import Config
-from sluice.http import aiohttp_compat, fast_redirect, metrics, task_controls, tasks
+from sluice.http import aiohttp_compat, fast_redirect, metrics_route, task_controls, task_routes
 from sluice.http.account_logins import AccountLogins
 from sluice.http.admin_token import AdminToken
-from sluice.http.apidoc import Route
-from sluice.http.body_limits import declared
-from sluice.http.client_limit import ClientLimits
-from sluice.http.connections import GuardedSite
-from sluice.http.keys import (
+from sluice.http.app_keys import (
     ADMIN_TOKEN,
     APPS,
     CLIENT_LIMITS,
@@ -34,15 +30,19 @@ from sluice.http.keys import (
     TASKS,
     VISITOR_KEY,
 )
+from sluice.http.body_limits import declared
+from sluice.http.client_limit import ClientLimits
+from sluice.http.connections import GuardedSite
 from sluice.http.middlewares import request_context
 from sluice.http.openapi import routes_of
 from sluice.http.redirect_wire import WireRedirects
+from sluice.http.route_docs import Route
 from sluice.http.visitors import load_visitor_key
-from sluice.passwords import PasswordHasher
-from sluice.resources import keys_for, redis_client
-from sluice.scheduler.tasks import Task
+from sluice.process.resources import keys_for, redis_client
+from sluice.relay.notify import CommitNotifier
+from sluice.scheduler.task_spec import Task
+from sluice.security.passwords import PasswordHasher
 from sluice.store import open_store
-from sluice.streams.notify import CommitNotifier
 
 if TYPE_CHECKING:
     from sluice.app.loading import Apps
@@ -125,7 +125,9 @@ def create_app(config: Config, apps: Apps, known: Mapping[str, Task]) -> web.App
     app[TASKS] = dict(known)
     app[KEYS] = keys_for(config)
     app.cleanup_ctx.extend([_store, _secrets, _redis, _notifier, _password_hashing])
-    app.cleanup_ctx.extend([tasks.task_runner, task_controls.backfills, metrics.publish_counters])
+    app.cleanup_ctx.extend(
+        [task_routes.task_runner, task_controls.backfills, metrics_route.publish_counters]
+    )
     for each in apps.apps:
         app.cleanup_ctx.extend(each.api_contexts)
     routes = routes_of(apps)

@@ -35,7 +35,7 @@ import redis.asyncio as aioredis
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
 from sluice.http.login_limit import LoginLimiter
 from sluice.store.users import email_key
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 
 EMAIL_MAX_FAILURES = 20
 EMAIL_WINDOW_SECONDS = 60 * 60

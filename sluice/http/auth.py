@@ -14,8 +14,8 @@ from aiohttp import web
 from sluice.config import printable_ascii
 from sluice.errors import Forbidden, Unauthorized
 from sluice.events import utcnow
+from sluice.http.app_keys import ADMIN_TOKEN, CLIENT_LIMITS, STORE, USER
 from sluice.http.client_limit import ADMIN
-from sluice.http.keys import ADMIN_TOKEN, CLIENT_LIMITS, STORE, USER
 from sluice.store.users import User, user_for_token
 
 

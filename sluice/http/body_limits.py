@@ -24,7 +24,7 @@ from aiohttp import web
 from sluice.config import Config
 
 if TYPE_CHECKING:
-    from sluice.http.apidoc import Route
+    from sluice.http.route_docs import Route
 
 
 @dataclass(frozen=True)

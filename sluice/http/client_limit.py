@@ -37,7 +37,7 @@ from sluice.config import Config, trusted_networks
 from sluice.errors import TooManyRequests
 from sluice.http.client_address import client_address
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 
 log = structlog.get_logger(__name__)
 

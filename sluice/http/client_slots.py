@@ -22,7 +22,7 @@ import structlog
 
 from sluice.config import Config
 from sluice.http.schemas import Problem
-from sluice.metrics import CONNECTIONS_REFUSED
+from sluice.telemetry.prometheus import CONNECTIONS_REFUSED
 
 log = structlog.get_logger(__name__)
 
@@ -130,9 +130,11 @@ class ConnectionLimits:
         now = time.monotonic()
         if now - self._last_log[cap] >= _REFUSED_LOG_EVERY:
             self._last_log[cap] = now
-            fields = {"max_connections": self.max_connections} if address is None else {
-                "connections_per_address": self.slots.per_address, "address": address
-            }  # fmt: skip
+            fields = (
+                {"max_connections": self.max_connections}
+                if address is None
+                else {"connections_per_address": self.slots.per_address, "address": address}
+            )
             log.warning(message, refused=self.refused[cap] - self._logged[cap], **fields)
             self._logged[cap] = self.refused[cap]
         return answer

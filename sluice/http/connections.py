@@ -70,7 +70,7 @@ from aiohttp.streams import EMPTY_PAYLOAD
 from sluice.config import Config
 from sluice.http.client_slots import ConnectionLimits, slot_key
 from sluice.http.redirect_wire import WireRedirects
-from sluice.metrics import WRITE_TIMEOUTS
+from sluice.telemetry.prometheus import WRITE_TIMEOUTS
 
 log = structlog.get_logger(__name__)
 

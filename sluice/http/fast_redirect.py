@@ -36,9 +36,9 @@ from aiohttp import hdrs, web
 from aiohttp.abc import AbstractRouter
 from aiohttp.web_urldispatcher import UrlDispatcher
 
-from sluice.http.keys import APPS, CONFIG
+from sluice.http.app_keys import APPS, CONFIG
 from sluice.http.middlewares import TRACE_ID_HEADER
-from sluice.metrics import REQUEST_TALLY
+from sluice.telemetry.prometheus import REQUEST_TALLY
 
 if TYPE_CHECKING:
     from sluice.app.declare import FastAnswers

@@ -9,10 +9,10 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from sluice.http.apidoc import Route, ok, problem
+from sluice.http.app_keys import REDIS, STORE
 from sluice.http.bodies import json_response
-from sluice.http.keys import REDIS, STORE
 from sluice.http.problems import problem_response
+from sluice.http.route_docs import Route, ok, problem
 from sluice.http.schemas import Health, Readiness
 
 log = structlog.get_logger(__name__)
@@ -52,17 +52,29 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/healthz", healthz, {
-        "operationId": "healthz",
-        "summary": "Liveness: 200 while the process runs",
-        "responses": {"200": ok(Health, "the process is up")},
-    }, structs=(Health,)),
-    Route("GET", "/readyz", readyz, {
-        "operationId": "readyz",
-        "summary": "Readiness: the database and Redis answer",
-        "responses": {
-            "200": ok(Readiness, "both dependencies answer"),
-            "503": problem("a dependency does not answer; `checks` says which"),
+    Route(
+        "GET",
+        "/healthz",
+        healthz,
+        {
+            "operationId": "healthz",
+            "summary": "Liveness: 200 while the process runs",
+            "responses": {"200": ok(Health, "the process is up")},
         },
-    }, structs=(Readiness,)),
-)  # fmt: skip
+        structs=(Health,),
+    ),
+    Route(
+        "GET",
+        "/readyz",
+        readyz,
+        {
+            "operationId": "readyz",
+            "summary": "Readiness: the database and Redis answer",
+            "responses": {
+                "200": ok(Readiness, "both dependencies answer"),
+                "503": problem("a dependency does not answer; `checks` says which"),
+            },
+        },
+        structs=(Readiness,),
+    ),
+)

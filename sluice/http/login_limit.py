@@ -38,7 +38,7 @@ import structlog
 from sluice.errors import TooManyRequests
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
 from sluice.store.users import email_key
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 
 log = structlog.get_logger(__name__)
 
@@ -129,10 +129,18 @@ class LoginLimiter:
         now = self._clock()
         try:
             async with asyncio.timeout(REDIS_TIMEOUT):
-                wait_ms = int(await self._attempt(keys=keys, args=[
-                    int(now * 1000), self.WINDOW * 1000, self.LIMIT, token,
-                    IN_PROGRESS_SECONDS * 1000,
-                ]))  # fmt: skip
+                wait_ms = int(
+                    await self._attempt(
+                        keys=keys,
+                        args=[
+                            int(now * 1000),
+                            self.WINDOW * 1000,
+                            self.LIMIT,
+                            token,
+                            IN_PROGRESS_SECONDS * 1000,
+                        ],
+                    )
+                )
         except REDIS_ERRORS as exc:
             log.warning("login failures counted in this process only", error=repr(exc))
             wait_ms = self._local_attempt(keys[0], token, now)

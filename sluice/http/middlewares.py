@@ -16,16 +16,16 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import istr
 
-from sluice import logs
 from sluice.errors import DependencyDown, ProblemError, RequestTimeout
 from sluice.events import TRACE, new_trace_id
+from sluice.http.app_keys import CONFIG, LARGE_BODIES, QUIET, TRACE_ID
 from sluice.http.bodies import buffer_body, close_with
 from sluice.http.body_limits import large_body
 from sluice.http.degrade import unavailable
-from sluice.http.keys import CONFIG, LARGE_BODIES, QUIET, TRACE_ID
 from sluice.http.problems import from_http_exception, problem_response
-from sluice.logs import REQUEST
-from sluice.metrics import REQUEST_TALLY
+from sluice.telemetry import logs
+from sluice.telemetry.logs import REQUEST
+from sluice.telemetry.prometheus import REQUEST_TALLY
 
 log = structlog.get_logger(__name__)
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import msgspec
 from aiohttp import web
 
-from sluice.http import api_docs, health, metrics, task_controls, tasks
-from sluice.http.apidoc import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
+from sluice.http import docs_page, health, metrics_route, task_controls, task_routes
+from sluice.http.app_keys import APPS, CONFIG
 from sluice.http.bodies import JSON, json_response
-from sluice.http.keys import APPS, CONFIG
+from sluice.http.route_docs import ADMIN, RETRY_AFTER, SCHEMA_REF, Doc, Route, problem, too_many
 from sluice.http.schemas import Problem
 
 if TYPE_CHECKING:
@@ -42,12 +42,17 @@ def _with_unavailable(paths: Doc) -> Doc:
     operations that say more about it keep their own description."""
     return {
         path: {
-            method: {**op, "responses": {**op["responses"], "503": _unavailable(
-                path, op["responses"].get("503"))}}
+            method: {
+                **op,
+                "responses": {
+                    **op["responses"],
+                    "503": _unavailable(path, op["responses"].get("503")),
+                },
+            }
             for method, op in operations.items()
         }
         for path, operations in paths.items()
-    }  # fmt: skip
+    }
 
 
 _ADMIN_LIMITED = too_many(
@@ -167,14 +172,23 @@ async def openapi_view(request: web.Request) -> web.Response:
 # The core's routes, in the router's order; the apps' follow (``routes_of``).
 ROUTES: tuple[Route, ...] = (
     *health.ROUTES,
-    Route("GET", "/openapi.json", openapi_view, {
-        "operationId": "openapi",
-        "summary": "This document",
-        "responses": {"200": {"description": "the OpenAPI document",
-                              "content": {JSON: {"schema": {"type": "object"}}}}},
-    }),
-    *metrics.ROUTES,
-    *api_docs.ROUTES,
-    *tasks.ROUTES,
+    Route(
+        "GET",
+        "/openapi.json",
+        openapi_view,
+        {
+            "operationId": "openapi",
+            "summary": "This document",
+            "responses": {
+                "200": {
+                    "description": "the OpenAPI document",
+                    "content": {JSON: {"schema": {"type": "object"}}},
+                }
+            },
+        },
+    ),
+    *metrics_route.ROUTES,
+    *docs_page.ROUTES,
+    *task_routes.ROUTES,
     *task_controls.ROUTES,
-)  # fmt: skip
+)

@@ -33,7 +33,7 @@ from multidict import CIMultiDictProxy
 
 from sluice.http.fast_redirect import NO_STORE, ROUTE
 from sluice.http.middlewares import TRACE_ID_HEADER
-from sluice.metrics import REQUEST_TALLY
+from sluice.telemetry.prometheus import REQUEST_TALLY
 
 if TYPE_CHECKING:
     from sluice.app.declare import FastAnswers

@@ -3,7 +3,7 @@
 - Pause and resume answer 204 and are idempotent (a row of ``paused_tasks``,
   sluice/scheduler/pauses.py): the replica that claims an occurrence of a
   paused task records it ``skipped`` with the error ``paused``.
-- Cancel sets the run's cancel signal (``sluice.streams.cancel``); its runner,
+- Cancel sets the run's cancel signal (``sluice.records.cancel``); its runner,
   on whichever host, polls it every half second, stops the run and records it
   ``cancelled``: within 2 s. 404 for a run of another task or none, 409 when the
   run is not running.
@@ -27,9 +27,14 @@ import msgspec
 import structlog
 from aiohttp import web
 
+from sluice.aio.outage import REDIS_DOWN
+from sluice.aio.waiting import cancel_and_wait
 from sluice.errors import Conflict, DependencyDown, FieldError, NotFound, Unprocessable
 from sluice.events import utcnow
-from sluice.http.apidoc import (
+from sluice.http.app_keys import KEYS, REDIS, STORE, TASK_RUNNER
+from sluice.http.auth import require_admin
+from sluice.http.bodies import json_response, read_json
+from sluice.http.route_docs import (
     ADMIN,
     BAD_BODY,
     FORBIDDEN,
@@ -39,17 +44,12 @@ from sluice.http.apidoc import (
     problem,
     request_body,
 )
-from sluice.http.auth import require_admin
-from sluice.http.bodies import json_response, read_json
-from sluice.http.keys import KEYS, REDIS, STORE, TASK_RUNNER
-from sluice.http.tasks import task_named
+from sluice.http.task_routes import task_named
+from sluice.records.cancel import signal_cancel
 from sluice.scheduler import pauses, runs
 from sluice.scheduler.catchup import occurrences
 from sluice.scheduler.runner import CANCEL_KIND, AlreadyRan, Busy, Runner
-from sluice.scheduler.tasks import Task
-from sluice.streams.cancel import signal_cancel
-from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.waiting import cancel_and_wait
+from sluice.scheduler.task_spec import Task
 
 log = structlog.get_logger(__name__)
 
@@ -146,8 +146,12 @@ async def _run_each(runner: Runner, task: Task, slots: list[datetime]) -> None:
                 already += 1
                 break
             except (*REDIS_DOWN, Exception) as exc:
-                log.warning("backfill stopped", task=task.name, error=repr(exc),
-                            scheduled_for=slot.isoformat())  # fmt: skip
+                log.warning(
+                    "backfill stopped",
+                    task=task.name,
+                    error=repr(exc),
+                    scheduled_for=slot.isoformat(),
+                )
                 return
             await runner.execute(run)
             ran += 1
@@ -167,9 +171,10 @@ async def backfill(request: web.Request) -> web.Response:
     job.add_done_callback(request.app[BACKFILLS].discard)
     log.info("backfill started", task=task.name, occurrences=len(slots))
     started = BackfillStarted(
-        occurrences=len(slots), first=slots[0] if slots else None,
+        occurrences=len(slots),
+        first=slots[0] if slots else None,
         last=slots[-1] if slots else None,
-    )  # fmt: skip
+    )
     return json_response(started, 202)
 
 
@@ -178,52 +183,76 @@ _RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": 
 _ANSWERS = {"401": UNAUTHORIZED, "403": FORBIDDEN, "404": problem("no task has this name")}
 
 ROUTES = (
-    Route("POST", "/v1/admin/tasks/{name}/pause", pause_task, {
-        "operationId": "pauseTask",
-        "summary": "Pause a task: its occurrences are recorded skipped (paused), on every replica",
-        "description": "Idempotent; kept across restarts. A run in progress finishes.",
-        "security": ADMIN,
-        "parameters": [_TASK_NAME],
-        "responses": {"204": {"description": "the task is paused"}, **_ANSWERS},
-    }),
-    Route("POST", "/v1/admin/tasks/{name}/resume", resume_task, {
-        "operationId": "resumeTask",
-        "summary": "Resume a paused task: its next occurrences run",
-        "security": ADMIN,
-        "parameters": [_TASK_NAME],
-        "responses": {"204": {"description": "the task runs again"}, **_ANSWERS},
-    }),
-    Route("POST", "/v1/admin/tasks/{name}/runs/{run_id}/cancel", cancel_run, {
-        "operationId": "cancelTaskRun",
-        "summary": "Stop a running run, on whichever host runs it, within 2 s",
-        "description": "The run is recorded cancelled and its lock goes back.",
-        "security": ADMIN,
-        "parameters": [_TASK_NAME, _RUN_ID],
-        "responses": {
-            "202": ok(runs.RunRecord, "the cancel was signalled; the record as it was"),
-            **_ANSWERS,
-            "404": problem("no task has this name, or the run is not one of its runs"),
-            "409": problem("the run is not running"),
-            "503": problem("Redis does not answer"),
-        },
-    }, structs=(runs.RunRecord,)),
-    Route("POST", "/v1/admin/tasks/{name}/backfill", backfill, {
-        "operationId": "backfillTask",
-        "summary": "Run each occurrence of a past range once, oldest first (trigger backfill)",
-        "description": (
-            f"At most {BACKFILL_MAX} occurrences; one that already ran is not run again."
-            " The runs happen one after the other in the background, in this process."
-        ),
-        "security": ADMIN,
-        "parameters": [_TASK_NAME],
-        "requestBody": request_body(Backfill),
-        "responses": {
-            "202": ok(BackfillStarted, "the backfill started"),
-            **BAD_BODY,
-            **_ANSWERS,
-            "422": problem(
-                f"from after to, to in the future, or more than {BACKFILL_MAX} occurrences"
+    Route(
+        "POST",
+        "/v1/admin/tasks/{name}/pause",
+        pause_task,
+        {
+            "operationId": "pauseTask",
+            "summary": (
+                "Pause a task: its occurrences are recorded skipped (paused), on every replica"
             ),
+            "description": "Idempotent; kept across restarts. A run in progress finishes.",
+            "security": ADMIN,
+            "parameters": [_TASK_NAME],
+            "responses": {"204": {"description": "the task is paused"}, **_ANSWERS},
         },
-    }, structs=(Backfill, BackfillStarted)),
-)  # fmt: skip
+    ),
+    Route(
+        "POST",
+        "/v1/admin/tasks/{name}/resume",
+        resume_task,
+        {
+            "operationId": "resumeTask",
+            "summary": "Resume a paused task: its next occurrences run",
+            "security": ADMIN,
+            "parameters": [_TASK_NAME],
+            "responses": {"204": {"description": "the task runs again"}, **_ANSWERS},
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/admin/tasks/{name}/runs/{run_id}/cancel",
+        cancel_run,
+        {
+            "operationId": "cancelTaskRun",
+            "summary": "Stop a running run, on whichever host runs it, within 2 s",
+            "description": "The run is recorded cancelled and its lock goes back.",
+            "security": ADMIN,
+            "parameters": [_TASK_NAME, _RUN_ID],
+            "responses": {
+                "202": ok(runs.RunRecord, "the cancel was signalled; the record as it was"),
+                **_ANSWERS,
+                "404": problem("no task has this name, or the run is not one of its runs"),
+                "409": problem("the run is not running"),
+                "503": problem("Redis does not answer"),
+            },
+        },
+        structs=(runs.RunRecord,),
+    ),
+    Route(
+        "POST",
+        "/v1/admin/tasks/{name}/backfill",
+        backfill,
+        {
+            "operationId": "backfillTask",
+            "summary": "Run each occurrence of a past range once, oldest first (trigger backfill)",
+            "description": (
+                f"At most {BACKFILL_MAX} occurrences; one that already ran is not run again."
+                " The runs happen one after the other in the background, in this process."
+            ),
+            "security": ADMIN,
+            "parameters": [_TASK_NAME],
+            "requestBody": request_body(Backfill),
+            "responses": {
+                "202": ok(BackfillStarted, "the backfill started"),
+                **BAD_BODY,
+                **_ANSWERS,
+                "422": problem(
+                    f"from after to, to in the future, or more than {BACKFILL_MAX} occurrences"
+                ),
+            },
+        },
+        structs=(Backfill, BackfillStarted),
+    ),
+)

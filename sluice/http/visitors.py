@@ -8,7 +8,7 @@ import hmac
 import secrets
 
 from sluice.config import Config
-from sluice.secret_files import read_secret
+from sluice.security.secret_files import read_secret
 from sluice.store import Store
 from sluice.store.secrets import shared_secret
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sluice.config import Config
 from sluice.events import Event
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.store import Tx
 
 # apply(tx, fresh events, table suffix, config): write the effect of events not seen before.
@@ -22,7 +22,7 @@ Publish = Callable[[Resources, Sequence[Event]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
-class Projection:
+class EngineProjection:
     name: str
     aggregates: tuple[str, ...]
     event_types: tuple[str, ...]

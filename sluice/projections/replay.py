@@ -31,8 +31,8 @@ from sluice.events import Event, decode
 from sluice.history import catalog
 from sluice.history.packed import Packed, read_history_packed, read_table
 from sluice.history.reader import read_history
-from sluice.projections.base import Projection
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.projections.base import EngineProjection
 from sluice.store import Tx
 from sluice.store.base import HEAD, Row
 
@@ -52,7 +52,7 @@ CHUNK = 50_000
 TAIL = 10_000
 
 
-async def _count(resources: Resources, projection: Projection) -> int:
+async def _count(resources: Resources, projection: EngineProjection) -> int:
     types = projection.event_types
     row = await resources.store.fetchone(
         f"SELECT COUNT(*) FROM events WHERE type IN ({', '.join('?' * len(types))})", types
@@ -60,7 +60,7 @@ async def _count(resources: Resources, projection: Projection) -> int:
     return (int(row[0]) if row else 0) + await catalog.count(resources.store, types)
 
 
-def _select(tx: Tx, projection: Projection) -> str:
+def _select(tx: Tx, projection: EngineProjection) -> str:
     # Only what apply needs: the payload, and seq for the position.
     types = ", ".join("?" * len(projection.event_types))
     return (
@@ -81,7 +81,7 @@ def _extent(chunk: Chunk) -> tuple[int, int]:
     return chunk[-1][0], len(chunk)
 
 
-async def _read_table(tx: Tx, projection: Projection, after: int, limit: int) -> Chunk | None:
+async def _read_table(tx: Tx, projection: EngineProjection, after: int, limit: int) -> Chunk | None:
     if projection.apply_payloads is not None:
         packed = await read_table(tx.fetchone, tx.dialect, projection.event_types, after, limit)
         return packed if packed.count else None
@@ -93,8 +93,9 @@ def _decode_all(rows: Sequence[Row]) -> list[Event]:
     return [decode(payload) for _, payload in rows]
 
 
-async def _apply(tx: Tx, projection: Projection, chunk: Chunk, suffix: str,
-                 config: Config) -> None:  # fmt: skip
+async def _apply(
+    tx: Tx, projection: EngineProjection, chunk: Chunk, suffix: str, config: Config
+) -> None:
     if isinstance(chunk, Packed):
         assert projection.apply_payloads is not None
         await projection.apply_payloads(tx, chunk.payloads, suffix, config)
@@ -104,7 +105,7 @@ async def _apply(tx: Tx, projection: Projection, chunk: Chunk, suffix: str,
 
 async def rebuild(
     resources: Resources,
-    projection: Projection,
+    projection: EngineProjection,
     *,
     chunk: int = CHUNK,
     tail: int = TAIL,
@@ -146,7 +147,12 @@ async def rebuild(
 
 
 async def _bulk(
-    resources: Resources, projection: Projection, suffix: str, chunk: int, tail: int, bar: tqdm[Any]
+    resources: Resources,
+    projection: EngineProjection,
+    suffix: str,
+    chunk: int,
+    tail: int,
+    bar: tqdm[Any],
 ) -> tuple[int, int]:
     """Apply reads of ``chunk`` events (archived, then hot) until a read of the table
     returns fewer than ``tail``; each read of the next chunk (the reader connection)
@@ -191,7 +197,7 @@ def _split_ddl(ddl: str) -> tuple[str, str]:
     return ";\n".join(tables), ";\n".join(indexes)
 
 
-async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
+async def _swap(tx: Tx, projection: EngineProjection, suffix: str) -> int:
     """Set the watermark to the head, then put the new tables in place of the old (all
     but the processed table, which stays).
 
@@ -211,7 +217,7 @@ async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
         if table == projection.processed_table:
             # Kept: its rows stay true of the new tables (every event at or below the
             # watermark is in them), and they name the batches of the deliveries
-            # recorded so far (sluice.streams.delivery_batches).
+            # recorded so far (sluice.records.delivery_batches).
             await tx.execute(f"DROP TABLE {table}{suffix}")
             continue
         await tx.execute(f"DROP TABLE {table}")
@@ -219,7 +225,7 @@ async def _swap(tx: Tx, projection: Projection, suffix: str) -> int:
     return head
 
 
-async def _drop(resources: Resources, projection: Projection, suffix: str) -> None:
+async def _drop(resources: Resources, projection: EngineProjection, suffix: str) -> None:
     async with resources.store.transaction() as tx:
         for table in projection.tables:
             await tx.execute(f"DROP TABLE IF EXISTS {table}{suffix}")

@@ -6,16 +6,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sluice.events import Event, type_name
-from sluice.projections.base import Projection
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.projections.base import EngineProjection
+from sluice.records.deliveries import BATCH, record_in
 from sluice.store import Tx
-from sluice.streams.deliveries import BATCH, record_in
 from sluice.streams.messages import Delivery, Duplicate, EntryKey, Message, Outcomes, Recorded
 from sluice.streams.spec import GroupSpec
 
 
 async def fresh_events(
-    tx: Tx, projection: Projection, deliveries: Sequence[Delivery], batch_id: int | None = None
+    tx: Tx,
+    projection: EngineProjection,
+    deliveries: Sequence[Delivery],
+    batch_id: int | None = None,
 ) -> list[Event]:
     """The events not applied yet, recorded as applied in the same transaction (each
     processed row naming ``batch_id``, the row of the batch's delivery records).
@@ -43,7 +46,7 @@ async def fresh_events(
     return [candidates[str(event_id)] for (event_id,) in fresh]
 
 
-async def _watermark(tx: Tx, projection: Projection) -> int:
+async def _watermark(tx: Tx, projection: EngineProjection) -> int:
     """The projection's watermark, its row locked (shared) until ``tx`` ends.
 
     A replay swaps its tables in after locking that row, so a batch either
@@ -90,7 +93,7 @@ def _outcomes(
     return found
 
 
-def projection_group(projection: Projection, resources: Resources) -> GroupSpec:
+def projection_group(projection: EngineProjection, resources: Resources) -> GroupSpec:
     async def handle(deliveries: Sequence[Delivery]) -> Outcomes:
         relevant = [d for d in deliveries if type_name(d.event) in projection.event_types]
         if not relevant:

@@ -10,17 +10,17 @@ from datetime import datetime
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.history import archive
-from sluice.scheduler.tasks import F, Task, TaskContext, TaskDeclaration, declare_task
-from sluice.store import Store
-from sluice.store.users import db_time
-from sluice.streams import deliveries
-from sluice.streams.maintenance import (
+from sluice.records import deliveries
+from sluice.records.maintenance import (
     all_streams,
     passed_by_every_group,
     reap_consumers,
     trim_stream,
 )
-from sluice.streams.relay import POSITION
+from sluice.relay.relay import POSITION
+from sluice.scheduler.task_spec import F, Task, TaskContext, TaskDeclaration, declare_task
+from sluice.store import Store
+from sluice.store.users import db_time
 
 # A consumer idle this long with nothing pending belongs to a worker that is gone:
 # a live worker touches its consumer with every blocking read (seconds).
@@ -39,10 +39,12 @@ BUILTIN: dict[str, TaskDeclaration] = {}
 def _task(name: str, description: str) -> Callable[[F], F]:
     field = name.replace("-", "_")
     return declare_task(
-        BUILTIN, name, description=description,
+        BUILTIN,
+        name,
+        description=description,
         cron=lambda config: str(getattr(config, f"{field}_cron")),
         timezone=lambda config: str(getattr(config, f"{field}_timezone")),
-    )  # fmt: skip
+    )
 
 
 @_task(
@@ -140,20 +142,27 @@ async def archive_history(ctx: TaskContext) -> None:
     config = ctx.resources.config
     hot_days = config.history_hot_days
     bounds = await archive.limits(
-        store, utcnow(), hot_days, await store.position(POSITION),
+        store,
+        utcnow(),
+        hot_days,
+        await store.position(POSITION),
         await passed_by_every_group(ctx.resources.redis, ctx.resources.keys),
         segment_events=config.history_segment_events,
         min_events=max(1, config.history_segment_events // 10),
-    )  # fmt: skip
+    )
 
     async def moved_one(segment: archive.Moved) -> None:
         await ctx.checkpoint(f"{segment.aggregate}:{segment.last_seq}")
 
     moved = await archive.archive(store, bounds, after_segment=moved_one)
     ctx.log.info(
-        "history archived", segments=len(moved), events=sum(m.events for m in moved),
-        bytes=sum(m.bytes for m in moved), hot_days=hot_days, upto_seq=bounds.upto,
-    )  # fmt: skip
+        "history archived",
+        segments=len(moved),
+        events=sum(m.events for m in moved),
+        bytes=sum(m.bytes for m in moved),
+        hot_days=hot_days,
+        upto_seq=bounds.upto,
+    )
 
 
 def builtin_tasks(config: Config, purges: Sequence[Purge] = ()) -> list[Task]:

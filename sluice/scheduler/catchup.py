@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 
 import structlog
 
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.scheduler import runs
-from sluice.scheduler.tasks import Task
+from sluice.scheduler.task_spec import Task
 
 log = structlog.get_logger(__name__)
 
@@ -64,7 +64,12 @@ async def catch_up(
         return
     missed = [slot for slot in slots if slot not in done]
     if missed:
-        log.info("catching up missed occurrences", task=task.name, count=len(missed),
-                 first=missed[0].isoformat(), last=missed[-1].isoformat())  # fmt: skip
+        log.info(
+            "catching up missed occurrences",
+            task=task.name,
+            count=len(missed),
+            first=missed[0].isoformat(),
+            last=missed[-1].isoformat(),
+        )
     for slot in missed:
         await occurrence(task, slot, "catchup")

@@ -41,19 +41,19 @@ from typing import Any
 
 import structlog
 
+from sluice.aio.lock import RedisLock
+from sluice.aio.outage import REDIS_DOWN
+from sluice.aio.waiting import cancel_and_wait, wait_or_stop
 from sluice.events import utcnow
-from sluice.metrics import TASK_SKIPPED
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.scheduler import overlap, runs
 from sluice.scheduler.catchup import catch_up
 from sluice.scheduler.overlap import Skipped
 from sluice.scheduler.pauses import PAUSED, is_paused
 from sluice.scheduler.policy import jitter
 from sluice.scheduler.runner import AlreadyRan, Busy, Runner
-from sluice.scheduler.tasks import Task
-from sluice.streams.lock import RedisLock
-from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.waiting import cancel_and_wait, wait_or_stop
+from sluice.scheduler.task_spec import Task
+from sluice.telemetry.prometheus import TASK_SKIPPED
 
 log = structlog.get_logger(__name__)
 
@@ -91,8 +91,11 @@ class Scheduler:
         self._runs: set[asyncio.Task[None]] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        log.info("scheduler started", holder=self.holder,
-                 tasks=[f"{t.name}: {t.schedule.describe()}" for t in self.tasks])  # fmt: skip
+        log.info(
+            "scheduler started",
+            holder=self.holder,
+            tasks=[f"{t.name}: {t.schedule.describe()}" for t in self.tasks],
+        )
         started = self.clock()
         followers = [
             asyncio.create_task(self._follow(task, stop, started), name=f"follow:{task.name}")

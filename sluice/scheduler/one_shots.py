@@ -28,10 +28,10 @@ from typing import Any
 
 import structlog
 
+from sluice.aio.waiting import wait_or_stop
 from sluice.events import utcnow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.store import Store
-from sluice.streams.waiting import wait_or_stop
 
 log = structlog.get_logger(__name__)
 
@@ -84,9 +84,11 @@ class OneShotRunner:
                 delay = await self.tick()
             except Exception as exc:  # a store outage, or a bug: logged, retried, never fatal
                 log.error(
-                    "one-shot runner failed, retrying", fires=self.due.what, error=repr(exc),
+                    "one-shot runner failed, retrying",
+                    fires=self.due.what,
+                    error=repr(exc),
                     retry_in=backoff,
-                )  # fmt: skip
+                )
                 await wait_or_stop(stop, backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
@@ -110,12 +112,19 @@ class OneShotRunner:
         # the firing. Each reminder's trace id (what its mail carries) at debug level.
         if fired:
             log.info(
-                f"{self.due.what} fired", count=len(fired), holder=self.holder,
+                f"{self.due.what} fired",
+                count=len(fired),
+                holder=self.holder,
                 first_at=fired[0].scheduled_for.isoformat(),
                 most_late_ms=int((now - fired[0].scheduled_for).total_seconds() * 1000),
-            )  # fmt: skip
+            )
         for event in fired:
-            log.debug("fired", what=self.due.what, event_id=event.event_id,
-                      at=event.scheduled_for.isoformat(), trace_id=event.trace_id)  # fmt: skip
+            log.debug(
+                "fired",
+                what=self.due.what,
+                event_id=event.event_id,
+                at=event.scheduled_for.isoformat(),
+                trace_id=event.trace_id,
+            )
         # More may be due: look again at once; or another replica holds them: let it commit.
         return 0.0 if fired else 0.02

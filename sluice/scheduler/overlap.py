@@ -16,7 +16,7 @@ the task's lock busy. By the task's ``SLUICE_<TASK>_OVERLAP``:
   running right after the current run; while one waits, a further occurrence is
   skipped. Should the buffered replica die, its buffer expires with its TTL.
 - ``cancel_other``: the running runs of the task are signalled to stop
-  (``sluice.streams.cancel``, polled every half second by their runner on
+  (``sluice.records.cancel``, polled every half second by their runner on
   whichever host), are recorded ``cancelled`` and give their lock back; the new
   occurrence takes it, or is skipped should the lock not come free within the
   lock's TTL and a few seconds (a run whose process froze keeps it that long).
@@ -33,13 +33,13 @@ from datetime import datetime
 
 import structlog
 
+from sluice.aio.lock import RedisLock
+from sluice.aio.outage import REDIS_DOWN
+from sluice.aio.waiting import cancel_and_wait
+from sluice.records.cancel import signal_cancel
 from sluice.scheduler import runs
 from sluice.scheduler.runner import CANCEL_KIND, Busy, Run, Runner
-from sluice.scheduler.tasks import Task
-from sluice.streams.cancel import signal_cancel
-from sluice.streams.lock import RedisLock
-from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.waiting import cancel_and_wait
+from sluice.scheduler.task_spec import Task
 
 log = structlog.get_logger(__name__)
 
@@ -115,8 +115,11 @@ async def _buffered(
                 await buffer.renew()
 
     renewing = asyncio.create_task(renew())
-    log.info("occurrence waits for the run in progress (buffer_one)", task=task.name,
-             scheduled_for=slot.isoformat())  # fmt: skip
+    log.info(
+        "occurrence waits for the run in progress (buffer_one)",
+        task=task.name,
+        scheduled_for=slot.isoformat(),
+    )
     try:
         return await _wait_for_lock(runner, task, trigger, slot, None, OVERRUN)
     finally:
@@ -128,6 +131,9 @@ async def _buffered(
 async def _cancel_running(runner: Runner, task: Task) -> None:
     resources = runner.resources
     for record in await runs.running(resources.store, task.name):
-        log.warning("cancelling the run in progress for a newer occurrence (cancel_other)",
-                    task=task.name, run_id=record.id)  # fmt: skip
+        log.warning(
+            "cancelling the run in progress for a newer occurrence (cancel_other)",
+            task=task.name,
+            run_id=record.id,
+        )
         await signal_cancel(resources.redis, resources.keys, CANCEL_KIND, record.id)

@@ -13,7 +13,7 @@ from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.scheduler.builtin import Purge, builtin_tasks
 from sluice.scheduler.policy import check_names, policy_for
-from sluice.scheduler.tasks import Task
+from sluice.scheduler.task_spec import Task
 
 log = structlog.get_logger(__name__)
 

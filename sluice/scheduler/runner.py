@@ -10,7 +10,7 @@ escapes.
 Under the ``allow_all`` overlap policy the lock is the occurrence's, not the
 task's, so runs of different occurrences overlap. A run also stops when it is
 cancelled (``POST .../runs/{id}/cancel``, or a newer occurrence under
-``cancel_other``: a signal polled through ``sluice.streams.cancel``), recorded
+``cancel_other``: a signal polled through ``sluice.records.cancel``), recorded
 ``cancelled``, and when it outlives the task's timeout, recorded ``failed`` with
 an error that starts with ``deadline``. Either way its lock goes back.
 """
@@ -28,15 +28,15 @@ from datetime import datetime
 import msgspec
 import structlog
 
+from sluice.aio.lock import RedisLock
+from sluice.aio.outage import REDIS_DOWN
+from sluice.aio.waiting import cancel_and_wait
 from sluice.events import new_trace_id, utcnow, uuid7
-from sluice.metrics import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.records.cancel import CancelWatch, forget_signal
 from sluice.scheduler import runs
-from sluice.scheduler.tasks import LockLost, Task, TaskContext
-from sluice.streams.cancel import CancelWatch, forget_signal
-from sluice.streams.lock import RedisLock
-from sluice.streams.outage import REDIS_DOWN
-from sluice.streams.waiting import cancel_and_wait
+from sluice.scheduler.task_spec import LockLost, Task, TaskContext
+from sluice.telemetry.prometheus import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
 
 log = structlog.get_logger(__name__)
 
@@ -92,14 +92,20 @@ class Runner:
             now = self.clock()
             abandoned = await runs.abandon_stale(store, task.name, now, await self._dead_runs(task))
             if abandoned:
-                log.warning("task: earlier runs died without finishing", task=task.name,
-                            records=abandoned)  # fmt: skip
+                log.warning(
+                    "task: earlier runs died without finishing", task=task.name, records=abandoned
+                )
             cursor = await runs.resume_cursor(store, task.name)
             record = runs.RunRecord(
-                id=uuid7(), task=task.name, trigger=trigger, status="running",
-                scheduled_for=scheduled_for, started_at=now, cursor=cursor,
+                id=uuid7(),
+                task=task.name,
+                trigger=trigger,
+                status="running",
+                scheduled_for=scheduled_for,
+                started_at=now,
+                cursor=cursor,
                 trace_id=new_trace_id(),
-            )  # fmt: skip
+            )
             if not await runs.start(store, record, self.holder):
                 raise AlreadyRan(task.name)
         except BaseException:
@@ -132,10 +138,16 @@ class Runner:
         """Record that this occurrence did not run, and why; False if it had a record."""
         now = self.clock()
         record = runs.RunRecord(
-            id=uuid7(), task=task.name, trigger=trigger, status="skipped",
-            scheduled_for=scheduled_for, started_at=now, finished_at=now, error=reason,
+            id=uuid7(),
+            task=task.name,
+            trigger=trigger,
+            status="skipped",
+            scheduled_for=scheduled_for,
+            started_at=now,
+            finished_at=now,
+            error=reason,
             trace_id=new_trace_id(),
-        )  # fmt: skip
+        )
         return await runs.skipped(self.resources.store, record, self.holder, reason)
 
     async def execute(self, run: Run) -> runs.RunRecord:

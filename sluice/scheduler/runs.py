@@ -48,11 +48,17 @@ _COLUMNS = (
 
 def _record(row: Row) -> RunRecord:
     return RunRecord(
-        id=row[0], task=row[1], trigger=row[2], status=row[3],
-        scheduled_for=from_db_time(row[4]), started_at=from_db_time(row[5]),
+        id=row[0],
+        task=row[1],
+        trigger=row[2],
+        status=row[3],
+        scheduled_for=from_db_time(row[4]),
+        started_at=from_db_time(row[5]),
         finished_at=optional_db_time(row[6]),
-        cursor=row[7], error=row[8], trace_id=row[9],
-    )  # fmt: skip
+        cursor=row[7],
+        error=row[8],
+        trace_id=row[9],
+    )
 
 
 async def start(store: Store, record: RunRecord, holder: str) -> bool:
@@ -62,11 +68,19 @@ async def start(store: Store, record: RunRecord, holder: str) -> bool:
             f"INSERT INTO task_runs ({_COLUMNS}, holder) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT DO NOTHING",
             (
-                record.id, record.task, record.trigger, record.status,
-                db_time(record.scheduled_for), db_time(record.started_at), None,
-                record.cursor, None, record.trace_id, holder,
+                record.id,
+                record.task,
+                record.trigger,
+                record.status,
+                db_time(record.scheduled_for),
+                db_time(record.started_at),
+                None,
+                record.cursor,
+                None,
+                record.trace_id,
+                holder,
             ),
-        )  # fmt: skip
+        )
     return inserted == 1
 
 
@@ -80,11 +94,19 @@ async def skipped(store: Store, record: RunRecord, holder: str, reason: str) -> 
             " WHERE NOT EXISTS (SELECT 1 FROM task_runs WHERE task = ? AND scheduled_for = ?"
             " AND trigger != 'manual')",
             (
-                record.id, record.task, record.trigger, db_time(record.scheduled_for),
-                db_time(record.started_at), db_time(record.started_at), reason,
-                record.trace_id, holder, record.task, db_time(record.scheduled_for),
+                record.id,
+                record.task,
+                record.trigger,
+                db_time(record.scheduled_for),
+                db_time(record.started_at),
+                db_time(record.started_at),
+                reason,
+                record.trace_id,
+                holder,
+                record.task,
+                db_time(record.scheduled_for),
             ),
-        )  # fmt: skip
+        )
     return inserted == 1
 
 
@@ -133,10 +155,15 @@ async def finish(
         )
         await tx.append(
             TaskRunFinished(
-                run_id=record.id, task=record.task, trigger=record.trigger, status=status,
-                scheduled_for=record.scheduled_for, error=error, trace_id=record.trace_id,
+                run_id=record.id,
+                task=record.task,
+                trigger=record.trigger,
+                status=status,
+                scheduled_for=record.scheduled_for,
+                error=error,
+                trace_id=record.trace_id,
             )
-        )  # fmt: skip
+        )
 
 
 async def resume_cursor(store: Store, task: str) -> str | None:

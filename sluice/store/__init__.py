@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sluice.database_url import is_postgres
+from sluice.config.database_url import is_postgres
 from sluice.store.base import Row, Store, StoredEvent, Tx
 from sluice.store.migrate import Schema
 from sluice.store.sqlite import SqliteStore

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from sluice.database_url import SQLITE_PREFIX, is_postgres, redacted, sqlite_path
+from sluice.config.database_url import SQLITE_PREFIX, is_postgres, redacted, sqlite_path
 from sluice.errors import SluiceError
 from sluice.store.base import Row
 from sluice.store.migrate import Migration, apply_migrations

@@ -19,10 +19,17 @@ from sluice.errors import SluiceError
 # timeout, I/O, disk full, a file it cannot open, read-only or damaged), not that the
 # statement is wrong: https://www.sqlite.org/rescode.html
 _SQLITE_DOWN = {
-    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
-    sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB,
-}  # fmt: skip
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL,
+    sqlite3.SQLITE_NOTADB,
+}
 
 # PostgreSQL: connection failures (class 08), shutdown and cancellation (57: a restart,
 # a statement timeout), resources (53: too many connections, disk full), a transaction

@@ -169,7 +169,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         16,
         "deliveries: every attempt of every group on every event",
-        # sluice/streams/deliveries.py. Rows come in batches, in the order they
+        # sluice/records/deliveries.py. Rows come in batches, in the order they
         # happened, so ``id`` order is time order: the purge deletes from the low ids
         # and needs no index on time. One index, by event, for the event's and the
         # trace's deliveries; every index is paid by every recorded delivery.
@@ -194,7 +194,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         17,
         "paused handler groups",
-        # sluice/streams/pause.py: a row per paused group, read by every worker process
+        # sluice/records/pause.py: a row per paused group, read by every worker process
         # every half second; the database, not Redis, so a pause survives every restart.
         """
         CREATE TABLE paused_groups (
@@ -244,7 +244,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         28,
         "a projection batch's handled attempts in one row, named by its processed rows",
-        # sluice/streams/delivery_batches.py. entries: msgpack (zlib) of (event_id,
+        # sluice/records/delivery_batches.py. entries: msgpack (zlib) of (event_id,
         # stream, entry_id, attempt) per handled entry; the id is drawn by the writing process, in
         # time order. No index but the key: a batch is found through a processed row's
         # batch_id, and the purge goes by id as for deliveries. The processed rows' batch_id

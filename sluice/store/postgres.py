@@ -36,13 +36,13 @@ from asyncpg.pool import PoolConnectionProxy
 from asyncpg.transaction import Transaction
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
-from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import HEAD, Row, StoredEvent
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 from sluice.store.postgres_dialect import DIALECT, numbered, translate_ddl
+from sluice.telemetry.prometheus import EVENTS_COMMITTED
 
 log = structlog.get_logger(__name__)
 
@@ -370,14 +370,17 @@ class PostgresStore:
                 "fetch",
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE seq > $1 AND type = ANY($2::text[])"
                 " ORDER BY seq LIMIT $3",
-                seq, list(types), limit,
-            )  # fmt: skip
+                seq,
+                list(types),
+                limit,
+            )
         else:
             rows = await self._read(
                 "fetch",
                 f"SELECT {_EVENT_COLUMNS} FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
-                seq, limit,
-            )  # fmt: skip
+                seq,
+                limit,
+            )
         return [StoredEvent(*row) for row in rows]
 
     async def max_seq(self) -> int:

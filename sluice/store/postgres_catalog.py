@@ -69,5 +69,6 @@ class PostgresCatalog:
             await self._conn.execute(
                 f"SELECT setval(pg_get_serial_sequence($1, $2), COALESCE(MAX({column}), 0) + 1,"
                 f" false) FROM {table}",
-                table, name,
-            )  # fmt: skip
+                table,
+                name,
+            )

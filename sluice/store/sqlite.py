@@ -17,12 +17,12 @@ import aiosqlite
 import structlog
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
-from sluice.metrics import EVENTS_COMMITTED
 from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
 from sluice.store.sqlite_dialect import DIALECT
 from sluice.store.sqlite_lock import write_lock
+from sluice.telemetry.prometheus import EVENTS_COMMITTED
 
 log = structlog.get_logger(__name__)
 

@@ -1,3 +1,4 @@
-"""Redis Streams transport (core): key names, the relay, the consumer-group runtime with
-its retries and dead letters, and what the runtime records as it runs (deliveries,
-pauses, cancels, stalls, the groups' history). Imports the store and events, no app."""
+"""What the relay, the consumer runtime and the records share about Redis Streams: the
+Redis key names (``engine_keys``), partitions, stream entries (``messages``), what a
+group runs (``spec``), group creation (``group_setup``) and the retry and dead-letter
+moves (``failures``). Imports the store and events, no app."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import redis.asyncio as aioredis
 
 from sluice.events import utcnow
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 
 _RETRY = """
 local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 
 
 async def ensure_group(client: aioredis.Redis, stream: str, group: str) -> None:

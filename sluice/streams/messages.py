@@ -90,7 +90,7 @@ class Cancelled(Exception):
 class Recorded(Exception):
     """Not a failure: the handler applied the entry (``duplicate``: found it applied
     before) and wrote its attempt itself, in the transaction of the effect (projections,
-    ``sluice.streams.deliveries.record_in``). Acked, and not recorded again."""
+    ``sluice.records.deliveries.record_in``). Acked, and not recorded again."""
 
     def __init__(self, duplicate: bool = False) -> None:
         super().__init__("applied before" if duplicate else "handled")

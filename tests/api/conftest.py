@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from sluice.app.assembly import create_app
 from sluice.config import Config
 from sluice.events import Event, decode
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from sluice.store import Store
 from tests.api.raw_http import Connect, Wire
 

@@ -24,7 +24,7 @@ from sluice.embedded.redis_server import free_port
 from sluice.errors import TooManyRequests
 from sluice.http.account_logins import AccountLogins
 from sluice.http.login_limit import MAX_FAILURES
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 from tests.api.conftest import Client, problem
 from tests.link_helpers import bearer
 
@@ -125,8 +125,9 @@ async def test_changing_the_password_revokes_every_other_token_and_the_old_passw
     laptop = await token(client)
     me = bearer(owner)
     change = {"current_password": PASSWORD, "new_password": NEW_PASSWORD}
-    short = await client.post("/v1/me/password", json={**change, "new_password": "short"},
-                              headers=me)  # fmt: skip
+    short = await client.post(
+        "/v1/me/password", json={**change, "new_password": "short"}, headers=me
+    )
     errors = (await problem(short, 422))["errors"]
     assert [e["field"] for e in errors] == ["new_password"]
     wrong = await client.post(

@@ -19,9 +19,9 @@ from sluice.app.assembly import create_app
 from sluice.cli.stream_commands import dlq
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
+from sluice.streams.engine_keys import Keys
 from sluice.streams.failures import Failures
-from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user
 
@@ -161,9 +161,13 @@ async def test_admin_token_is_required(admin: Client, redis: aioredis.Redis) -> 
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [({"group": "nope"}, "group"), ({"limit": "0"}, "limit"), ({"limit": "1001"}, "limit"),
-     ({"limit": "ten"}, "limit")],
-)  # fmt: skip
+    [
+        ({"group": "nope"}, "group"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "1001"}, "limit"),
+        ({"limit": "ten"}, "limit"),
+    ],
+)
 async def test_bad_query_is_422(admin: Client, query: dict[str, str], field: str) -> None:
     response = await admin.get("/v1/admin/dead-letters", params=query, headers=ADMIN)
     body = await problem(response, 422)

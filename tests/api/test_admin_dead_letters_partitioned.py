@@ -16,9 +16,9 @@ from redis.exceptions import ResponseError
 from sluice.app.assembly import create_app
 from sluice.cli.stream_commands import dlq
 from sluice.config import Config
-from sluice.resources import keys_for
+from sluice.process.resources import keys_for
+from sluice.streams.engine_keys import Keys
 from sluice.streams.failures import Failures
-from sluice.streams.keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.api.test_admin_dead_letters import listed
 
@@ -125,10 +125,15 @@ async def test_a_bare_entry_id_is_looked_up_in_every_partition(
 
 @pytest.mark.parametrize(
     ("dead_id", "says"),
-    [("p4-1-0", "there are 4 (p0 to p3)"), ("p99999-1-0", "there are 4"),
-     ("p-1-0", "not a dead letter id"), ("q1-1-0", "not a dead letter id"),
-     ("p1-1", "not a dead letter id"), ("p1-99999999999999999999-0", "not a dead letter id")],
-)  # fmt: skip
+    [
+        ("p4-1-0", "there are 4 (p0 to p3)"),
+        ("p99999-1-0", "there are 4"),
+        ("p-1-0", "not a dead letter id"),
+        ("q1-1-0", "not a dead letter id"),
+        ("p1-1", "not a dead letter id"),
+        ("p1-99999999999999999999-0", "not a dead letter id"),
+    ],
+)
 async def test_a_malformed_id_or_a_partition_out_of_range_is_404_saying_so(
     admin: Client, dead_id: str, says: str
 ) -> None:

@@ -11,7 +11,7 @@ from sluice.app.assembly import create_app
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user
 

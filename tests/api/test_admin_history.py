@@ -23,9 +23,9 @@ from sluice.builtin.articles.events import ArticleViewed
 from sluice.cli.processes import run_relay, run_worker
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http.keys import STORE
-from sluice.resources import Resources
-from sluice.streams.group_history.buckets import minute_of
+from sluice.http.app_keys import STORE
+from sluice.process.resources import Resources
+from sluice.records.group_history.buckets import minute_of
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
 from tests.api.conftest import AiohttpClient, Client, problem
@@ -93,8 +93,7 @@ async def test_a_workers_outcomes_are_counted_in_their_minute(
 
         async def all_settled() -> bool:
             views = await (await admin.get("/v1/articles/fine")).json()
-            dead = await admin.get("/v1/admin/dead-letters", params={"group": GROUP},
-                                   headers=ADMIN)  # fmt: skip
+            dead = await admin.get("/v1/admin/dead-letters", params={"group": GROUP}, headers=ADMIN)
             return views["views"] == FINE and len(await dead.json()) == 1
 
         await wait_for(all_settled)

@@ -12,10 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.http.keys import KEYS, REDIS, STORE
+from sluice.http.app_keys import KEYS, REDIS, STORE
+from sluice.records.pause import paused_groups
 from sluice.store import Store
 from sluice.streams.group_setup import ensure_group
-from sluice.streams.pause import paused_groups
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer
 

@@ -12,8 +12,8 @@ from aiohttp import web
 from sluice.app.assembly import create_app, migrate_store
 from sluice.config import Config
 from sluice.errors import ConfigError
-from sluice.event_registry import UndeclaredEvent
-from sluice.http.keys import STORE
+from sluice.events.registry import UndeclaredEvent
+from sluice.http.app_keys import STORE
 from tests.api.conftest import AiohttpClient, problem
 from tests.api.test_links import user_token
 from tests.app_helpers import AppDir
@@ -104,14 +104,19 @@ async def test_an_alias_equal_to_an_app_route_s_first_segment_is_a_422(
     client = await aiohttp_client(create_app(make_config(apps="default,launch_app")))
     auth = await user_token(client)
     for alias in ("launchpad", "LaunchPad"):
-        refused = await problem(await client.post(
-            "/v1/links", json={"url": "https://example.org/", "alias": alias}, headers=auth
-        ), 422)  # fmt: skip
-        assert refused["errors"] == [{
-            "field": "alias",
-            "message": f"is a reserved word: /{alias} would be the path of the route"
-                       " GET /launchpad of launch",
-        }]  # fmt: skip
+        refused = await problem(
+            await client.post(
+                "/v1/links", json={"url": "https://example.org/", "alias": alias}, headers=auth
+            ),
+            422,
+        )
+        assert refused["errors"] == [
+            {
+                "field": "alias",
+                "message": f"is a reserved word: /{alias} would be the path of the route"
+                " GET /launchpad of launch",
+            }
+        ]
     made = await client.post(
         "/v1/links", json={"url": "https://example.org/", "alias": "launchpads"}, headers=auth
     )

@@ -92,8 +92,11 @@ async def test_an_app_s_routes_commit_its_state_and_events_and_are_documented(
     await problem(await client.get("/v1/greetings/bob"), 404)
     await problem(await client.post("/v1/greetings", json={"name": 7}), 400)
     # Its events carry the request's trace id, with no code of the app's saying so.
-    created = await client.post("/v1/greetings", json={"name": "cy"}, headers={
-        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})  # fmt: skip
+    created = await client.post(
+        "/v1/greetings",
+        json={"name": "cy"},
+        headers={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+    )
     found = await client.get("/v1/admin/events?type=Greeted", headers=ADMIN)
     assert found.status == 200, await found.text()
     items = (await found.json())["items"]

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from sluice import passwords
 from sluice.app.assembly import create_app
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.errors import Overloaded
 from sluice.events import uuid7
-from sluice.http.keys import PASSWORDS, STORE
+from sluice.http.app_keys import PASSWORDS, STORE
+from sluice.security import passwords
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import add_user, bearer
 
@@ -84,8 +84,9 @@ async def test_the_address_limits_are_shared_by_replicas(
     statuses = [(await login((one, two)[i % 2], f"x{i}@example.org")).status for i in range(6)]
     assert statuses == [401] * 4 + [429] * 2
     guesses = [one, two, one]
-    answers = [await c.get("/v1/admin/streams", headers={"Authorization": "Bearer guess"})
-               for c in guesses]  # fmt: skip
+    answers = [
+        await c.get("/v1/admin/streams", headers={"Authorization": "Bearer guess"}) for c in guesses
+    ]
     assert [a.status for a in answers] == [401, 401, 429]
 
 
@@ -119,8 +120,9 @@ async def test_forwarded_addresses_count_only_from_a_trusted_proxy(
     second = await login(direct, "b@example.org", **from_address("203.0.113.2"))
     assert (first.status, second.status) == (401, 429)  # the header is ignored: one address
 
-    proxied = await aiohttp_client(create_app(make_config(logins_per_client=1,
-                                                           trusted_proxies=PROXY)))  # fmt: skip
+    proxied = await aiohttp_client(
+        create_app(make_config(logins_per_client=1, trusted_proxies=PROXY))
+    )
     assert (await login(proxied, "a@example.org", **from_address("203.0.113.1"))).status == 401
     assert (await login(proxied, "b@example.org", **from_address("203.0.113.2"))).status == 401
     again = await login(proxied, "c@example.org", **from_address("203.0.113.1"))
@@ -133,8 +135,9 @@ async def test_forwarded_addresses_count_only_from_a_trusted_proxy(
 async def test_failed_admin_tokens_are_limited_per_address_and_the_right_token_still_passes(
     aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
 ) -> None:
-    config = make_config(admin_token=ADMIN_TOKEN, admin_failures_per_client=3,
-                         trusted_proxies=PROXY)  # fmt: skip
+    config = make_config(
+        admin_token=ADMIN_TOKEN, admin_failures_per_client=3, trusted_proxies=PROXY
+    )
     client = await aiohttp_client(create_app(config))
 
     async def admin(token: str | None, address: str = "203.0.113.1") -> Any:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import pytest
 
 from sluice.config import Config
-from sluice.http.keys import PASSWORDS
+from sluice.http.app_keys import PASSWORDS
 from tests.api.conftest import Client
 from tests.api.test_links import create, user_token
 
@@ -112,9 +112,13 @@ async def logins_during(
     assert client.app is not None
     hasher = client.app[PASSWORDS]
     flooding = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _FLOOD, str(client.port),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        _FLOOD,
+        str(client.port),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
     assert flooding.stdin is not None
     flooding.stdin.write(json.dumps(flood).encode())
     flooding.stdin.close()
@@ -166,9 +170,12 @@ async def test_a_hundred_password_changes_by_one_account_never_slow_others_login
     login_max = await bound(client)
 
     change = raw(
-        "PATCH", f"/v1/links/{code}", json.dumps({"password": "another password"}),
-        "application/json", f"Authorization: {owner['Authorization']}",
-    )  # fmt: skip
+        "PATCH",
+        f"/v1/links/{code}",
+        json.dumps({"password": "another password"}),
+        "application/json",
+        f"Authorization: {owner['Authorization']}",
+    )
     logins, answers = await logins_during(client, [change] * 100)
     assert [status for status, _ in logins] == [201] * 3, logins
     assert max(seconds for _, seconds in logins) < login_max, (logins, login_max)

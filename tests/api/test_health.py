@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from sluice.embedded.redis_server import RedisServer
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from tests.api.conftest import Client, problem
 
 

@@ -26,8 +26,8 @@ from sluice.app.assembly import open_store
 from sluice.app.testing import wait_for
 from sluice.builtin.links.imports.runner import ImportDeps, run_import
 from sluice.config import Config
-from sluice.http.keys import KEYS, REDIS
-from sluice.resources import Resources
+from sluice.http.app_keys import KEYS, REDIS
+from sluice.process.resources import Resources
 from sluice.store import Store, sqlite
 from tests.api.conftest import Client
 from tests.link_helpers import OWNER, add_user, bearer

@@ -18,7 +18,7 @@ from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.runner import run_export
 from sluice.config import Config
-from sluice.resources import keys_for
+from sluice.process.resources import keys_for
 from sluice.store import Store
 from sluice.streams.messages import Cancelled
 from tests.api.conftest import Client, problem

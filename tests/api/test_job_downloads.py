@@ -22,7 +22,7 @@ from sluice.builtin.links.exports.retention import purge_finished
 from sluice.builtin.links.exports.runner import run_export
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.api.test_jobs import CODE, deps, setup_links, start, stored_bytes
@@ -54,8 +54,9 @@ async def finished_export(client: Client, store: Store, config: Config, visits: 
 
 async def get(client: Client, url: str, **headers: str) -> Any:
     """GET with the owner's token; ``If_None_Match="x"`` sends ``If-None-Match: x``."""
-    return await client.get(url, headers={**bearer(), **{k.replace("_", "-"): v
-                                                         for k, v in headers.items()}})  # fmt: skip
+    return await client.get(
+        url, headers={**bearer(), **{k.replace("_", "-"): v for k, v in headers.items()}}
+    )
 
 
 async def test_the_csv_comes_with_its_length_validators_and_accept_ranges(
@@ -106,9 +107,14 @@ async def test_a_download_resumes_with_a_range_and_a_bad_range_is_a_problem(
     assert (more_than_all.status, await more_than_all.read()) == (206, whole)
 
     for value in (
-        f"bytes={size}-", f"bytes={size + 100}-{size + 200}", "bytes=9-3",
-        "bytes=-0", "bytes=0-1,5-6", "bytes=-", f"bytes={'9' * 5000}-",
-    ):  # fmt: skip
+        f"bytes={size}-",
+        f"bytes={size + 100}-{size + 200}",
+        "bytes=9-3",
+        "bytes=-0",
+        "bytes=0-1,5-6",
+        "bytes=-",
+        f"bytes={'9' * 5000}-",
+    ):
         response = await get(client, url, Range=value)
         body = await problem(response, 416)
         assert response.headers["Content-Range"] == f"bytes */{size}"
@@ -169,9 +175,14 @@ async def test_if_range_applies_the_range_only_to_the_version_it_names(
     whole = await response.read()
     etag, modified = response.headers["ETag"], response.headers["Last-Modified"]
     for if_range, status in (
-        (etag, 206), (modified, 206),  # the very version: the range applies
-        (f"W/{etag}", 200), ('"other"', 200), (LONG_AGO, 200), (LATER, 200), ("soon", 200),
-    ):  # fmt: skip
+        (etag, 206),
+        (modified, 206),  # the very version: the range applies
+        (f"W/{etag}", 200),
+        ('"other"', 200),
+        (LONG_AGO, 200),
+        (LATER, 200),
+        ("soon", 200),
+    ):
         answer = await get(client, url, Range="bytes=10-", If_Range=if_range)
         assert answer.status == status, if_range
         assert await answer.read() == (whole[10:] if status == 206 else whole)

@@ -23,8 +23,8 @@ from sluice.builtin.links.exports.runner import ExportDeps, run_export
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.http import MAX_BODY
-from sluice.http.keys import KEYS, REDIS
-from sluice.resources import Resources
+from sluice.http.app_keys import KEYS, REDIS
+from sluice.process.resources import Resources
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.link_helpers import OTHER, OTHER_TOKEN, add_link, add_user, bearer
@@ -92,9 +92,14 @@ async def test_an_export_answers_202_at_once_with_a_queued_job(
     created_at = datetime.fromisoformat(shown.pop("created_at").replace("Z", "+00:00"))
     assert abs((utcnow() - created_at).total_seconds()) < 5
     assert shown == {
-        "id": body["job_id"], "kind": "export", "status": "queued", "progress": 0,
-        "finished_at": None, "result_url": None, "error": None,
-    }  # fmt: skip
+        "id": body["job_id"],
+        "kind": "export",
+        "status": "queued",
+        "progress": 0,
+        "finished_at": None,
+        "result_url": None,
+        "error": None,
+    }
 
 
 async def test_a_second_request_while_one_is_queued_returns_the_same_job(
@@ -174,11 +179,18 @@ async def test_a_finished_export_serves_its_csv_until_retention_removes_it(
     await setup_links(store)
     async with store.transaction() as tx:
         await tx.append(
-            LinkVisited(code=CODE, visitor="v1", referrer_host="news.example.com",
-                        browser="Firefox", country="DE", os="linux", device="desktop"),
+            LinkVisited(
+                code=CODE,
+                visitor="v1",
+                referrer_host="news.example.com",
+                browser="Firefox",
+                country="DE",
+                os="linux",
+                device="desktop",
+            ),
             LinkVisited(code="theirs", visitor="v2"),
             LinkVisited(code=CODE, visitor="v3", browser="=cmd()", is_bot=True),
-        )  # fmt: skip
+        )
     job_id = (await start(client))["job_id"]
     await run_export(job_id, deps(client, store, config))
 
@@ -192,8 +204,16 @@ async def test_a_finished_export_serves_its_csv_until_retention_removes_it(
     disposition = response.headers["Content-Disposition"]
     assert disposition.startswith('attachment; filename="export1-visits-')
     rows = list(csv.reader(io.StringIO(await response.text())))
-    assert rows[0] == ["visited_at", "visitor", "referrer_host", "browser", "is_bot",
-                       "country", "os", "device"]  # fmt: skip
+    assert rows[0] == [
+        "visited_at",
+        "visitor",
+        "referrer_host",
+        "browser",
+        "is_bot",
+        "country",
+        "os",
+        "device",
+    ]
     assert [row[1:] for row in rows[1:]] == [
         ["v1", "news.example.com", "Firefox", "false", "DE", "linux", "desktop"],
         ["v3", "", "'=cmd()", "true", "", "", ""],  # a formula is defused for spreadsheets

@@ -14,7 +14,7 @@ from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.keys import VISITS
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.http.keys import REDIS
+from sluice.http.app_keys import REDIS
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.api.test_links import create, user_token
@@ -64,24 +64,41 @@ async def test_the_fields_are_stored_answered_everywhere_and_carried_by_the_even
 ) -> None:
     link = await create(client, ada, **FIELDS)
     expected = {
-        "max_visits": 5, "valid_since": "2020-01-01T00:00:00Z", "redirect_status": 308,
-        "tags": ["news", "q3-2026"], "title": "Ünïcode title",
-    }  # fmt: skip
+        "max_visits": 5,
+        "valid_since": "2020-01-01T00:00:00Z",
+        "redirect_status": 308,
+        "tags": ["news", "q3-2026"],
+        "title": "Ünïcode title",
+    }
     assert {k: link[k] for k in expected} == expected
     read = await (await client.get(f"/v1/links/{link['code']}", headers=ada)).json()
     [listed] = (await (await client.get("/v1/links", headers=ada)).json())["items"]
     assert read == listed == link
     plain = await create(client, ada)
     assert (plain["max_visits"], plain["valid_since"], plain["redirect_status"]) == (
-        None, None, 302,
-    )  # fmt: skip
+        None,
+        None,
+        302,
+    )
     assert (plain["tags"], plain["title"]) == ([], None)
 
-    changed = await patch(client, ada, link["code"], max_visits=None, valid_since=None,
-                          tags=None, title=None, redirect_status=301)  # fmt: skip
+    changed = await patch(
+        client,
+        ada,
+        link["code"],
+        max_visits=None,
+        valid_since=None,
+        tags=None,
+        title=None,
+        redirect_status=301,
+    )
     assert {k: changed[k] for k in expected} == {
-        "max_visits": None, "valid_since": None, "redirect_status": 301, "tags": [], "title": None,
-    }  # fmt: skip
+        "max_visits": None,
+        "valid_since": None,
+        "redirect_status": 301,
+        "tags": [],
+        "title": None,
+    }
     kept = await patch(client, ada, link["code"], title="again")
     assert (kept["redirect_status"], kept["title"]) == (301, "again")
 
@@ -107,8 +124,9 @@ BAD = {
 async def test_every_invalid_field_is_named_in_one_422_on_create_and_patch(
     client: Client, ada: dict[str, str]
 ) -> None:
-    response = await client.post("/v1/links", json={"url": "https://example.org/", **BAD},
-                                 headers=ada)  # fmt: skip
+    response = await client.post(
+        "/v1/links", json={"url": "https://example.org/", **BAD}, headers=ada
+    )
     body = await problem(response, 422)
     assert {e["field"] for e in body["errors"]} == set(BAD)
     link = await create(client, ada)
@@ -136,24 +154,36 @@ async def test_every_invalid_field_is_named_in_one_422_on_create_and_patch(
 async def test_one_invalid_field_is_a_422_naming_it(
     client: Client, ada: dict[str, str], field: str, value: object
 ) -> None:
-    response = await client.post("/v1/links", json={"url": "https://example.org/", field: value},
-                                 headers=ada)  # fmt: skip
+    response = await client.post(
+        "/v1/links", json={"url": "https://example.org/", field: value}, headers=ada
+    )
     body = await problem(response, 422)
     assert [e["field"] for e in body["errors"]] == [field]
 
 
 async def test_limits_that_hold_are_accepted(client: Client, ada: dict[str, str]) -> None:
-    link = await create(client, ada, max_visits=1, title="é" * 200,
-                        tags=[f"t{i}" for i in range(10)] + ["t0", "t1"],
-                        valid_since="2999-12-31T23:59:59-14:00")  # fmt: skip
+    link = await create(
+        client,
+        ada,
+        max_visits=1,
+        title="é" * 200,
+        tags=[f"t{i}" for i in range(10)] + ["t0", "t1"],
+        valid_since="2999-12-31T23:59:59-14:00",
+    )
     assert (link["max_visits"], len(link["title"]), len(link["tags"])) == (1, 200, 10)
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("max_visits", "5"), ("max_visits", 2.5), ("redirect_status", "301"), ("tags", "news"),
-     ("title", 7), ("redirect_status", None)],
-)  # fmt: skip
+    [
+        ("max_visits", "5"),
+        ("max_visits", 2.5),
+        ("redirect_status", "301"),
+        ("tags", "news"),
+        ("title", 7),
+        ("redirect_status", None),
+    ],
+)
 async def test_a_field_of_the_wrong_type_is_a_400(
     client: Client, ada: dict[str, str], field: str, value: object
 ) -> None:
@@ -251,8 +281,7 @@ async def test_a_limited_link_is_503_while_redis_is_down_and_others_redirect(
     assert await head(client, limited["code"]) == 503
     assert await get(client, plain["code"]) == 302
     # Setting a limit needs the counter: 503, nothing changed.
-    response = await client.patch(f"/v1/links/{plain['code']}", json={"max_visits": 3},
-                                  headers=ada)  # fmt: skip
+    response = await client.patch(f"/v1/links/{plain['code']}", json={"max_visits": 3}, headers=ada)
     await problem(response, 503)
     assert await get(client, plain["code"]) == 302
 

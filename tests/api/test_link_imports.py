@@ -19,8 +19,8 @@ from sluice.builtin.links.imports.runner import ImportDeps, run_import
 from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import Link
 from sluice.config import Config
-from sluice.http.keys import KEYS, REDIS
-from sluice.resources import Resources
+from sluice.http.app_keys import KEYS, REDIS
+from sluice.process.resources import Resources
 from sluice.store import Store
 from tests.api.conftest import Client, problem, stored_events
 from tests.link_helpers import OTHER, OTHER_TOKEN, OWNER, add_link, add_user, bearer
@@ -99,13 +99,20 @@ async def test_an_upload_answers_202_with_a_queued_import_job(client: Client, st
     ("sample", "expected"),
     [
         ("sluice", {"docs-start": "https://example.org/docs/getting-started"}),
-        ("bitly", {"3Kx9QzA": "https://example.com/spring-sale",
-                   "4pQrStU": "https://example.com/blog/post-1"}),
+        (
+            "bitly",
+            {
+                "3Kx9QzA": "https://example.com/spring-sale",
+                "4pQrStU": "https://example.com/blog/post-1",
+            },
+        ),
         ("yourls", {"ozh": "https://example.net/ozh", "yourls-docs": "https://example.net/docs"}),
-        ("shlink", {"Ab3dE": "https://example.io/products",
-                    "news-2024": "https://example.io/news/2024"}),
+        (
+            "shlink",
+            {"Ab3dE": "https://example.io/products", "news-2024": "https://example.io/news/2024"},
+        ),
     ],
-)  # fmt: skip
+)
 async def test_each_formats_sample_is_imported_once_for_its_uploader(
     client: Client, store: Store, config: Config, sample: str, expected: dict[str, str]
 ) -> None:
@@ -172,8 +179,14 @@ async def test_invalid_rows_are_reported_with_reasons_and_valid_ones_created(
     document = await imported(client, store, config, body)
     rows = document["rows"]
     assert [row["outcome"] for row in rows] == [
-        "created", "invalid", "invalid", "invalid", "invalid", "invalid", "existing"
-    ]  # fmt: skip
+        "created",
+        "invalid",
+        "invalid",
+        "invalid",
+        "invalid",
+        "invalid",
+        "existing",
+    ]
     reasons = [row["reason"] for row in rows]
     assert reasons[1].startswith("url:")
     assert reasons[2] == "alias: 'taken-alias' is taken"

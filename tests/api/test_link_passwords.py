@@ -21,7 +21,7 @@ from sluice.config import Config
 from sluice.errors import TooManyRequests
 from sluice.http.login_limit import WINDOW_SECONDS, LoginLimiter
 from sluice.store import Store
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.api.test_link_fields import committed, patch
 from tests.api.test_links import create, user_token
@@ -72,8 +72,9 @@ async def assert_form(response: Any, status: int, error: str = "") -> str:
     page: str = await response.text()
     assert '<html lang="en">' in page
     assert '<label for="password">' in page
-    assert re.search(r'<input id="password" name="password" type="password" required autofocus',
-                     page)  # fmt: skip
+    assert re.search(
+        r'<input id="password" name="password" type="password" required autofocus', page
+    )
     assert '<form method="post">' in page  # to the link's own URL
     assert not re.search(r"(src|href)=", page)  # no asset, from anywhere
     if status == 401:
@@ -111,8 +112,9 @@ async def opens(response: Any) -> str:
 async def test_a_password_link_shows_its_form_and_records_nothing_until_the_right_password(
     client: Client, store: Store, ada: dict[str, str]
 ) -> None:
-    link = await create(client, ada, url="https://example.org/secret", password=SECRET,
-                        redirect_status=301)  # fmt: skip
+    link = await create(
+        client, ada, url="https://example.org/secret", password=SECRET, redirect_status=301
+    )
     code = link["code"]
     assert link["has_password"] is True and "password" not in link
     for _ in range(2):  # the second from the cache
@@ -141,8 +143,12 @@ async def test_the_right_password_applies_rules_and_counts_max_visits(
     code = link["code"]
     for _ in range(3):  # the form counts nothing
         await assert_form(await client.get(f"/{code}", allow_redirects=False), 200)
-    french = await client.post(f"/{code}", data={"password": SECRET}, allow_redirects=False,
-                               headers={"Accept-Language": "fr-FR"})  # fmt: skip
+    french = await client.post(
+        f"/{code}",
+        data={"password": SECRET},
+        allow_redirects=False,
+        headers={"Accept-Language": "fr-FR"},
+    )
     assert await opens(french) == "https://example.fr/"
     assert await opens(await unlock(client, code, SECRET)) == "https://example.org/"
     await problem(await unlock(client, code, SECRET), 410)
@@ -234,14 +240,16 @@ async def test_the_limit_is_a_fifteen_minute_window_of_its_own(redis: aioredis.R
 async def test_an_invalid_password_is_refused_on_create_and_patch(
     client: Client, ada: dict[str, str], value: object, status: int
 ) -> None:
-    response = await client.post("/v1/links", json={"url": "https://example.org/",
-                                                    "password": value}, headers=ada)  # fmt: skip
+    response = await client.post(
+        "/v1/links", json={"url": "https://example.org/", "password": value}, headers=ada
+    )
     body = await problem(response, status)
     if status == 422:
         assert [e["field"] for e in body["errors"]] == ["password"]
     link = await create(client, ada)
-    response = await client.patch(f"/v1/links/{link['code']}", json={"password": value},
-                                  headers=ada)  # fmt: skip
+    response = await client.patch(
+        f"/v1/links/{link['code']}", json={"password": value}, headers=ada
+    )
     await problem(response, status)
     assert (await client.get(f"/{link['code']}", allow_redirects=False)).status == 302
 
@@ -277,11 +285,11 @@ async def test_patch_sets_changes_and_removes_the_password_at_once(
 async def test_the_password_and_its_hash_are_never_answered_nor_in_an_event(
     client: Client, store: Store, ada: dict[str, str]
 ) -> None:
-    created = await client.post("/v1/links", json={"url": "https://example.org/",
-                                                   "password": SECRET}, headers=ada)  # fmt: skip
+    created = await client.post(
+        "/v1/links", json={"url": "https://example.org/", "password": SECRET}, headers=ada
+    )
     code = (await created.json())["code"]
-    changed = await client.patch(f"/v1/links/{code}", json={"password": SECRET + "!"},
-                                 headers=ada)  # fmt: skip
+    changed = await client.patch(f"/v1/links/{code}", json={"password": SECRET + "!"}, headers=ada)
     read = await client.get(f"/v1/links/{code}", headers=ada)
     listed = await client.get("/v1/links", headers=ada)
     for response in (created, changed, read, listed):

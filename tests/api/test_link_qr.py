@@ -129,9 +129,14 @@ async def test_the_image_is_cached_and_revalidated_by_its_etag(client: Client) -
 @pytest.mark.usefixtures("link")
 @pytest.mark.parametrize(
     ("query", "field"),
-    [("?format=gif", "format"), ("?size=0", "size"), ("?size=41", "size"),
-     ("?size=big", "size"), ("?size=-3", "size")],
-)  # fmt: skip
+    [
+        ("?format=gif", "format"),
+        ("?size=0", "size"),
+        ("?size=41", "size"),
+        ("?size=big", "size"),
+        ("?size=-3", "size"),
+    ],
+)
 async def test_a_bad_format_or_size_is_422(client: Client, query: str, field: str) -> None:
     body = await problem(await get_qr(client, query), 422)
     assert [error["field"] for error in body["errors"]] == [field]

@@ -71,8 +71,10 @@ async def test_import_rows_beyond_the_quota_are_reported_invalid(
     document = await imported(client, store, config, body)
     outcomes = [(row["outcome"], row.get("reason")) for row in document["rows"]]
     assert [outcome for outcome, _ in outcomes] == ["created"] * (QUOTA - 1) + [
-        "invalid", "invalid", "existing"
-    ]  # fmt: skip
+        "invalid",
+        "invalid",
+        "existing",
+    ]
     for _, reason in outcomes[QUOTA - 1 : QUOTA + 1]:
         assert f"you have {QUOTA} links" in reason and "SLUICE_LINKS_PER_USER" in reason
     assert (document["created"], document["invalid"]) == (QUOTA - 1, 2)

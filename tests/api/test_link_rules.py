@@ -49,8 +49,11 @@ VISITORS = [
 
 
 def _headers(user_agent: str | None, language: str | None, forwarded: str | None) -> Any:
-    headers = {"User-Agent": user_agent or "", "Accept-Language": language,
-               "X-Forwarded-For": forwarded}  # fmt: skip
+    headers = {
+        "User-Agent": user_agent or "",
+        "Accept-Language": language,
+        "X-Forwarded-For": forwarded,
+    }
     return {name: value for name, value in headers.items() if value is not None}
 
 
@@ -127,13 +130,19 @@ async def test_each_broken_rule_is_named_by_its_path(client: Client) -> None:
         {"when": {"device": "mobile"}, "url": "https://example.org/", "weight": 2},
     ]
     expected = {
-        "rules[0].when.os", "rules[0].when.country", "rules[0].url", "rules[1].when",
-        "rules[2]", "rules[3].weight",
-    }  # fmt: skip
+        "rules[0].when.os",
+        "rules[0].when.country",
+        "rules[0].url",
+        "rules[1].when",
+        "rules[2]",
+        "rules[3].weight",
+    }
     body = await problem(
-        await client.post("/v1/links", json={"url": HOME, "rules": bad, "title": "x" * 201},
-                          headers=ada), 422,
-    )  # fmt: skip
+        await client.post(
+            "/v1/links", json={"url": HOME, "rules": bad, "title": "x" * 201}, headers=ada
+        ),
+        422,
+    )
     assert {error["field"] for error in body["errors"]} == expected | {"title"}
     too_many = {"url": HOME, "rules": [RULES[0]] * 11}
     body = await problem(await client.post("/v1/links", json=too_many, headers=ada), 422)

@@ -15,9 +15,9 @@ from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import VISITS
 from sluice.builtin.links.stats import projection as link_stats
 from sluice.config import Config
-from sluice.http.keys import CONFIG, KEYS, REDIS, STORE
+from sluice.http.app_keys import CONFIG, KEYS, REDIS, STORE
+from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
-from sluice.resources import Resources
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, stored_events
 from tests.api.test_link_rules import GERMANY, NETHERLANDS, PROXY
@@ -55,16 +55,37 @@ async def stats(client: Client, query: str, code: str = CODE) -> dict[str, Any]:
 
 # Three days of visits: ada on the 1st and the 3rd, bob (a bot) on the 2nd, cy on the 3rd.
 VISITS_OF_MARCH = (
-    visit("2026-03-01", "ada", referrer_host="t.co", browser="Chrome Mobile",
-          country="DE", os="android", device="mobile"),
+    visit(
+        "2026-03-01",
+        "ada",
+        referrer_host="t.co",
+        browser="Chrome Mobile",
+        country="DE",
+        os="android",
+        device="mobile",
+    ),
     visit("2026-03-02", "bob", browser="Googlebot", is_bot=True, country="US"),
     visit("2026-03-02", "bob", browser="Googlebot", is_bot=True, country="US"),
-    visit("2026-03-03", "ada", referrer_host="t.co", browser="Chrome Mobile",
-          country="DE", os="android", device="mobile"),
-    visit("2026-03-03", "cy", referrer_host="news.example.com", browser="Chrome",
-          country="NL", os="windows", device="desktop"),
+    visit(
+        "2026-03-03",
+        "ada",
+        referrer_host="t.co",
+        browser="Chrome Mobile",
+        country="DE",
+        os="android",
+        device="mobile",
+    ),
+    visit(
+        "2026-03-03",
+        "cy",
+        referrer_host="news.example.com",
+        browser="Chrome",
+        country="NL",
+        os="windows",
+        device="desktop",
+    ),
     visit("2026-03-03", "dee", browser="Mobile Safari", os="ios", device="tablet"),
-)  # fmt: skip
+)
 
 
 async def test_every_figure_follows_the_range(client: Client, store: Store, config: Config) -> None:
@@ -75,41 +96,50 @@ async def test_every_figure_follows_the_range(client: Client, store: Store, conf
     assert (whole["from"], whole["to"]) == ("2026-02-20", "2026-03-31")
     assert (whole["total"], whole["human"], whole["bots"], whole["unique_visitors"]) == (6, 4, 2, 4)
     assert whole["countries"] == [
-        {"country": "DE", "visits": 2}, {"country": "US", "visits": 2},
-        {"country": None, "visits": 1}, {"country": "NL", "visits": 1},
-    ]  # fmt: skip
+        {"country": "DE", "visits": 2},
+        {"country": "US", "visits": 2},
+        {"country": None, "visits": 1},
+        {"country": "NL", "visits": 1},
+    ]
 
     # The 3rd alone: ada, cy and dee; bob's bot visits and ada's first day are out.
     third = await stats(client, "?from=2026-03-03&to=2026-03-03")
     assert (third["total"], third["human"], third["bots"], third["unique_visitors"]) == (3, 3, 0, 3)
     assert third["days"] == [{"date": "2026-03-03", "visits": 3, "unique_visitors": 3}]
     assert third["referrers"] == [
-        {"referrer": None, "visits": 1}, {"referrer": "news.example.com", "visits": 1},
+        {"referrer": None, "visits": 1},
+        {"referrer": "news.example.com", "visits": 1},
         {"referrer": "t.co", "visits": 1},
-    ]  # fmt: skip
+    ]
     assert third["browsers"] == [
-        {"browser": "Chrome", "visits": 1}, {"browser": "Chrome Mobile", "visits": 1},
+        {"browser": "Chrome", "visits": 1},
+        {"browser": "Chrome Mobile", "visits": 1},
         {"browser": "Mobile Safari", "visits": 1},
-    ]  # fmt: skip
+    ]
     assert third["countries"] == [
-        {"country": None, "visits": 1}, {"country": "DE", "visits": 1},
+        {"country": None, "visits": 1},
+        {"country": "DE", "visits": 1},
         {"country": "NL", "visits": 1},
-    ]  # fmt: skip
+    ]
     assert third["os"] == [
-        {"os": "android", "visits": 1}, {"os": "ios", "visits": 1}, {"os": "windows", "visits": 1},
-    ]  # fmt: skip
+        {"os": "android", "visits": 1},
+        {"os": "ios", "visits": 1},
+        {"os": "windows", "visits": 1},
+    ]
     assert third["devices"] == [
-        {"device": "desktop", "visits": 1}, {"device": "mobile", "visits": 1},
+        {"device": "desktop", "visits": 1},
+        {"device": "mobile", "visits": 1},
         {"device": "tablet", "visits": 1},
-    ]  # fmt: skip
+    ]
 
     # The 1st and 2nd: ada once, bob twice; unique visitors are distinct over the range.
     early = await stats(client, "?from=2026-03-01&to=2026-03-02")
     assert (early["total"], early["human"], early["bots"], early["unique_visitors"]) == (3, 1, 2, 2)
     assert early["os"] == [{"os": None, "visits": 2}, {"os": "android", "visits": 1}]
     assert early["browsers"] == [
-        {"browser": "Googlebot", "visits": 2}, {"browser": "Chrome Mobile", "visits": 1},
-    ]  # fmt: skip
+        {"browser": "Googlebot", "visits": 2},
+        {"browser": "Chrome Mobile", "visits": 1},
+    ]
     # ada on the 1st and the 3rd is one visitor of the range, and one of each day.
     ada_days = await stats(client, "?from=2026-03-01&to=2026-03-03")
     assert ada_days["unique_visitors"] == 4
@@ -148,11 +178,17 @@ async def test_a_visit_records_the_client_a_trusted_proxy_names(
     await wait_for(committed)
     visits = [e for e, _ in await stored_events(_store(client)) if isinstance(e, LinkVisited)]
     seen = [(v.country, v.os, v.device, v.is_bot) for v in visits]
-    assert seen == [
-        ("DE", "android", "mobile", False), ("NL", "ios", "tablet", False),
-        (None, "windows", "desktop", False), ("DE", "windows", "desktop", False),
-        ("NL", None, None, True),
-    ] * 2  # fmt: skip
+    assert (
+        seen
+        == [
+            ("DE", "android", "mobile", False),
+            ("NL", "ios", "tablet", False),
+            (None, "windows", "desktop", False),
+            ("DE", "windows", "desktop", False),
+            ("NL", None, None, True),
+        ]
+        * 2
+    )
     # Full path and fast path hash a client alike; each client is its own visitor.
     assert [v.visitor for v in visits[:5]] == [v.visitor for v in visits[5:]]
     assert len({v.visitor for v in visits}) == 5
@@ -160,17 +196,22 @@ async def test_a_visit_records_the_client_a_trusted_proxy_names(
     answer = await (await client.get(f"/v1/links/{code}/stats", headers=ada)).json()
     assert (answer["total"], answer["bots"], answer["unique_visitors"]) == (10, 2, 5)
     assert answer["countries"] == [
-        {"country": "DE", "visits": 4}, {"country": "NL", "visits": 4},
+        {"country": "DE", "visits": 4},
+        {"country": "NL", "visits": 4},
         {"country": None, "visits": 2},
-    ]  # fmt: skip
+    ]
     assert answer["os"] == [
-        {"os": "windows", "visits": 4}, {"os": None, "visits": 2},
-        {"os": "android", "visits": 2}, {"os": "ios", "visits": 2},
-    ]  # fmt: skip
+        {"os": "windows", "visits": 4},
+        {"os": None, "visits": 2},
+        {"os": "android", "visits": 2},
+        {"os": "ios", "visits": 2},
+    ]
     assert answer["devices"] == [
-        {"device": "desktop", "visits": 4}, {"device": None, "visits": 2},
-        {"device": "mobile", "visits": 2}, {"device": "tablet", "visits": 2},
-    ]  # fmt: skip
+        {"device": "desktop", "visits": 4},
+        {"device": None, "visits": 2},
+        {"device": "mobile", "visits": 2},
+        {"device": "tablet", "visits": 2},
+    ]
 
 
 async def test_forwarded_headers_of_an_untrusted_peer_name_no_client(client: Client) -> None:

@@ -19,8 +19,8 @@ from sluice.builtin.links.pool import free_codes, refill
 from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.http.keys import CONFIG as CONFIG_KEY
-from sluice.http.keys import STORE as STORE_KEY
+from sluice.http.app_keys import CONFIG as CONFIG_KEY
+from sluice.http.app_keys import STORE as STORE_KEY
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.api.test_users import bearer, login, register
@@ -48,8 +48,9 @@ async def ada(client: Client) -> dict[str, str]:
 
 
 async def create(client: Client, auth: dict[str, str], **body: Any) -> dict[str, Any]:
-    response = await client.post("/v1/links", json={"url": "https://example.org/", **body},
-                                 headers=auth)  # fmt: skip
+    response = await client.post(
+        "/v1/links", json={"url": "https://example.org/", **body}, headers=auth
+    )
     assert response.status == 201, await response.text()
     link: dict[str, Any] = await response.json()
     return link
@@ -70,24 +71,40 @@ async def test_a_link_gets_a_random_code_and_its_event(
     assert response.status == 201
     link = await response.json()
     assert set(link) == {
-        "code", "short_url", "url", "expires_at", "disabled", "created_at",
-        "max_visits", "valid_since", "redirect_status", "tags", "title", "rules",
+        "code",
+        "short_url",
+        "url",
+        "expires_at",
+        "disabled",
+        "created_at",
+        "max_visits",
+        "valid_since",
+        "redirect_status",
+        "tags",
+        "title",
+        "rules",
         "has_password",
-    }  # fmt: skip
+    }
     assert link["rules"] == []
     assert CODE.fullmatch(link["code"])
     assert link["short_url"] == f"{config.base_url}/{link['code']}"
     assert response.headers["Location"] == f"/v1/links/{link['code']}"
     assert (link["url"], link["expires_at"], link["disabled"]) == (
-        "https://example.org/a?b=1#c", None, False,
-    )  # fmt: skip
+        "https://example.org/a?b=1#c",
+        None,
+        False,
+    )
     assert link["created_at"].endswith("Z")
     [(event, trace_id)] = await link_events(store)
     assert isinstance(event, LinkCreated)
     me = (await (await client.get("/v1/me", headers=ada)).json())["id"]
     assert (event.code, event.owner_id, event.url, event.expires_at, event.disabled) == (
-        link["code"], me, link["url"], None, False,
-    )  # fmt: skip
+        link["code"],
+        me,
+        link["url"],
+        None,
+        False,
+    )
     assert event.trace_id == trace_id == response.headers["X-Trace-Id"]
     assert await (await client.get(f"/v1/links/{link['code']}", headers=ada)).json() == link
 
@@ -98,27 +115,42 @@ async def test_aliases_are_unique_case_sensitively(
     bob = await user_token(client, "bob@example.org")
     assert (await create(client, ada, alias="My-Link_1"))["code"] == "My-Link_1"
     await problem(
-        await client.post("/v1/links", json={"url": "https://a.example/", "alias": "My-Link_1"},
-                          headers=bob),
+        await client.post(
+            "/v1/links", json={"url": "https://a.example/", "alias": "My-Link_1"}, headers=bob
+        ),
         409,
-    )  # fmt: skip
+    )
     assert (await create(client, bob, alias="my-link_1"))["code"] == "my-link_1"
     assert len(await link_events(store)) == 2
 
 
 @pytest.mark.parametrize(
     "alias",
-    ["api", "ADMIN", "Healthz", "readyz", "metrics", "static", "Assets", "login", "logout",
-     "v1", "openapi.json", "favicon.ico", "robots.txt"],
-)  # fmt: skip
+    [
+        "api",
+        "ADMIN",
+        "Healthz",
+        "readyz",
+        "metrics",
+        "static",
+        "Assets",
+        "login",
+        "logout",
+        "v1",
+        "openapi.json",
+        "favicon.ico",
+        "robots.txt",
+    ],
+)
 async def test_reserved_aliases_are_422_whatever_their_case(
     client: Client, store: Store, ada: dict[str, str], alias: str
 ) -> None:
     body = await problem(
-        await client.post("/v1/links", json={"url": "https://example.org/", "alias": alias},
-                          headers=ada),
+        await client.post(
+            "/v1/links", json={"url": "https://example.org/", "alias": alias}, headers=ada
+        ),
         422,
-    )  # fmt: skip
+    )
     assert body["errors"] == [{"field": "alias", "message": "is a reserved word"}]
     assert await link_events(store) == []
 
@@ -130,10 +162,11 @@ async def test_malformed_aliases_are_422(
     client: Client, store: Store, ada: dict[str, str], alias: str
 ) -> None:
     body = await problem(
-        await client.post("/v1/links", json={"url": "https://example.org/", "alias": alias},
-                          headers=ada),
+        await client.post(
+            "/v1/links", json={"url": "https://example.org/", "alias": alias}, headers=ada
+        ),
         422,
-    )  # fmt: skip
+    )
     assert [e["field"] for e in body["errors"]] == ["alias"]
     assert await link_events(store) == []
 
@@ -148,29 +181,57 @@ async def test_the_longest_and_shortest_aliases_are_fine(
 @pytest.mark.parametrize(
     "url",
     [
-        "javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,<b>hi</b>",
-        "file:///etc/passwd", "ftp://example.org/", "mailto:ada@example.org",
-        "example.org/path", "//example.org/", "/relative", "http://", "http:///path",
-        "https://user:secret@example.org/", "https://user@example.org/",
-        "https://example.org@evil.example/", "https://exa mple.org/", "https://example.org/a\nb",
-        "https://example.org:99999/", "https://<script>/", "https://a..b/",
-        "https://example.org:0/", "https://example.org/\u0085x", "https://example.org/a\u2028b",
-        "https://example.org/a\u00a0b", "https://example.org/\u202egnp.exe",
+        "javascript:alert(1)",
+        "JavaScript:alert(1)",
+        "data:text/html,<b>hi</b>",
+        "file:///etc/passwd",
+        "ftp://example.org/",
+        "mailto:ada@example.org",
+        "example.org/path",
+        "//example.org/",
+        "/relative",
+        "http://",
+        "http:///path",
+        "https://user:secret@example.org/",
+        "https://user@example.org/",
+        "https://example.org@evil.example/",
+        "https://exa mple.org/",
+        "https://example.org/a\nb",
+        "https://example.org:99999/",
+        "https://<script>/",
+        "https://a..b/",
+        "https://example.org:0/",
+        "https://example.org/\u0085x",
+        "https://example.org/a\u2028b",
+        "https://example.org/a\u00a0b",
+        "https://example.org/\u202egnp.exe",
         "https://exa\u200bmple.org/",
         "https://example.org/" + "x" * 2029,  # 2049 characters
-        "http://127.0.0.1:8080/abc", "HTTP://127.0.0.1:8080", "http://127.0.0.1:8080/",
+        "http://127.0.0.1:8080/abc",
+        "HTTP://127.0.0.1:8080",
+        "http://127.0.0.1:8080/",
         # The service's own address as browsers also read it (127.0.0.1 spelt otherwise).
-        "http://127.1:8080/", "http://0x7f.1:8080/", "http://2130706433:8080/",
-        "http://[::ffff:7f00:1]:8080/", "http://127.0.0.1.:8080/",
+        "http://127.1:8080/",
+        "http://0x7f.1:8080/",
+        "http://2130706433:8080/",
+        "http://[::ffff:7f00:1]:8080/",
+        "http://127.0.0.1.:8080/",
         # Every loopback name and address reaches a service on 127.0.0.1 (the docs'
         # examples say localhost:8080).
-        "http://localhost:8080/abc", "http://LocalHost.:8080/", "http://app.localhost:8080/",
-        "http://[::1]:8080/", "http://127.0.0.2:8080/", "http://0.0.0.0:8080/", "http://[::]:8080/",
+        "http://localhost:8080/abc",
+        "http://LocalHost.:8080/",
+        "http://app.localhost:8080/",
+        "http://[::1]:8080/",
+        "http://127.0.0.2:8080/",
+        "http://0.0.0.0:8080/",
+        "http://[::]:8080/",
         # A host ending in a number can only be IPv4, and these are not.
-        "https://1.2.3.4.5/", "https://256.256.256.256/", "https://example.123/",
+        "https://1.2.3.4.5/",
+        "https://256.256.256.256/",
+        "https://example.123/",
         "",
     ],
-)  # fmt: skip
+)
 async def test_bad_urls_are_422_and_write_nothing(
     client: Client, store: Store, ada: dict[str, str], url: str
 ) -> None:
@@ -192,8 +253,10 @@ async def test_url_edge_cases_that_are_accepted(client: Client, ada: dict[str, s
         assert (await create(client, ada, url=address))["url"] == address  # kept as written
     # The zero-width joiners that Persian, Indic scripts and emoji need are not hidden
     # characters (bidi overrides and zero-width spaces are).
-    for joined in ("https://fa.example/\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
-                   "https://example.org/\U0001f469\u200d\U0001f4bb"):  # fmt: skip
+    for joined in (
+        "https://fa.example/\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+        "https://example.org/\U0001f469\u200d\U0001f4bb",
+    ):
         assert (await create(client, ada, url=joined))["url"].startswith("https://")
     # An IRI is stored as the ASCII URI a Location header can carry.
     iri = await create(client, ada, url="https://bücher.example/straße?q=ä")
@@ -235,25 +298,33 @@ async def test_missing_url_is_422_wrong_types_and_unknown_fields_400(
     await problem(await client.post("/v1/links", json={"url": 5}, headers=ada), 400)
     await problem(await client.post("/v1/links", json=["https://a.example/"], headers=ada), 400)
     await problem(
-        await client.post("/v1/links", json={"url": "https://a.example/", "alais": "x"},
-                          headers=ada),
+        await client.post(
+            "/v1/links", json={"url": "https://a.example/", "alais": "x"}, headers=ada
+        ),
         400,
-    )  # fmt: skip
+    )
     await problem(
-        await client.post("/v1/links", data=b"{",
-                          headers={**ada, "Content-Type": "application/json"}),
+        await client.post(
+            "/v1/links", data=b"{", headers={**ada, "Content-Type": "application/json"}
+        ),
         400,
-    )  # fmt: skip
+    )
     await problem(
-        await client.post("/v1/links", data="url=x", headers={
-            **ada, "Content-Type": "application/x-www-form-urlencoded"}),
+        await client.post(
+            "/v1/links",
+            data="url=x",
+            headers={**ada, "Content-Type": "application/x-www-form-urlencoded"},
+        ),
         415,
-    )  # fmt: skip
+    )
     await problem(
-        await client.post("/v1/links", data=b'{"url": "' + b"x" * 70_000 + b'"}',
-                          headers={**ada, "Content-Type": "application/json"}),
+        await client.post(
+            "/v1/links",
+            data=b'{"url": "' + b"x" * 70_000 + b'"}',
+            headers={**ada, "Content-Type": "application/json"},
+        ),
         413,
-    )  # fmt: skip
+    )
     assert await link_events(store) == []
 
 
@@ -261,19 +332,28 @@ async def test_every_error_of_a_body_is_reported_at_once(
     client: Client, ada: dict[str, str]
 ) -> None:
     body = await problem(
-        await client.post("/v1/links", headers=ada, json={
-            "url": "javascript:x", "alias": "admin", "expires_at": "2000-01-01T00:00:00Z"}),
+        await client.post(
+            "/v1/links",
+            headers=ada,
+            json={"url": "javascript:x", "alias": "admin", "expires_at": "2000-01-01T00:00:00Z"},
+        ),
         422,
-    )  # fmt: skip
+    )
     assert [e["field"] for e in body["errors"]] == ["url", "alias", "expires_at"]
 
 
 @pytest.mark.parametrize(
     "expires_at",
-    ["2000-01-01T00:00:00Z", "2999-01-01T00:00:00", "2999-01-01", "tomorrow",
-     "2999-13-01T00:00:00Z", "",
-     "9999-12-31T23:59:59-14:00"],  # valid RFC 3339, but after the last UTC time Python has
-)  # fmt: skip
+    [
+        "2000-01-01T00:00:00Z",
+        "2999-01-01T00:00:00",
+        "2999-01-01",
+        "tomorrow",
+        "2999-13-01T00:00:00Z",
+        "",
+        "9999-12-31T23:59:59-14:00",
+    ],  # valid RFC 3339, but after the last UTC time Python has
+)
 async def test_bad_or_past_expiry_is_422(
     client: Client, store: Store, ada: dict[str, str], expires_at: str
 ) -> None:
@@ -298,8 +378,12 @@ async def test_expiry_is_stored_and_answered_in_utc(
 
 async def test_every_links_route_needs_a_user_token(client: Client, ada: dict[str, str]) -> None:
     code = (await create(client, ada))["code"]
-    for method, path in [("POST", "/v1/links"), ("GET", "/v1/links"),
-                         ("GET", f"/v1/links/{code}"), ("PATCH", f"/v1/links/{code}")]:  # fmt: skip
+    for method, path in [
+        ("POST", "/v1/links"),
+        ("GET", "/v1/links"),
+        ("GET", f"/v1/links/{code}"),
+        ("PATCH", f"/v1/links/{code}"),
+    ]:
         response = await client.request(method, path, json={"url": "https://a.example/"})
         await problem(response, 401)
         bad = await client.request(method, path, headers=bearer("nope"), json={})
@@ -322,16 +406,18 @@ async def test_another_users_link_is_404_like_an_unknown_one(
     link = await (await client.get(f"/v1/links/{code}", headers=ada)).json()
     assert link["disabled"] is False
     assert await (await client.get("/v1/links", headers=bob)).json() == {
-        "items": [], "next_cursor": None,
-    }  # fmt: skip
+        "items": [],
+        "next_cursor": None,
+    }
 
 
 async def test_pages_run_newest_first_and_hold_only_own_links(
     client: Client, ada: dict[str, str]
 ) -> None:
     bob = await user_token(client, "bob@example.org")
-    created = [(await create(client, ada, url=f"https://example.org/{i}"))["code"]
-               for i in range(7)]  # fmt: skip
+    created = [
+        (await create(client, ada, url=f"https://example.org/{i}"))["code"] for i in range(7)
+    ]
     await create(client, bob)
     seen: list[str] = []
     cursor: str | None = None
@@ -366,13 +452,16 @@ async def test_default_page_is_twenty(client: Client, ada: dict[str, str]) -> No
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({"limit": "0"}, "limit"), ({"limit": "101"}, "limit"), ({"limit": "abc"}, "limit"),
-        ({"limit": "-1"}, "limit"), ({"limit": ""}, "limit"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "101"}, "limit"),
+        ({"limit": "abc"}, "limit"),
+        ({"limit": "-1"}, "limit"),
+        ({"limit": ""}, "limit"),
         ({"cursor": "not a cursor"}, "cursor"),
         ({"cursor": base64.urlsafe_b64encode(b"2020-01-01 x").decode()}, "cursor"),
         ({"cursor": ""}, "cursor"),
     ],
-)  # fmt: skip
+)
 async def test_bad_limit_or_cursor_is_422(
     client: Client, ada: dict[str, str], params: dict[str, str], field: str
 ) -> None:
@@ -397,8 +486,10 @@ async def test_patch_changes_only_what_it_names(
     assert (disabled["disabled"], disabled["expires_at"]) == (True, FUTURE)  # absent: kept
     moved = await patch({"url": "https://example.net/new"})
     assert (moved["url"], moved["disabled"], moved["expires_at"]) == (
-        "https://example.net/new", True, FUTURE,
-    )  # fmt: skip
+        "https://example.net/new",
+        True,
+        FUTURE,
+    )
     cleared = await patch({"expires_at": None})
     assert cleared["expires_at"] is None  # null: removed
     later = await patch({"expires_at": "3000-06-01T12:00:00-02:00", "disabled": False})
@@ -406,8 +497,10 @@ async def test_patch_changes_only_what_it_names(
     same = await patch({})
     assert same == later
     assert (same["code"], same["created_at"], same["short_url"]) == (
-        link["code"], link["created_at"], link["short_url"],
-    )  # fmt: skip
+        link["code"],
+        link["created_at"],
+        link["short_url"],
+    )
 
     events = await link_events(store)
     assert [type(e) for e, _ in events] == [LinkCreated] + [LinkUpdated] * 5
@@ -450,12 +543,15 @@ async def test_a_past_expiry_can_be_cleared_and_links_are_never_deleted(
 ) -> None:
     link = await create(client, ada, expires_at=FUTURE)
     async with store.transaction() as tx:  # time passes
-        await tx.execute("UPDATE links SET expires_at = ? WHERE code = ?",
-                         ("2001-01-01T00:00:00.000000Z", link["code"]))  # fmt: skip
+        await tx.execute(
+            "UPDATE links SET expires_at = ? WHERE code = ?",
+            ("2001-01-01T00:00:00.000000Z", link["code"]),
+        )
     got = await client.get(f"/v1/links/{link['code']}", headers=ada)
     assert (await got.json())["expires_at"] == "2001-01-01T00:00:00Z"  # expired, kept
-    response = await client.patch(f"/v1/links/{link['code']}", json={"expires_at": None},
-                                  headers=ada)  # fmt: skip
+    response = await client.patch(
+        f"/v1/links/{link['code']}", json={"expires_at": None}, headers=ada
+    )
     assert (await response.json())["expires_at"] is None
     await problem(await client.delete(f"/v1/links/{link['code']}", headers=ada), 405)
 
@@ -472,10 +568,12 @@ async def test_200_links_at_once_get_200_distinct_pool_codes(
     assert await refill(store, 300) == 300
     pooled = {str(r[0]) for r in await store.fetchall("SELECT code FROM code_pool")}
     auth = await user_token(client)
-    responses = await asyncio.gather(*(
-        client.post("/v1/links", json={"url": f"https://example.org/{i}"}, headers=auth)
-        for i in range(200)
-    ))  # fmt: skip
+    responses = await asyncio.gather(
+        *(
+            client.post("/v1/links", json={"url": f"https://example.org/{i}"}, headers=auth)
+            for i in range(200)
+        )
+    )
     assert [r.status for r in responses] == [201] * 200
     codes = {(await r.json())["code"] for r in responses}
     assert len(codes) == 200
@@ -492,10 +590,12 @@ async def test_with_an_empty_pool_links_still_get_distinct_codes(
     client = await aiohttp_client(create_app(make_config(code_pool_target=0)))
     assert client.app is not None
     auth = await user_token(client)
-    responses = await asyncio.gather(*(
-        client.post("/v1/links", json={"url": "https://example.org/"}, headers=auth)
-        for _ in range(50)
-    ))  # fmt: skip
+    responses = await asyncio.gather(
+        *(
+            client.post("/v1/links", json={"url": "https://example.org/"}, headers=auth)
+            for _ in range(50)
+        )
+    )
     assert [r.status for r in responses] == [201] * 50
     codes = {(await r.json())["code"] for r in responses}
     assert len(codes) == 50

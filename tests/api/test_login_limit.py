@@ -23,7 +23,7 @@ from sluice.http.login_limit import (
     WINDOW_SECONDS,
     LoginLimiter,
 )
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 
 EMAIL = "ada@example.org"
 
@@ -37,9 +37,9 @@ class Clock:
 
 
 @pytest.fixture(params=["redis", "redis down"])
-async def limiter(request: pytest.FixtureRequest, redis: aioredis.Redis) -> AsyncIterator[
-    tuple[LoginLimiter, Clock]
-]:  # fmt: skip
+async def limiter(
+    request: pytest.FixtureRequest, redis: aioredis.Redis
+) -> AsyncIterator[tuple[LoginLimiter, Clock]]:
     if request.param == "redis":
         yield LoginLimiter(redis, Keys("test"), clock := Clock()), clock
         return

@@ -12,8 +12,8 @@ from aiohttp import web
 
 from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.logs import add_request
 from sluice.store import Store
+from sluice.telemetry.logs import add_request
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.link_helpers import add_link, add_user, bearer
 from tests.sqlite_helpers import write_locked
@@ -131,8 +131,10 @@ async def test_headers_that_are_not_utf8_get_their_answer_not_a_500(
     bad = b"\xff\xfe"
     redirect = b"GET /bytes1 HTTP/1.1\r\nHost: x\r\nUser-Agent: " + bad + b"\r\n\r\n"
     assert await raw_status(client, redirect) == 302  # the visit is hashed from the bytes
-    view = (b"POST /v1/articles/a1/views HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 2\r\nUser-Agent: " + bad + b"\r\n\r\n{}")  # fmt: skip
+    view = (
+        b"POST /v1/articles/a1/views HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 2\r\nUser-Agent: " + bad + b"\r\n\r\n{}"
+    )
     assert await raw_status(client, view) == 202
     me = b"GET /v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + bad + b"\r\n\r\n"
     assert await raw_status(client, me) == 401
@@ -142,9 +144,13 @@ async def test_problem_answers_tell_browsers_not_to_sniff_them(booming: Client) 
     client = booming
     reflected = "/v1/<script>alert(1)</script>"  # the 404's detail names the path
     for method, path, status in [
-        ("GET", reflected, 404), ("GET", "/nosuchcode", 404), ("DELETE", "/healthz", 405),
-        ("GET", "/v1/me", 401), ("POST", "/v1/users", 400), ("GET", "/boom", 500),
-    ]:  # fmt: skip
+        ("GET", reflected, 404),
+        ("GET", "/nosuchcode", 404),
+        ("DELETE", "/healthz", 405),
+        ("GET", "/v1/me", 401),
+        ("POST", "/v1/users", 400),
+        ("GET", "/boom", 500),
+    ]:
         response = await client.request(method, path)
         await problem(response, status)
         assert response.headers["X-Content-Type-Options"] == "nosniff", (method, path)

@@ -47,9 +47,10 @@ async def one_shot(
 
 async def due_events(store: Store, reminder_id: str) -> list[ReminderDue]:
     return [
-        e for e, _ in await stored_events(store)
+        e
+        for e, _ in await stored_events(store)
         if isinstance(e, ReminderDue) and e.reminder_id == reminder_id
-    ]  # fmt: skip
+    ]
 
 
 async def test_a_one_shot_shows_its_instant_and_no_cron(
@@ -119,8 +120,10 @@ async def test_patch_moves_renames_pauses_and_resumes_a_pending_one(
     reminder = await one_shot(client, ada, at)
     answer = await patched(client, ada, reminder["id"], at=moved.isoformat(), text="renamed")
     assert (instant(answer["at"]), answer["text"], answer["next_runs"]) == (
-        moved, "renamed", [answer["at"]],
-    )  # fmt: skip
+        moved,
+        "renamed",
+        [answer["at"]],
+    )
     assert await fire_due(store, at + timedelta(seconds=1), 100) == []  # the old instant
     paused = await patched(client, ada, reminder["id"], paused=True)
     assert (paused["status"], paused["next_runs"]) == ("paused", [])

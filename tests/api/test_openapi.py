@@ -85,8 +85,11 @@ async def test_the_abuse_limits_answers_are_documented(client: Client) -> None:
     """docs/guides/security.md: 429 on logins, registrations and every admin route (per client
     address), 503 when password hashing is at its bound, 408 where a body is read."""
     document = await fetch_document(client)
-    operations = {(method, path): op for path, item in document["paths"].items()
-                  for method, op in item.items()}  # fmt: skip
+    operations = {
+        (method, path): op
+        for path, item in document["paths"].items()
+        for method, op in item.items()
+    }
     admin = [op for op in operations.values() if op.get("security") == [{"admin": []}]]
     assert len(admin) >= 8
     for op in [*admin, operations[("post", "/v1/tokens")], operations[("post", "/v1/users")]]:

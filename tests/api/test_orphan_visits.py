@@ -15,7 +15,7 @@ from sluice.builtin.links.http.keys import ORPHANS
 from sluice.builtin.links.orphans import OrphanTally
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_link, add_user
@@ -176,8 +176,10 @@ async def test_old_days_are_purged(
     body = await orphans(admin, **{"from": old.date().isoformat()})
     assert body["total"] == 1
     assert body["codes"] == [{"code": "recent", "visits": 1}]
-    row = await _store(admin).fetchone("SELECT COUNT(*) FROM orphan_visit_days WHERE day < ?",
-                                       ((today() - timedelta(days=5)).isoformat(),))  # fmt: skip
+    row = await _store(admin).fetchone(
+        "SELECT COUNT(*) FROM orphan_visit_days WHERE day < ?",
+        ((today() - timedelta(days=5)).isoformat(),),
+    )
     assert row is not None and int(row[0]) == 0
 
 

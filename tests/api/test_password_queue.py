@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from sluice import passwords
 from sluice.app.assembly import create_app
 from sluice.app.testing import slowdown
 from sluice.config import Config
 from sluice.errors import Overloaded
-from sluice.http.keys import PASSWORDS
-from sluice.passwords import ClaimantBusy
+from sluice.http.app_keys import PASSWORDS
+from sluice.security import passwords
+from sluice.security.passwords import ClaimantBusy
 from tests.api.conftest import AiohttpClient, problem
 from tests.api.test_reminder_listing_cost import LoopLag
 
@@ -74,9 +74,11 @@ async def test_fifty_concurrent_registrations_on_one_process_are_all_201(
 
     watcher = asyncio.create_task(watch())
     answers = await asyncio.gather(
-        *(client.post("/v1/users", json=body, headers=headers)
-          for body, headers in map(sign_up, range(50)))
-    )  # fmt: skip
+        *(
+            client.post("/v1/users", json=body, headers=headers)
+            for body, headers in map(sign_up, range(50))
+        )
+    )
     watcher.cancel()
     assert [a.status for a in answers] == [201] * 50, [await a.text() for a in answers]
     assert most == config.password_hash_concurrency  # the bound held, and was reached
@@ -142,9 +144,13 @@ async def test_a_thousand_sign_ups_at_once_get_503_only_beyond_the_queue_and_the
     assert client.app is not None
     async with LoopLag() as lag:
         burst = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _BURST, str(client.port), "1000",
+            sys.executable,
+            "-c",
+            _BURST,
+            str(client.port),
+            "1000",
             stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+        )
         out, _ = await asyncio.wait_for(burst.communicate(), 90)
     assert burst.returncode == 0
     answers: list[tuple[int, str | None, str]] = json.loads(out)

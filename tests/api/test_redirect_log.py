@@ -13,9 +13,9 @@ from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.http.keys import STORE
-from sluice.logs import add_request
+from sluice.http.app_keys import STORE
 from sluice.store import Store
+from sluice.telemetry.logs import add_request
 from tests.api.conftest import AiohttpClient, Client, stored_events
 from tests.link_helpers import add_link
 

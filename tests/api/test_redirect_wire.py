@@ -22,7 +22,7 @@ from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import VISITS
 from sluice.config import Config
-from sluice.http.keys import STORE, VISITOR_KEY
+from sluice.http.app_keys import STORE, VISITOR_KEY
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store

@@ -15,7 +15,7 @@ from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import LINK_CACHE, LINK_FOLLOWER, VISITS
 from sluice.config import Config
 from sluice.events import utcnow
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events

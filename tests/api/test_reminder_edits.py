@@ -59,8 +59,11 @@ async def test_text_changes_and_every_scheduler_is_told(
     assert (await read(client, ada, reminder["id"]))["text"] == "retro"
     [event] = await updates(store)
     assert (event.reminder_id, event.text, event.cron, event.paused) == (
-        reminder["id"], "retro", "0 30 8 * * MON-FRI", False,
-    )  # fmt: skip
+        reminder["id"],
+        "retro",
+        "0 30 8 * * MON-FRI",
+        False,
+    )
 
 
 async def test_a_new_cron_answers_its_next_runs(client: Client, ada: dict[str, str]) -> None:

@@ -21,7 +21,7 @@ from sluice.app.assembly import create_app
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.http.reminders import ACTIVE_MAX
 from sluice.config import Config
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from tests.api.conftest import AiohttpClient, Client
 from tests.api.test_links import user_token
 

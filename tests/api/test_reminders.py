@@ -61,17 +61,27 @@ async def test_a_reminder_answers_its_next_three_runs_in_its_zone(
     client: Client, store: Store, ada: dict[str, str]
 ) -> None:
     before = datetime.now(UTC)
-    response = await client.post("/v1/reminders", json=body(cron="0  30 8 * * mon-fri"),
-                                 headers=ada)  # fmt: skip
+    response = await client.post(
+        "/v1/reminders", json=body(cron="0  30 8 * * mon-fri"), headers=ada
+    )
     assert response.status == 201, await response.text()
     reminder = await response.json()
     assert set(reminder) == {
-        "id", "cron", "timezone", "at", "text", "next_runs", "created_at", "status",
-    }  # fmt: skip
+        "id",
+        "cron",
+        "timezone",
+        "at",
+        "text",
+        "next_runs",
+        "created_at",
+        "status",
+    }
     assert reminder["status"] == "active" and reminder["at"] is None
     assert (reminder["cron"], reminder["timezone"], reminder["text"]) == (
-        "0 30 8 * * mon-fri", "Europe/Berlin", "stand-up",
-    )  # fmt: skip
+        "0 30 8 * * mon-fri",
+        "Europe/Berlin",
+        "stand-up",
+    )
     assert response.headers["Location"] == f"/v1/reminders/{reminder['id']}"
     runs = [instant(r) for r in reminder["next_runs"]]
     assert len(runs) == 3
@@ -85,8 +95,11 @@ async def test_a_reminder_answers_its_next_three_runs_in_its_zone(
     [(event, trace_id)] = await reminder_events(store)
     assert isinstance(event, ReminderCreated)
     assert (event.reminder_id, event.cron, event.timezone, event.text) == (
-        reminder["id"], "0 30 8 * * mon-fri", "Europe/Berlin", "stand-up",
-    )  # fmt: skip
+        reminder["id"],
+        "0 30 8 * * mon-fri",
+        "Europe/Berlin",
+        "stand-up",
+    )
     assert trace_id == response.headers["X-Trace-Id"]
 
 
@@ -110,9 +123,13 @@ async def test_a_reminder_answers_its_next_three_runs_in_its_zone(
     ],
 )
 async def test_invalid_reminders_get_422_naming_the_field_and_reason(
-    client: Client, store: Store, ada: dict[str, str],
-    fields: dict[str, Any], field: str, words: list[str],
-) -> None:  # fmt: skip
+    client: Client,
+    store: Store,
+    ada: dict[str, str],
+    fields: dict[str, Any],
+    field: str,
+    words: list[str],
+) -> None:
     sent = {k: v for k, v in body(**fields).items() if v is not None}
     answer = await problem(await client.post("/v1/reminders", json=sent, headers=ada), 422)
     [error] = answer["errors"]

@@ -16,7 +16,7 @@ from sluice.config import Config
 from sluice.http.task_controls import BACKFILL_MAX
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.runner import CANCELLED
-from sluice.scheduler.tasks import Task, TaskContext
+from sluice.scheduler.task_spec import Task, TaskContext
 from tests.api.conftest import AiohttpClient, Client, problem
 
 TOKEN = "controls-admin-token-0123456789abcdef"
@@ -72,9 +72,11 @@ async def runs_of(client: Client, task: str, **query: str) -> list[dict[str, Any
 async def test_each_task_is_listed_with_its_policy(admin: Client) -> None:
     tasks = await listed(admin)
     assert tasks["minutely"]["policy"] == {
-        "overlap": "allow_all", "catchup_seconds": 0.0, "jitter_seconds": 2.5,
+        "overlap": "allow_all",
+        "catchup_seconds": 0.0,
+        "jitter_seconds": 2.5,
         "timeout_seconds": None,
-    }  # fmt: skip
+    }
     assert tasks["forever"]["policy"]["timeout_seconds"] == 600.0
     assert tasks["refill-code-pool"]["policy"]["overlap"] == "skip"
     assert tasks["forever"]["paused"] is False and tasks["forever"]["paused_at"] is None

@@ -13,10 +13,10 @@ from sluice.app.assembly import all_tasks, create_app, open_resources
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import TaskRunFinished
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.runner import Runner
-from sluice.scheduler.tasks import Task, TaskContext
+from sluice.scheduler.task_spec import Task, TaskContext
 from sluice.store import Store
 from tests.api.conftest import AiohttpClient, Client, problem, stored_events
 from tests.sqlite_helpers import assert_writable, write_locked
@@ -84,8 +84,11 @@ async def test_tasks_are_listed_with_their_schedule_and_next_run(admin: Client) 
     assert response.status == 200
     listed = {t["name"]: t for t in await response.json()}
     assert set(listed) >= {
-        "refill-code-pool", "snapshot-leaderboard", "trim-streams", "reap-consumers",
-    }  # fmt: skip
+        "refill-code-pool",
+        "snapshot-leaderboard",
+        "trim-streams",
+        "reap-consumers",
+    }
     refill = listed["refill-code-pool"]
     assert (refill["cron"], refill["timezone"]) == ("0 0 4 * * *", "Asia/Shanghai")
     next_run = datetime.fromisoformat(refill["next_run"])

@@ -49,8 +49,11 @@ async def test_the_callers_links_come_busiest_first_over_the_range(
     assert (whole["from"], whole["to"]) == ("2026-03-01", "2026-03-31")
     # Ties by code; the link without visits follows with zeros; never the other owner's.
     assert ranking(whole) == [
-        ("bbb222", 4, 3, 1), ("aaa111", 3, 3, 0), ("ccc333", 1, 1, 0), ("ddd444", 0, 0, 0),
-    ]  # fmt: skip
+        ("bbb222", 4, 3, 1),
+        ("aaa111", 3, 3, 0),
+        ("ccc333", 1, 1, 0),
+        ("ddd444", 0, 0, 0),
+    ]
     first = whole["links"][0]
     assert (first["url"], first["title"]) == ("https://example.org/bbb222", None)
 

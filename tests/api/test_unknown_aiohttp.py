@@ -18,7 +18,7 @@ from aiohttp.http import SERVER_SOFTWARE
 from sluice.app.assembly import create_app
 from sluice.config import Config
 from sluice.http import aiohttp_compat
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from sluice.http.redirect_wire import WireRedirects
 from tests.api.conftest import AiohttpClient
 from tests.api.raw_http import CODE, URL, Connect, cached, get, visits_stored

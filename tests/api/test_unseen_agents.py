@@ -6,7 +6,7 @@ from __future__ import annotations
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import VISITS
-from sluice.http.keys import CONFIG, STORE
+from sluice.http.app_keys import CONFIG, STORE
 from tests.api.conftest import Client, stored_events
 from tests.api.test_link_stats_ranges import record
 from tests.api.test_links import create, user_token
@@ -50,6 +50,9 @@ async def test_random_and_real_agents_are_answered_and_counted_as_what_they_are(
     stats = await (await client.get(f"/v1/links/{code}/stats", headers=ada)).json()
     assert (stats["total"], stats["bots"], stats["human"]) == (24, 1, 23)
     assert {b["browser"]: b["visits"] for b in stats["browsers"]} == {
-        "Other": 20, "Chrome": 2, "Chrome Mobile": 1, "Googlebot": 1,
-    }  # fmt: skip
+        "Other": 20,
+        "Chrome": 2,
+        "Chrome Mobile": 1,
+        "Googlebot": 1,
+    }
     assert {o["os"]: o["visits"] for o in stats["os"]} == {None: 21, "windows": 2, "android": 1}

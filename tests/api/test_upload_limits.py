@@ -52,8 +52,13 @@ async def start_large_upload(
     wire: Wire, path: str, *headers: str, length: int = 10 * MIB - 10
 ) -> None:
     """The head of a ``length``-byte CSV upload and its first KiB, and nothing more."""
-    lines = [f"POST {path} HTTP/1.1", "Host: sluice", "Content-Type: text/csv",
-             f"Content-Length: {length}", *headers]  # fmt: skip
+    lines = [
+        f"POST {path} HTTP/1.1",
+        "Host: sluice",
+        "Content-Type: text/csv",
+        f"Content-Length: {length}",
+        *headers,
+    ]
     wire.send(("\r\n".join(lines) + "\r\n\r\n").encode(), b"url\n" + b"x" * 1020)
     await wire.writer.drain()
 
@@ -86,7 +91,7 @@ async def test_every_route_taking_a_large_body_refuses_a_stranger_before_reading
 ) -> None:
     """Whatever route declares a body over the JSON limit: not one byte past the head
     is needed to refuse an upload without credentials."""
-    from sluice.http.keys import LARGE_BODIES
+    from sluice.http.app_keys import LARGE_BODIES
 
     assert client.app is not None
     routes = client.app[LARGE_BODIES]

@@ -91,13 +91,25 @@ async def test_invalid_registrations_are_422_and_write_nothing(
 
 # These once got a 201, and then the welcome mail could not even be written: it
 # went straight to the dead letters.
-UNWRITABLE = ["a..b@example.com", "foo,bar@example.com", "a<b>@example.com", "(x)@example.com",
-              "\u00fc@example.com", ".a@example.com", "a.@example.com"]  # fmt: skip
+UNWRITABLE = [
+    "a..b@example.com",
+    "foo,bar@example.com",
+    "a<b>@example.com",
+    "(x)@example.com",
+    "\u00fc@example.com",
+    ".a@example.com",
+    "a.@example.com",
+]
 # The mail can be written to these, but no mail server takes them (a raw non-ASCII
 # domain needs SMTPUTF8, DNS labels do not start with a hyphen, no top level is numeric,
 # a local part is at most 64 characters) or sluice does not write them (quoted parts).
-UNDELIVERABLE = ["user@ex\u00e4mple.com", "user@-bad.com", "a@example.123",
-                 f"{'a' * 65}@example.com", '"quoted"@example.com']  # fmt: skip
+UNDELIVERABLE = [
+    "user@ex\u00e4mple.com",
+    "user@-bad.com",
+    "a@example.123",
+    f"{'a' * 65}@example.com",
+    '"quoted"@example.com',
+]
 
 
 @pytest.mark.parametrize("email", UNWRITABLE + UNDELIVERABLE)
@@ -114,9 +126,15 @@ async def test_addresses_no_welcome_mail_can_reach_are_422(
 
 
 @pytest.mark.parametrize(
-    "email", ["o'brien+tag@mail.example.co.uk", "x_y-z@xn--80ak6aa92e.com", "a@example.xn--p1ai",
-              "first.last@sub.example.museum", f"{'a' * 64}@example.com"],
-)  # fmt: skip
+    "email",
+    [
+        "o'brien+tag@mail.example.co.uk",
+        "x_y-z@xn--80ak6aa92e.com",
+        "a@example.xn--p1ai",
+        "first.last@sub.example.museum",
+        f"{'a' * 64}@example.com",
+    ],
+)
 async def test_unusual_but_mailable_addresses_register(client: Client, email: str) -> None:
     compose(Outgoing("welcome_x", email, Content("Welcome", "Hello")), "sluice@localhost")
     assert (await register(client, email=email))["email"] == email
@@ -131,13 +149,20 @@ async def test_malformed_oversized_and_non_json_registrations(client: Client, st
     huge = json.dumps({"email": "a@example.org", "password": "x" * (10 * 1024 * 1024)})
     await problem(
         await client.post(
-            "/v1/users", data=io.BytesIO(huge.encode()),
+            "/v1/users",
+            data=io.BytesIO(huge.encode()),
             headers={"Content-Type": "application/json"},
         ),
         413,
-    )  # fmt: skip
-    await problem(await client.post("/v1/users", data="email=a", headers={
-        "Content-Type": "application/x-www-form-urlencoded"}), 415)  # fmt: skip
+    )
+    await problem(
+        await client.post(
+            "/v1/users",
+            data="email=a",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        ),
+        415,
+    )
     assert await stored_events(store) == []
 
 

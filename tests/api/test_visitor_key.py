@@ -13,7 +13,7 @@ import pytest
 from sluice.app.assembly import create_app, open_store
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from sluice.http.visitors import KEY_FILE, load_visitor_key
 from sluice.store import Store
 from sluice.store.secrets import read_secret

@@ -100,10 +100,15 @@ async def test_owner_only(client: Client, ada: dict[str, str], bob: dict[str, st
 async def test_tokens_and_bodies(client: Client, ada: dict[str, str]) -> None:
     await problem(await client.get("/v1/webhooks"), 401)
     await problem(await client.post("/v1/webhooks", json={"url": "https://a.example"}), 401)
-    await problem(await client.post("/v1/webhooks", data=b"{", headers=ada | {
-        "Content-Type": "application/json"}), 400)  # fmt: skip
-    await problem(await client.post("/v1/webhooks", json={"events": "link.created"},
-                                    headers=ada), 400)  # fmt: skip
+    await problem(
+        await client.post(
+            "/v1/webhooks", data=b"{", headers=ada | {"Content-Type": "application/json"}
+        ),
+        400,
+    )
+    await problem(
+        await client.post("/v1/webhooks", json={"events": "link.created"}, headers=ada), 400
+    )
     hook = await create(client, ada)
     path = f"/v1/webhooks/{hook['id']}/deliveries?limit=0"
     await problem(await client.get(path, headers=ada), 422)

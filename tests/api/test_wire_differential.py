@@ -53,8 +53,8 @@ from hypothesis import HealthCheck, given, settings
 
 from sluice.builtin.links.http.keys import VISITS
 from sluice.config import Config
+from sluice.http.app_keys import CONFIG
 from sluice.http.connections import GuardedSite
-from sluice.http.keys import CONFIG
 from sluice.http.redirect_wire import WireRedirects
 from sluice.store import Store
 from tests.api.conftest import Client

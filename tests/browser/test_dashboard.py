@@ -20,13 +20,13 @@ import pytest
 from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.scheduler.cron import parse_cron
-from sluice.scheduler.tasks import Task, TaskContext
-from sluice.streams.consumer import Consumer
+from sluice.scheduler.task_spec import Task, TaskContext
 from sluice.streams.messages import Delivery
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views
 

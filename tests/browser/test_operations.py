@@ -23,11 +23,11 @@ from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.exports import jobs
 from sluice.config import Config
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.records.pause import paused_groups
+from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
-from sluice.streams.pause import paused_groups
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in
 from tests.integration.conftest import post_views, views

@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestServer
 from sluice.app.assembly import create_app
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 from tests.api.conftest import AiohttpClient, Client, stored_events
 from tests.api.test_link_fields import committed
 from tests.api.test_links import create, user_token

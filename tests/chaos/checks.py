@@ -29,12 +29,12 @@ from sluice.builtin.reminders.cron_runner import slot_text
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.builtin.reminders.keys import RemindersKeys
 from sluice.events import AGGREGATES, decode
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.records.maintenance import all_streams
+from sluice.relay.relay import POSITION
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import slot_id
 from sluice.scheduler.runs import ABANDONED
-from sluice.streams.maintenance import all_streams
-from sluice.streams.relay import POSITION
 from tests.chaos.conftest import CHAOS_ENV, WORKER_GROUPS
 from tests.chaos.faults import Faults, Injected
 from tests.chaos.traffic import ARTICLES, Api, Ledger, Setup
@@ -127,8 +127,9 @@ async def check_published(resources: Resources) -> int:
     return total
 
 
-async def check_views(resources: Resources, ledger: Ledger, http: aiohttp.ClientSession,
-                      api: Api) -> int:  # fmt: skip
+async def check_views(
+    resources: Resources, ledger: Ledger, http: aiohttp.ClientSession, api: Api
+) -> int:
     """The projection equals the history, which holds every accepted view once."""
     assert ledger.views_not_counted == 0, "a new viewer was answered counted=false"
     rows = await _json_rows(resources, "ArticleViewed", "viewer", "article_id")
@@ -167,8 +168,10 @@ async def check_users_and_mail(resources: Resources, ledger: Ledger, mail_dir: P
         assert user_id is None or by_email[address] == user_id, address
     registered = Counter(uid for (uid,) in await _json_rows(resources, "UserRegistered", "user_id"))
     assert registered == Counter(by_email.values()), "UserRegistered missing or twice"
-    welcome = {p.name.removeprefix("welcome_").removesuffix(".eml"): p
-               for p in mail_dir.glob("welcome_*.eml")}  # fmt: skip
+    welcome = {
+        p.name.removeprefix("welcome_").removesuffix(".eml"): p
+        for p in mail_dir.glob("welcome_*.eml")
+    }
     assert welcome.keys() == set(by_email.values()), "welcome mails differ from the users"
     for address, user_id in by_email.items():
         message = email.message_from_bytes(welcome[user_id].read_bytes(), policy=email.policy.SMTP)
@@ -186,8 +189,9 @@ async def check_mail_log(resources: Resources, mail_dir: Path) -> int:
     return len(files)
 
 
-async def check_redirects(resources: Resources, ledger: Ledger, setup: Setup,
-                          apis: list[Api], http: aiohttp.ClientSession) -> int:  # fmt: skip
+async def check_redirects(
+    resources: Resources, ledger: Ledger, setup: Setup, apis: list[Api], http: aiohttp.ClientSession
+) -> int:
     """Committed visits and link statistics equal the 302s answered, per link and replica."""
     history = Counter(await _json_rows(resources, "LinkVisited", "code", "referrer_host"))
     answered = Counter(
@@ -217,8 +221,9 @@ def _near_kill(slot: datetime, faults: Faults) -> Injected | None:
     return None
 
 
-async def check_reminders(resources: Resources, setup: Setup, faults: Faults,
-                          stopped_at: float, mail_dir: Path) -> int:  # fmt: skip
+async def check_reminders(
+    resources: Resources, setup: Setup, faults: Faults, stopped_at: float, mail_dir: Path
+) -> int:
     """Each occurrence fired once (row, ReminderDue, mail), none skipped, also without Redis."""
     due_rows = await resources.store.events_after(0, 1_000_000, types=["ReminderDue"])
     events = [decode(row.payload) for row in due_rows]
@@ -306,8 +311,9 @@ def _killed_holder(holder: str, faults: Faults) -> Injected | None:
     return next((k for k in faults.scheduler_kills() if _claimed_by(holder, k)), None)
 
 
-def _busy_explained(slot: datetime, logged_at: float, runs: list[TickRun],
-                    faults: Faults) -> str | None:  # fmt: skip
+def _busy_explained(
+    slot: datetime, logged_at: float, runs: list[TickRun], faults: Faults
+) -> str | None:
     """What held the tick's lock when the occurrence due at ``slot`` found it taken.
 
     The skipping scheduler tried the lock at the slot or later (and, should it
@@ -346,8 +352,9 @@ def _busy_explained(slot: datetime, logged_at: float, runs: list[TickRun],
     return None
 
 
-async def _killed_claim(resources: Resources, slot: datetime, found: list[TickRun],
-                        faults: Faults) -> bool:  # fmt: skip
+async def _killed_claim(
+    resources: Resources, slot: datetime, found: list[TickRun], faults: Faults
+) -> bool:
     """The occurrence was claimed by a scheduler as it was killed: never run, or abandoned."""
     kill = _near_kill(slot, faults)
     if kill is None:
@@ -376,11 +383,15 @@ async def _tick_runs(resources: Resources) -> list[TickRun]:
         ends += [committed[str(run_id)]] if str(run_id) in committed else []
         runs.append(
             TickRun(
-                str(run_id), parse_time(str(slot)), str(status), str(holder),
-                None if error is None else str(error), parse_time(str(started)).timestamp(),
+                str(run_id),
+                parse_time(str(slot)),
+                str(status),
+                str(holder),
+                None if error is None else str(error),
+                parse_time(str(started)).timestamp(),
                 max(ends) if ends else None,
             )
-        )  # fmt: skip
+        )
     return runs
 
 

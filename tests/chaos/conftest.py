@@ -30,7 +30,7 @@ from sluice.app.testing import Child, child_env, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 
 # Each handler group run here and the aggregate streams it reads.
 WORKER_STREAMS: dict[str, tuple[str, ...]] = {

@@ -26,8 +26,8 @@ from sluice.app.testing import patience, wait_for
 from sluice.builtin.accounts.mail.idempotency import stamp
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.resources import Resources
-from sluice.streams.relay import POSITION
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 from tests.chaos.conftest import APIS, SCHEDULERS, WORKER_GROUPS, WORKER_STREAMS, Cluster
 from tests.chaos.traffic import Api, Ledger
 from tests.integration.faults_helpers import pending_of
@@ -100,9 +100,13 @@ class Faults:
     def summary(self) -> str:
         counts = Counter(f.kind for f in self.injected)
         names = {
-            "worker": "kill -9 worker", "relay": "relay", "api": "api", "scheduler": "scheduler",
-            "redis-restart": "redis restart", "redis-outage": f"redis outage {self.outage_s:g} s",
-        }  # fmt: skip
+            "worker": "kill -9 worker",
+            "relay": "relay",
+            "api": "api",
+            "scheduler": "scheduler",
+            "redis-restart": "redis restart",
+            "redis-outage": f"redis outage {self.outage_s:g} s",
+        }
         parts = [f"{names[kind]} x{counts[kind]}" for kind in names if counts[kind]]
         return f"faults injected: {len(self.injected)} ({', '.join(parts)})"
 

@@ -45,7 +45,7 @@ from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail.links import load_link_key
 from sluice.builtin.reminders import stored
 from sluice.embedded.redis_server import RedisServer
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from tests.chaos import checks
 from tests.chaos.conftest import APIS, SCHEDULERS, Cluster
 from tests.chaos.faults import Faults
@@ -83,9 +83,15 @@ async def _running(resources: Resources, setup: Setup, since: float, ticks: int)
 
 
 async def _check_everything(
-    resources: Resources, cluster: Cluster, http: aiohttp.ClientSession, apis: list[Api],
-    setup: Setup, ledger: Ledger, faults: Faults, stopped_at: float,
-) -> dict[str, int]:  # fmt: skip
+    resources: Resources,
+    cluster: Cluster,
+    http: aiohttp.ClientSession,
+    apis: list[Api],
+    setup: Setup,
+    ledger: Ledger,
+    faults: Faults,
+    stopped_at: float,
+) -> dict[str, int]:
     """Every check of tests/chaos/checks.py; the counts they found exact."""
     assert not ledger.unexpected, ledger.unexpected[:20]
     logs = [cluster.logs / f"{name}.log" for name in SCHEDULERS]
@@ -118,9 +124,15 @@ async def _check_everything(
 
 
 async def _report(
-    resources: Resources, seed: int, faults: Faults, ledger: Ledger, counts: dict[str, int],
-    settled_s: float, seconds: float, path: Path,
-) -> None:  # fmt: skip
+    resources: Resources,
+    seed: int,
+    faults: Faults,
+    ledger: Ledger,
+    counts: dict[str, int],
+    settled_s: float,
+    seconds: float,
+    path: Path,
+) -> None:
     """Print and log the summary line; write it with the details to ``path`` (JSON)."""
     line = (
         f"chaos seed {seed}: {faults.summary()}; all counts exact ("
@@ -135,10 +147,15 @@ async def _report(
         "mail_leases_expired_by_test": faults.mail_leases_expired,
     }
     summary = {
-        "seed": seed, "outage_seconds": faults.outage_s, "line": line,
-        "faults": [asdict(f) for f in faults.injected], "counts": counts,
-        "uncertain": uncertain, "settled_seconds": settled_s, "seconds": seconds,
-    }  # fmt: skip
+        "seed": seed,
+        "outage_seconds": faults.outage_s,
+        "line": line,
+        "faults": [asdict(f) for f in faults.injected],
+        "counts": counts,
+        "uncertain": uncertain,
+        "settled_seconds": settled_s,
+        "seconds": seconds,
+    }
     path.write_text(json.dumps(summary, indent=2))
     print(line)
     print(f"uncertain answers: {uncertain}")
@@ -168,8 +185,16 @@ async def test_every_count_is_exact_after_kill_9_and_redis_faults_under_traffic(
 
         traffic = Traffic(http, apis, setup, ledger, random.Random(chaos_seed + 1))
         traffic.start()
-        faults = Faults(cluster, apis, resources, redis_server, http, ledger,
-                        rng=random.Random(chaos_seed), outage_s=outage_seconds)  # fmt: skip
+        faults = Faults(
+            cluster,
+            apis,
+            resources,
+            redis_server,
+            http,
+            ledger,
+            rng=random.Random(chaos_seed),
+            outage_s=outage_seconds,
+        )
         try:
             await faults.run()
             # After the last repair, past the moment when every client has reconnected.
@@ -185,5 +210,13 @@ async def test_every_count_is_exact_after_kill_9_and_redis_faults_under_traffic(
             resources, cluster, http, apis, setup, ledger, faults, stopped_at
         )
     seconds = time.monotonic() - began
-    await _report(resources, chaos_seed, faults, ledger, counts, settled_s, seconds,
-                  tmp_path / "chaos-summary.json")  # fmt: skip
+    await _report(
+        resources,
+        chaos_seed,
+        faults,
+        ledger,
+        counts,
+        settled_s,
+        seconds,
+        tmp_path / "chaos-summary.json",
+    )

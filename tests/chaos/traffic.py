@@ -28,9 +28,9 @@ from typing import Any
 
 import aiohttp
 
+from sluice.aio.waiting import wait_or_stop
 from sluice.builtin.accounts.mail.links import verify_token
 from sluice.events import utcnow
-from sluice.streams.waiting import wait_or_stop
 
 ARTICLES = tuple(f"chaos-article-{i}" for i in range(6))
 PASSWORD = "chaos horse battery"

@@ -21,7 +21,7 @@ from sluice.config import Config, load_config
 from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import utcnow
 from sluice.http import listen
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
 
 ADMIN_TOKEN = "fuzz-admin-token-0123456789abcdef"
 
@@ -109,17 +109,24 @@ def _seed(app: ServedApp) -> Seed:
         me = http.get(f"{base_url}/v1/me", headers=user, timeout=30)
         me.raise_for_status()
         seed = Seed(base_url, token, _token_factory(app, me.json()["id"]))
-        link = http.post(f"{base_url}/v1/links", headers=user, timeout=30,
-                         json={"url": "https://example.org/fuzz", "alias": "fuzzed"})  # fmt: skip
+        link = http.post(
+            f"{base_url}/v1/links",
+            headers=user,
+            timeout=30,
+            json={"url": "https://example.org/fuzz", "alias": "fuzzed"},
+        )
         link.raise_for_status()
         seed.codes.append(link.json()["code"])
         http.get(f"{base_url}/fuzzed", allow_redirects=False, timeout=30).raise_for_status()
         job = http.post(f"{base_url}/v1/links/fuzzed/exports", headers=user, timeout=30)
         job.raise_for_status()
         seed.job_ids.append(job.json()["job_id"])
-        reminder = http.post(f"{base_url}/v1/reminders", headers=user, timeout=30,
-                             json={"cron": "0 0 9 * * MON-FRI", "timezone": "Europe/Berlin",
-                                   "text": "fuzz"})  # fmt: skip
+        reminder = http.post(
+            f"{base_url}/v1/reminders",
+            headers=user,
+            timeout=30,
+            json={"cron": "0 0 9 * * MON-FRI", "timezone": "Europe/Berlin", "text": "fuzz"},
+        )
         reminder.raise_for_status()
         seed.reminder_ids.append(reminder.json()["id"])
         admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

@@ -7,9 +7,9 @@ from datetime import timedelta
 from sluice.events import utcnow
 from sluice.history import archive, catalog
 from sluice.history.segment import EventRow
+from sluice.relay.relay import POSITION
 from sluice.store import Store
 from sluice.store.base import Row
-from sluice.streams.relay import POSITION
 
 # Before any hot window: what "created long ago" looks like in events.created_at.
 LONG_AGO = "2026-01-01T00:00:00+00:00"
@@ -18,8 +18,15 @@ COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
 
 def as_row(row: Row) -> EventRow:
     seq, event_id, type_, aggregate, payload, trace_id, created_at = row
-    return (int(seq), str(event_id), str(type_), str(aggregate), bytes(payload),
-            str(trace_id), str(created_at))  # fmt: skip
+    return (
+        int(seq),
+        str(event_id),
+        str(type_),
+        str(aggregate),
+        bytes(payload),
+        str(trace_id),
+        str(created_at),
+    )
 
 
 async def hot_rows(store: Store) -> list[EventRow]:
@@ -60,7 +67,11 @@ async def run_archive(
     """One archive run with a 7-day hot window, ``days_ahead`` days from now."""
     position = await store.position(POSITION) if published is None else published
     bounds = await archive.limits(
-        store, utcnow() + timedelta(days=days_ahead), 7, position,
-        segment_events=segment_events, min_events=min_events,
-    )  # fmt: skip
+        store,
+        utcnow() + timedelta(days=days_ahead),
+        7,
+        position,
+        segment_events=segment_events,
+        min_events=min_events,
+    )
     return await archive.archive(store, bounds)

@@ -16,13 +16,13 @@ from sluice.app.testing import Child, patience, wait_answering, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
+from sluice.consumers.recovery import RecoveryGate
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources, redis_client
+from sluice.process.resources import Resources, redis_client
+from sluice.records.deliveries import DeliveryLog
+from sluice.relay.relay import Relay
 from sluice.store import Store
-from sluice.streams.consumer import Consumer
-from sluice.streams.deliveries import DeliveryLog
-from sluice.streams.recovery import RecoveryGate
-from sluice.streams.relay import Relay
 from sluice.streams.spec import Counters, GroupSpec, runtime_settings
 
 
@@ -91,11 +91,14 @@ def start_relay(resources: Resources, running: Running) -> Callable[..., Relay]:
     def start(**options: Any) -> Relay:
         config = resources.config
         relay = Relay(
-            resources.store, resources.redis, resources.keys,
+            resources.store,
+            resources.redis,
+            resources.keys,
             batch=options.get("batch", config.relay_batch),
             poll_ms=options.get("poll_ms", config.relay_poll_ms),
-            retention_s=config.stream_retention, groups=options.get("groups"),
-        )  # fmt: skip
+            retention_s=config.stream_retention,
+            groups=options.get("groups"),
+        )
         resources.store.add_commit_listener(relay.wake.set)
         running.start(relay.run(running.stop))
         return relay

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from sluice.config import load_config
-from sluice.logs import configure_logging
+from sluice.telemetry.logs import configure_logging
 
 DELIVERIES_KEY = "test:poison:deliveries"
 
@@ -26,11 +26,11 @@ DELIVERIES_KEY = "test:poison:deliveries"
 async def work(consumer_name: str, poison: str) -> None:
     from sluice.app.assembly import default_apps, open_resources
     from sluice.builtin.articles.events import ArticleViewed
-    from sluice.resources import redis_client
-    from sluice.stop_signals import stop_on_signals
-    from sluice.streams.consumer import Consumer
+    from sluice.consumers.consumer import Consumer
+    from sluice.consumers.recovery import RecoveryGate
+    from sluice.process.resources import redis_client
+    from sluice.process.stop_signals import stop_on_signals
     from sluice.streams.messages import Delivery
-    from sluice.streams.recovery import RecoveryGate
     from sluice.streams.spec import GroupSpec, runtime_settings
 
     config = load_config()

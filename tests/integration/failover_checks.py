@@ -12,8 +12,8 @@ from typing import Any
 import redis
 
 from sluice.app.assembly import default_apps
-from sluice.resources import Resources
-from sluice.streams.relay import POSITION
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 from tests.integration.mail_helpers import SmtpServer
 
 # The groups the worker runs, each with the aggregates it reads.

@@ -33,9 +33,13 @@ class Load:
     """Rounds of redirects of ``code``, views of ``articles`` and registrations."""
 
     def __init__(
-        self, base_url: str, http: aiohttp.ClientSession, links: Traffic, code: str,
+        self,
+        base_url: str,
+        http: aiohttp.ClientSession,
+        links: Traffic,
+        code: str,
         articles: list[str],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.base_url, self.http, self.links, self.code = base_url, http, links, code
         self.articles = articles
         self.ledger = Ledger()

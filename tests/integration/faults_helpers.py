@@ -23,8 +23,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sluice.app.testing import patience, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.embedded.redis_server import RedisServer
-from sluice.resources import Resources
-from sluice.streams.relay import POSITION
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 from tests.integration.conftest import post_views, views
 
 GROUP = "article-views"

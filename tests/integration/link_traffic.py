@@ -35,18 +35,45 @@ class Visitor:
 
 
 VISITORS = (
-    Visitor("alice", "127.0.0.2", CHROME, "Chrome", False,
-            "https://news.example.com/a", "news.example.com", 5, 2),
+    Visitor(
+        "alice",
+        "127.0.0.2",
+        CHROME,
+        "Chrome",
+        False,
+        "https://news.example.com/a",
+        "news.example.com",
+        5,
+        2,
+    ),
     # Same User-Agent as alice, another address: another visitor.
     Visitor("bob", "127.0.0.3", CHROME, "Chrome", False, None, None, 3, 0),
     # Same address as alice, another User-Agent: another visitor.
-    Visitor("carol", "127.0.0.2", FIREFOX, "Firefox", False,
-            "https://www.Reddit.com/r/links", "www.reddit.com", 4, 1),
+    Visitor(
+        "carol",
+        "127.0.0.2",
+        FIREFOX,
+        "Firefox",
+        False,
+        "https://www.Reddit.com/r/links",
+        "www.reddit.com",
+        4,
+        1,
+    ),
     Visitor("googlebot", "127.0.0.4", GOOGLEBOT, "Googlebot", True, None, None, 2, 1),
-    Visitor("slackbot", "127.0.0.5", SLACKBOT, "Slackbot-LinkExpanding", True,
-            "https://news.example.com/b", "news.example.com", 1, 0),
+    Visitor(
+        "slackbot",
+        "127.0.0.5",
+        SLACKBOT,
+        "Slackbot-LinkExpanding",
+        True,
+        "https://news.example.com/b",
+        "news.example.com",
+        1,
+        0,
+    ),
     Visitor("facebook", "127.0.0.6", FACEBOOK, "FacebookBot", True, None, None, 1, 0),
-)  # fmt: skip
+)
 
 
 @dataclass

@@ -25,8 +25,8 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources
-from sluice.streams.relay import POSITION
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 
 GROUP = "mail"
 

@@ -11,7 +11,7 @@ import os
 
 from sluice.config import Config
 from sluice.scheduler.cron import parse_cron
-from sluice.scheduler.tasks import Task, TaskContext
+from sluice.scheduler.task_spec import Task, TaskContext
 
 BATCHES = 20
 

@@ -18,7 +18,7 @@ from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from tests.link_helpers import add_link
 
 # Process management: what the store does for a redirect is the redirect tests' part.
@@ -31,9 +31,10 @@ TOKEN = "processes-admin-token-0123456789abcdef"
 def listening(port: int) -> set[int]:
     """The pids listening on ``port``."""
     return {
-        c.pid for c in psutil.net_connections(kind="tcp")
+        c.pid
+        for c in psutil.net_connections(kind="tcp")
         if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid
-    }  # fmt: skip
+    }
 
 
 async def redirects(url: str, n: int) -> int:
@@ -65,8 +66,9 @@ async def counted_redirects(url: str) -> float:
 
 
 async def visits(resources: Resources) -> int:
-    rows = await resources.store.fetchall("SELECT COUNT(*) FROM events WHERE type = ?",
-                                          (LinkVisited.__name__,))  # fmt: skip
+    rows = await resources.store.fetchall(
+        "SELECT COUNT(*) FROM events WHERE type = ?", (LinkVisited.__name__,)
+    )
     return int(rows[0][0])
 
 
@@ -76,8 +78,9 @@ async def test_two_processes_share_a_port_are_restarted_and_stop_without_losing_
     await add_link(resources.store, CODE, "https://example.org/")
     port = free_port()
     log = tmp_path / "api.log"
-    supervisor = spawn("api", "--processes", "2", log=log,
-                       SLUICE_PORT=str(port), SLUICE_ADMIN_TOKEN=TOKEN)  # fmt: skip
+    supervisor = spawn(
+        "api", "--processes", "2", log=log, SLUICE_PORT=str(port), SLUICE_ADMIN_TOKEN=TOKEN
+    )
     url = f"http://127.0.0.1:{port}"
     await wait_answering([url])
 

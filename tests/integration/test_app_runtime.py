@@ -16,9 +16,9 @@ from sluice.app.jobs import fire_due, next_due
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import EVENT_TYPES, Event, JobDue, utcnow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.records.dead_letters import list_dead_letters
 from sluice.scheduler.one_shots import Due, OneShotRunner
-from sluice.streams.dead_letters import list_dead_letters
 from sluice.streams.messages import Delivery, Duplicate, Message
 from tests.app_helpers import AppDir
 from tests.integration.conftest import Running

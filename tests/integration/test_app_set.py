@@ -17,7 +17,7 @@ from sluice.app.assembly import open_resources
 from sluice.app.testing import Child, free_port, sluice_command, wait_for
 from sluice.config import Config
 from sluice.events import EVENT_TYPES
-from sluice.streams.dead_letters import list_dead_letters
+from sluice.records.dead_letters import list_dead_letters
 from tests.app_helpers import AppDir
 
 NOTES = """

@@ -14,10 +14,10 @@ from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.events import utcnow
 from sluice.history import archive
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
-from sluice.streams.relay import POSITION
 from tests.integration.archive_helpers import (
     LONG_AGO,
     archived_rows,

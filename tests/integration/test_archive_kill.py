@@ -35,10 +35,10 @@ from sluice.embedded.redis_server import free_port
 from sluice.events import decode
 from sluice.history import catalog
 from sluice.history.segment import EventRow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 from sluice.scheduler.runs import ABANDONED
 from sluice.store.base import Row
-from sluice.streams.relay import POSITION
 from tests.integration.archive_helpers import LONG_AGO, archived_rows, hot_rows, make_old
 from tests.integration.link_traffic import Traffic, comparable, today, traffic
 from tests.link_helpers import add_link, add_user, bearer
@@ -260,8 +260,13 @@ def as_csv(row: EventRow) -> tuple[datetime, str, str, str, str] | None:
     event = decode(row[4])
     if not isinstance(event, LinkVisited) or event.code != CODE:
         return None
-    return (event.occurred_at, event.visitor, event.referrer_host or "", event.browser,
-            "true" if event.is_bot else "false")  # fmt: skip
+    return (
+        event.occurred_at,
+        event.visitor,
+        event.referrer_host or "",
+        event.browser,
+        "true" if event.is_bot else "false",
+    )
 
 
 def parsed(row: list[str]) -> tuple[datetime, str, str, str, str]:
@@ -287,9 +292,13 @@ async def assert_export_lists_each_visit_once(
 
 def sluice(config: Config, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sluice", *args], env=child_env(config), capture_output=True,
-        text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "sluice", *args],
+        env=child_env(config),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 async def replay_gives_the_live_numbers(config: Config, resources: Resources, load: Load) -> None:
@@ -329,9 +338,12 @@ async def start_deployment(
 
 
 async def archive_killed_midway_then_finished(
-    resources: Resources, spawn: Callable[..., Child], logs: Path, load: Load,
+    resources: Resources,
+    spawn: Callable[..., Child],
+    logs: Path,
+    load: Load,
     before: list[EventRow],
-) -> int:  # fmt: skip
+) -> int:
     """While ``load`` flows: an archive run killed with kill -9 once it committed two
     segments, then, once its lock expired, a run to the end. The segments there were at
     the kill."""

@@ -18,15 +18,15 @@ from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
+from sluice.consumers.consumer import Consumer
 from sluice.history import CorruptSegment, catalog
 from sluice.history.packed import Packed, read_history_packed
 from sluice.history.reader import read_history
+from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
-from sluice.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from sluice.store import Store
 from sluice.store.base import Row
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import POSITION, Relay
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import OWNER, add_link, add_user
 
@@ -46,9 +46,12 @@ BROWSERS = ("Chrome", "Firefox", "Googlebot")
 
 def visit(i: int, code: str | None = None) -> LinkVisited:
     return LinkVisited(
-        code=code or f"c{i % 3}", visitor=f"x{i % 17}", browser=BROWSERS[i % 3],
-        referrer_host=(None, "t.co", "news.example.com")[i % 3], is_bot=i % 3 == 2,
-    )  # fmt: skip
+        code=code or f"c{i % 3}",
+        visitor=f"x{i % 17}",
+        browser=BROWSERS[i % 3],
+        referrer_host=(None, "t.co", "news.example.com")[i % 3],
+        is_bot=i % 3 == 2,
+    )
 
 
 async def traffic(store: Store, rounds: range) -> None:
@@ -58,9 +61,11 @@ async def traffic(store: Store, rounds: range) -> None:
             await tx.append(*(visit(i) for i in range(r * 100, r * 100 + 100)))
         async with store.transaction() as tx:
             await tx.append(
-                *(ArticleViewed(article_id=f"a{i % 4}", viewer=f"v{i}")
-                  for i in range(r * 30, r * 30 + 30))
-            )  # fmt: skip
+                *(
+                    ArticleViewed(article_id=f"a{i % 4}", viewer=f"v{i}")
+                    for i in range(r * 30, r * 30 + 30)
+                )
+            )
 
 
 async def snapshot(store: Store) -> list[list[Row]]:
@@ -116,8 +121,9 @@ async def test_the_history_reader_gives_archived_and_hot_rows_once_in_seq_order(
     read = [row async for chunk in read_history(store, types, chunk=33) for row in chunk]
     assert read == [(e.seq, e.payload) for e in everything]
     middle = everything[300].seq
-    read = [row async for chunk in read_history(store, types, middle, upto=middle + 90)
-            for row in chunk]  # fmt: skip
+    read = [
+        row async for chunk in read_history(store, types, middle, upto=middle + 90) for row in chunk
+    ]
     assert read == [(e.seq, e.payload) for e in everything if middle < e.seq <= middle + 90]
 
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import asyncpg
 import pytest
 
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import Relay
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import settle
 

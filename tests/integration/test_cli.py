@@ -18,7 +18,7 @@ from sluice.app.assembly import default_apps, open_store
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.store.migrations import MIGRATIONS
 from tests.app_helpers import AppDir
 
@@ -33,9 +33,13 @@ app.migration(1, "orders", "CREATE TABLE shop_orders (id TEXT PRIMARY KEY)")
 
 async def sluice(config: Config, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "sluice", *args],
-        env=child_env(config, **env), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        subprocess.run,
+        [sys.executable, "-m", "sluice", *args],
+        env=child_env(config, **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def status(config: Config) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from sluice.config import Config
 from sluice.events import decode, utcnow
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import Scheduler
-from sluice.scheduler.tasks import Task, TaskContext
+from sluice.scheduler.task_spec import Task, TaskContext
 from tests.integration.conftest import Running
 
 SKEWS = (-0.8, 0.0, 0.8)

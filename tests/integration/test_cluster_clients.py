@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as ClusterClient
 
+from sluice.aio.waiting import cancel_and_wait
 from sluice.app.assembly import open_resources
 from sluice.app.testing import wait_for
 from sluice.builtin.links.cache import LinkCache, Target
@@ -32,10 +33,9 @@ from sluice.errors import TooManyRequests
 from sluice.events import Event, encode, type_name
 from sluice.http import login_limit
 from sluice.http.login_limit import MAX_FAILURES, LoginLimiter
-from sluice.redis_cluster import is_cluster
-from sluice.resources import keys_for, redis_client
-from sluice.streams.keys import Keys
-from sluice.streams.waiting import cancel_and_wait
+from sluice.process.resources import keys_for, redis_client
+from sluice.redis_client.cluster import is_cluster
+from sluice.streams.engine_keys import Keys
 from tests.link_helpers import OWNER, add_user
 
 pytestmark = pytest.mark.stores("sqlite")  # about Redis; the store is incidental
@@ -189,15 +189,22 @@ async def test_reminder_runners_claim_many_occurrences_across_slots_and_follow_e
         await add_user(first.store)
         async with first.store.transaction() as tx:
             for i in range(count):
-                await stored.insert_reminder(tx, stored.Reminder(
-                    id=f"reminder-{i:03}", owner_id=OWNER, cron="0 * * * * *",
-                    timezone="UTC", text="hello", created_at=created,
-                ))  # fmt: skip
+                await stored.insert_reminder(
+                    tx,
+                    stored.Reminder(
+                        id=f"reminder-{i:03}",
+                        owner_id=OWNER,
+                        cron="0 * * * * *",
+                        timezone="UTC",
+                        text="hello",
+                        created_at=created,
+                    ),
+                )
         runners = []
         for i in range(2):
-            resources = first if i == 0 else await stack.enter_async_context(
-                open_resources(cluster_config)
-            )  # fmt: skip
+            resources = (
+                first if i == 0 else await stack.enter_async_context(open_resources(cluster_config))
+            )
             runners.append(ReminderRunner(resources, holder=f"runner-{i}", clock=lambda: now))
         stop = asyncio.Event()
         async with running(*(r.run(stop) for r in runners)) as tasks:
@@ -216,9 +223,13 @@ async def test_reminder_runners_claim_many_occurrences_across_slots_and_follow_e
             new = [code_in(keys, p) for p in keys.numbers]  # a reminder id on each
             for reminder_id in new:
                 event = ReminderCreated(
-                    reminder_id=reminder_id, owner_id=OWNER, cron="0 0 * * * *",
-                    timezone="UTC", text="new", occurred_at=now,  # due in an hour
-                )  # fmt: skip
+                    reminder_id=reminder_id,
+                    owner_id=OWNER,
+                    cron="0 0 * * * *",
+                    timezone="UTC",
+                    text="new",
+                    occurred_at=now,  # due in an hour
+                )
                 await append(client, keys, event, reminder_id)
 
             async def followed() -> bool:
@@ -308,9 +319,11 @@ async def test_a_killed_primary_is_waited_out_by_the_follower_and_the_listener(
     finally:
         await probe.aclose()
     config = make_config(
-        redis_cluster_nodes=cluster.seeds, redis_password=cluster.password,
-        stream_partitions=PARTITIONS, stream_prefix=prefix,
-    )  # fmt: skip
+        redis_cluster_nodes=cluster.seeds,
+        redis_password=cluster.password,
+        stream_partitions=PARTITIONS,
+        stream_prefix=prefix,
+    )
     links = Links()
     cache = links.cache()
     # Codes on the victim's partition, and one elsewhere.
@@ -341,9 +354,11 @@ async def test_a_killed_primary_is_waited_out_by_the_follower_and_the_listener(
 
             async def back() -> bool:
                 return (
-                    follower.following.is_set() and follower.connections > connections
-                    and listener.listening.is_set() and listener.subscriptions > subscriptions
-                )  # fmt: skip
+                    follower.following.is_set()
+                    and follower.connections > connections
+                    and listener.listening.is_set()
+                    and listener.subscriptions > subscriptions
+                )
 
             await wait_for(back, timeout=20)
             assert not any(task.done() for task in tasks)

@@ -47,7 +47,7 @@ from sluice.config import Config
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import decode, utcnow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from tests.integration.failover_checks import (
     GROUPS,
     history,
@@ -273,18 +273,26 @@ async def report(resources: Resources, smtp: SmtpServer, load: Load, logs: Path)
 
 def status_json(config: Config) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "sluice", "status", "--json"], env=child_env(config),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "sluice", "status", "--json"],
+        env=child_env(config),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     shown: dict[str, Any] = json.loads(done.stdout)
     return shown
 
 
 async def failover_under(
-    load: Load, resources: Resources, cluster: RedisCluster, victim: RedisServer,
-    smtp: SmtpServer, reminder_id: str,
-) -> tuple[str, datetime]:  # fmt: skip
+    load: Load,
+    resources: Resources,
+    cluster: RedisCluster,
+    victim: RedisServer,
+    smtp: SmtpServer,
+    reminder_id: str,
+) -> tuple[str, datetime]:
     """With ``load`` flowing: once every kind of effect came through, the victim's replica
     cut off, the victim killed, its replica promoted, and more traffic; how that went, and
     when the victim was killed."""
@@ -297,9 +305,10 @@ async def failover_under(
             views = await views_counted(resources)
             return (
                 all(views.get(a) for a in load.articles)
-                and await visits_counted(resources, CODE) > 0 and bool(smtp.messages())
+                and await visits_counted(resources, CODE) > 0
+                and bool(smtp.messages())
                 and bool(await stored.occurrences(resources.store, reminder_id))
-            )  # fmt: skip
+            )
 
         await wait_for(flowing_through, timeout=30, interval=0.1)
         before = load.rounds
@@ -327,9 +336,13 @@ def alive(children: dict[str, Child]) -> dict[str, bool]:
 
 
 async def test_a_primary_killed_under_traffic_loses_and_doubles_nothing(
-    config: Config, resources: Resources, cluster: RedisCluster, smtp: SmtpServer,
-    spawn: Callable[..., Child], tmp_path: Path,
-) -> None:  # fmt: skip
+    config: Config,
+    resources: Resources,
+    cluster: RedisCluster,
+    smtp: SmtpServer,
+    spawn: Callable[..., Child],
+    tmp_path: Path,
+) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     victim, articles = await choose(resources, cluster)

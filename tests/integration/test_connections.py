@@ -48,8 +48,11 @@ class Connection:
         """One response of a kept-alive connection (head and its Content-Length body)."""
         async with asyncio.timeout(10):
             head = await self.reader.readuntil(b"\r\n\r\n")
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))  # fmt: skip
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
             return head + await self.reader.readexactly(length)
 
     async def trickle(self, data: bytes, every: float = 0.2) -> None:
@@ -226,9 +229,11 @@ async def test_one_address_at_its_share_of_slots_leaves_the_others_theirs(
 ) -> None:
     await add_link(store, "slots1", "https://example.org/slots")
     port = await api(
-        max_connections="10", connections_per_address="4", header_timeout_seconds="30",
+        max_connections="10",
+        connections_per_address="4",
+        header_timeout_seconds="30",
         admin_token=ADMIN_TOKEN,
-    )  # fmt: skip
+    )
     greedy, other = "127.0.0.3", "127.0.0.4"
     # As many connections as the whole process takes, idle or with half a head.
     held = [await connect(port, greedy) for _ in range(10)]

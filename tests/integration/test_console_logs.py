@@ -24,8 +24,9 @@ async def test_a_request_path_with_terminal_escapes_is_logged_escaped(
 ) -> None:
     """The finding: GET /%1b[2J wrote a raw escape sequence to the operator's terminal."""
     port, log = free_port(), tmp_path / "api.log"
-    spawn("api", log=log, SLUICE_PORT=str(port), SLUICE_LOG_FORMAT="console",
-          SLUICE_LOG_LEVEL="info")  # fmt: skip
+    spawn(
+        "api", log=log, SLUICE_PORT=str(port), SLUICE_LOG_FORMAT="console", SLUICE_LOG_LEVEL="info"
+    )
     await wait_answering([f"http://127.0.0.1:{port}"])
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"GET " + HOSTILE_URL + b" HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n")

@@ -23,18 +23,18 @@ from sluice.app.testing import child_env, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated, LinkVisited
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.events import decode, utcnow
 from sluice.history.reader import read_history
-from sluice.http.keys import STORE
-from sluice.resources import Resources
+from sluice.http.app_keys import STORE
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from sluice.scheduler.runner import Runner
 from sluice.store.base import StoredEvent
 from sluice.store.copy import CopyError, CopyStore, copy_store, quoted
 from sluice.store.postgres import PostgresStore, PostgresTx
 from sluice.store.sqlite import SqliteStore
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import POSITION, Relay
 from tests.conftest import TEMPLATE, new_database
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
@@ -72,9 +72,13 @@ def empty_database(postgres_server: PostgresServer) -> Iterator[Callable[..., st
 
 async def sluice(config: Config, *args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "sluice", *args],
-        env=child_env(config), capture_output=True, text=True, timeout=90,
-    )  # fmt: skip
+        subprocess.run,
+        [sys.executable, "-m", "sluice", *args],
+        env=child_env(config),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 async def open_url(url: str) -> CopyStore:
@@ -110,8 +114,9 @@ async def register(client: Client, email: str) -> dict[str, str]:
 
 
 async def new_link(client: Client, auth: dict[str, str], **body: str) -> str:
-    response = await client.post("/v1/links", json={"url": "https://example.org/a", **body},
-                                 headers=auth)  # fmt: skip
+    response = await client.post(
+        "/v1/links", json={"url": "https://example.org/a", **body}, headers=auth
+    )
     assert response.status == 201, await response.text()
     code: str = (await response.json())["code"]
     return code
@@ -201,9 +206,20 @@ async def test_a_deployment_moves_from_sqlite_to_postgresql_with_every_row_and_a
     assert LEFTOVER not in copied
     del original[LEFTOVER]
     assert copied == original
-    for table in ("events", "users", "tokens", "links", "code_pool", "link_stats",
-                  "link_visitors", "article_views", "reminders", "task_runs", "mail_sends",
-                  "positions"):  # fmt: skip
+    for table in (
+        "events",
+        "users",
+        "tokens",
+        "links",
+        "code_pool",
+        "link_stats",
+        "link_visitors",
+        "article_views",
+        "reminders",
+        "task_runs",
+        "mail_sends",
+        "positions",
+    ):
         assert copied[table], f"{table} was empty: the traffic did not reach it"
 
     moved = await aiohttp_client(create_app(make_config(database_url=target)))

@@ -20,7 +20,7 @@ from sluice.builtin.links.events import LinkVisited
 from sluice.cli.stream_commands import dlq
 from sluice.config import Config
 from sluice.events import Event, encode, type_name
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from tests.integration.conftest import views
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer
 
@@ -50,11 +50,17 @@ async def dead_letter(resources: Resources, group: str, event: Event, seq: int) 
     keys = resources.keys
     partition = keys.partition_of(getattr(event, "article_id", None) or event.code)
     fields = {
-        "event_id": event.event_id, "seq": str(seq), "type": type_name(event),
-        "trace_id": event.trace_id, "data": encode(event).decode(),
-        "origin": keys.stream(event.aggregate, partition), "group": group,
-        "error": "Boom: it broke", "deliveries": "5", "failed_at": "2026-03-01T00:00:00Z",
-    }  # fmt: skip
+        "event_id": event.event_id,
+        "seq": str(seq),
+        "type": type_name(event),
+        "trace_id": event.trace_id,
+        "data": encode(event).decode(),
+        "origin": keys.stream(event.aggregate, partition),
+        "group": group,
+        "error": "Boom: it broke",
+        "deliveries": "5",
+        "failed_at": "2026-03-01T00:00:00Z",
+    }
     await resources.redis.xadd(keys.dead(group, partition), fields)  # type: ignore[arg-type]
 
 
@@ -135,9 +141,11 @@ async def test_the_cli_redrives_by_group_and_type(
     assert len(await remaining(api)) == 9
 
     for target, group, kind, says in [
-        (["1-1"], STATS, None, "not both"), ([], None, None, "--group and/or --type"),
-        ([], "nosuch", None, "unknown group"), ([], None, "Nope", "unknown event type"),
-    ]:  # fmt: skip
+        (["1-1"], STATS, None, "not both"),
+        ([], None, None, "--group and/or --type"),
+        ([], "nosuch", None, "unknown group"),
+        ([], None, "Nope", "unknown event type"),
+    ]:
         bad = argparse.Namespace(action="redrive", target=target, group=group, type=kind)
         assert await dlq(config, bad) == 2
         assert says in capsys.readouterr().err
@@ -146,10 +154,14 @@ async def test_the_cli_redrives_by_group_and_type(
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [({}, "group"), ({"group": "", "event_type": ""}, "group"),
-     ({"group": "nosuch"}, "group"), ({"event_type": "Nope"}, "event_type"),
-     ({"group": VIEWS, "event_type": "articleviewed"}, "event_type")],
-)  # fmt: skip
+    [
+        ({}, "group"),
+        ({"group": "", "event_type": ""}, "group"),
+        ({"group": "nosuch"}, "group"),
+        ({"event_type": "Nope"}, "event_type"),
+        ({"group": VIEWS, "event_type": "articleviewed"}, "event_type"),
+    ],
+)
 async def test_missing_or_unknown_filters_are_422_and_move_nothing(
     resources: Resources, api: Client, query: dict[str, str], field: str
 ) -> None:

@@ -18,16 +18,16 @@ from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.events import utcnow
-from sluice.metrics import HANDLER_TIMEOUTS
+from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
-from sluice.resources import Resources
-from sluice.streams import deliveries
-from sluice.streams.attempts import Attempt
-from sluice.streams.consumer import Consumer
+from sluice.records import deliveries
+from sluice.records.attempts import Attempt
+from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
+from sluice.telemetry.prometheus import HANDLER_TIMEOUTS
 
 pytestmark = pytest.mark.topologies("single")
 
@@ -52,8 +52,12 @@ async def get(admin: Client, path: str, status: int = 200) -> Any:
 
 async def outcomes(admin: Client, trace: str, group: str) -> list[tuple[int, str]]:
     story = await get(admin, f"/v1/admin/traces/{trace}")
-    return [(d["attempt"], d["outcome"]) for e in story["events"] for d in e["deliveries"]
-            if d["group"] == group]  # fmt: skip
+    return [
+        (d["attempt"], d["outcome"])
+        for e in story["events"]
+        for d in e["deliveries"]
+        if d["group"] == group
+    ]
 
 
 async def test_a_registrations_trace_shows_the_mail_handled_then_a_redelivery_as_duplicate(
@@ -163,8 +167,10 @@ async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_lett
     story = await get(admin, "/v1/admin/traces/poison-trace-1")
     attempts = [d for d in story["events"][0]["deliveries"] if d["group"] == "refuser"]
     assert [(d["attempt"], d["outcome"]) for d in attempts] == [
-        (1, "failed"), (2, "failed"), (3, "dead_lettered"),
-    ]  # fmt: skip
+        (1, "failed"),
+        (2, "failed"),
+        (3, "dead_lettered"),
+    ]
     assert {d["error"] for d in attempts} == {"ValueError: no such article"}
     # The first from the aggregate stream, the retries from the group's retry stream.
     streams = [d["stream"] for d in attempts]
@@ -191,9 +197,11 @@ async def test_a_handler_past_its_deadline_is_cancelled_and_the_attempt_fails(
 
     # The deadline of this group only; every other group keeps the default.
     config = make_config(
-        retry_base_ms=40, max_deliveries=2, group_timeouts={"sleeper": 0.3},
+        retry_base_ms=40,
+        max_deliveries=2,
+        group_timeouts={"sleeper": 0.3},
         handler_timeout_seconds=600.0,
-    )  # fmt: skip
+    )
     assert config.handler_timeout("sleeper") == 0.3
     assert config.handler_timeout("mail") == 600.0
     before = HANDLER_TIMEOUTS.labels("sleeper")._value.get()
@@ -204,8 +212,9 @@ async def test_a_handler_past_its_deadline_is_cancelled_and_the_attempt_fails(
 
     async def given_up() -> bool:
         return [o for _, o in await outcomes(admin, "slow-trace-1", "sleeper")] == [
-            "failed", "dead_lettered",
-        ]  # fmt: skip
+            "failed",
+            "dead_lettered",
+        ]
 
     await wait_for(given_up, timeout=15)
     assert cancelled.is_set()
@@ -222,8 +231,9 @@ async def test_the_purge_removes_only_records_older_than_the_retention(
     now = utcnow()
 
     def attempt(n: int, age: timedelta) -> Attempt:
-        return Attempt(f"e{n}", "mail", "c", "s", f"{n}-0", 1, "handled", None,
-                       (now - age).isoformat(), 1.0)  # fmt: skip
+        return Attempt(
+            f"e{n}", "mail", "c", "s", f"{n}-0", 1, "handled", None, (now - age).isoformat(), 1.0
+        )
 
     old = [attempt(n, timedelta(days=8, minutes=n)) for n in range(12)]
     young = [attempt(100 + n, timedelta(days=6)) for n in range(3)]
@@ -244,8 +254,12 @@ async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_even
 ) -> None:
     store = resources.store
     async with store.transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id="a1", viewer=f"v{i}", trace_id="views-batch")
-                          for i in range(40)))  # fmt: skip
+        await tx.append(
+            *(
+                ArticleViewed(article_id="a1", viewer=f"v{i}", trace_id="views-batch")
+                for i in range(40)
+            )
+        )
     start_relay()
     start_worker("article-views", name="v1")
 
@@ -256,8 +270,9 @@ async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_even
     # The 40 attempts are in the rows of their batches (one per XREADGROUP), none alone.
     batches = await store.fetchone("SELECT COUNT(*) FROM delivery_batches")
     assert batches is not None and 1 <= batches[0] <= 4
-    alone = await store.fetchone("SELECT COUNT(*) FROM deliveries WHERE group_name = ?",
-                                 ("article-views",))  # fmt: skip
+    alone = await store.fetchone(
+        "SELECT COUNT(*) FROM deliveries WHERE group_name = ?", ("article-views",)
+    )
     assert alone == (0,)
     [event, *_] = await store.events_after(0, 1, types=("ArticleViewed",))
     detail = await get(admin, f"/v1/admin/events/{event.event_id}")

@@ -9,11 +9,11 @@ import pytest
 
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
+from sluice.consumers.consumer import Consumer
+from sluice.consumers.dispatch import event_group
 from sluice.errors import HandlerError
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.dispatch import event_group
-from sluice.streams.relay import Relay
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from tests.integration.conftest import post_views
 
 pytestmark = pytest.mark.topologies("single", "cluster")

@@ -51,8 +51,9 @@ async def seed(store: Store, n: int = 40) -> list[tuple[int, Event, str]]:
             await tx.append(event)
         at = stored_time(T0 + timedelta(minutes=i if i != 7 else 6))
         async with store.transaction() as tx:
-            await tx.execute("UPDATE events SET created_at = ? WHERE event_id = ?",
-                             (at, event.event_id))  # fmt: skip
+            await tx.execute(
+                "UPDATE events SET created_at = ? WHERE event_id = ?", (at, event.event_id)
+            )
         row = await store.fetchone("SELECT seq FROM events WHERE event_id = ?", (event.event_id,))
         assert row is not None
         made.append((int(row[0]), event, at))
@@ -97,11 +98,16 @@ async def test_each_filter_finds_exactly_its_events_newest_first_page_by_page(
         assert [e.seq for e in found] == _newest_first(expected), query
     # What an item carries: the row and the payload as the event's JSON.
     [first] = (await search(store, EventQuery(type="UserRegistered", limit=1))).items
-    seq, event, at = max((m for m in made if isinstance(m[1], UserRegistered)),
-                         key=lambda m: (m[2], m[0]))  # fmt: skip
+    seq, event, at = max(
+        (m for m in made if isinstance(m[1], UserRegistered)), key=lambda m: (m[2], m[0])
+    )
     assert (first.seq, first.event_id, first.aggregate, first.trace_id, first.created_at) == (
-        seq, event.event_id, "users", event.trace_id, at
-    )  # fmt: skip
+        seq,
+        event.event_id,
+        "users",
+        event.trace_id,
+        at,
+    )
     data = json.loads(bytes(first.data))
     assert (data["type"], data["user_id"]) == ("UserRegistered", event.user_id)  # type: ignore[attr-defined]
 
@@ -130,9 +136,13 @@ async def test_the_hot_since_says_how_far_back_the_search_reaches(store: Store) 
 
 @pytest.mark.parametrize(
     "check, raw",
-    [(instant, "yesterday"), (instant, "2026-12-01T10:00:00"), (decode_cursor, "bm90IGEgY3Vyc29y"),
-     (decode_cursor, "!!")],
-)  # fmt: skip
+    [
+        (instant, "yesterday"),
+        (instant, "2026-12-01T10:00:00"),
+        (decode_cursor, "bm90IGEgY3Vyc29y"),
+        (decode_cursor, "!!"),
+    ],
+)
 def test_bad_times_and_cursors_are_refused_with_a_reason(check: object, raw: str) -> None:
     with pytest.raises(Invalid):
         check(raw)  # type: ignore[operator]
@@ -228,9 +238,13 @@ async def test_sluice_events_prints_a_page_and_the_cursor_to_the_next(
 
 @pytest.mark.parametrize(
     "args, named",
-    [(["--type", "Nope"], "is not an event type"), (["--since", "soon"], "RFC 3339"),
-     (["--limit", "0"], "from 1 to 500"), (["--trace-id", "a b"], "is not a trace id")],
-)  # fmt: skip
+    [
+        (["--type", "Nope"], "is not an event type"),
+        (["--since", "soon"], "RFC 3339"),
+        (["--limit", "0"], "from 1 to 500"),
+        (["--trace-id", "a b"], "is not a trace id"),
+    ],
+)
 async def test_sluice_events_refuses_bad_filters_with_the_reason(
     config: Config, args: list[str], named: str
 ) -> None:

@@ -21,8 +21,8 @@ from sluice.builtin.links.exports import jobs
 from sluice.builtin.links.keys import LinksKeys
 from sluice.config import Config
 from sluice.events import decode
-from sluice.resources import Resources
-from sluice.streams.relay import Relay
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from tests.integration.test_exports import CODE, all_published, seed, small_export
 from tests.link_helpers import bearer
 
@@ -151,7 +151,10 @@ async def test_a_job_cancelled_while_queued_never_runs_when_a_worker_starts(
     after = await jobs.get_job(store, job.id)
     assert after is not None
     assert (after.status, after.attempt, after.started_at, after.progress) == (
-        "cancelled", 0, None, 0,
-    )  # fmt: skip
+        "cancelled",
+        0,
+        None,
+        0,
+    )
     assert await stored_bytes(resources, job.id) == 0
     await nothing_left_over(resources)

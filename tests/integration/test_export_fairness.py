@@ -20,8 +20,8 @@ from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs
 from sluice.config import Config
-from sluice.resources import Resources
-from sluice.streams.relay import Relay
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from tests.integration.test_exports import all_published
 from tests.link_helpers import OTHER, OWNER, add_link
 

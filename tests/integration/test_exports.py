@@ -25,13 +25,13 @@ from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.exports.retention import purge_finished
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.errors import HandlerError
 from sluice.events import decode, utcnow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from sluice.store import Store
-from sluice.streams.consumer import Consumer
 from sluice.streams.messages import BatchHandler, Delivery, Message, fields_from_redis
-from sluice.streams.relay import POSITION, Relay
 from sluice.streams.spec import GroupSpec, runtime_settings
 from tests.link_helpers import OWNER, add_link, add_user
 
@@ -54,10 +54,13 @@ def config(make_config: Callable[..., Config]) -> Config:
 def visit(i: int, code: str) -> LinkVisited:
     browser = ("Chrome", "Firefox", "Googlebot")[i % 3]
     return LinkVisited(
-        code=code, visitor=f"visitor-{i}", referrer_host=(None, "news.example.com", "t.co")[i % 3],
-        browser=browser, is_bot=browser == "Googlebot",
+        code=code,
+        visitor=f"visitor-{i}",
+        referrer_host=(None, "news.example.com", "t.co")[i % 3],
+        browser=browser,
+        is_bot=browser == "Googlebot",
         occurred_at=BASE + timedelta(milliseconds=i),
-    )  # fmt: skip
+    )
 
 
 async def seed(store: Store) -> None:
@@ -69,9 +72,11 @@ async def seed(store: Store) -> None:
     for start in range(0, total, PER_TX):
         async with store.transaction() as tx:
             await tx.append(
-                *(visit(i, OTHER_CODE if i % 11 == 10 else CODE)
-                  for i in range(start, min(total, start + PER_TX)))
-            )  # fmt: skip
+                *(
+                    visit(i, OTHER_CODE if i % 11 == 10 else CODE)
+                    for i in range(start, min(total, start + PER_TX))
+                )
+            )
 
 
 async def small_export(store: Store) -> Job:
@@ -99,9 +104,14 @@ async def expected_rows(store: Store, upto: int) -> list[tuple[datetime, str, st
         event = decode(stored.payload)
         if stored.seq <= upto and isinstance(event, LinkVisited) and event.code == CODE:
             rows.append(
-                (event.occurred_at, event.visitor, event.referrer_host or "", event.browser,
-                 "true" if event.is_bot else "false")
-            )  # fmt: skip
+                (
+                    event.occurred_at,
+                    event.visitor,
+                    event.referrer_host or "",
+                    event.browser,
+                    "true" if event.is_bot else "false",
+                )
+            )
     return rows
 
 
@@ -121,8 +131,16 @@ async def stored_csv(store: Store, job_id: str) -> bytes:
 async def csv_rows(store: Store, job_id: str) -> list[tuple[datetime, str, str, str, str]]:
     text = (await stored_csv(store, job_id)).decode()
     header, *rows = list(csv.reader(io.StringIO(text, newline="")))
-    assert header == ["visited_at", "visitor", "referrer_host", "browser", "is_bot",
-                      "country", "os", "device"]  # fmt: skip
+    assert header == [
+        "visited_at",
+        "visitor",
+        "referrer_host",
+        "browser",
+        "is_bot",
+        "country",
+        "os",
+        "device",
+    ]
     assert all(row[0].endswith("Z") for row in rows)
     return [
         (datetime.fromisoformat(row[0].replace("Z", "+00:00")), row[1], row[2], row[3], row[4])
@@ -283,9 +301,14 @@ async def test_a_failed_job_purged_then_redriven_starts_over_and_serves_its_resu
     assert started is not None
     found = await visits.scan(store, CODE, 0, job.snapshot_seq // 2)
     assert await jobs.checkpoint(
-        store, started, cursor_seq=job.snapshot_seq // 2, rows=len(found), progress=50,
-        at=started.cursor_bytes, data=visits.csv_rows(found),
-    )  # fmt: skip
+        store,
+        started,
+        cursor_seq=job.snapshot_seq // 2,
+        rows=len(found),
+        progress=50,
+        at=started.cursor_bytes,
+        data=visits.csv_rows(found),
+    )
     assert await jobs.give_up(store, job.id, "given up after 5 deliveries")
     # Retention removes what the failed job left, and marks it purged.
     assert await purge_finished(store, utcnow() + timedelta(seconds=1), 0) == 1
@@ -312,8 +335,14 @@ async def give_up_on(
     if handler is not None:
         spec = GroupSpec(spec.name, spec.aggregates, handler, spec.on_dead_letter)
     partition = resources.keys.partition_of(job.id)  # the job's: where its entry is
-    consumer = Consumer(spec, resources.redis, resources.keys, "doomed",
-                        runtime_settings(resources.config), partition)  # fmt: skip
+    consumer = Consumer(
+        spec,
+        resources.redis,
+        resources.keys,
+        "doomed",
+        runtime_settings(resources.config),
+        partition,
+    )
     await consumer.ensure_groups()
     stream = resources.keys.stream("exports", partition)
     [(_, entries)] = await resources.redis.xreadgroup("exports", "doomed", {stream: ">"})

@@ -19,12 +19,12 @@ import redis.asyncio as aioredis
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.reminders.events import ReminderCreated
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.publisher import Sent
+from sluice.relay.relay import POSITION, Relay
 from sluice.store import StoredEvent
-from sluice.streams.consumer import Consumer
-from sluice.streams.publisher import Sent
-from sluice.streams.relay import POSITION, Relay
 from tests.integration.archive_helpers import make_old
 from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import (
@@ -212,13 +212,21 @@ async def test_a_redis_that_lost_everything_gets_back_only_the_retention_window(
     async with resources.store.transaction() as tx:
         await tx.append(*(ArticleViewed(article_id=ARTICLE, viewer=f"old-{i}") for i in range(20)))
     async with resources.store.transaction() as tx:
-        await tx.append(ReminderCreated(reminder_id="r1", owner_id="u1", cron="0 0 9 * * *",
-                                        timezone="UTC", text="quiet for days"))  # fmt: skip
+        await tx.append(
+            ReminderCreated(
+                reminder_id="r1",
+                owner_id="u1",
+                cron="0 0 9 * * *",
+                timezone="UTC",
+                text="quiet for days",
+            )
+        )
     await make_old(resources.store, 21)
     await post_views(resources, ARTICLE, 30, start=20)  # seq 22 to 51, young
     config = resources.config
-    async with Relay(resources.store, resources.redis, resources.keys,
-                     retention_s=config.stream_retention) as relay:  # fmt: skip
+    async with Relay(
+        resources.store, resources.redis, resources.keys, retention_s=config.stream_retention
+    ) as relay:
         while await relay.run_once():
             pass
         await published_up_to(resources, 51)

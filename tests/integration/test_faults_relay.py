@@ -12,9 +12,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from sluice.app.testing import Child, wait_for
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import POSITION, Relay
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from tests.integration.conftest import post_views
 from tests.integration.faults_helpers import (
     Trickle,

@@ -15,8 +15,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from sluice.app.testing import Child, wait_for
-from sluice.resources import Resources
-from sluice.streams.relay import POSITION, Relay
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import (
     pending_of,
@@ -90,9 +90,13 @@ async def test_worker_killed_mid_batch_restarts_and_drains_its_own_pending_list(
     # Same consumer name, and no XAUTOCLAIM within the test's lifetime: the
     # entries the dead process held come back only through its pending list.
     spawn(
-        "worker", "article-views", "--consumer", "c1",
-        SLUICE_PROJECTION_BATCH=BATCH, SLUICE_CLAIM_IDLE_MS=NEVER_MS,
-    )  # fmt: skip
+        "worker",
+        "article-views",
+        "--consumer",
+        "c1",
+        SLUICE_PROJECTION_BATCH=BATCH,
+        SLUICE_CLAIM_IDLE_MS=NEVER_MS,
+    )
     await settle(resources, redis, ARTICLE, TOTAL)
     assert await pending_of(redis, resources.keys.stream("articles"), "c1") == 0
 
@@ -108,9 +112,13 @@ async def test_entries_of_a_killed_worker_are_reclaimed_by_another_consumer(
 
     # c1 never comes back: only c2's XAUTOCLAIM can empty c1's pending list.
     spawn(
-        "worker", "article-views", "--consumer", "c2",
-        SLUICE_PROJECTION_BATCH=BATCH, SLUICE_CLAIM_IDLE_MS="1000",
-    )  # fmt: skip
+        "worker",
+        "article-views",
+        "--consumer",
+        "c2",
+        SLUICE_PROJECTION_BATCH=BATCH,
+        SLUICE_CLAIM_IDLE_MS="1000",
+    )
 
     async def dead_consumer_has_nothing_pending() -> bool:
         return await pending_of(redis, resources.keys.stream("articles"), "c1") == 0

@@ -19,12 +19,12 @@ from aiohttp.test_utils import TestClient
 from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_for
 from sluice.config import Config
-from sluice.resources import Resources, redis_client
-from sluice.streams import pause
-from sluice.streams.consumer import Consumer
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources, redis_client
+from sluice.records import pause
+from sluice.records.pause import POLL_INTERVAL_S, READ_BLOCK_MS, PauseWatch
+from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
-from sluice.streams.pause import POLL_INTERVAL_S, READ_BLOCK_MS, PauseWatch
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec, runtime_settings
 from tests.integration.conftest import Running, post_views, views
 from tests.integration.test_cli import sluice
@@ -111,9 +111,11 @@ async def producing(resources: Resources, start: int) -> AsyncIterator[list[int]
 
 @pytest.mark.slow
 async def test_a_worker_process_stops_within_2s_of_a_pause_and_resume_drains_it(
-    resources: Resources, api: Client, start_relay: Callable[..., Relay],
+    resources: Resources,
+    api: Client,
+    start_relay: Callable[..., Relay],
     spawn: Callable[..., Child],
-) -> None:  # fmt: skip
+) -> None:
     start_relay()
     # The default 2 s block: the worker caps it while it watches for pauses.
     spawn("worker", GROUP, "--consumer", "c1", SLUICE_WORKER_BLOCK_MS="2000")
@@ -150,9 +152,11 @@ async def test_a_worker_process_stops_within_2s_of_a_pause_and_resume_drains_it(
 
 @pytest.mark.slow
 async def test_a_paused_group_stays_paused_when_its_worker_restarts(
-    resources: Resources, api: Client, start_relay: Callable[..., Relay],
+    resources: Resources,
+    api: Client,
+    start_relay: Callable[..., Relay],
     spawn: Callable[..., Child],
-) -> None:  # fmt: skip
+) -> None:
     start_relay()
     worker = spawn("worker", GROUP, "--consumer", "c1")
     await post_views(resources, ARTICLE, 3)

@@ -170,8 +170,9 @@ async def test_a_drain_runs_what_a_route_committed_through_every_group_once(
     assert (drained.published, drained.retried, drained.failures) == (4, 0, ())
     stamped = await harness.handled("stamping")
     assert [(type(e).__name__, e.crate_id) for e in stamped] == [  # type: ignore[attr-defined]
-        ("CrateSent", "p1"), ("CrateSent", "p2"),
-    ]  # fmt: skip
+        ("CrateSent", "p1"),
+        ("CrateSent", "p2"),
+    ]
     assert _types(await harness.handled("tracking")) == ["CrateStamped"] * 2
     assert _types(await harness.handled("crate-counts")) == ["CrateSent"] * 2 + ["CrateStamped"] * 2
     counted = await harness.store.fetchall("SELECT kind, n FROM crate_counts ORDER BY kind")

@@ -13,10 +13,10 @@ import redis.asyncio as aioredis
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.resources import Resources, redis_client
-from sluice.streams.group_history.buckets import expire_at, hour_label, minute_of
-from sluice.streams.group_history.reading import Point, read_history
-from sluice.streams.group_history.sampler import HistorySampler
+from sluice.process.resources import Resources, redis_client
+from sluice.records.group_history.buckets import expire_at, hour_label, minute_of
+from sluice.records.group_history.reading import Point, read_history
+from sluice.records.group_history.sampler import HistorySampler
 from sluice.streams.spec import Counters
 
 # The history is Redis alone: one store is enough.
@@ -72,8 +72,13 @@ async def test_samples_land_in_their_minute_with_the_lag_of_every_partition(
 
     first, second = (await points(resources, "mail", clock, 3))[-2:]
     partitions = keys.partitions
-    assert first == Point(minute=clock.now - timedelta(minutes=1), handled=3, failed=1,
-                          dead_lettered=0, lag=2 * partitions)  # fmt: skip
+    assert first == Point(
+        minute=clock.now - timedelta(minutes=1),
+        handled=3,
+        failed=1,
+        dead_lettered=0,
+        lag=2 * partitions,
+    )
     assert second == Point(minute=clock.now, handled=0, failed=0, dead_lettered=1, lag=0)
     assert sampler.unwritten == {}
     key = keys.history("mail", "handled", hour_label(first.minute))

@@ -17,11 +17,11 @@ from sluice.cli.stream_commands import show_status
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.history.size import measure
-from sluice.http.keys import STORE
-from sluice.resources import Resources
+from sluice.http.app_keys import STORE
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
-from sluice.streams.relay import POSITION
 from tests.integration.archive_helpers import LONG_AGO, hot_rows, make_old, run_archive
 from tests.integration.test_metrics import ADMIN, scrape, value
 
@@ -54,8 +54,10 @@ async def test_the_size_counts_hot_and_archived_events_once(resources: Resources
     # lie above the table's first seq (the views at 101-130 stay), one straddles nothing.
     moved = await run_archive(store, segment_events=50, min_events=40, published=199)
     assert [(m.aggregate, m.first_seq, m.last_seq) for m in moved] == [
-        ("visits", 1, 50), ("visits", 51, 100), ("visits", 131, 180),
-    ]  # fmt: skip
+        ("visits", 1, 50),
+        ("visits", 51, 100),
+        ("visits", 131, 180),
+    ]
     size = await measure(store)
     assert size.hot_events == len(await hot_rows(store)) == 50
     assert size.segments == 3 and size.archived_events == 150
@@ -95,10 +97,14 @@ async def test_status_the_admin_route_and_metrics_show_the_size(
     assert answer.status == 200
     shown = await answer.json()
     assert shown == {
-        "hot_events": 50, "hot_oldest_at": LONG_AGO, "segments": 3, "archived_events": 150,
-        "archived_bytes": sum(m.bytes for m in moved), "oldest_event_at": LONG_AGO,
+        "hot_events": 50,
+        "hot_oldest_at": LONG_AGO,
+        "segments": 3,
+        "archived_events": 150,
+        "archived_bytes": sum(m.bytes for m in moved),
+        "oldest_event_at": LONG_AGO,
         "head_seq": 200,
-    }  # fmt: skip
+    }
 
     metrics = await scrape(client)
     assert value(metrics, "sluice_history_hot_events") == 50

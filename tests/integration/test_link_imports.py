@@ -15,11 +15,11 @@ from sluice.builtin.links.exports import chunks
 from sluice.builtin.links.exports import jobs as job_rows
 from sluice.builtin.links.imports import jobs
 from sluice.builtin.links.imports.formats import parse
+from sluice.consumers.consumer import Consumer
 from sluice.events import decode
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.store import Store
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import Relay
 from tests.link_helpers import OWNER, add_user
 
 SAMPLES = Path(__file__).parent.parent / "data" / "imports"

@@ -14,7 +14,7 @@ import pytest
 
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from tests.link_helpers import add_user, bearer
 
 pytestmark = pytest.mark.slow

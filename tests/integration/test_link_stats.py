@@ -18,12 +18,12 @@ from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.links.http.keys import LINK_FOLLOWER, VISITS
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
-from sluice.http.keys import STORE
+from sluice.http.app_keys import STORE
+from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import POSITION, Relay
+from sluice.relay.relay import POSITION, Relay
 from tests.integration.faults_helpers import pending_of
 from tests.integration.link_traffic import Traffic, comparable, today, traffic
 from tests.link_helpers import add_link, add_user

@@ -16,7 +16,7 @@ from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from tests.link_helpers import CHROME, add_link
 
 

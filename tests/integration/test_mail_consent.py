@@ -37,12 +37,12 @@ from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.builtin.reminders.stored import Reminder, insert_reminder
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.store.users import User, db_time
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import Relay
 from tests.integration.mail_helpers import Received, dead_letters, drained, smtp_server
 
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -109,8 +109,9 @@ async def test_an_unverified_address_gets_no_reminder_mail_and_one_click_pauses_
     with smtp_server() as server:
         mail_config = make_config(smtp_url=server.url, reminder_min_interval=1)
         start_relay()
-        start_worker(spec=mail.group(dataclasses.replace(resources, config=mail_config)),
-                     config=mail_config)  # fmt: skip
+        start_worker(
+            spec=mail.group(dataclasses.replace(resources, config=mail_config)), config=mail_config
+        )
         # Learning of changes from the stream only (the reload is far away).
         runners = await start_runners(2, reload_seconds=600)
         auth = await _victim(client)
@@ -173,8 +174,14 @@ async def test_an_unverified_address_gets_no_reminder_mail_and_one_click_pauses_
 async def _verified_owner_with_reminder(resources: Resources) -> Reminder:
     now = utcnow()
     user = User(id="u-budget", email="busy@example.org", name="Busy", created_at=now)
-    reminder = Reminder(id="r-budget", owner_id=user.id, cron="* * * * * *", timezone="UTC",
-                        text="tick", created_at=now)  # fmt: skip
+    reminder = Reminder(
+        id="r-budget",
+        owner_id=user.id,
+        cron="* * * * * *",
+        timezone="UTC",
+        text="tick",
+        created_at=now,
+    )
     async with resources.store.transaction() as tx:
         await insert_user(tx, user, "not-a-hash")
         await tx.execute("UPDATE users SET verified_at = ? WHERE id = ?", (db_time(now), user.id))
@@ -199,10 +206,14 @@ async def test_the_mail_budget_holds_across_two_mail_workers(
         start = utcnow().replace(microsecond=0)
         async with resources.store.transaction() as tx:
             for i in range(10):
-                await tx.append(ReminderDue(
-                    reminder_id=reminder.id, owner_id=reminder.owner_id, text="tick",
-                    scheduled_for=start + timedelta(seconds=i),
-                ))  # fmt: skip
+                await tx.append(
+                    ReminderDue(
+                        reminder_id=reminder.id,
+                        owner_id=reminder.owner_id,
+                        text="tick",
+                        scheduled_for=start + timedelta(seconds=i),
+                    )
+                )
         await wait_for(_settled(resources))
 
         mails = list((Path(config.data_dir) / "mail").glob("reminder_*.eml"))
@@ -231,11 +242,15 @@ async def test_two_budgets_share_one_count_and_both_windows_slide(
         key = keys.mail_budget("u1")
         await resources.redis.eval(
             "for i, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do"
-            " redis.call('ZINCRBY', KEYS[1], -3660000, m) end", 1, key,
-        )  # fmt: skip
+            " redis.call('ZINCRBY', KEYS[1], -3660000, m) end",
+            1,
+            key,
+        )
         assert [await one.spend("u1", f"n{i}") for i in range(3)] == [
-            Spent.GRANTED, Spent.GRANTED, Spent.DAY,
-        ]  # fmt: skip
+            Spent.GRANTED,
+            Spent.GRANTED,
+            Spent.DAY,
+        ]
 
         off = UserBudget(resources.redis, keys.mail_budget, hourly=0, daily=0)
         redis_server.stop()

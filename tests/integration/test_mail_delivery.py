@@ -19,10 +19,10 @@ from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.settings import AccountsSettings
 from sluice.config import Config
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.streams.failures import Failures
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.mail_helpers import (
     GROUP,

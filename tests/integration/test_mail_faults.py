@@ -15,10 +15,10 @@ import redis
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import POSITION, Relay
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from tests.integration.faults_helpers import pending_of
 from tests.integration.mail_helpers import (
     GROUP,

@@ -15,9 +15,9 @@ from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.ratelimit import Grant, RateLimiter
 from sluice.config import Config
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import Relay
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from tests.integration.mail_helpers import drained, register, smtp_server
 
 pytestmark = pytest.mark.topologies("single", "cluster")

@@ -27,7 +27,7 @@ from sluice.builtin.accounts.mail.sending import Mailer, Outgoing
 from sluice.builtin.accounts.mail.settings import parse_smtp_url
 from sluice.builtin.accounts.mail.transport import SmtpTransport
 from sluice.errors import HandlerError
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from tests.integration.mail_helpers import SmtpServer, sent_keys, smtp_server
 
 USER = "mailer"
@@ -41,11 +41,27 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
         pytest.skip("openssl is needed to make the test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -68,9 +84,12 @@ def tls_server(certificate: tuple[Path, Path]) -> Iterator[tuple[SmtpServer, Log
     context.load_cert_chain(*certificate)
     logins = Logins()
     with smtp_server(
-        tls_context=context, require_starttls=True, auth_required=True,
-        auth_require_tls=True, authenticator=logins,
-    ) as server:  # fmt: skip
+        tls_context=context,
+        require_starttls=True,
+        auth_required=True,
+        auth_require_tls=True,
+        authenticator=logins,
+    ) as server:
         yield server, logins
 
 
@@ -84,9 +103,13 @@ def mailer(resources: Resources, url: str, cafile: Path) -> Mailer:
 
 def welcome(user_id: str) -> Outgoing:
     return Outgoing(
-        key=f"welcome_{user_id}", recipient="ada@example.org", recipient_name="Ada",
-        content=templates.welcome("Ada", "http://sluice.test", "http://sluice.test/v1/verify?token=t"),
-    )  # fmt: skip
+        key=f"welcome_{user_id}",
+        recipient="ada@example.org",
+        recipient_name="Ada",
+        content=templates.welcome(
+            "Ada", "http://sluice.test", "http://sluice.test/v1/verify?token=t"
+        ),
+    )
 
 
 async def test_starttls_then_login_delivers_and_logs_one_line_without_secrets(
@@ -110,10 +133,14 @@ async def test_starttls_then_login_delivers_and_logs_one_line_without_secrets(
     sent = [e for e in logs if e["event"] == "mail sent"]
     assert sent == [
         {
-            "event": "mail sent", "log_level": "info", "key": "welcome_u1",
-            "recipient_domain": "example.org", "transport": "smtp", "trace_id": "trace-42",
+            "event": "mail sent",
+            "log_level": "info",
+            "key": "welcome_u1",
+            "recipient_domain": "example.org",
+            "transport": "smtp",
+            "trace_id": "trace-42",
         }
-    ]  # fmt: skip
+    ]
     assert any(e["event"] == "mail already sent, skipped" for e in logs)
     text = json.dumps(logs, default=str) + repr(sender) + sender.transport.describe()
     assert PASSWORD not in text and ENCODED not in text and "s3cret" not in text

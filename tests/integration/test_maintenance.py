@@ -9,10 +9,10 @@ import pytest
 
 from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.maintenance import reap_consumers, status, trim_streams
-from sluice.streams.relay import Relay
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.records.maintenance import reap_consumers, status, trim_streams
+from sluice.relay.relay import Relay
 from tests.integration.conftest import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -124,6 +124,9 @@ async def test_status_reports_lag_pending_dead_letters_and_backlog(resources: Re
     assert (articles.length, articles.partition) == (4, partition)
     [group] = articles.groups
     assert (group.group, group.consumers, group.pending, group.dead_letters) == (
-        "article-views", 1, 1, 1,
-    )  # fmt: skip
+        "article-views",
+        1,
+        1,
+        1,
+    )
     assert group.lag in (3, None)  # Redis 7 reports lag; 6.2 does not

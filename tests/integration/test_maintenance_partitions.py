@@ -18,18 +18,18 @@ from sluice.app.assembly import all_tasks, create_app
 from sluice.app.testing import wait_for
 from sluice.cli.stream_commands import show_status
 from sluice.config import Config
-from sluice.redis_cluster import is_cluster
-from sluice.resources import Resources
-from sluice.scheduler.runner import Runner
-from sluice.streams.failures import Failures
-from sluice.streams.maintenance import (
+from sluice.process.resources import Resources
+from sluice.records.maintenance import (
     group_totals,
     passed_by_every_group,
     reap_consumers,
     status,
     trim_streams,
 )
-from sluice.streams.relay import Relay
+from sluice.redis_client.cluster import is_cluster
+from sluice.relay.relay import Relay
+from sluice.scheduler.runner import Runner
+from sluice.streams.failures import Failures
 from tests.integration.archive_helpers import hot_rows, make_old
 from tests.integration.conftest import post_views
 from tests.integration.test_metrics import ADMIN, scrape, value
@@ -41,8 +41,12 @@ GROUP = "article-views"
 VIEWS = 3  # per article
 ARTICLES = [f"a{i}" for i in range(12)]
 # The partition of each article (CRC-32 of its id, modulo 4), and so of its views.
-SPREAD = {0: ["a4", "a6"], 1: ["a0", "a2", "a9", "a11"], 2: ["a5", "a7"],
-          3: ["a1", "a3", "a8", "a10"]}  # fmt: skip
+SPREAD = {
+    0: ["a4", "a6"],
+    1: ["a0", "a2", "a9", "a11"],
+    2: ["a5", "a7"],
+    3: ["a1", "a3", "a8", "a10"],
+}
 Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
@@ -216,8 +220,10 @@ async def test_admin_streams_and_metrics_show_the_partitions(
     for partition in resources.keys.numbers:
         stream = resources.keys.stream("articles", partition)
         node = node_of(resources, stream) or ""
-        assert value(metrics, "sluice_stream_info", stream=stream, partition=str(partition),
-                     node=node) == 1  # fmt: skip
+        assert (
+            value(metrics, "sluice_stream_info", stream=stream, partition=str(partition), node=node)
+            == 1
+        )
         assert value(metrics, "sluice_stream_length", stream=stream) == len(SPREAD[partition]) * 3
     assert value(metrics, "sluice_dead_letters", group=GROUP) == 1
     assert value(metrics, "sluice_delayed_retries") == 1

@@ -30,7 +30,7 @@ from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 from sluice.events import utcnow
 from sluice.http.admin_token import record_generated
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 

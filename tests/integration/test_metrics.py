@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sluice import metrics
 from sluice.app.assembly import create_app
 from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
-from sluice.metrics_env import ENV, metrics_dir
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.telemetry import prometheus
+from sluice.telemetry.metrics_dir import ENV, metrics_dir
 from tests.integration.conftest import post_views, views
 
 ADMIN = {"Authorization": "Bearer metrics-admin-token-0123456789abcdef"}
@@ -67,15 +67,17 @@ async def test_counters_move_with_the_traffic_and_redis_down_still_answers(
     # Not relayed yet: the relay backlog shows them.
     assert value(after, "sluice_relay_backlog") == 3
     # Redirects: requests by route pattern, visits recorded, cache hits.
-    login = await client.post("/v1/tokens", json={"email": "u0@example.org",
-                                                   "password": "correct horse"})  # fmt: skip
+    login = await client.post(
+        "/v1/tokens", json={"email": "u0@example.org", "password": "correct horse"}
+    )
     auth = {"Authorization": f"Bearer {(await login.json())['token']}"}
     link = await client.post("/v1/links", json={"url": "https://example.org/"}, headers=auth)
     code = (await link.json())["code"]
     for _ in range(5):
         assert (await client.get(f"/{code}", allow_redirects=False)).status == 302
-    redirects = value(after, "sluice_http_requests_total", method="GET", route="/{code}",
-                      status="302")  # fmt: skip
+    redirects = value(
+        after, "sluice_http_requests_total", method="GET", route="/{code}", status="302"
+    )
 
     async def published() -> bool:
         now = await scrape(client)
@@ -85,10 +87,14 @@ async def test_counters_move_with_the_traffic_and_redis_down_still_answers(
 
     await wait_for(published, timeout=10)
     moved = await scrape(client)
-    assert value(moved, "sluice_http_requests_total", method="GET", route="/{code}",
-                 status="302") == redirects + 5  # fmt: skip
-    assert value(moved, "sluice_http_request_duration_seconds_count", method="GET",
-                 route="/{code}") >= 5  # fmt: skip
+    assert (
+        value(moved, "sluice_http_requests_total", method="GET", route="/{code}", status="302")
+        == redirects + 5
+    )
+    assert (
+        value(moved, "sluice_http_request_duration_seconds_count", method="GET", route="/{code}")
+        >= 5
+    )
     hits = value(moved, "sluice_link_cache_lookups_total", result="hit")
     assert hits >= value(after, "sluice_link_cache_lookups_total", result="hit") + 4
     redis_server.stop()
@@ -133,7 +139,7 @@ async def test_one_scrape_adds_up_the_counters_of_every_process(
 async def test_every_family_a_scrape_shows_is_declared_as_shown(
     aiohttp_client: Callable[..., Awaitable[Any]], config: Config
 ) -> None:
-    """What the metrics reference lists (``sluice.metrics.declared``) is what /metrics
+    """What the metrics reference lists (``sluice.telemetry.prometheus.declared``) is what /metrics
     shows: a metric made without declaring it would be missing from the page."""
     client = await aiohttp_client(create_app(config))
     user = {"email": "declared@example.org", "password": "correct horse"}
@@ -144,7 +150,7 @@ async def test_every_family_a_scrape_shows_is_declared_as_shown(
         for family in text_string_to_metric_families(await response.text())
         if family.name.startswith("sluice_")
     ]
-    declared = {d.name: d for d in metrics.declared()}
+    declared = {d.name: d for d in prometheus.declared()}
     # In one process (not the multiprocess mode of the deployment) prometheus-client
     # also shows each counter's and histogram's creation time as a gauge of its own.
     created = {f"{d.name}_created" for d in declared.values() if d.kind != "gauge"}

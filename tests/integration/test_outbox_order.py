@@ -22,10 +22,10 @@ from sluice.app.assembly import open_store
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
+from sluice.relay.relay import Relay
 from sluice.store import Store, Tx
 from sluice.store.postgres import PostgresTx
-from sluice.streams.keys import Keys
-from sluice.streams.relay import Relay
+from sluice.streams.engine_keys import Keys
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

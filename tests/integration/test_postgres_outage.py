@@ -28,7 +28,7 @@ from sluice.app.testing import Child, child_env, wait_answering, wait_for
 from sluice.config import Config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_server import free_port
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 
 pytestmark = [pytest.mark.slow, pytest.mark.stores("postgres")]
 
@@ -102,10 +102,13 @@ async def processes(outage_config: Config) -> AsyncIterator[str]:
     children = [
         Child(args, env).start(log=outage_config.data_dir.parent / f"{args[-1]}.log")
         for args in (
-            ["api"], ["relay"], ["worker", "link-stats"], ["worker", "article-views"],
+            ["api"],
+            ["relay"],
+            ["worker", "link-stats"],
+            ["worker", "article-views"],
             ["worker", "mail"],
         )
-    ]  # fmt: skip
+    ]
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -146,8 +149,10 @@ async def test_a_database_crash_under_traffic_loses_nothing_and_redirects_never_
         traffic.stop.set()
         await asyncio.gather(*running)
 
-        statuses = {kind: sorted({s for k, s in traffic.answers if k == kind}) for kind in
-                    ("redirect", "view", "register")}  # fmt: skip
+        statuses = {
+            kind: sorted({s for k, s in traffic.answers if k == kind})
+            for kind in ("redirect", "view", "register")
+        }
         assert statuses["redirect"] == [302], traffic.answers
         assert set(statuses["view"]) <= {202, 503} and 503 in statuses["view"], traffic.answers
         assert set(statuses["register"]) <= {201, 503}, traffic.answers

@@ -14,8 +14,8 @@ import pytest
 from sluice.app.testing import wait_for
 from sluice.builtin.links.keys import LinksKeys
 from sluice.embedded.redis_server import RedisServer
-from sluice.resources import Resources
-from sluice.streams.relay import POSITION, Relay
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from tests.link_helpers import add_link, add_user, bearer, change_link
 
 pytestmark = pytest.mark.slow
@@ -155,8 +155,11 @@ async def test_a_change_missed_during_an_outage_is_seen_after_the_reconnect(
     await add_user(resources.store)
     async with (
         aiohttp.ClientSession() as http,
-        http.patch(f"{replicas[0]}/v1/links/{CODE}", json={"url": "https://example.org/third"},
-                   headers=bearer()) as r,
-    ):  # fmt: skip
+        http.patch(
+            f"{replicas[0]}/v1/links/{CODE}",
+            json={"url": "https://example.org/third"},
+            headers=bearer(),
+        ) as r,
+    ):
         assert r.status == 200, await r.text()
     await within_a_second(everywhere(replicas, (302, "https://example.org/third")))

@@ -20,7 +20,7 @@ from sluice.config import Config
 from sluice.errors import TooManyRequests
 from sluice.http import client_limit
 from sluice.http.client_limit import REGISTER, ClientLimits
-from sluice.resources import keys_for, redis_client, redis_connections
+from sluice.process.resources import keys_for, redis_client, redis_connections
 
 pytestmark = [pytest.mark.stores("sqlite"), pytest.mark.topologies("single", "cluster")]
 

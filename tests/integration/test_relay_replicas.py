@@ -24,8 +24,8 @@ import pytest
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
-from sluice.resources import Resources
-from sluice.streams.relay import POSITION
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION
 from tests.integration.faults_helpers import commit_views_at_once
 
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -86,9 +86,10 @@ class PositionSampler:
 def leaders(relays: dict[Path, Child]) -> list[Path]:
     """The logs of the live relays that have taken the lead at some point."""
     return [
-        log for log, relay in relays.items()
+        log
+        for log, relay in relays.items()
         if relay.process is not None and log.exists() and LEADING in log.read_text()
-    ]  # fmt: skip
+    ]
 
 
 async def stream_seqs(resources: Resources, aggregate: str) -> list[int]:

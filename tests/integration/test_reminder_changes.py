@@ -23,12 +23,12 @@ from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.sending import reminder_key
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import decode, utcnow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.store.users import from_db_time
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import Relay
 from tests.integration.mail_helpers import Received, smtp_server
 from tests.integration.test_reminders import create, drained, fired_at_least, verify_address
 
@@ -104,9 +104,11 @@ async def assert_fired_once_on_time(
 
 @pytest.mark.timeout(90)
 async def test_one_shots_fire_once_within_a_second_with_two_schedulers(
-    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    auth: tuple[Any, dict[str, str]],
+    resources: Resources,
+    spawn: Callable[..., Child],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     client, headers = auth
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     for log in logs:
@@ -126,9 +128,11 @@ async def test_one_shots_fire_once_within_a_second_with_two_schedulers(
 @pytest.mark.timeout(90)
 @pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_one_shot_survives_a_scheduler_restart_before_it_is_due(
-    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    auth: tuple[Any, dict[str, str]],
+    resources: Resources,
+    spawn: Callable[..., Child],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     client, headers = auth
     first = scheduler(spawn, tmp_path / "first.log")
     await wait_for(started(tmp_path / "first.log"), timeout=30)
@@ -149,9 +153,12 @@ async def test_a_one_shot_survives_a_scheduler_restart_before_it_is_due(
 @pytest.mark.timeout(90)
 @pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_one_shot_fires_on_time_while_redis_is_down(
-    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
-    redis_server: RedisServer, tmp_path: Path,
-) -> None:  # fmt: skip
+    auth: tuple[Any, dict[str, str]],
+    resources: Resources,
+    spawn: Callable[..., Child],
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
     """One-shots are claimed and fired in the database alone: a Redis outage around their
     instant changes nothing (ReminderDue waits in the outbox for the relay)."""
     client, headers = auth
@@ -178,9 +185,12 @@ async def test_a_one_shot_fires_on_time_while_redis_is_down(
 @pytest.mark.timeout(120)
 @pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_patch_is_followed_by_every_scheduler_within_two_seconds(
-    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
-    start_relay: Callable[..., Relay], tmp_path: Path,
-) -> None:  # fmt: skip
+    auth: tuple[Any, dict[str, str]],
+    resources: Resources,
+    spawn: Callable[..., Child],
+    start_relay: Callable[..., Relay],
+    tmp_path: Path,
+) -> None:
     client, headers = auth
     reminder_id = await create(client, headers, "* * * * * *", "every second")
     start_relay()
@@ -237,19 +247,27 @@ async def _assert_new_schedule(
 
 @pytest.mark.timeout(120)
 async def test_two_hundred_one_shots_due_together_mail_once_each_across_three_schedulers(
-    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
-    make_config: Callable[..., Config], start_relay: Callable[..., Relay],
-    start_worker: Callable[..., Consumer], tmp_path: Path,
-) -> None:  # fmt: skip
+    auth: tuple[Any, dict[str, str]],
+    resources: Resources,
+    spawn: Callable[..., Child],
+    make_config: Callable[..., Config],
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+    tmp_path: Path,
+) -> None:
     client, headers = auth
     with smtp_server() as server:
         mail_config = make_config(
-            smtp_url=server.url, mail_from="Sluice <hi@sluice.test>", mail_rate=1000.0,
-            mail_user_hourly=1000, mail_user_daily=1000,
-        )  # fmt: skip
+            smtp_url=server.url,
+            mail_from="Sluice <hi@sluice.test>",
+            mail_rate=1000.0,
+            mail_user_hourly=1000,
+            mail_user_daily=1000,
+        )
         start_relay()
-        start_worker(spec=mail.group(dataclasses.replace(resources, config=mail_config)),
-                     config=mail_config)  # fmt: skip
+        start_worker(
+            spec=mail.group(dataclasses.replace(resources, config=mail_config)), config=mail_config
+        )
         await verify_address(client, headers, resources)
         logs = [tmp_path / f"{name}.log" for name in "abc"]
         for log in logs:
@@ -283,9 +301,11 @@ async def test_two_hundred_one_shots_due_together_mail_once_each_across_three_sc
 @pytest.mark.timeout(90)
 @pytest.mark.stores("sqlite")  # the claims on PostgreSQL: the tests of many one-shots
 async def test_a_one_shot_due_while_no_scheduler_runs_fires_once_when_one_starts(
-    auth: tuple[Any, dict[str, str]], resources: Resources, spawn: Callable[..., Child],
+    auth: tuple[Any, dict[str, str]],
+    resources: Resources,
+    spawn: Callable[..., Child],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     client, headers = auth
     at = (utcnow() + patience(2) * SECOND).replace(microsecond=0)
     reminder_id = await one_shot(client, headers, at)

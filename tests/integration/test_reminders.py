@@ -29,13 +29,13 @@ from sluice.builtin.reminders import stored
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.builtin.reminders.events import ReminderDeleted, ReminderDue
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import decode, utcnow
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import POSITION, Relay
 from sluice.store import Store, Tx
 from sluice.store.users import db_time, from_db_time
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import POSITION, Relay
 from tests.integration.conftest import Running
 from tests.integration.mail_helpers import Received, smtp_server
 

@@ -11,11 +11,11 @@ from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.builtin.articles.periods import period_start
+from sluice.consumers.consumer import Consumer
 from sluice.events import utcnow
+from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import Relay
+from sluice.relay.relay import Relay
 from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import settle
 

@@ -20,10 +20,10 @@ import pytest
 from sluice.app.testing import wait_for
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views
 
@@ -75,8 +75,9 @@ async def test_retries_come_back_after_exponential_jittered_backoff(
     slack = consumer._move_interval() + LATENESS_S
     ceilings = [BASE_MS / 1000 * 2 ** (n - 1) for n in range(1, MAX_DELIVERIES)]
     below_ceiling = 0
-    report = {eid: [round(b - a, 3) for a, b in pairwise(times)] for eid, times in
-              deliveries.items()}  # fmt: skip
+    report = {
+        eid: [round(b - a, 3) for a, b in pairwise(times)] for eid, times in deliveries.items()
+    }
     assert len(deliveries) == FAILING
     for event_id, times in deliveries.items():
         assert len(times) == MAX_DELIVERIES, report

@@ -12,11 +12,11 @@ from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail.budget import BudgetUnavailable
 from sluice.config import Config
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.streams.failures import Failures
 from sluice.streams.messages import Delivery
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views
 

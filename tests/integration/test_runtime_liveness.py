@@ -12,12 +12,12 @@ import pytest
 from sluice.app.assembly import open_store
 from sluice.app.testing import wait_for
 from sluice.config import Config
-from sluice.resources import Resources
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.notify import CommitNotifier
+from sluice.relay.relay import Relay
 from sluice.store import StoredEvent
-from sluice.streams.consumer import Consumer
 from sluice.streams.messages import Delivery
-from sluice.streams.notify import CommitNotifier
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views, views
 

@@ -19,13 +19,13 @@ from sluice.app.testing import wait_for
 from sluice.builtin.links.pool import free_codes
 from sluice.config import Config
 from sluice.events import TaskRunFinished, decode
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.builtin import PURGE_BATCH, purge_expired
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import Scheduler
 from sluice.scheduler.runner import LOST_LOCK, AlreadyRan, Busy, Runner
-from sluice.scheduler.tasks import Task, TaskContext
+from sluice.scheduler.task_spec import Task, TaskContext
 from sluice.store.users import db_time
 from tests.integration.conftest import Running
 
@@ -211,8 +211,9 @@ async def test_a_release_that_finds_the_lock_gone_is_counted(resources: Resource
 
     runner = Runner(resources, holder="a")
     gone = counted("task_lock_releases_gone", "vanishing")
-    run = await runner.begin(Task("vanishing", EVERY_SECOND, drop_own_lock), "manual",
-                             datetime.now(UTC))  # fmt: skip
+    run = await runner.begin(
+        Task("vanishing", EVERY_SECOND, drop_own_lock), "manual", datetime.now(UTC)
+    )
     record = await runner.execute(run)
     assert record.status == "succeeded"
     assert counted("task_lock_releases_gone", "vanishing") == gone + 1
@@ -274,9 +275,14 @@ async def _true(value: bool) -> bool:
 def test_run_records_serialize_with_rfc3339_times() -> None:
     moment = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
     record = runs.RunRecord(
-        id="r", task="t", trigger="cron", status="running", scheduled_for=moment,
-        started_at=moment, trace_id="x",
-    )  # fmt: skip
+        id="r",
+        task="t",
+        trigger="cron",
+        status="running",
+        scheduled_for=moment,
+        started_at=moment,
+        trace_id="x",
+    )
     data = msgspec.json.decode(msgspec.json.encode(record))
     assert data["scheduled_for"] == "2026-03-29T01:00:00Z" and data["finished_at"] is None
 

@@ -23,10 +23,10 @@ import pytest
 from sluice.app.assembly import create_app
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.scheduler.loop import slot_id
 from sluice.scheduler.runs import ABANDONED
-from sluice.streams.relay import Relay
 from tests.integration.scheduler_tasks import effects_key
 from tests.integration.test_reminders import (
     assert_none_fired_after_deletion,
@@ -60,9 +60,15 @@ async def _rows(resources: Resources, task: str) -> list[tuple[str, str, str, st
 
 
 async def _verify_occurrences(
-    resources: Resources, task: str, every: int, *,
-    victim: str, killed_at: float, stopped: float, logs: list[Path],
-) -> tuple[int, int]:  # fmt: skip
+    resources: Resources,
+    task: str,
+    every: int,
+    *,
+    victim: str,
+    killed_at: float,
+    stopped: float,
+    logs: list[Path],
+) -> tuple[int, int]:
     """Every occurrence from the first run on: one succeeded record and one effect,
     except the victim's run at the kill (abandoned, or claimed and never recorded) and
     occurrences a scheduler logged as skipped because a run still held the lock.
@@ -158,9 +164,10 @@ async def test_three_schedulers_run_each_occurrence_once_and_survive_a_kill(
 
     async def three_long_runs_after_the_kill() -> bool:
         later = [
-            s for _, s, status, _, _ in await _rows(resources, "long")
+            s
+            for _, s, status, _, _ in await _rows(resources, "long")
             if status == "succeeded" and datetime.fromisoformat(s).timestamp() > killed_at
-        ]  # fmt: skip
+        ]
         return len(later) >= 3
 
     await wait_for(three_long_runs_after_the_kill, timeout=30)
@@ -180,8 +187,10 @@ async def test_three_schedulers_run_each_occurrence_once_and_survive_a_kill(
         assert checked >= len(later)
         # A skip needs a run that outlived the next slot: rare, on a loaded machine only.
         assert skipped <= checked // 10, (task, skipped, checked)
-        print(f"{task}: {checked} occurrences with one successful run each,"
-              f" {len(later)} after the kill, {skipped} skipped (run in progress)")  # fmt: skip
+        print(
+            f"{task}: {checked} occurrences with one successful run each,"
+            f" {len(later)} after the kill, {skipped} skipped (run in progress)"
+        )
     holders = {h for rows in [await _rows(resources, "tick")] for _, _, _, h, _ in rows}
     assert len(holders) >= 2, "one replica took every occurrence"
 
@@ -259,9 +268,13 @@ async def test_tasks_list_shows_every_task_with_its_schedule_and_last_run(
 
     def sluice(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "sluice", *args], env=env, capture_output=True, text=True,
-            timeout=60, check=False,
-        )  # fmt: skip
+            [sys.executable, "-m", "sluice", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     ran = await asyncio.to_thread(sluice, "tasks", "run", "tick")
     assert ran.returncode == 0, ran.stderr

@@ -22,7 +22,7 @@ import pytest
 from sluice.app.assembly import create_app
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.overlap import BUFFER_TAKEN, OVERRUN
 from sluice.scheduler.pauses import PAUSED
@@ -87,8 +87,12 @@ async def test_skip_records_the_occurrences_a_long_run_leaves_out(
 async def test_buffer_one_runs_one_waiting_occurrence_right_after_the_run(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
-    env = {**ENV, "TEST_OVERRUN_CRON": "* * * * * *", "TEST_OVERRUN_SECONDS": "2.5",
-           "SLUICE_OVERRUN_OVERLAP": "buffer_one"}  # fmt: skip
+    env = {
+        **ENV,
+        "TEST_OVERRUN_CRON": "* * * * * *",
+        "TEST_OVERRUN_SECONDS": "2.5",
+        "SLUICE_OVERRUN_OVERLAP": "buffer_one",
+    }
     for _ in range(3):
         spawn("scheduler", **env)
     await wait_for(count("succeeded", 3, resources, "overrun"), timeout=60)
@@ -110,8 +114,12 @@ async def test_buffer_one_runs_one_waiting_occurrence_right_after_the_run(
 async def test_cancel_other_cancels_the_running_run_on_any_host_and_starts_the_new_one(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
-    env = {**ENV, "TEST_OVERRUN_CRON": "*/2 * * * * *", "TEST_OVERRUN_SECONDS": "30",
-           "SLUICE_OVERRUN_OVERLAP": "cancel_other"}  # fmt: skip
+    env = {
+        **ENV,
+        "TEST_OVERRUN_CRON": "*/2 * * * * *",
+        "TEST_OVERRUN_SECONDS": "30",
+        "SLUICE_OVERRUN_OVERLAP": "cancel_other",
+    }
     for _ in range(3):
         spawn("scheduler", **env)
     await wait_for(count("cancelled", 3, resources, "overrun"), timeout=60)
@@ -131,8 +139,12 @@ async def test_cancel_other_cancels_the_running_run_on_any_host_and_starts_the_n
 async def test_allow_all_overlaps_runs_and_still_runs_each_occurrence_once(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
-    env = {**ENV, "TEST_OVERRUN_CRON": "* * * * * *", "TEST_OVERRUN_SECONDS": "2.5",
-           "SLUICE_OVERRUN_OVERLAP": "allow_all"}  # fmt: skip
+    env = {
+        **ENV,
+        "TEST_OVERRUN_CRON": "* * * * * *",
+        "TEST_OVERRUN_SECONDS": "2.5",
+        "SLUICE_OVERRUN_OVERLAP": "allow_all",
+    }
     for _ in range(3):
         spawn("scheduler", **env)
     await wait_for(count("succeeded", 4, resources, "overrun"), timeout=60)
@@ -172,8 +184,12 @@ async def test_jitter_is_the_same_on_every_replica_and_the_occurrence_runs_once(
 async def test_a_run_past_its_timeout_fails_with_deadline_and_gives_its_lock_back(
     resources: Resources, spawn: Callable[..., Child]
 ) -> None:
-    env = {**ENV, "TEST_OVERRUN_CRON": "*/2 * * * * *", "TEST_OVERRUN_SECONDS": "30",
-           "SLUICE_OVERRUN_TIMEOUT_SECONDS": "1"}  # fmt: skip
+    env = {
+        **ENV,
+        "TEST_OVERRUN_CRON": "*/2 * * * * *",
+        "TEST_OVERRUN_SECONDS": "30",
+        "SLUICE_OVERRUN_TIMEOUT_SECONDS": "1",
+    }
     for _ in range(2):
         spawn("scheduler", **env)
     await wait_for(count("failed", 3, resources, "overrun"), timeout=60)
@@ -241,9 +257,14 @@ async def test_pause_holds_across_processes_and_restarts_and_resume_lets_it_run(
     listed = {t["name"]: t for t in await (await api.get("/v1/admin/tasks", headers=ADMIN)).json()}
     assert listed["tick"]["paused"] is True and listed["tick"]["paused_at"]
     cli = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "sluice", "tasks", "list"],
-        env=child_env(config, **env), capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        subprocess.run,
+        [sys.executable, "-m", "sluice", "tasks", "list"],
+        env=child_env(config, **env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     rows = {line.split()[0]: line for line in cli.stdout.splitlines()}
     assert rows["tick"].endswith("PAUSED") and "overlap=skip" in rows["tick"], cli.stdout
     assert "PAUSED" not in rows["overrun"]

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from sluice.app.testing import wait_for
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.maintenance import status
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.records.maintenance import status
+from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec
 from tests.integration.conftest import post_views
 

@@ -45,11 +45,21 @@ def test_mypy_strict_in_a_package_outside_the_repository_reads_sluice_s_types(
     (package / "shop.py").write_text(textwrap.dedent(SHOP))
 
     checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
-         "shop.py"],
-        cwd=package, capture_output=True, text=True, timeout=540,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "shop.py",
+        ],
+        cwd=package,
+        capture_output=True,
+        text=True,
+        timeout=540,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-    )  # fmt: skip
+    )
 
     said = checked.stdout + checked.stderr
     assert "import-not-found" not in said, said

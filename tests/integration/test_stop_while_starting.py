@@ -4,7 +4,7 @@ A supervisor may stop a replica it has just (re)started. Before, a SIGTERM that
 came while the process imported its modules and opened its connections ended it
 by the signal's default action (exit -15, no cleanup); the chaos test saw a
 scheduler end so. Now ``main`` notes the signal first thing and the process stops
-as soon as it runs (``sluice.stop_signals``), with exit status 0.
+as soon as it runs (``sluice.process.stop_signals``), with exit status 0.
 """
 
 from __future__ import annotations

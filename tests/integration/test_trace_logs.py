@@ -11,7 +11,7 @@ from typing import Any
 from sluice.app.assembly import create_app
 from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
-from sluice.resources import redis_client
+from sluice.process.resources import redis_client
 
 APPLIED_BEFORE = "event applied before, acked without applying it again"
 
@@ -58,8 +58,9 @@ async def test_the_request_trace_id_reaches_the_mail_workers_log_lines(
         # record): the line says it was applied before, not "handled" a second time.
         redis = redis_client(config)
         try:
-            [(_, fields)] = await redis.xrange(handled[0]["stream"], handled[0]["entry_id"],
-                                              handled[0]["entry_id"])  # fmt: skip
+            [(_, fields)] = await redis.xrange(
+                handled[0]["stream"], handled[0]["entry_id"], handled[0]["entry_id"]
+            )
             await redis.xadd(handled[0]["stream"], fields)
         finally:
             await redis.aclose()

@@ -27,9 +27,18 @@ from tests.console_blocks import Shell, environment, run_steps, steps
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 PAGE_ADDRESS = "127.0.0.1:8080"
 MILESTONES = (
-    "/views", "/v1/users", "/v1/users/verify", "/v1/tokens", "/v1/links", "/stats",
-    "/v1/reminders", "/exports", "/result", "/admin", "sluice status",
-)  # fmt: skip
+    "/views",
+    "/v1/users",
+    "/v1/users/verify",
+    "/v1/tokens",
+    "/v1/links",
+    "/stats",
+    "/v1/reminders",
+    "/exports",
+    "/result",
+    "/admin",
+    "sluice status",
+)
 
 
 def _wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -66,9 +75,10 @@ def sluice_up(reader_directory: Path) -> Iterator[tuple[int, subprocess.Popen[by
             [sys.executable, "-m", "sluice", "up"],
             cwd=reader_directory,
             env=environment({"SLUICE_PORT": str(port), "SLUICE_LOG_LEVEL": "warning"}),
-            stdout=output, stderr=subprocess.STDOUT,
+            stdout=output,
+            stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent(),  # pytest killed hard: no orphan keeps the port
-        )  # fmt: skip
+        )
     try:
         _wait_until_serving(f"http://127.0.0.1:{port}", process, log)
         yield port, process

@@ -11,7 +11,7 @@ from sluice.app.assembly import open_resources
 from sluice.app.testing import Child, sluice_command, wait_for
 from sluice.config import Config
 from sluice.events import new_trace_id, utcnow, uuid7
-from sluice.streams.dead_letters import list_dead_letters
+from sluice.records.dead_letters import list_dead_letters
 from tests.app_helpers import AppDir
 
 NOTES = """
@@ -65,9 +65,13 @@ async def test_undeclared_events_in_a_history_are_found_then_declared_and_redriv
             await tx.execute(
                 "INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
                 " VALUES (?, 'NoteForgotten', 'notes', ?, ?, ?)",
-                (uuid7(), b'{"type":"NoteForgotten","note_id":"n1"}', new_trace_id(),
-                 utcnow().isoformat()),
-            )  # fmt: skip
+                (
+                    uuid7(),
+                    b'{"type":"NoteForgotten","note_id":"n1"}',
+                    new_trace_id(),
+                    utcnow().isoformat(),
+                ),
+            )
         relay = sluice_spawn(config, "relay")
         worker = sluice_spawn(config, "worker", "notes-group")
 

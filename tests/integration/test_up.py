@@ -58,9 +58,14 @@ async def _sluice_up(
     try:
         with log.open("wb") as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "sluice", "up",
-                env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "sluice",
+                "up",
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+            )
     finally:
         os.umask(umask)
     try:
@@ -165,9 +170,15 @@ async def test_up_keeps_its_data_private_and_its_redis_behind_a_password(
         assert not any(password in line for line in printed)
         # Other commands on the data dir use it, password included.
         status = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sluice", "status", "--json",
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "sluice",
+            "status",
+            "--json",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await status.communicate()
         assert status.returncode == 0, err.decode()
         assert any(s["stream"] == "sluice:users" for s in json.loads(out)["streams"])

@@ -40,9 +40,14 @@ async def test_without_the_operations_app_up_names_no_operations_page(
     port = free_port()
     config = make_config(apps="links,accounts", port=port, admin_token=ADMIN_TOKEN)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sluice", "up",
-        env=child_env(config), stdout=asyncio.subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "sluice",
+        "up",
+        env=child_env(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         printed = await _banner(process)
         url = f"http://127.0.0.1:{port}"

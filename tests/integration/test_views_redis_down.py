@@ -10,10 +10,10 @@ from aiohttp.test_utils import TestClient
 from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
-from sluice.resources import Resources
-from sluice.streams.consumer import Consumer
-from sluice.streams.relay import Relay
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 
 
 async def test_views_posted_while_redis_is_down_are_counted_when_it_returns(

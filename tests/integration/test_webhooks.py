@@ -28,10 +28,10 @@ from sluice.builtin.links.webhooks.repository import Webhook
 from sluice.builtin.links.webhooks.sender import Sender
 from sluice.builtin.links.webhooks.signing import generate_secret
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
 from sluice.events import utcnow, uuid7
-from sluice.resources import Resources
+from sluice.process.resources import Resources
 from sluice.store.users import db_time
-from sluice.streams.consumer import Consumer
 from tests.api.test_links import user_token
 
 Client = TestClient[Any, Any]
@@ -41,9 +41,13 @@ Call = tuple[dict[str, str], bytes]
 @pytest.fixture
 def config(make_config: Callable[..., Config]) -> Config:
     return make_config(
-        webhook_allow_private=1, webhook_timeout_seconds=5.0, webhook_batch_wait_ms=1000,
-        max_deliveries=3, retry_base_ms=50, code_pool_target=200,
-    )  # fmt: skip
+        webhook_allow_private=1,
+        webhook_timeout_seconds=5.0,
+        webhook_batch_wait_ms=1000,
+        max_deliveries=3,
+        retry_base_ms=50,
+        code_pool_target=200,
+    )
 
 
 class Receiver:
@@ -125,9 +129,12 @@ def verified(secret: str, call: Call) -> dict[str, Any]:
 
 
 async def test_link_created_and_visits_in_signed_batches(
-    api: Client, receiver: tuple[Receiver, str], deps: WebhookDeps, worker: Any,
+    api: Client,
+    receiver: tuple[Receiver, str],
+    deps: WebhookDeps,
+    worker: Any,
     resources: Resources,
-) -> None:  # fmt: skip
+) -> None:
     hooks, base = receiver
     ada = await user_token(api)
     hook = await add_webhook(
@@ -173,9 +180,12 @@ async def test_link_created_and_visits_in_signed_batches(
 
 
 async def test_a_failing_endpoint_is_retried_then_dead_lettered(
-    api: Client, receiver: tuple[Receiver, str], deps: WebhookDeps, worker: Any,
+    api: Client,
+    receiver: tuple[Receiver, str],
+    deps: WebhookDeps,
+    worker: Any,
     resources: Resources,
-) -> None:  # fmt: skip
+) -> None:
     hooks, base = receiver
     ada = await user_token(api)
     hook = await add_webhook(api, ada, f"{base}/fail", "link.created")
@@ -237,8 +247,16 @@ class Names(AbstractResolver):
     ) -> list[ResolveResult]:
         if host != "hooks.example.test":
             raise OSError(f"unknown host {host}")
-        return [{"hostname": host, "host": "127.0.0.1", "port": port, "family": socket.AF_INET,
-                 "proto": 0, "flags": socket.AI_NUMERICHOST}]  # fmt: skip
+        return [
+            {
+                "hostname": host,
+                "host": "127.0.0.1",
+                "port": port,
+                "family": socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
 
     async def close(self) -> None:
         pass
@@ -252,9 +270,14 @@ async def test_private_targets_are_refused_at_delivery(
     port = base.rpartition(":")[2]
     ada = await user_token(api)
     owner = (await (await api.get("/v1/me", headers=ada)).json())["id"]
-    hook = Webhook(id=uuid7(), owner_id=owner, url=f"http://{host}:{port}/ssrf",
-                   events=("link.created",), secret=generate_secret(),
-                   created_at=db_time(utcnow()))  # fmt: skip
+    hook = Webhook(
+        id=uuid7(),
+        owner_id=owner,
+        url=f"http://{host}:{port}/ssrf",
+        events=("link.created",),
+        secret=generate_secret(),
+        created_at=db_time(utcnow()),
+    )
     async with resources.store.transaction() as tx:  # a name passes the creation checks
         await repository.insert(tx, hook)
     sender = Sender(resources.store, 5.0, allow_private=False, resolver=Names)
@@ -288,9 +311,12 @@ async def test_private_targets_are_refused_at_delivery(
 
 
 async def test_visit_batches_are_complete_and_exact_under_kill_9_of_the_worker(
-    api: Client, receiver: tuple[Receiver, str], resources: Resources,
-    start_relay: Callable[..., Any], spawn: Callable[..., Child],
-) -> None:  # fmt: skip
+    api: Client,
+    receiver: tuple[Receiver, str],
+    resources: Resources,
+    start_relay: Callable[..., Any],
+    spawn: Callable[..., Child],
+) -> None:
     """A real ``sluice worker webhooks`` killed with SIGKILL while it delivers: the next
     worker sends what was missing, and a receiver that drops a ``webhook-id`` it has seen
     (as Standard Webhooks advises) gets every visit exactly once."""
@@ -338,9 +364,12 @@ async def test_visit_batches_are_complete_and_exact_under_kill_9_of_the_worker(
 
 
 async def test_a_worker_that_delivered_closes_its_http_client_when_it_stops(
-    api: Client, receiver: tuple[Receiver, str], start_relay: Callable[..., Any],
-    spawn: Callable[..., Child], tmp_path: Path,
-) -> None:  # fmt: skip
+    api: Client,
+    receiver: tuple[Receiver, str],
+    start_relay: Callable[..., Any],
+    spawn: Callable[..., Child],
+    tmp_path: Path,
+) -> None:
     """A ``sluice worker webhooks`` stopped with SIGTERM after a call ends cleanly: no
     "Unclosed client session" (or connector) left for the garbage collector to report."""
     hooks, base = receiver

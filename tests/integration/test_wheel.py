@@ -48,17 +48,31 @@ pytestmark = [pytest.mark.wheel, pytest.mark.timeout(600), pytest.mark.xdist_gro
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a clean checkout does not have: venvs, caches, data, earlier builds.
-_NOT_SOURCE = (".git", ".venv*", "*.egg-info", "__pycache__", "var", "build", "dist", "*_cache",
-               ".hypothesis", "node_modules")  # fmt: skip
+_NOT_SOURCE = (
+    ".git",
+    ".venv*",
+    "*.egg-info",
+    "__pycache__",
+    "var",
+    "build",
+    "dist",
+    "*_cache",
+    ".hypothesis",
+    "node_modules",
+)
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def _run(*command: str | Path, cwd: Path, timeout: float = 300) -> str:
     """``command``'s output (run in ``_clean_env``); its output in the failure if it fails."""
     done = subprocess.run(
-        [str(part) for part in command], cwd=cwd, env=_clean_env(), capture_output=True,
-        text=True, timeout=timeout,
-    )  # fmt: skip
+        [str(part) for part in command],
+        cwd=cwd,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     return done.stdout
 
@@ -105,8 +119,9 @@ def installed() -> Iterator[Installed]:
 
         _run(sys.executable, "-m", "venv", venv, cwd=outside)
         python = venv / "bin" / "python"
-        _run(*_pip(python), "--require-hashes", "-r", ROOT / "requirements" / "run.txt",
-             cwd=outside)  # fmt: skip
+        _run(
+            *_pip(python), "--require-hashes", "-r", ROOT / "requirements" / "run.txt", cwd=outside
+        )
         _run(*_pip(python), "--no-deps", wheel, cwd=outside)
         yield Installed(outside, venv)
 
@@ -210,16 +225,32 @@ def test_an_app_written_from_the_guide_type_checks_and_its_harness_tests_pass_qu
     _install_what_the_guide_says(installed.python, guide, app)
 
     checked = subprocess.run(
-        [installed.python, "-m", "mypy", "--strict"], cwd=app, env=_clean_env(),
-        capture_output=True, text=True, timeout=540,
-    )  # fmt: skip
+        [installed.python, "-m", "mypy", "--strict"],
+        cwd=app,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     assert checked.returncode == 0, f"mypy --strict:\n{checked.stdout}{checked.stderr}"
 
     tested = subprocess.run(
-        [installed.python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--durations=0",
-         "--durations-min=0"],
-        cwd=app, env=_clean_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            installed.python,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--durations=0",
+            "--durations-min=0",
+        ],
+        cwd=app,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     said = f"{tested.stdout[-5000:]}{tested.stderr[-3000:]}"
     assert tested.returncode == 0, f"the app's tests:\n{said}"
     # Every test the guide writes ran (at least three: a handler, a projection, a task).
@@ -244,18 +275,21 @@ def _durations(output: str) -> dict[tuple[str, str], float]:
         (match["test"], match["phase"]): float(match["seconds"])
         for match in re.finditer(
             r"^(?P<seconds>[\d.]+)s (?P<phase>setup|call|teardown) +\S+::(?P<test>\w+)$",
-            output, re.MULTILINE,
+            output,
+            re.MULTILINE,
         )
-    }  # fmt: skip
+    }
 
 
 def _install_what_the_guide_says(python: Path, guide: str, app: Path) -> None:
     """The packages of the guide's ``pip install`` line, but sluice (the wheel is in
     already), at the versions of the development lock as the project's own tests run."""
     [line] = [
-        line for block in doc_files.blocks(guide, "sh") for line in block.splitlines()
+        line
+        for block in doc_files.blocks(guide, "sh")
+        for line in block.splitlines()
         if line.startswith("pip install ")
-    ]  # fmt: skip
+    ]
     packages = line.split()[2:]
     assert "sluice" in packages, line
     pins = re.findall(

@@ -65,9 +65,7 @@ def test_without_the_regex_parser_every_pattern_is_tried_and_answers_the_same(
     pattern (the libraries' cost) and still answers as they do."""
     monkeypatch.setattr(agent_patterns, "sre_parse", None)
     assert agent_patterns.needs("Googlebot") is None
-    screened = agent_patterns.Screened(
-        (m.regex, 0, m) for m in ua_parser.load_builtins()[1]
-    )  # fmt: skip
+    screened = agent_patterns.Screened((m.regex, 0, m) for m in ua_parser.load_builtins()[1])
     for agent in BROWSERS + CRAWLERS[:200]:
         found = screened.first(agent[:PREFIX])
         system = LIBRARY.parse_os(agent)
@@ -82,8 +80,11 @@ def visits_os(agent: str) -> str | None:
 def test_a_real_agent_still_gets_its_browser_os_and_device() -> None:
     agent = describe(test_targeting.ANDROID_PHONE)
     assert (agent.browser, agent.is_bot, agent.os, agent.device) == (
-        "Chrome Mobile", False, "android", "mobile"
-    )  # fmt: skip
+        "Chrome Mobile",
+        False,
+        "android",
+        "mobile",
+    )
     bot = describe(GOOGLEBOT)
     assert (bot.browser, bot.is_bot) == ("Googlebot", True)
     assert platform(test_targeting.MAC_SAFARI) == ("desktop", "macos")

@@ -78,9 +78,11 @@ def test_an_installed_app_is_loaded_by_its_entry_point(app_dir: AppDir) -> None:
     # A process started in that environment finds it too, with no SLUICE_APPS at all.
     listed = subprocess.run(
         [sys.executable, "-m", "sluice", "groups", "list"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**_child_env(app_dir), "SLUICE_DATA_DIR": str(app_dir.root / "data")},
-    )  # fmt: skip
+    )
     assert listed.returncode == 0, listed.stderr
     assert "tiny-group" in listed.stdout
 
@@ -102,10 +104,15 @@ def test_two_apps_declaring_one_event_type_are_refused_naming_both(app_dir: AppD
     # At start: the process says so and stops before doing anything.
     started = subprocess.run(
         [sys.executable, "-m", "sluice", "groups", "list"],
-        capture_output=True, text=True, timeout=60,
-        env={**_child_env(app_dir), "SLUICE_APPS": "shop_one,shop_two",
-             "SLUICE_DATA_DIR": str(app_dir.root / "data")},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **_child_env(app_dir),
+            "SLUICE_APPS": "shop_one,shop_two",
+            "SLUICE_DATA_DIR": str(app_dir.root / "data"),
+        },
+    )
     assert started.returncode == 2
     assert "declared by shop-one and by shop-two" in started.stderr
 

@@ -163,11 +163,23 @@ def test_mypy_strict_reports_the_wrong_handlers_of_an_app_and_only_them(tmp_path
     # whatever the install (an editable one is not followed by mypy).
     cache = source / ".mypy_cache" / "app-typing"
     checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache),
-         "--no-error-summary", "--hide-error-context", "typed_app"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(cache),
+            "--no-error-summary",
+            "--hide-error-context",
+            "typed_app",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "MYPYPATH": str(source)},
-    )  # fmt: skip
+    )
     errors = [
         (int(m[1]), m[2])
         for m in re.finditer(r"^typed_app/__init__\.py:(\d+): error: (.*)$", checked.stdout, re.M)

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from sluice.streams.waiting import cancel_and_wait
+from sluice.aio.waiting import cancel_and_wait
 
 
 async def test_a_task_that_loses_a_cancellation_is_cancelled_again() -> None:

@@ -1,4 +1,4 @@
-"""``CancelWatch`` (sluice.streams.cancel): work stopped by the Redis signal, by the
+"""``CancelWatch`` (sluice.records.cancel): work stopped by the Redis signal, by the
 database's record when Redis does not answer, and left alone when nobody cancels it."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.streams.cancel import CancelWatch
-from sluice.streams.keys import Keys
+from sluice.records.cancel import CancelWatch
+from sluice.streams.engine_keys import Keys
 from sluice.streams.messages import Cancelled
 
 KEYS = Keys()

@@ -114,10 +114,14 @@ def test_abuse_limits_have_their_defaults_and_read_their_variables(tmp_path: Pat
     assert (config.password_hash_concurrency, config.trusted_proxies) == (8, "")
     assert (config.logins_per_client, config.registrations_per_client) == (100, 20)
     assert (config.admin_failures_per_client, config.client_limit_window_seconds) == (10, 900)
-    tuned = load_config({
-        "SLUICE_DATA_DIR": str(tmp_path), "SLUICE_HEADER_TIMEOUT_SECONDS": "0.5",
-        "SLUICE_TRUSTED_PROXIES": "10.0.0.0/8, ::1", "SLUICE_ADMIN_TOKEN": "x" * 32,
-    })  # fmt: skip
+    tuned = load_config(
+        {
+            "SLUICE_DATA_DIR": str(tmp_path),
+            "SLUICE_HEADER_TIMEOUT_SECONDS": "0.5",
+            "SLUICE_TRUSTED_PROXIES": "10.0.0.0/8, ::1",
+            "SLUICE_ADMIN_TOKEN": "x" * 32,
+        }
+    )
     assert tuned.header_timeout_seconds == 0.5
     assert tuned.trusted_proxies == "10.0.0.0/8, ::1"
     assert tuned.admin_token == "x" * 32

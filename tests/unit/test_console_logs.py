@@ -8,7 +8,7 @@ import logging
 
 import structlog
 
-from sluice.logs import (
+from sluice.telemetry.logs import (
     REQUEST,
     LineWriter,
     Timestamp,
@@ -41,8 +41,15 @@ def test_console_lines_escape_controls_in_every_value_and_keep_tracebacks_readab
     try:
         raise ValueError("bad \x1b[2J value")
     except ValueError as exc:
-        record = logging.LogRecord("aiohttp.server", logging.ERROR, __file__, 1, "boom \x1b[2J",
-                                   (), (type(exc), exc, exc.__traceback__))  # fmt: skip
+        record = logging.LogRecord(
+            "aiohttp.server",
+            logging.ERROR,
+            __file__,
+            1,
+            "boom \x1b[2J",
+            (),
+            (type(exc), exc, exc.__traceback__),
+        )
     text = formatter.format(record)
     assert "\x1b[2J" not in text
     assert "Traceback (most recent call last):\n" in text  # still one line per frame

@@ -249,8 +249,14 @@ def test_across_transitions_match_a_brute_force_walk_of_the_policy(
     rng = random.Random(f"{tz}{transition}")
     for _ in range(4):
         sec_text, secs = rng.choice([("0", {0}), ("*/20", {0, 20, 40}), ("0,59", {0, 59})])
-        min_text, mins = rng.choice([("*", set(range(60))), ("*/7", set(range(0, 60, 7))),
-                                     ("0,30", {0, 30}), ("29-31", {29, 30, 31})])  # fmt: skip
+        min_text, mins = rng.choice(
+            [
+                ("*", set(range(60))),
+                ("*/7", set(range(0, 60, 7))),
+                ("0,30", {0, 30}),
+                ("29-31", {29, 30, 31}),
+            ]
+        )
         schedule = parse_cron(f"{sec_text} {min_text} * * * *", tz)
         after = transition - timedelta(minutes=rng.randrange(30, 150))
         end = after + timedelta(hours=3)

@@ -44,14 +44,24 @@ def _needs_datetime(cls: type[msgspec.Struct], name: str) -> bool:
 
 def test_catalogue_names_every_spec_event() -> None:
     assert {
-        "UserRegistered", "LinkCreated", "LinkUpdated", "LinkVisited", "ArticleViewed",
-        "ReminderCreated", "ReminderDeleted", "ReminderDue", "ExportRequested", "TaskRunFinished",
-    } <= set(EVENT_TYPES)  # fmt: skip
+        "UserRegistered",
+        "LinkCreated",
+        "LinkUpdated",
+        "LinkVisited",
+        "ArticleViewed",
+        "ReminderCreated",
+        "ReminderDeleted",
+        "ReminderDue",
+        "ExportRequested",
+        "TaskRunFinished",
+    } <= set(EVENT_TYPES)
 
 
 def test_unknown_fields_from_a_newer_producer_are_ignored() -> None:
-    raw = b'{"type":"ArticleViewed","event_id":"e","occurred_at":"2026-01-01T00:00:00Z",' \
-          b'"article_id":"a","viewer":"v","added_in_v2":42}'  # fmt: skip
+    raw = (
+        b'{"type":"ArticleViewed","event_id":"e","occurred_at":"2026-01-01T00:00:00Z",'
+        b'"article_id":"a","viewer":"v","added_in_v2":42}'
+    )
     event = decode(raw)
     assert isinstance(event, ArticleViewed)
     assert event.article_id == "a"

@@ -43,11 +43,26 @@ def test_an_ipv4_mapped_ipv6_address_is_its_ipv4_address() -> None:
 @pytest.mark.parametrize(
     "address",
     [
-        "10.1.2.3", "172.16.0.1", "192.168.1.1", "127.0.0.1", "100.64.0.1", "169.254.1.1",
-        "0.0.0.0", "224.0.0.1", "192.0.2.1", "::1", "::", "fe80::1", "fd00::1", "2001:db8::1",
-        "::ffff:10.1.2.3", "not an address", "", None,
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "127.0.0.1",
+        "100.64.0.1",
+        "169.254.1.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "192.0.2.1",
+        "::1",
+        "::",
+        "fe80::1",
+        "fd00::1",
+        "2001:db8::1",
+        "::ffff:10.1.2.3",
+        "not an address",
+        "",
+        None,
     ],
-)  # fmt: skip
+)
 def test_private_loopback_reserved_and_unreadable_addresses_have_no_country(
     address: str | None,
 ) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import redis.asyncio as aioredis
 
-from sluice.streams.group_history.buckets import (
+from sluice.records.group_history.buckets import (
     HOURS_KEPT,
     MAX_MINUTES,
     RETENTION,
@@ -19,8 +19,8 @@ from sluice.streams.group_history.buckets import (
     minute_of,
     window,
 )
-from sluice.streams.group_history.sampler import HistorySampler
-from sluice.streams.keys import Keys
+from sluice.records.group_history.sampler import HistorySampler
+from sluice.streams.engine_keys import Keys
 from sluice.streams.spec import Counters
 
 NOON = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -71,39 +71,89 @@ def realistic_events() -> list[Event]:
         UserRegistered(user_id=user, email="ana@example.org", name="Ana Lúcia", trace_id=_hex(128)),
         VerificationRequested(user_id=user, email="ana@example.org", trace_id=_hex(128)),
         UserVerified(user_id=user, email="ana@example.org", trace_id=_hex(128), occurred_at=at),
-        LinkCreated(code="aZ3kP9", owner_id=owner, url="https://example.org/a?b=c&d=é#x",
-                    expires_at=at + timedelta(days=30), trace_id=_hex(128)),
-        LinkCreated(code="launch", owner_id=owner, url="https://example.org/l", max_visits=100,
-                    valid_since=at, redirect_status=308, tags=("news", "q3"), title="Launch",
-                    trace_id=_hex(128)),
-        LinkUpdated(code="aZ3kP9", owner_id=owner, url="https://example.org/b", disabled=True,
-                    trace_id=_hex(128)),
-        *(LinkVisited(code=rng.choice(("aZ3kP9", "Qw12Er")), visitor=_hex(256),
-                      referrer_host=rng.choice((None, "t.co", "news.ycombinator.com")),
-                      browser=rng.choice(("Chrome", "Mobile Safari", "Googlebot")),
-                      is_bot=rng.random() < 0.1, trace_id=_hex(128),
-                      occurred_at=at + timedelta(microseconds=rng.randrange(10**7)))
-          for _ in range(40)),
+        LinkCreated(
+            code="aZ3kP9",
+            owner_id=owner,
+            url="https://example.org/a?b=c&d=é#x",
+            expires_at=at + timedelta(days=30),
+            trace_id=_hex(128),
+        ),
+        LinkCreated(
+            code="launch",
+            owner_id=owner,
+            url="https://example.org/l",
+            max_visits=100,
+            valid_since=at,
+            redirect_status=308,
+            tags=("news", "q3"),
+            title="Launch",
+            trace_id=_hex(128),
+        ),
+        LinkUpdated(
+            code="aZ3kP9",
+            owner_id=owner,
+            url="https://example.org/b",
+            disabled=True,
+            trace_id=_hex(128),
+        ),
+        *(
+            LinkVisited(
+                code=rng.choice(("aZ3kP9", "Qw12Er")),
+                visitor=_hex(256),
+                referrer_host=rng.choice((None, "t.co", "news.ycombinator.com")),
+                browser=rng.choice(("Chrome", "Mobile Safari", "Googlebot")),
+                is_bot=rng.random() < 0.1,
+                trace_id=_hex(128),
+                occurred_at=at + timedelta(microseconds=rng.randrange(10**7)),
+            )
+            for _ in range(40)
+        ),
         ArticleViewed(article_id="how-we-archive", viewer=_hex(256), trace_id=_hex(128)),
         ArticleViewed(article_id="how-we-archive", viewer=user, trace_id=_hex(128)),
-        ReminderCreated(reminder_id=uuid7(), owner_id=owner, cron="0 30 9 * * MON-FRI",
-                        timezone="Europe/Paris", text='Stand-up, "daily"\nroom 2'),
-        ReminderUpdated(reminder_id=uuid7(), owner_id=owner, cron="0 0 8 * * *",
-                        timezone="America/New_York", text="Water the plants 🌱", paused=True),
-        ReminderDue(reminder_id=uuid7(), owner_id=owner, scheduled_for=at.replace(microsecond=0),
-                    text="Water the plants 🌱", email="ana@example.org", name=None),
+        ReminderCreated(
+            reminder_id=uuid7(),
+            owner_id=owner,
+            cron="0 30 9 * * MON-FRI",
+            timezone="Europe/Paris",
+            text='Stand-up, "daily"\nroom 2',
+        ),
+        ReminderUpdated(
+            reminder_id=uuid7(),
+            owner_id=owner,
+            cron="0 0 8 * * *",
+            timezone="America/New_York",
+            text="Water the plants 🌱",
+            paused=True,
+        ),
+        ReminderDue(
+            reminder_id=uuid7(),
+            owner_id=owner,
+            scheduled_for=at.replace(microsecond=0),
+            text="Water the plants 🌱",
+            email="ana@example.org",
+            name=None,
+        ),
         ReminderDeleted(reminder_id=uuid7(), owner_id=owner),
         ExportRequested(job_id=uuid7(), owner_id=owner, code="aZ3kP9", trace_id=_hex(128)),
         ImportRequested(job_id=uuid7(), owner_id=owner, trace_id=_hex(128)),
-        TaskRunFinished(run_id=uuid7(), task="purge-tokens", trigger="cron", status="failed",
-                        scheduled_for=at, error="Traceback (most recent call last):\n\t..."),
-        TaskRunFinished(run_id=uuid7(), task="purge-tokens", trigger="manual",
-                        status="succeeded"),
-        JobDue(job="close-order", key=uuid7(), scheduled_for=at + timedelta(minutes=15),
-               payload=msgspec.Raw(b'{"order_id":"o-1","note":"caf\xc3\xa9 \\"x\\""}'),
-               trace_id=_hex(128)),
+        TaskRunFinished(
+            run_id=uuid7(),
+            task="purge-tokens",
+            trigger="cron",
+            status="failed",
+            scheduled_for=at,
+            error="Traceback (most recent call last):\n\t...",
+        ),
+        TaskRunFinished(run_id=uuid7(), task="purge-tokens", trigger="manual", status="succeeded"),
+        JobDue(
+            job="close-order",
+            key=uuid7(),
+            scheduled_for=at + timedelta(minutes=15),
+            payload=msgspec.Raw(b'{"order_id":"o-1","note":"caf\xc3\xa9 \\"x\\""}'),
+            trace_id=_hex(128),
+        ),
         JobDue(job="close-order", key=uuid7(), scheduled_for=at, trace_id=_hex(128)),
-    ]  # fmt: skip
+    ]
 
 
 def rows_of(events: list[Event], first_seq: int = 1) -> list[EventRow]:
@@ -111,8 +161,17 @@ def rows_of(events: list[Event], first_seq: int = 1) -> list[EventRow]:
     rows = []
     for i, e in enumerate(events):
         created_at = (START + timedelta(milliseconds=5 * (i // 5))).isoformat()  # as stores do
-        rows.append((first_seq + i, e.event_id, type_name(e), e.aggregate, encode(e),
-                     e.trace_id, created_at))  # fmt: skip
+        rows.append(
+            (
+                first_seq + i,
+                e.event_id,
+                type_name(e),
+                e.aggregate,
+                encode(e),
+                e.trace_id,
+                created_at,
+            )
+        )
     return rows
 
 
@@ -141,11 +200,16 @@ def test_visits_take_under_64_bytes_each() -> None:
     at, events = START, []
     for _ in range(20_000):
         at += timedelta(microseconds=rng.randrange(2_000))
-        events.append(LinkVisited(
-            code=rng.choice(codes), visitor=rng.choice(visitors), occurred_at=at,
-            referrer_host=rng.choice((None, None, "t.co", "www.google.com")),
-            browser=rng.choice(("Chrome", "Firefox", "Mobile Safari")), trace_id=_hex(128),
-        ))  # fmt: skip
+        events.append(
+            LinkVisited(
+                code=rng.choice(codes),
+                visitor=rng.choice(visitors),
+                occurred_at=at,
+                referrer_host=rng.choice((None, None, "t.co", "www.google.com")),
+                browser=rng.choice(("Chrome", "Firefox", "Mobile Safari")),
+                trace_id=_hex(128),
+            )
+        )
     rows = rows_of(events)
     segment = history.encode(rows)
     assert history.decode(segment) == rows
@@ -268,8 +332,10 @@ def test_payloads_the_columns_cannot_rebuild_are_kept_as_bytes() -> None:
         b"",
     ]
     payloads = [visit, *odd, visit]
-    rows = [(i, uuid7(), "LinkVisited", "visits", p, "", START.isoformat())
-            for i, p in enumerate(payloads)]  # fmt: skip
+    rows = [
+        (i, uuid7(), "LinkVisited", "visits", p, "", START.isoformat())
+        for i, p in enumerate(payloads)
+    ]
     segment = history.encode(rows)
     assert history.decode(segment) == rows
     assert history.read_info(segment).raw_payloads == len(odd)

@@ -37,16 +37,27 @@ def test_changing_any_part_of_a_verification_token_breaks_its_signature() -> Non
     later = str(int(expiry) + 86_400)
     other_user = USER.replace("0190", "0191")
     flipped = mac[:-1] + ("A" if mac[-1] != "A" else "B")
-    for forged in (f"{version}.{user}.{later}.{mac}", f"{version}.{other_user}.{expiry}.{mac}",
-                   f"{version}.{user}.{expiry}.{flipped}"):  # fmt: skip
+    for forged in (
+        f"{version}.{user}.{later}.{mac}",
+        f"{version}.{other_user}.{expiry}.{mac}",
+        f"{version}.{user}.{expiry}.{flipped}",
+    ):
         assert not parse_verify_token(forged).signed_for(KEY, "ada@example.org")
 
 
 @pytest.mark.parametrize(
     "token",
-    ["", "v1", "v1.u.1", "v2.u.1." + "a" * 43, "v1.u.1." + "a" * 42, "v1.u.99999999999." + "a" * 43,
-     "v1.u/../x.1." + "a" * 43, "v1.u.1." + "a" * 43 + "\n"],
-)  # fmt: skip
+    [
+        "",
+        "v1",
+        "v1.u.1",
+        "v2.u.1." + "a" * 43,
+        "v1.u.1." + "a" * 42,
+        "v1.u.99999999999." + "a" * 43,
+        "v1.u/../x.1." + "a" * 43,
+        "v1.u.1." + "a" * 43 + "\n",
+    ],
+)
 def test_what_is_not_shaped_like_a_verification_token_is_refused(token: str) -> None:
     with pytest.raises(BadLink):
         parse_verify_token(token)

@@ -62,9 +62,10 @@ def make_mailer(sends: SendLog, transport: Any) -> Mailer:
 
 def welcome(user_id: str = "u1") -> Outgoing:
     return Outgoing(
-        key=f"welcome_{user_id}", recipient="ada@example.org",
+        key=f"welcome_{user_id}",
+        recipient="ada@example.org",
         content=templates.welcome("Ada", "http://x", "http://x/v1/verify?token=t"),
-    )  # fmt: skip
+    )
 
 
 async def test_sent_once_then_skipped(store: Store) -> None:

@@ -51,9 +51,11 @@ def test_welcome_without_a_name_and_with_line_breaks_in_it() -> None:
 
 def test_reminder_shows_the_text_and_the_time_in_the_reminder_zone() -> None:
     content = templates.reminder(
-        "Water the plants\nand the garden", datetime(2025, 3, 1, 7, 30, tzinfo=UTC),
-        "Asia/Shanghai", UNSUBSCRIBE,
-    )  # fmt: skip
+        "Water the plants\nand the garden",
+        datetime(2025, 3, 1, 7, 30, tzinfo=UTC),
+        "Asia/Shanghai",
+        UNSUBSCRIBE,
+    )
     assert content.subject == "Reminder: Water the plants and the garden"
     assert "Reminder for 2025-03-01 15:30 CST:" in content.text
     assert "Water the plants\nand the garden" in content.text
@@ -89,9 +91,11 @@ def test_the_message_id_derives_from_the_key_and_the_sender_domain() -> None:
 
 def test_compose_sets_the_headers_once_and_keeps_the_name_on_one_line() -> None:
     outgoing = Outgoing(
-        key="welcome_u1", recipient="ada@example.org", recipient_name="Ada\nBcc: x@evil.example",
+        key="welcome_u1",
+        recipient="ada@example.org",
+        recipient_name="Ada\nBcc: x@evil.example",
         content=templates.welcome("Ada", "http://x", VERIFY),
-    )  # fmt: skip
+    )
     message = compose(outgoing, "Sluice <hello@sluice.example>")
     assert message["To"] == '"Ada Bcc: x@evil.example" <ada@example.org>'
     assert message["Bcc"] is None
@@ -120,11 +124,14 @@ def test_list_unsubscribe_stays_one_line_of_urls_however_long() -> None:
     # encoded words, which mail providers do not decode in this header.
     url = "https://sluice.example.org/v1/unsubscribe?token=u1." + "r" * 36 + "." + "m" * 43
     outgoing = Outgoing(
-        key="reminder_r1_20250101T000000Z", recipient="ada@example.org",
+        key="reminder_r1_20250101T000000Z",
+        recipient="ada@example.org",
         content=templates.reminder("x", datetime(2025, 1, 1, tzinfo=UTC), "UTC", url),
-        headers=(("List-Unsubscribe", f"<{url}>"),
-                 ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")),
-    )  # fmt: skip
+        headers=(
+            ("List-Unsubscribe", f"<{url}>"),
+            ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+        ),
+    )
     raw = compose(outgoing, "sluice@localhost").as_bytes(policy=email.policy.SMTP)
     assert f"\r\nList-Unsubscribe: <{url}>\r\n".encode() in raw
     assert b"\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" in raw
@@ -133,10 +140,11 @@ def test_list_unsubscribe_stays_one_line_of_urls_however_long() -> None:
 
 def test_a_header_value_with_a_line_break_is_refused_permanently() -> None:
     outgoing = Outgoing(
-        key="welcome_u1", recipient="a@example.org",
+        key="welcome_u1",
+        recipient="a@example.org",
         content=templates.welcome(None, "http://x", VERIFY),
         headers=(("List-Unsubscribe", "<https://x/>\r\nBcc: all@example.org"),),
-    )  # fmt: skip
+    )
     with pytest.raises(HandlerError) as error:
         compose(outgoing, "sluice@localhost")
     assert error.value.permanent

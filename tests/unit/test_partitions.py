@@ -16,7 +16,7 @@ from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import load_config
 from sluice.errors import ConfigError
 from sluice.events import encode
-from sluice.streams.keys import Keys
+from sluice.streams.engine_keys import Keys
 from sluice.streams.partitions import partition_of, payload_partition
 
 
@@ -70,8 +70,11 @@ def test_partition_and_cluster_settings_are_checked() -> None:
     assert cluster.partitions == 16
     assert cluster.cluster_seeds == [("10.0.0.1", 7000), ("::1", 7001)]
     assert load_config({"SLUICE_STREAM_PARTITIONS": "4"}).partitions == 4
-    for bad in ({"SLUICE_STREAM_PARTITIONS": "-1"}, {"SLUICE_STREAM_PARTITIONS": "5000"},
-                {"SLUICE_REDIS_CLUSTER_NODES": "nohost"},
-                {"SLUICE_REDIS_CLUSTER_NODES": "h:99999"}):  # fmt: skip
+    for bad in (
+        {"SLUICE_STREAM_PARTITIONS": "-1"},
+        {"SLUICE_STREAM_PARTITIONS": "5000"},
+        {"SLUICE_REDIS_CLUSTER_NODES": "nohost"},
+        {"SLUICE_REDIS_CLUSTER_NODES": "h:99999"},
+    ):
         with pytest.raises(ConfigError):
             load_config(bad)

@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 
+from sluice.consumers.consumer import Consumer
+from sluice.records.pause import READ_BLOCK_MS, PauseWatch
 from sluice.store import Store
-from sluice.streams.consumer import Consumer
-from sluice.streams.keys import Keys
-from sluice.streams.pause import READ_BLOCK_MS, PauseWatch
+from sluice.streams.engine_keys import Keys
 from sluice.streams.spec import GroupSpec, RuntimeSettings
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.secret_files import load_or_create_secret, make_private, write_private
+from sluice.security.secret_files import load_or_create_secret, make_private, write_private
 
 
 @pytest.fixture

@@ -128,8 +128,9 @@ class Field:
 
 SECOND, MINUTE, HOUR = Field(0, 59), Field(0, 59), Field(0, 23)
 DAY_OF_MONTH = Field(1, 31)
-MONTH = Field(1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT",
-                      "NOV", "DEC"), 1)  # fmt: skip
+MONTH = Field(
+    1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"), 1
+)
 DAY_OF_WEEK = Field(0, 7, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"), 0)
 FIELDS = (SECOND, MINUTE, HOUR, DAY_OF_MONTH, MONTH, DAY_OF_WEEK)
 
@@ -211,9 +212,15 @@ def expressions(draw: st.DrawFn, hours: st.SearchStrategy[Item] | None = None) -
     texts = [text for text, _ in parts]
     weekdays = frozenset(d % 7 for d in parts[5][1])
     return Expr(
-        " ".join(texts), parts[0][1], parts[1][1], parts[2][1], parts[3][1], parts[4][1],
-        weekdays, texts[3].startswith("*") or texts[5].startswith("*"),
-    )  # fmt: skip
+        " ".join(texts),
+        parts[0][1],
+        parts[1][1],
+        parts[2][1],
+        parts[3][1],
+        parts[4][1],
+        weekdays,
+        texts[3].startswith("*") or texts[5].startswith("*"),
+    )
 
 
 def reference_next(expr: Expr, after: datetime, max_years: int = 50) -> datetime:
@@ -275,8 +282,10 @@ def _transitions(year: int) -> list[datetime]:
 # Start times a few hours around a transition, where the trouble is, or anywhere.
 near_transitions = st.builds(
     lambda year, which, offset: _transitions(year)[which] + timedelta(seconds=offset),
-    st.integers(2020, 2035), st.integers(0, 1), st.integers(-4 * 3600, 2 * 3600),
-)  # fmt: skip
+    st.integers(2020, 2035),
+    st.integers(0, 1),
+    st.integers(-4 * 3600, 2 * 3600),
+)
 berlin_moments = near_transitions | utc_moments
 # Hours biased to the transitions' wall times (02:00-03:00 is skipped in March, repeated
 # in October).

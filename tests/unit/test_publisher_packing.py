@@ -6,8 +6,8 @@ import hiredis
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sluice.relay.publisher import _chunks, head, pack
 from sluice.store import StoredEvent
-from sluice.streams.publisher import _chunks, head, pack
 
 texts = st.text(min_size=0, max_size=40)
 
@@ -23,19 +23,49 @@ texts = st.text(min_size=0, max_size=40)
 def test_a_packed_xadd_is_what_hiredis_packs(
     stream: bytes, seq: int, event_id: str, type_: str, trace_id: str, payload: bytes
 ) -> None:
-    event = StoredEvent(seq=seq, event_id=event_id, type=type_, aggregate="a",
-                        payload=payload, trace_id=trace_id, created_at="")  # fmt: skip
+    event = StoredEvent(
+        seq=seq,
+        event_id=event_id,
+        type=type_,
+        aggregate="a",
+        payload=payload,
+        trace_id=trace_id,
+        created_at="",
+    )
     expected = hiredis.pack_command(
-        (b"XADD", stream, b"*", b"event_id", event_id, b"seq", seq, b"type", type_,  # type: ignore[arg-type]
-         b"trace_id", trace_id, b"data", payload)
-    )  # fmt: skip
+        (
+            b"XADD",
+            stream,
+            b"*",
+            b"event_id",
+            event_id,
+            b"seq",
+            seq,
+            b"type",
+            type_,  # type: ignore[arg-type]
+            b"trace_id",
+            trace_id,
+            b"data",
+            payload,
+        )
+    )
     assert pack(head(stream), event) == expected
 
 
 def test_chunks_hold_every_command_once_in_order() -> None:
     h = head(b"s")
-    events = [StoredEvent(seq=i, event_id=f"e{i}", type="T", aggregate="a", payload=b"{}",
-                          trace_id="", created_at="") for i in range(1, 151)]  # fmt: skip
+    events = [
+        StoredEvent(
+            seq=i,
+            event_id=f"e{i}",
+            type="T",
+            aggregate="a",
+            payload=b"{}",
+            trace_id="",
+            created_at="",
+        )
+        for i in range(1, 151)
+    ]
     chunks = list(_chunks([(h, e) for e in events], size=64))
     assert len(chunks) == 3
     assert b"".join(chunks) == b"".join(pack(h, e) for e in events)

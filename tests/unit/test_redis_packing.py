@@ -10,8 +10,8 @@ from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocket
 from redis.exceptions import DataError
 
 from sluice.config import load_config
-from sluice.redis_packing import PackedCommands, PackedConnection, packed
-from sluice.resources import redis_client
+from sluice.process.resources import redis_client
+from sluice.redis_client.packing import PackedCommands, PackedConnection, packed
 
 ARGUMENTS = [
     ("XACK", "sluice:articles", "article-views", "1733300000000-0", "1733300000000-1"),

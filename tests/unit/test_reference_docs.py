@@ -16,7 +16,7 @@ import sluice.app.testing
 from sluice.app.assembly import default_apps
 from sluice.config import AppValues, Config
 from sluice.events import Event
-from sluice.metrics import Described
+from sluice.telemetry.prometheus import Described
 from tools.reference import generate, stale
 from tools.reference.app_api import Module
 from tools.reference.cli import commands
@@ -62,8 +62,11 @@ def _with_command(sources: Sources) -> Sources:
 
 def _with_route(sources: Sources) -> Sources:
     document = dict(sources.document)
-    operation = {"tags": ["links"], "summary": "Archive a link", "responses": {"204": {
-        "description": "archived"}}}  # fmt: skip
+    operation = {
+        "tags": ["links"],
+        "summary": "Archive a link",
+        "responses": {"204": {"description": "archived"}},
+    }
     document["paths"] = {**document["paths"], "/v1/links/{code}/archive": {"post": operation}}
     return dataclasses.replace(sources, document=document)
 
@@ -84,8 +87,9 @@ def _with_public(name: str, obj: object) -> Callable[[Sources], Sources]:
         public.__dict__.update(vars(sluice.app))
         setattr(public, name, obj)
         public.__all__ = [*sluice.app.__all__, name]
-        return dataclasses.replace(sources, public=[Module("sluice.app", public),
-                                                    *sources.public[1:]])  # fmt: skip
+        return dataclasses.replace(
+            sources, public=[Module("sluice.app", public), *sources.public[1:]]
+        )
 
     return alter
 
@@ -179,7 +183,8 @@ REFUSED: dict[str, tuple[Callable[[Sources], Sources], str]] = {
     ),
     "metric made past the catalogue": (
         lambda s: dataclasses.replace(s, registered=[*s.registered, "sluice_rogue"]),
-        "sluice_rogue is registered with prometheus-client but not declared in sluice.metrics",
+        "sluice_rogue is registered with prometheus-client "
+        "but not declared in sluice.telemetry.prometheus",
     ),
 }
 

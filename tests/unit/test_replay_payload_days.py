@@ -50,8 +50,10 @@ def test_a_minute_straddling_local_midnight_is_counted_on_each_side() -> None:
     zone = ZoneInfo("Europe/Berlin")
     before = datetime(2026, 1, 10, 22, 59, 59, 999_999, tzinfo=UTC)
     after = datetime(2026, 1, 10, 23, 0, tzinfo=UTC)
-    payloads = [msgspec.json.encode(ArticleViewed(article_id="a", viewer="v", occurred_at=at))
-                for at in (before, after)]  # fmt: skip
+    payloads = [
+        msgspec.json.encode(ArticleViewed(article_id="a", viewer="v", occurred_at=at))
+        for at in (before, after)
+    ]
     counts = _payload_views_by_day(b"[" + b",".join(payloads) + b"]", zone)
     assert counts == {
         (before.astimezone(zone).date(), "a"): 1,

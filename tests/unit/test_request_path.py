@@ -23,7 +23,7 @@ from prometheus_client import Histogram
 from sluice.builtin.links.cache import LinkCache, Target
 from sluice.events import new_trace_id, uuid7
 from sluice.http.visitors import VisitorHasher, visitor_hash
-from sluice.logs import (
+from sluice.telemetry.logs import (
     REQUEST,
     LineWriter,
     Timestamp,
@@ -35,7 +35,7 @@ from sluice.logs import (
     render_json,
     stdlib_formatter,
 )
-from sluice.metrics import REQUEST_SECONDS, REQUESTS, RequestTally
+from sluice.telemetry.prometheus import REQUEST_SECONDS, REQUESTS, RequestTally
 
 
 class Stream(io.StringIO):
@@ -106,8 +106,11 @@ def test_a_json_line_carries_the_request_and_skips_lower_levels() -> None:
         REQUEST.reset(token)
     first, second, third = (json.loads(line) for line in stream.getvalue().splitlines())
     assert {k: first[k] for k in ("event", "status", "duration_ms", "level")} == {
-        "event": "request", "status": 302, "duration_ms": 0.25, "level": "info"
-    }  # fmt: skip
+        "event": "request",
+        "status": 302,
+        "duration_ms": 0.25,
+        "level": "info",
+    }
     assert (first["trace_id"], first["method"], first["path"]) == ("t" * 32, "GET", "/abc123")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", first["timestamp"])
     # Interpolated like structlog; bytes as repr() (what JSONRenderer writes); own keys win.
@@ -128,8 +131,12 @@ def test_the_fast_request_line_is_the_line_structlog_writes() -> None:
     )
     request_line = json_request_line(LineWriter(fast), Timestamp())
     # A lone surrogate is what msgspec refuses: both fall back to json's escapes.
-    contexts = [("t" * 32, "GET", '/a"b\\\u00e9', None), ("t" * 32, "GET", "/x\udc80", None),
-                ("t" * 32, "GET", "/r", "client-req-0001"), None]  # fmt: skip
+    contexts = [
+        ("t" * 32, "GET", '/a"b\\\u00e9', None),
+        ("t" * 32, "GET", "/x\udc80", None),
+        ("t" * 32, "GET", "/r", "client-req-0001"),
+        None,
+    ]
     for context in contexts:
         token = REQUEST.set(context)
         try:
@@ -159,8 +166,9 @@ def test_the_request_tally_adds_up_to_what_observe_would_count() -> None:
     tally.publish()  # nothing new: adds nothing
     assert REQUESTS.labels("GET", route, "302")._value.get() == before + len(samples)
     assert REQUESTS.labels("GET", route, "404")._value.get() == 1
-    reference = Histogram("reference_seconds", "", buckets=REQUEST_SECONDS._upper_bounds[:-1],
-                          registry=None)  # fmt: skip
+    reference = Histogram(
+        "reference_seconds", "", buckets=REQUEST_SECONDS._upper_bounds[:-1], registry=None
+    )
     for seconds in [*samples, 0.01]:
         reference.observe(seconds)
 
@@ -233,8 +241,9 @@ async def test_cached_answers_fresh_entries_only() -> None:
         cache.cached("nosuch")
 
 
-def _record(name: str, level: int, message: str, *args: Any, exc: BaseException | None = None
-            ) -> logging.LogRecord:  # fmt: skip
+def _record(
+    name: str, level: int, message: str, *args: Any, exc: BaseException | None = None
+) -> logging.LogRecord:
     exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None
     return logging.LogRecord(name, level, __file__, 1, message, args, exc_info)
 

@@ -10,8 +10,8 @@ import msgspec
 
 from sluice.app.assembly import create_app, default_apps
 from sluice.config import load_config
-from sluice.http.apidoc import SCHEMA_REF
 from sluice.http.openapi import build_document, routes_of
+from sluice.http.route_docs import SCHEMA_REF
 from sluice.http.schemas import Problem
 
 
@@ -25,16 +25,20 @@ def test_the_router_and_the_document_hold_the_declared_routes_and_nothing_else(
         if route.resource is not None
     }
     document = build_document("http://sluice.test", default_apps())
-    documented = {(method.upper(), path) for path, item in document["paths"].items()
-                  for method in item}  # fmt: skip
+    documented = {
+        (method.upper(), path) for path, item in document["paths"].items() for method in item
+    }
     routes = routes_of(default_apps())
     declared = {(route.method, route.path) for route in routes}
 
     assert len(declared) == len(routes)  # no route declared twice
     assert documented == declared
     # aiohttp adds a HEAD to each GET; only a path that declares its own HEAD has no other.
-    implicit_heads = {("HEAD", path) for method, path in declared
-                      if method == "GET" and ("HEAD", path) not in declared}  # fmt: skip
+    implicit_heads = {
+        ("HEAD", path)
+        for method, path in declared
+        if method == "GET" and ("HEAD", path) not in declared
+    }
     assert routed == declared | implicit_heads
 
 

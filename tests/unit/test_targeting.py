@@ -78,8 +78,11 @@ def errors_of(value: object) -> dict[str, str]:
         ([{"when": "ios", "url": "https://example.com/"}], "rules[0].when", "must be an object"),
         ([rule()], "rules[0].when", "needs at least one of device, os, language, country"),
         ([rule(os="ios"), rule(browser="chrome")], "rules[1].when.browser", "is not a condition"),
-        ([{"when": {"os": "ios"}, "url": "https://a.example/", "to": 1}], "rules[0].to",
-         "is not a rule field"),
+        (
+            [{"when": {"os": "ios"}, "url": "https://a.example/", "to": 1}],
+            "rules[0].to",
+            "is not a rule field",
+        ),
         ([rule(device="watch")], "rules[0].when.device", "one of mobile, tablet, desktop"),
         ([rule(device="Mobile")], "rules[0].when.device", "one of mobile, tablet, desktop"),
         ([rule(os="beos")], "rules[0].when.os", "one of android, ios, windows, macos, linux"),
@@ -101,7 +104,7 @@ def errors_of(value: object) -> dict[str, str]:
         ([rule("https://sho.rt/abc", os="ios")], "rules[0].url", "this service's own"),
         ([rule("https://example.com/" + "a" * 2100, os="ios")], "rules[0].url", "at most 2048"),
     ],
-)  # fmt: skip
+)
 def test_every_invalid_rule_is_named_by_its_field_path(
     rules: object, field: str, message: str
 ) -> None:
@@ -111,15 +114,20 @@ def test_every_invalid_rule_is_named_by_its_field_path(
 
 
 def test_one_error_lists_every_violation_of_every_rule() -> None:
-    errors = errors_of([
-        rule(os="ios"),
-        rule("ftp://x.example/", device="watch", country="fr"),
-        {"when": {}},
-    ])  # fmt: skip
+    errors = errors_of(
+        [
+            rule(os="ios"),
+            rule("ftp://x.example/", device="watch", country="fr"),
+            {"when": {}},
+        ]
+    )
     assert set(errors) == {
-        "rules[1].when.device", "rules[1].when.country", "rules[1].url",
-        "rules[2].when", "rules[2].url",
-    }  # fmt: skip
+        "rules[1].when.device",
+        "rules[1].when.country",
+        "rules[1].url",
+        "rules[2].when",
+        "rules[2].url",
+    }
 
 
 def test_the_errors_are_link_rule_errors_with_a_readable_message() -> None:

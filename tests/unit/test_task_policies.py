@@ -16,13 +16,15 @@ from sluice.scheduler.policy import Policy, describe, jitter
 
 
 def test_each_task_gets_its_policy_from_the_environment(tmp_path: Path) -> None:
-    config = load_config({
-        "SLUICE_DATA_DIR": str(tmp_path),
-        "SLUICE_TRIM_STREAMS_OVERLAP": "buffer_one",
-        "SLUICE_TRIM_STREAMS_CATCHUP_SECONDS": "3600",
-        "SLUICE_REFILL_CODE_POOL_JITTER_SECONDS": "30",
-        "SLUICE_REFILL_CODE_POOL_TIMEOUT_SECONDS": "900",
-    })  # fmt: skip
+    config = load_config(
+        {
+            "SLUICE_DATA_DIR": str(tmp_path),
+            "SLUICE_TRIM_STREAMS_OVERLAP": "buffer_one",
+            "SLUICE_TRIM_STREAMS_CATCHUP_SECONDS": "3600",
+            "SLUICE_REFILL_CODE_POOL_JITTER_SECONDS": "30",
+            "SLUICE_REFILL_CODE_POOL_TIMEOUT_SECONDS": "900",
+        }
+    )
     tasks = all_tasks(config)
     assert tasks["trim-streams"].policy == Policy(overlap="buffer_one", catchup_seconds=3600)
     assert tasks["refill-code-pool"].policy == Policy(jitter_seconds=30, timeout_seconds=900)
@@ -68,10 +70,12 @@ def test_jitter_is_a_function_of_the_task_and_the_occurrence() -> None:
 def test_sluice_extra_tasks_still_loads_its_tasks_and_warns_that_it_is_deprecated(
     tmp_path: Path,
 ) -> None:
-    config = load_config({
-        "SLUICE_DATA_DIR": str(tmp_path),
-        "SLUICE_EXTRA_TASKS": "tests.integration.scheduler_tasks:tasks",
-    })  # fmt: skip
+    config = load_config(
+        {
+            "SLUICE_DATA_DIR": str(tmp_path),
+            "SLUICE_EXTRA_TASKS": "tests.integration.scheduler_tasks:tasks",
+        }
+    )
     with structlog.testing.capture_logs() as logs:
         tasks = all_tasks(config)
     assert "tick" in tasks and "trim-streams" in tasks

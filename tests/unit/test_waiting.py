@@ -136,11 +136,25 @@ def _run_timed_test(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[s
     )
     environment = {k: v for k, v in os.environ.items() if k != "SLUICE_TEST_SLOWDOWN"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "pytest_timeout", "-p", "sluice.app.testing",
-         "-p", "no:cacheprovider", str(tmp_path / "test_slow.py")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=patience(60),
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "pytest_timeout",
+            "-p",
+            "sluice.app.testing",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_slow.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=patience(60),
         env={**environment, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **env},
-    )  # fmt: skip
+    )
 
 
 def test_the_limit_per_test_stretches_as_the_waits_do(tmp_path: Path) -> None:

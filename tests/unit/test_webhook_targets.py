@@ -22,10 +22,27 @@ from sluice.builtin.links.webhooks.targets import (
 
 @pytest.mark.parametrize(
     "address",
-    ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
-     "0.0.0.0", "224.0.0.1", "240.0.0.1", "255.255.255.255", "::1", "::", "fe80::1",
-     "fc00::1", "ff02::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "2002:7f00:1::1"],
-)  # fmt: skip
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "240.0.0.1",
+        "255.255.255.255",
+        "::1",
+        "::",
+        "fe80::1",
+        "fc00::1",
+        "ff02::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+        "2002:7f00:1::1",
+    ],
+)
 def test_non_public_addresses_are_forbidden(address: str) -> None:
     assert forbidden(ipaddress.ip_address(address))
 
@@ -48,10 +65,16 @@ class Rebinding(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         return [
-            {"hostname": host, "host": a, "port": port, "family": socket.AF_INET, "proto": 0,
-             "flags": 0}
+            {
+                "hostname": host,
+                "host": a,
+                "port": port,
+                "family": socket.AF_INET,
+                "proto": 0,
+                "flags": 0,
+            }
             for a in ("93.184.216.34", "10.0.0.5")
-        ]  # fmt: skip
+        ]
 
     async def close(self) -> None:
         pass

@@ -196,8 +196,9 @@ def _function(name: str, function: Any, problems: list[str]) -> str:
     if not text:
         problems.append(f"function {name} has no docstring")
     prefix = "async def " if inspect.iscoroutinefunction(function) else "def "
-    return page(f"### `{name}`", f"```python\n{prefix}{_signature(name, function)}\n```",
-                text).rstrip("\n")  # fmt: skip
+    return page(
+        f"### `{name}`", f"```python\n{prefix}{_signature(name, function)}\n```", text
+    ).rstrip("\n")
 
 
 def _imported_from(module: ModuleType) -> dict[str, str]:

@@ -230,7 +230,7 @@ def render(
     sections: dict[str, list[Setting]] = {}
     for setting in settings:
         sections.setdefault(setting.variable.section, []).append(setting)
-    blocks = [generated("sluice/config.py, the apps' settings and .env.example"), INTRO]
+    blocks = [generated("sluice/config/__init__.py, the apps' settings and .env.example"), INTRO]
     for title, members in sections.items():
         blocks += [f"## {title}", _summary(members), *map(_detail, members)]
     return page(*blocks)

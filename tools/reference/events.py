@@ -22,9 +22,13 @@ from tools.reference.undocumented import Undocumented
 
 PAGE = "events.md"
 _SIMPLE = {
-    mi.BoolType: "boolean", mi.IntType: "integer", mi.FloatType: "number",
-    mi.NoneType: "null", mi.DateTimeType: "datetime (RFC 3339)", mi.DateType: "date",
-}  # fmt: skip
+    mi.BoolType: "boolean",
+    mi.IntType: "integer",
+    mi.FloatType: "number",
+    mi.NoneType: "null",
+    mi.DateTimeType: "datetime (RFC 3339)",
+    mi.DateType: "date",
+}
 
 
 def _bounds(low: object, high: object, unit: str) -> str:
@@ -130,12 +134,16 @@ def render(union: Any, stream_of: Callable[[str], str]) -> str:
     assert isinstance(common, mi.StructType)
     shared = frozenset(f.name for f in common.fields)
     rows = [
-        [f"[{t.cls.__name__}](#{t.cls.__name__.lower()})", code(str(t.tag)),
-         code(stream_of(t.cls.aggregate)), _first_sentence(t.cls)]  # type: ignore[attr-defined]
+        [
+            f"[{t.cls.__name__}](#{t.cls.__name__.lower()})",
+            code(str(t.tag)),
+            code(stream_of(t.cls.aggregate)),  # type: ignore[attr-defined]
+            _first_sentence(t.cls),
+        ]
         for t in members
-    ]  # fmt: skip
+    ]
     blocks = [
-        generated("the event union of sluice/events.py"),
+        generated("the event union of sluice/events/__init__.py"),
         INTRO,
         "## Fields every event carries",
         _doc(base),

@@ -36,11 +36,15 @@ def _auth(operation: Doc, schemes: Doc) -> str:
 
 def _parameters(operation: Doc) -> str:
     rows = (
-        [code(p["name"]), p["in"], "yes" if p.get("required") else "no",
-         kind(p.get("schema", {}), _link) + _default(p.get("schema", {})),
-         prose(p.get("description", ""))]
+        [
+            code(p["name"]),
+            p["in"],
+            "yes" if p.get("required") else "no",
+            kind(p.get("schema", {}), _link) + _default(p.get("schema", {})),
+            prose(p.get("description", "")),
+        ]
         for p in operation.get("parameters", ())
-    )  # fmt: skip
+    )
     return table(["Parameter", "In", "Required", "Type", "Meaning"], rows)
 
 
@@ -90,10 +94,14 @@ def _schema(name: str, schema: Doc) -> str:
     if properties:
         required = set(schema.get("required", ()))
         rows = (
-            [code(field), kind(spec, _link) + _default(spec), "yes" if field in required else "no",
-             prose(spec.get("description", ""))]
+            [
+                code(field),
+                kind(spec, _link) + _default(spec),
+                "yes" if field in required else "no",
+                prose(spec.get("description", "")),
+            ]
             for field, spec in properties.items()
-        )  # fmt: skip
+        )
         blocks.append(table(["Field", "Type", "Required", "Meaning"], rows))
     else:
         blocks.append(f"A value of type {kind(schema, _link)}.")

@@ -1,6 +1,6 @@
 """docs/reference/metrics.md: every Prometheus metric ``GET /metrics`` shows.
 
-From the catalogue ``sluice.metrics.declared()`` (each metric is made through it), held
+From the catalogue ``sluice.telemetry.prometheus.declared()`` (each metric is made through it), held
 to prometheus-client's own registry: a ``sluice_`` family registered there but not
 declared, or declared without help, stops generation. The scrape test
 (tests/integration/test_metrics.py) holds a real scrape to the same catalogue.
@@ -63,7 +63,8 @@ def render(declared: Sequence[Described], registered: Iterable[str]) -> str:
     """The page; ``registered`` are the family names of prometheus-client's registry."""
     names = {metric.name for metric in declared}
     problems = [
-        f"{name} is registered with prometheus-client but not declared in sluice.metrics"
+        f"{name} is registered with prometheus-client but "
+        "not declared in sluice.telemetry.prometheus"
         for name in sorted(set(registered) - names)
         if name.startswith("sluice_")
     ]
@@ -74,7 +75,10 @@ def render(declared: Sequence[Described], registered: Iterable[str]) -> str:
         raise Undocumented(PAGE, problems)
     header = ["Series", "Type", "Labels", "Meaning"]
     return page(
-        generated("the metrics declared in sluice/metrics.py (sluice.metrics.declared)"),
+        generated(
+            "the metrics declared in sluice/telemetry/prometheus.py "
+            "(sluice.telemetry.prometheus.declared)"
+        ),
         INTRO,
         "## Counted by the processes",
         table(header, _rows(m for m in declared if not m.scraped)),

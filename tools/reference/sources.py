@@ -29,7 +29,7 @@ class Sources:
     parser: argparse.ArgumentParser
     events: Any  # the tagged union, A | B | ...: sluice's and the built-in apps' types
     stream_of: Callable[[str], str]  # an aggregate type's stream (default prefix)
-    metrics: Sequence[Any]  # sluice.metrics.Described
+    metrics: Sequence[Any]  # sluice.telemetry.prometheus.Described
     registered: Iterable[str]  # prometheus-client's family names
     document: Mapping[str, Any]  # the OpenAPI document
     public: Sequence[Any]  # tools.reference.app_api.Module: sluice.app, sluice.app.testing
@@ -54,8 +54,8 @@ def current() -> Sources:
     from sluice.cli.main import build_parser
     from sluice.config import Config, load_config
     from sluice.http.openapi import build_document
-    from sluice.metrics import declared
-    from sluice.resources import keys_for
+    from sluice.process.resources import keys_for
+    from sluice.telemetry.prometheus import declared
 
     defaults = load_config({})
     return Sources(

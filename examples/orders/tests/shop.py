@@ -16,8 +16,9 @@ ADMIN_TOKEN = "orders-tests-admin-token-of-forty-characters"
 class Shop:
     h: Harness
 
-    async def call(self, method: str, path: str, status: int, *, admin: bool = False,
-                   **body: Any) -> Any:  # fmt: skip
+    async def call(
+        self, method: str, path: str, status: int, *, admin: bool = False, **body: Any
+    ) -> Any:
         headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"} if admin else {}
         async with self.h.client.request(
             method, path, json=body if body else None, headers=headers

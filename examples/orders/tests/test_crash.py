@@ -30,10 +30,11 @@ async def _paid_orders(deployment: Deployment) -> int:
                     (order_id, customer, cents, db_time(now), db_time(now), db_time(now)),
                 )
                 await tx.append(
-                    OrderPlaced(order_id=order_id, customer_id=customer, total_cents=cents,
-                                closes_at=now),
+                    OrderPlaced(
+                        order_id=order_id, customer_id=customer, total_cents=cents, closes_at=now
+                    ),
                     OrderPaid(order_id=order_id, customer_id=customer, total_cents=cents),
-                )  # fmt: skip
+                )
                 points += cents // 100
     return points
 

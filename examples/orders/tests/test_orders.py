@@ -31,12 +31,20 @@ async def test_a_paid_order_credits_points_once_and_an_unpaid_one_closes(shop: S
     credited = await shop.h.events(PointsCredited)
     assert [(e.customer_id, e.order_id, e.points) for e in credited] == [("ada", paid["id"], 12)]
     assert [type(e) for e in await shop.h.handled("customer-totals")] == [
-        OrderPlaced, OrderPlaced, OrderPaid, OrderClosed,
-    ]  # fmt: skip
+        OrderPlaced,
+        OrderPlaced,
+        OrderPaid,
+        OrderClosed,
+    ]
     assert await shop.totals("ada") == {
-        "customer_id": "ada", "placed": 2, "paid": 1, "closed": 1,
-        "placed_cents": 1734, "paid_cents": 1234, "points": 12,
-    }  # fmt: skip
+        "customer_id": "ada",
+        "placed": 2,
+        "paid": 1,
+        "closed": 1,
+        "placed_cents": 1734,
+        "paid_cents": 1234,
+        "points": 12,
+    }
     events = await shop.call("GET", "/v1/admin/events?type=PointsCredited", 401)
     assert events["status"] == 401  # the admin routes serve the app's events, for the admin
     found = await shop.call("GET", "/v1/admin/events?type=PointsCredited", 200, admin=True)

@@ -27,10 +27,12 @@ async def test_a_version_1_history_builds_the_version_2_totals_live_and_by_repla
     shop: Shop,
 ) -> None:
     async with shop.h.store.transaction() as tx:  # as version 1 of the app committed them
-        await tx.append(*(
-            version_1.OrderPlaced(order_id=uuid7(), customer_id=c, amount=a, closes_at=utcnow())
-            for c, a in HISTORY
-        ))  # fmt: skip
+        await tx.append(
+            *(
+                version_1.OrderPlaced(order_id=uuid7(), customer_id=c, amount=a, closes_at=utcnow())
+                for c, a in HISTORY
+            )
+        )
     await shop.place("eve", 700)  # and one by version 2
     await shop.h.drain()
     expected = [("eve", 4, 1250 + 10 + 330 + 700), ("fay", 1, 9999)]

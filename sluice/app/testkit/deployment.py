@@ -19,9 +19,9 @@ from sluice.app.assembly import assemble
 from sluice.app.loading import Apps
 from sluice.config import Config
 from sluice.events import Event, decode
-from sluice.resources import Resources
+from sluice.process.resources import Resources
+from sluice.records.dead_letters import DeadLetter, list_dead_letters
 from sluice.store import Store
-from sluice.streams.dead_letters import DeadLetter, list_dead_letters
 
 CHUNK = 500  # event ids per query
 E = TypeVar("E", bound=Event)

@@ -182,8 +182,9 @@ class Templates:
         else:
             made = f"harness_template_{n}"
             url = self._postgres().create_database(made, template="template0")
-        config = load_config({}, apps=apps, data_dir=self.root / f"template-{n}",
-                             database_url=url, **TEST_SETTINGS)  # fmt: skip
+        config = load_config(
+            {}, apps=apps, data_dir=self.root / f"template-{n}", database_url=url, **TEST_SETTINGS
+        )
         await (await assemble(config).open_store()).close()
         return made
 

@@ -35,18 +35,18 @@ from sluice.app.loading import Apps
 from sluice.app.testkit.deployment import Deployment
 from sluice.app.testkit.served import ServedAsApi
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
+from sluice.consumers.handling import HeldBack
+from sluice.consumers.recovery import RecoveryGate
 from sluice.events import utcnow
-from sluice.http.keys import TASKS
+from sluice.http.app_keys import TASKS
+from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
-from sluice.resources import Resources
+from sluice.records.deliveries import DeliveryLog
+from sluice.relay.relay import Relay
 from sluice.scheduler.one_shots import Due, OneShotRunner
 from sluice.scheduler.runner import Runner
-from sluice.streams.consumer import Consumer
-from sluice.streams.deliveries import DeliveryLog
-from sluice.streams.handling import HeldBack
 from sluice.streams.messages import Message
-from sluice.streams.recovery import RecoveryGate
-from sluice.streams.relay import Relay
 from sluice.streams.spec import GroupSpec, runtime_settings, with_deployment_timeout
 
 NAME = "harness"  # the consumer, the scheduler and the task runner of the harness
@@ -129,10 +129,13 @@ class Harness(Deployment):
         self._failures: list[Failure] = []
         config = resources.config
         self._relay = Relay(
-            resources.store, resources.redis, resources.keys, batch=config.relay_batch,
+            resources.store,
+            resources.redis,
+            resources.keys,
+            batch=config.relay_batch,
             retention_s=config.stream_retention,
             groups={name: spec.aggregates for name, spec in specs.items()},
-        )  # fmt: skip
+        )
         self._deliveries = deliveries = DeliveryLog(resources.store)
         settings = replace(runtime_settings(config), block_ms=None)  # reads return at once
         gate, self._stop = RecoveryGate(), asyncio.Event()

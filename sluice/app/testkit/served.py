@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestServer
 from yarl import URL
 
 from sluice.http import listen
-from sluice.http.keys import CONFIG
+from sluice.http.app_keys import CONFIG
 
 
 class ServedAsApi(TestServer):

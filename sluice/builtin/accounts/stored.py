@@ -23,9 +23,15 @@ async def insert_user(tx: Tx, user: User, password_hash: str) -> None:
     inserted = await tx.execute(
         "INSERT INTO users (id, email, email_key, name, password_hash, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (email_key) DO NOTHING",
-        (user.id, user.email, email_key(user.email), user.name, password_hash,
-         db_time(user.created_at)),
-    )  # fmt: skip
+        (
+            user.id,
+            user.email,
+            email_key(user.email),
+            user.name,
+            password_hash,
+            db_time(user.created_at),
+        ),
+    )
     if inserted == 0:
         raise EmailTaken(user.email)
 
@@ -70,10 +76,14 @@ async def user_tokens(store: Store, user_id: str, current: str, now: datetime) -
     )
     mine = token_hash(current)
     return [
-        TokenRow(id=token_id(str(stored)), created_at=from_db_time(created),
-                 expires_at=from_db_time(expires), current=stored == mine)
+        TokenRow(
+            id=token_id(str(stored)),
+            created_at=from_db_time(created),
+            expires_at=from_db_time(expires),
+            current=stored == mine,
+        )
         for stored, created, expires in rows
-    ]  # fmt: skip
+    ]
 
 
 async def delete_user_token(store: Store, user_id: str, public_id: str, now: datetime) -> bool:

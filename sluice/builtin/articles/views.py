@@ -202,60 +202,107 @@ _BAD_ARTICLE_ID = problem(
 )
 
 # /v1/articles/top before /v1/articles/{article_id}, so "top" is not taken for an article id.
-app.add_routes((
-    Route("GET", "/v1/articles/top", top_articles, {
-        "operationId": "topArticles",
-        "summary": "The current period's most viewed articles, highest first",
-        "parameters": [
-            {"name": "period", "in": "query", "required": False,
-             "schema": {"enum": ["day", "week", "month"], "default": "day"}},
-            {"name": "limit", "in": "query", "required": False,
-             "schema": {"type": "integer", "minimum": 1, "maximum": TOP_LIMIT_MAX,
-                        "default": TOP_LIMIT_DEFAULT}},
-        ],
-        "responses": {
-            "200": ok(TopArticles, "the leaderboard; `start` is the period's first day"),
-            "422": problem(f"unknown period or a limit outside 1..{TOP_LIMIT_MAX}"),
-        },
-    }, structs=(TopArticles,)),
-    Route("GET", "/v1/articles/top/{date}", top_snapshot, {
-        "operationId": "topSnapshot",
-        "summary": "The stored top 100 articles of a past day (snapshot-leaderboard task)",
-        "parameters": [{"name": "date", "in": "path", "required": True,
-                        "schema": {"type": "string", "format": "date"}}],
-        "responses": {
-            "200": ok(TopSnapshot, "the snapshot, highest first"),
-            "404": problem("no snapshot was taken for that day"),
-            "422": problem("the date is not YYYY-MM-DD"),
-        },
-    }, structs=(TopSnapshot,)),
-    Route("GET", "/v1/articles/{article_id}", get_article, {
-        "operationId": "getArticle",
-        "summary": "An article's total views (0 if never viewed)",
-        "parameters": [_ARTICLE_ID],
-        "responses": {"200": ok(ArticleViews, "the total"), "422": _BAD_ARTICLE_ID},
-    }, structs=(ArticleViews,)),
-    Route("POST", "/v1/articles/{article_id}/views", post_view, {
-        "operationId": "postView",
-        "summary": "Count a view, once per viewer within the dedupe window",
-        "description": (
-            "The viewer is the user of the bearer token if one is sent, else `viewer` from "
-            "the body, else a keyed hash of client IP and User-Agent. The token and the body "
-            "are optional."
+app.add_routes(
+    (
+        Route(
+            "GET",
+            "/v1/articles/top",
+            top_articles,
+            {
+                "operationId": "topArticles",
+                "summary": "The current period's most viewed articles, highest first",
+                "parameters": [
+                    {
+                        "name": "period",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"enum": ["day", "week", "month"], "default": "day"},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": TOP_LIMIT_MAX,
+                            "default": TOP_LIMIT_DEFAULT,
+                        },
+                    },
+                ],
+                "responses": {
+                    "200": ok(TopArticles, "the leaderboard; `start` is the period's first day"),
+                    "422": problem(f"unknown period or a limit outside 1..{TOP_LIMIT_MAX}"),
+                },
+            },
+            structs=(TopArticles,),
         ),
-        "security": [{}, *USER],
-        "parameters": [_ARTICLE_ID],
-        "requestBody": {"required": False, "content": {JSON: {"schema": ref(ViewBody)}}},
-        "responses": {
-            "202": ok(ViewCounted, "`counted` is false for a viewer already counted"),
-            "400": problem("malformed JSON, or a field of the wrong type"),
-            "401": problem("a bearer token was sent, but it is malformed, unknown or expired"),
-            "413": problem("the body is larger than 64 KiB"),
-            "415": problem("the body is not application/json"),
-            "422": problem(
-                f"invalid article id, or a viewer not 1 to {VIEWER_MAX_LENGTH} characters"
-            ),
-            "503": problem("the database is unavailable; nothing was counted"),
-        },
-    }, structs=(ViewBody, ViewCounted)),
-))  # fmt: skip
+        Route(
+            "GET",
+            "/v1/articles/top/{date}",
+            top_snapshot,
+            {
+                "operationId": "topSnapshot",
+                "summary": "The stored top 100 articles of a past day (snapshot-leaderboard task)",
+                "parameters": [
+                    {
+                        "name": "date",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "format": "date"},
+                    }
+                ],
+                "responses": {
+                    "200": ok(TopSnapshot, "the snapshot, highest first"),
+                    "404": problem("no snapshot was taken for that day"),
+                    "422": problem("the date is not YYYY-MM-DD"),
+                },
+            },
+            structs=(TopSnapshot,),
+        ),
+        Route(
+            "GET",
+            "/v1/articles/{article_id}",
+            get_article,
+            {
+                "operationId": "getArticle",
+                "summary": "An article's total views (0 if never viewed)",
+                "parameters": [_ARTICLE_ID],
+                "responses": {"200": ok(ArticleViews, "the total"), "422": _BAD_ARTICLE_ID},
+            },
+            structs=(ArticleViews,),
+        ),
+        Route(
+            "POST",
+            "/v1/articles/{article_id}/views",
+            post_view,
+            {
+                "operationId": "postView",
+                "summary": "Count a view, once per viewer within the dedupe window",
+                "description": (
+                    "The viewer is the user of the bearer token if one is sent, else `viewer` from "
+                    "the body, else a keyed hash of client IP "
+                    "and User-Agent. The token and the body "
+                    "are optional."
+                ),
+                "security": [{}, *USER],
+                "parameters": [_ARTICLE_ID],
+                "requestBody": {"required": False, "content": {JSON: {"schema": ref(ViewBody)}}},
+                "responses": {
+                    "202": ok(ViewCounted, "`counted` is false for a viewer already counted"),
+                    "400": problem("malformed JSON, or a field of the wrong type"),
+                    "401": problem(
+                        "a bearer token was sent, but it is malformed, unknown or expired"
+                    ),
+                    "413": problem("the body is larger than 64 KiB"),
+                    "415": problem("the body is not application/json"),
+                    "422": problem(
+                        f"invalid article id, or a viewer not 1 to {VIEWER_MAX_LENGTH} characters"
+                    ),
+                    "503": problem("the database is unavailable; nothing was counted"),
+                },
+            },
+            structs=(ViewBody, ViewCounted),
+        ),
+    )
+)

@@ -93,9 +93,15 @@ def location(url: str) -> str:
 def target_of(link: Link | LinkCreated | LinkUpdated) -> Target:
     rules = tuple(msgspec.structs.replace(rule, url=location(rule.url)) for rule in link.rules)
     return Target(
-        location(link.url), link.expires_at, link.disabled, link.redirect_status,
-        link.valid_since, link.max_visits, rules, link.has_password,
-    )  # fmt: skip
+        location(link.url),
+        link.expires_at,
+        link.disabled,
+        link.redirect_status,
+        link.valid_since,
+        link.max_visits,
+        rules,
+        link.has_password,
+    )
 
 
 Loader = Callable[[str], Awaitable[Target | None]]

@@ -68,9 +68,13 @@ class LinkFollower:
         for number, streams in enumerate(self._groups):
             reading = asyncio.Event()
             follow = functools.partial(self._follow, number, streams, reading)
-            readers.append(asyncio.create_task(_reconnecting(
-                follow, reading, "link follower lost redis, reconnecting", self._max_backoff
-            )))  # fmt: skip
+            readers.append(
+                asyncio.create_task(
+                    _reconnecting(
+                        follow, reading, "link follower lost redis, reconnecting", self._max_backoff
+                    )
+                )
+            )
         try:
             await asyncio.gather(*readers)
         finally:
@@ -179,9 +183,11 @@ class ChangeListener:
     async def run(self) -> None:
         """Listen until cancelled; resubscribe with capped backoff while Redis is down."""
         await _reconnecting(
-            self._listen, self.listening, "link change listener lost redis, resubscribing",
+            self._listen,
+            self.listening,
+            "link change listener lost redis, resubscribing",
             self._max_backoff,
-        )  # fmt: skip
+        )
 
     async def _listen(self) -> None:
         # On a cluster the subscription goes to the channel's slot owner as last known:

@@ -250,7 +250,8 @@ app.migration(
 )
 
 # docs/guides/links.md password (sluice/builtin/links/http/link_passwords.py): the scrypt hash of
-# the link's password (sluice/passwords.py's format), NULL for none. Read with the link's row; never
+# the link's password (sluice/security/passwords.py's format), NULL for none. Read with the link's
+# row; never
 # in an event (they carry has_password), a response or an export.
 app.migration(
     11,
@@ -289,7 +290,7 @@ app.migration(
     replaces=(25,),
 )
 
-# The batch of each processed row (sluice/streams/delivery_batches.py), a column sluice's
+# The batch of each processed row (sluice/records/delivery_batches.py), a column sluice's
 # migration 28 added beside its delivery_batches table.
 app.migration(
     14,

@@ -72,12 +72,22 @@ async def _insert(tx: Tx, link: Link, code: str) -> bool:
         f"INSERT INTO links ({LINK_COLUMNS}, updated_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING",
         (
-            code, link.owner_id, link.url, _db_time(link.expires_at), int(link.disabled),
-            created, link.max_visits, _db_time(link.valid_since), link.redirect_status,
-            tags_column(link.tags), link.title, encode_rules(link.rules), link.password_hash,
+            code,
+            link.owner_id,
+            link.url,
+            _db_time(link.expires_at),
+            int(link.disabled),
+            created,
+            link.max_visits,
+            _db_time(link.valid_since),
+            link.redirect_status,
+            tags_column(link.tags),
+            link.title,
+            encode_rules(link.rules),
+            link.password_hash,
             created,
         ),
-    )  # fmt: skip
+    )
     if inserted == 1 and link.tags:
         await _insert_tags(tx, msgspec.structs.replace(link, code=code), link.tags)
     return inserted == 1
@@ -143,11 +153,20 @@ async def save_link(tx: Tx, link: Link, now: datetime, *, old_tags: tuple[str, .
         " valid_since = ?, redirect_status = ?, tags = ?, title = ?, rules = ?,"
         " password_hash = ?, updated_at = ? WHERE code = ?",
         (
-            link.url, _db_time(link.expires_at), int(link.disabled), link.max_visits,
-            _db_time(link.valid_since), link.redirect_status, tags_column(link.tags),
-            link.title, encode_rules(link.rules), link.password_hash, db_time(now), link.code,
+            link.url,
+            _db_time(link.expires_at),
+            int(link.disabled),
+            link.max_visits,
+            _db_time(link.valid_since),
+            link.redirect_status,
+            tags_column(link.tags),
+            link.title,
+            encode_rules(link.rules),
+            link.password_hash,
+            db_time(now),
+            link.code,
         ),
-    )  # fmt: skip
+    )
     gone = [tag for tag in old_tags if tag not in link.tags]
     if gone:
         await tx.executemany(
@@ -160,11 +179,20 @@ def link_event(kind: type[_E], link: Link, trace_id: str) -> _E:
     """The ``LinkCreated`` or ``LinkUpdated`` carrying ``link``'s whole state; of its
     password, only whether it has one (the hash never leaves the links table)."""
     return kind(
-        code=link.code, owner_id=link.owner_id, url=link.url, expires_at=link.expires_at,
-        disabled=link.disabled, max_visits=link.max_visits, valid_since=link.valid_since,
-        redirect_status=link.redirect_status, tags=link.tags, title=link.title,
-        rules=link.rules, has_password=link.has_password, trace_id=trace_id,
-    )  # fmt: skip
+        code=link.code,
+        owner_id=link.owner_id,
+        url=link.url,
+        expires_at=link.expires_at,
+        disabled=link.disabled,
+        max_visits=link.max_visits,
+        valid_since=link.valid_since,
+        redirect_status=link.redirect_status,
+        tags=link.tags,
+        title=link.title,
+        rules=link.rules,
+        has_password=link.has_password,
+        trace_id=trace_id,
+    )
 
 
 def encode_cursor(link: Link) -> str:

@@ -20,11 +20,28 @@ URL_MAX = 2048
 ALIAS = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{2,63}")
 # Compared case-insensitively. Some cannot match ALIAS anyway ("v1", "robots.txt");
 # they are listed so the rule reads as the spec does.
-RESERVED = frozenset({
-    "api", "admin", "v1", "v2", "healthz", "readyz", "health", "metrics", "openapi.json",
-    "static", "assets", "login", "logout", "favicon.ico", "robots.txt", "docs", "status",
-    "stats",  # GET /v1/links/stats lists the caller's busiest links, not a link so named
-})  # fmt: skip
+RESERVED = frozenset(
+    {
+        "api",
+        "admin",
+        "v1",
+        "v2",
+        "healthz",
+        "readyz",
+        "health",
+        "metrics",
+        "openapi.json",
+        "static",
+        "assets",
+        "login",
+        "logout",
+        "favicon.ico",
+        "robots.txt",
+        "docs",
+        "status",
+        "stats",  # GET /v1/links/stats lists the caller's busiest links, not a link so named
+    }
+)
 _NO_ROUTES: Mapping[str, str] = {}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOOPBACK = "localhost"  # what every loopback host compares as
@@ -46,9 +63,12 @@ def _split(url: str) -> SplitResult:
     # Controls (C0, DEL, C1), spaces of every kind, line and paragraph separators, and
     # invisible formatting characters (bidi overrides that make a URL read otherwise;
     # the zero-width joiners that Persian, Indic scripts and emoji need are kept).
-    if any(ord(c) <= 0x20 or c == "\x7f" or (
-        not c.isascii() and unicodedata.category(c) in _HIDDEN and c not in _JOINERS
-    ) for c in url):  # fmt: skip
+    if any(
+        ord(c) <= 0x20
+        or c == "\x7f"
+        or (not c.isascii() and unicodedata.category(c) in _HIDDEN and c not in _JOINERS)
+        for c in url
+    ):
         raise Invalid("must not contain spaces, control or invisible formatting characters")
     try:
         parts = urlsplit(url)

@@ -40,9 +40,18 @@ DEVICES = ("mobile", "tablet", "desktop")
 SYSTEMS = ("android", "ios", "windows", "macos", "linux")
 CONDITIONS = ("device", "os", "language", "country")
 __all__ = [
-    "MAX_RULES", "Facts", "InvalidRules", "Rule", "When", "accepted_languages", "check_rules",
-    "choose", "decode_rules", "encode_rules", "platform",
-]  # fmt: skip
+    "MAX_RULES",
+    "Facts",
+    "InvalidRules",
+    "Rule",
+    "When",
+    "accepted_languages",
+    "check_rules",
+    "choose",
+    "decode_rules",
+    "encode_rules",
+    "platform",
+]
 
 _LANGUAGE = re.compile(r"[a-z]{2,3}")
 _COUNTRY = re.compile(r"[A-Z]{2}")
@@ -51,15 +60,33 @@ _AL_PREFIX = 512
 _AL_ITEMS = 32
 # uap-core's OS families, as the five a rule can name.
 _SYSTEM_OF = {
-    "Android": "android", "iOS": "ios",
-    "Windows": "windows", "Windows Phone": "windows", "Windows Mobile": "windows",
-    "Mac OS X": "macos", "macOS": "macos", "Mac OS": "macos",
-    "Linux": "linux", "Ubuntu": "linux", "Kubuntu": "linux", "Lubuntu": "linux",
-    "Debian": "linux", "Fedora": "linux", "Red Hat": "linux", "CentOS": "linux",
-    "Linux Mint": "linux", "Arch Linux": "linux", "Gentoo": "linux", "Slackware": "linux",
-    "openSUSE": "linux", "SUSE": "linux", "Mandriva": "linux", "Mageia": "linux",
-    "PCLinuxOS": "linux", "Puppy": "linux",
-}  # fmt: skip
+    "Android": "android",
+    "iOS": "ios",
+    "Windows": "windows",
+    "Windows Phone": "windows",
+    "Windows Mobile": "windows",
+    "Mac OS X": "macos",
+    "macOS": "macos",
+    "Mac OS": "macos",
+    "Linux": "linux",
+    "Ubuntu": "linux",
+    "Kubuntu": "linux",
+    "Lubuntu": "linux",
+    "Debian": "linux",
+    "Fedora": "linux",
+    "Red Hat": "linux",
+    "CentOS": "linux",
+    "Linux Mint": "linux",
+    "Arch Linux": "linux",
+    "Gentoo": "linux",
+    "Slackware": "linux",
+    "openSUSE": "linux",
+    "SUSE": "linux",
+    "Mandriva": "linux",
+    "Mageia": "linux",
+    "PCLinuxOS": "linux",
+    "Puppy": "linux",
+}
 
 
 class InvalidRules(Invalid):

@@ -3,7 +3,7 @@ it to every group, and a trace's events in commit order, each with its deliverie
 
 Events come from the hot history (by ``event_id``'s unique index, or the
 ``events_trace`` index of migration 15); their deliveries from
-``sluice.streams.deliveries`` (the ``deliveries_event`` index). An event a
+``sluice.records.deliveries`` (the ``deliveries_event`` index). An event a
 handler appends while it handles a delivery carries that delivery's trace id
 (``sluice.events.TRACE``), so a trace holds the request's events and the ones its
 handlers appended in turn.

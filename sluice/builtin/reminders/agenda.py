@@ -58,8 +58,11 @@ class Agenda:
             schedule = parse_cron(reminder.cron, reminder.timezone)
             plan = Plan(reminder, schedule, reminder.created_at, time.monotonic())
             # Nothing before a PATCH of the schedule (or a resume) fires, however recent.
-            after = max(reminder.created_at, last_fired or reminder.created_at,
-                        reminder.rescheduled_at or reminder.created_at)  # fmt: skip
+            after = max(
+                reminder.created_at,
+                last_fired or reminder.created_at,
+                reminder.rescheduled_at or reminder.created_at,
+            )
             plan.next_slot = self._skip_stale(plan, schedule.next_after(after), now)
         except ValueError as exc:  # CronError, or a stored time without a zone
             log.error("reminder cannot be scheduled", reminder_id=reminder.id, error=str(exc))
@@ -122,8 +125,9 @@ class Agenda:
             slot = plan.next_slot if after is None else plan.schedule.next_after(after)
             plan.next_slot = self._skip_stale(plan, slot, now)
         except CronError as exc:  # no occurrence left within the cron library's horizon
-            log.warning("reminder has no further occurrence", reminder_id=plan.reminder.id,
-                        error=str(exc))  # fmt: skip
+            log.warning(
+                "reminder has no further occurrence", reminder_id=plan.reminder.id, error=str(exc)
+            )
             self._plans.pop(plan.reminder.id, None)
             return False
         return True
@@ -137,7 +141,8 @@ class Agenda:
         self.skipped_late += 1
         log.warning(
             "reminder occurrences older than the catch-up window skipped",
-            reminder_id=plan.reminder.id, first_skipped=slot.isoformat(),
+            reminder_id=plan.reminder.id,
+            first_skipped=slot.isoformat(),
             resume_at=resume.isoformat(),
-        )  # fmt: skip
+        )
         return resume

@@ -198,8 +198,9 @@ class ReminderRunner:
             mine = await self._claim(names)
         except _REDIS_ERRORS as exc:
             if not self._claims_down:
-                log.warning("reminder claims unavailable, the database decides alone",
-                            error=repr(exc))  # fmt: skip
+                log.warning(
+                    "reminder claims unavailable, the database decides alone", error=repr(exc)
+                )
             self._claims_down = True
             return [True] * len(due)
         if self._claims_down:
@@ -245,10 +246,13 @@ class ReminderRunner:
         if outcome is Fired.FIRED:
             self.counters.fired += 1
             log.info(
-                "reminder fired", reminder_id=reminder_id, slot=slot.isoformat(),
-                late_ms=int((now - slot).total_seconds() * 1000), holder=self.holder,
+                "reminder fired",
+                reminder_id=reminder_id,
+                slot=slot.isoformat(),
+                late_ms=int((now - slot).total_seconds() * 1000),
+                holder=self.holder,
                 trace_id=trace_id,
-            )  # fmt: skip
+            )
         elif outcome is Fired.ALREADY:
             self.counters.already_fired += 1
         elif outcome is Fired.PAUSED:
@@ -256,8 +260,11 @@ class ReminderRunner:
             self.agenda.drop(reminder_id)
         elif outcome is Fired.CHANGED:
             # PATCHed before this slot's transaction: plan the new schedule from the database.
-            log.info("reminder changed, old slot not fired", reminder_id=reminder_id,
-                     slot=slot.isoformat())  # fmt: skip
+            log.info(
+                "reminder changed, old slot not fired",
+                reminder_id=reminder_id,
+                slot=slot.isoformat(),
+            )
             self.agenda.drop(reminder_id)
             self._reload_wanted = True
         else:
@@ -334,9 +341,13 @@ class ReminderRunner:
             return
         if isinstance(event, ReminderCreated):
             reminder = Reminder(
-                id=event.reminder_id, owner_id=event.owner_id, cron=event.cron,
-                timezone=event.timezone, text=event.text, created_at=event.occurred_at,
-            )  # fmt: skip
+                id=event.reminder_id,
+                owner_id=event.owner_id,
+                cron=event.cron,
+                timezone=event.timezone,
+                text=event.text,
+                created_at=event.occurred_at,
+            )
             self.agenda.add(reminder, None, self.clock())
         elif isinstance(event, ReminderDeleted):
             self.agenda.drop(event.reminder_id)

@@ -25,9 +25,12 @@ log = structlog.get_logger(__name__)
 def _withheld(reason: str, message: str, event: ReminderDue) -> None:
     MAILS_WITHHELD.labels(reason).inc()
     log.info(
-        message, reminder_id=event.reminder_id, owner_id=event.owner_id,
-        slot=event.scheduled_for.isoformat(), reason=reason,
-    )  # fmt: skip
+        message,
+        reminder_id=event.reminder_id,
+        owner_id=event.owner_id,
+        slot=event.scheduled_for.isoformat(),
+        reason=reason,
+    )
 
 
 @mail_group.handler(ReminderDue)
@@ -37,9 +40,10 @@ async def on_reminder_due(event: ReminderDue, deps: MailDeps) -> None:
     target = await mail_target(deps.store, event.reminder_id)
     if target is None:
         log.warning(
-            "reminder or its owner is gone, no mail", reminder_id=event.reminder_id,
+            "reminder or its owner is gone, no mail",
+            reminder_id=event.reminder_id,
             owner_id=event.owner_id,
-        )  # fmt: skip
+        )
         return
     if not target.verified:
         _withheld("unverified", "reminder not mailed: the owner's address is not verified", event)

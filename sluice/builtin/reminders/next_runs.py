@@ -33,9 +33,15 @@ async def save(tx: Tx, reminder_id: str, stored: StoredRuns) -> None:
         " cron = excluded.cron, timezone = excluded.timezone,"
         " computed_after = excluded.computed_after, runs = excluded.runs,"
         " complete = excluded.complete",
-        (reminder_id, stored.cron, stored.timezone, db_time(stored.after),
-         " ".join(db_time(run) for run in stored.runs), int(stored.complete)),
-    )  # fmt: skip
+        (
+            reminder_id,
+            stored.cron,
+            stored.timezone,
+            db_time(stored.after),
+            " ".join(db_time(run) for run in stored.runs),
+            int(stored.complete),
+        ),
+    )
 
 
 async def load(store: Store, reminder_ids: Sequence[str]) -> dict[str, StoredRuns]:
@@ -53,6 +59,9 @@ async def load(store: Store, reminder_ids: Sequence[str]) -> dict[str, StoredRun
 
 def _stored(row: Row) -> StoredRuns:
     return StoredRuns(
-        cron=str(row[1]), timezone=str(row[2]), after=from_db_time(row[3]),
-        runs=tuple(from_db_time(text) for text in str(row[4]).split()), complete=bool(row[5]),
-    )  # fmt: skip
+        cron=str(row[1]),
+        timezone=str(row[2]),
+        after=from_db_time(row[3]),
+        runs=tuple(from_db_time(text) for text in str(row[4]).split()),
+        complete=bool(row[5]),
+    )

@@ -68,13 +68,19 @@ async def fire_due(store: Store, now: datetime, limit: int) -> list[ReminderDue]
         fired = []
         for reminder_id, owner_id, text, at in sorted(rows, key=lambda r: (str(r[3]), str(r[0]))):
             user = users.get(str(owner_id))
-            fired.append(ReminderDue(
-                reminder_id=str(reminder_id), owner_id=str(owner_id), text=str(text),
-                scheduled_for=from_db_time(at), timezone=ONE_SHOT_ZONE,
-                email="" if user is None else str(user[1]),
-                name=None if user is None or user[2] is None else str(user[2]),
-                event_id=uuid7(), trace_id=new_trace_id(),
-            ))  # fmt: skip
+            fired.append(
+                ReminderDue(
+                    reminder_id=str(reminder_id),
+                    owner_id=str(owner_id),
+                    text=str(text),
+                    scheduled_for=from_db_time(at),
+                    timezone=ONE_SHOT_ZONE,
+                    email="" if user is None else str(user[1]),
+                    name=None if user is None or user[2] is None else str(user[2]),
+                    event_id=uuid7(),
+                    trace_id=new_trace_id(),
+                )
+            )
         # The same record as a cron occurrence's (purged after 7 days like them); the
         # UPDATE above already made this the only firing, so a conflict cannot happen.
         await tx.executemany(

@@ -61,11 +61,17 @@ DONE_LISTED = 100  # fired one-shots a list shows, the newest
 
 def _reminder(row: Row) -> Reminder:
     return Reminder(
-        id=str(row[0]), owner_id=str(row[1]), cron=str(row[2]), timezone=str(row[3]),
-        text=str(row[4]), created_at=from_db_time(row[5]), paused_at=optional_db_time(row[6]),
-        at=optional_db_time(row[7]), done_at=optional_db_time(row[8]),
+        id=str(row[0]),
+        owner_id=str(row[1]),
+        cron=str(row[2]),
+        timezone=str(row[3]),
+        text=str(row[4]),
+        created_at=from_db_time(row[5]),
+        paused_at=optional_db_time(row[6]),
+        at=optional_db_time(row[7]),
+        done_at=optional_db_time(row[8]),
         rescheduled_at=optional_db_time(row[9]),
-    )  # fmt: skip
+    )
 
 
 def _db(moment: datetime | None) -> str | None:
@@ -75,10 +81,20 @@ def _db(moment: datetime | None) -> str | None:
 async def insert_reminder(tx: Tx, reminder: Reminder) -> None:
     await tx.execute(
         f"INSERT INTO reminders ({_COLUMNS}, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (reminder.id, reminder.owner_id, reminder.cron, reminder.timezone, reminder.text,
-         db_time(reminder.created_at), _db(reminder.paused_at), _db(reminder.at),
-         _db(reminder.done_at), _db(reminder.rescheduled_at), _db(reminder.due_at)),
-    )  # fmt: skip
+        (
+            reminder.id,
+            reminder.owner_id,
+            reminder.cron,
+            reminder.timezone,
+            reminder.text,
+            db_time(reminder.created_at),
+            _db(reminder.paused_at),
+            _db(reminder.at),
+            _db(reminder.done_at),
+            _db(reminder.rescheduled_at),
+            _db(reminder.due_at),
+        ),
+    )
 
 
 async def count_active(tx: Tx | Store, owner_id: str) -> int:
@@ -136,9 +152,17 @@ async def save_edit(tx: Tx, reminder: Reminder) -> None:
     await tx.execute(
         "UPDATE reminders SET cron = ?, timezone = ?, text = ?, paused_at = ?, at = ?,"
         " rescheduled_at = ?, due_at = ? WHERE id = ?",
-        (reminder.cron, reminder.timezone, reminder.text, _db(reminder.paused_at),
-         _db(reminder.at), _db(reminder.rescheduled_at), _db(reminder.due_at), reminder.id),
-    )  # fmt: skip
+        (
+            reminder.cron,
+            reminder.timezone,
+            reminder.text,
+            _db(reminder.paused_at),
+            _db(reminder.at),
+            _db(reminder.rescheduled_at),
+            _db(reminder.due_at),
+            reminder.id,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -206,10 +230,16 @@ async def fire(
     ):
         return Fired.CHANGED
     event = ReminderDue(
-        reminder_id=reminder_id, owner_id=str(row[0]), scheduled_for=slot, text=str(row[1]),
-        timezone=str(row[2]), email="" if row[4] is None else str(row[4]),
-        name=None if row[5] is None else str(row[5]), event_id=uuid7(), trace_id=trace_id,
-    )  # fmt: skip
+        reminder_id=reminder_id,
+        owner_id=str(row[0]),
+        scheduled_for=slot,
+        text=str(row[1]),
+        timezone=str(row[2]),
+        email="" if row[4] is None else str(row[4]),
+        name=None if row[5] is None else str(row[5]),
+        event_id=uuid7(),
+        trace_id=trace_id,
+    )
     inserted = await tx.execute(
         "INSERT INTO reminder_occurrences (reminder_id, scheduled_for, event_id, fired_at)"
         " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -297,6 +327,9 @@ async def mail_target(store: Store, reminder_id: str) -> MailTarget | None:
     if row is None:
         return None
     return MailTarget(
-        owner_id=str(row[0]), email=str(row[1]), name=None if row[2] is None else str(row[2]),
-        verified=row[3] is not None, paused=row[4] is not None,
-    )  # fmt: skip
+        owner_id=str(row[0]),
+        email=str(row[1]),
+        name=None if row[2] is None else str(row[2]),
+        verified=row[3] is not None,
+        paused=row[4] is not None,
+    )

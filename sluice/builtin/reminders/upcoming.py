@@ -91,8 +91,9 @@ def _windows(keys: Iterable[Key], after: datetime) -> dict[Key, Window]:
             found[(cron, timezone)] = window(parse_cron(cron, timezone), after)
         except (CronError, ValueError) as exc:
             # Stored valid; a later cron library may read it otherwise. Listing must not fail.
-            log.warning("stored reminder no longer parses", cron=cron, timezone=timezone,
-                        error=str(exc))  # fmt: skip
+            log.warning(
+                "stored reminder no longer parses", cron=cron, timezone=timezone, error=str(exc)
+            )
             found[(cron, timezone)] = Window(after, (), complete=True)
     return found
 

@@ -49,16 +49,23 @@ def _check(body: PlaceOrder) -> None:
         raise Unprocessable("invalid order", errors)
 
 
-@app.route("POST", "/v1/orders", doc={
-    "operationId": "placeOrder",
-    "summary": "Place an order; it is closed after SLUICE_ORDERS_CLOSE_AFTER_SECONDS unless paid",
-    "requestBody": request_body(PlaceOrder),
-    "responses": {
-        "201": ok(OrderOut, "the order, placed; `closes_at` says when it closes unpaid"),
-        **BAD_BODY,
-        "422": problem("a customer id or a total out of bounds"),
+@app.route(
+    "POST",
+    "/v1/orders",
+    doc={
+        "operationId": "placeOrder",
+        "summary": (
+            "Place an order; it is closed after SLUICE_ORDERS_CLOSE_AFTER_SECONDS unless paid"
+        ),
+        "requestBody": request_body(PlaceOrder),
+        "responses": {
+            "201": ok(OrderOut, "the order, placed; `closes_at` says when it closes unpaid"),
+            **BAD_BODY,
+            "422": problem("a customer id or a total out of bounds"),
+        },
     },
-}, structs=(PlaceOrder, OrderOut))  # fmt: skip
+    structs=(PlaceOrder, OrderOut),
+)
 async def place_order(request: web.Request) -> web.Response:
     body = await read_json(request, PlaceOrder)
     _check(body)
@@ -70,24 +77,37 @@ async def place_order(request: web.Request) -> web.Response:
             " VALUES (?, ?, ?, 'placed', ?, ?)",
             (order_id, body.customer_id, body.total_cents, db_time(now), db_time(closes_at)),
         )
-        await tx.append(OrderPlaced(
-            order_id=order_id, customer_id=body.customer_id, total_cents=body.total_cents,
-            closes_at=closes_at,
-        ))  # fmt: skip
+        await tx.append(
+            OrderPlaced(
+                order_id=order_id,
+                customer_id=body.customer_id,
+                total_cents=body.total_cents,
+                closes_at=closes_at,
+            )
+        )
         await close_order.schedule(tx, CloseOrder(order_id=order_id), key=order_id, at=closes_at)
     placed = OrderOut(
-        id=order_id, customer_id=body.customer_id, total_cents=body.total_cents,
-        status="placed", placed_at=now, closes_at=closes_at,
-    )  # fmt: skip
+        id=order_id,
+        customer_id=body.customer_id,
+        total_cents=body.total_cents,
+        status="placed",
+        placed_at=now,
+        closes_at=closes_at,
+    )
     return json_response(placed, 201)
 
 
-@app.route("GET", "/v1/orders/{order_id}", doc={
-    "operationId": "getOrder",
-    "summary": "An order",
-    "parameters": [_ORDER_ID],
-    "responses": {"200": ok(OrderOut, "the order"), "404": _NO_ORDER},
-}, structs=(OrderOut,))  # fmt: skip
+@app.route(
+    "GET",
+    "/v1/orders/{order_id}",
+    doc={
+        "operationId": "getOrder",
+        "summary": "An order",
+        "parameters": [_ORDER_ID],
+        "responses": {"200": ok(OrderOut, "the order"), "404": _NO_ORDER},
+    },
+    structs=(OrderOut,),
+)
 async def get_order(request: web.Request) -> web.Response:
     found = await order(store(request), request.match_info["order_id"])
     if found is None:
@@ -95,16 +115,21 @@ async def get_order(request: web.Request) -> web.Response:
     return json_response(found)
 
 
-@app.route("POST", "/v1/orders/{order_id}/payment", doc={
-    "operationId": "payOrder",
-    "summary": "Pay an order: its close-order job is cancelled, its points are credited once",
-    "parameters": [_ORDER_ID],
-    "responses": {
-        "200": ok(OrderOut, "the order, paid"),
-        "404": _NO_ORDER,
-        "409": problem("the order was paid already, or closed unpaid"),
+@app.route(
+    "POST",
+    "/v1/orders/{order_id}/payment",
+    doc={
+        "operationId": "payOrder",
+        "summary": "Pay an order: its close-order job is cancelled, its points are credited once",
+        "parameters": [_ORDER_ID],
+        "responses": {
+            "200": ok(OrderOut, "the order, paid"),
+            "404": _NO_ORDER,
+            "409": problem("the order was paid already, or closed unpaid"),
+        },
     },
-}, structs=(OrderOut,))  # fmt: skip
+    structs=(OrderOut,),
+)
 async def pay_order(request: web.Request) -> web.Response:
     order_id, now = request.match_info["order_id"], utcnow()
     async with store(request).transaction() as tx:
@@ -116,20 +141,32 @@ async def pay_order(request: web.Request) -> web.Response:
         await tx.execute(
             "UPDATE orders SET status = 'paid', paid_at = ? WHERE id = ?", (db_time(now), order_id)
         )
-        await tx.append(OrderPaid(
-            order_id=order_id, customer_id=found.customer_id, total_cents=found.total_cents,
-        ))  # fmt: skip
+        await tx.append(
+            OrderPaid(
+                order_id=order_id,
+                customer_id=found.customer_id,
+                total_cents=found.total_cents,
+            )
+        )
         await close_order.cancel(tx, order_id)
     return json_response(msgspec.structs.replace(found, status="paid", paid_at=now))
 
 
-@app.route("GET", "/v1/customers/{customer_id}/totals", doc={
-    "operationId": "customerTotals",
-    "summary": "A customer's orders and points (the customer-totals projection; seconds behind)",
-    "parameters": [{"name": "customer_id", "in": "path", "required": True,
-                    "schema": {"type": "string"}}],
-    "responses": {"200": ok(CustomerTotals, "the totals (zeros for a customer never seen)")},
-}, structs=(CustomerTotals,))  # fmt: skip
+@app.route(
+    "GET",
+    "/v1/customers/{customer_id}/totals",
+    doc={
+        "operationId": "customerTotals",
+        "summary": (
+            "A customer's orders and points (the customer-totals projection; seconds behind)"
+        ),
+        "parameters": [
+            {"name": "customer_id", "in": "path", "required": True, "schema": {"type": "string"}}
+        ],
+        "responses": {"200": ok(CustomerTotals, "the totals (zeros for a customer never seen)")},
+    },
+    structs=(CustomerTotals,),
+)
 async def customer_totals(request: web.Request) -> web.Response:
     customer_id = request.match_info["customer_id"]
     db = store(request)
@@ -143,7 +180,12 @@ async def customer_totals(request: web.Request) -> web.Response:
     )
     placed, paid, closed, placed_cents, paid_cents = (int(v) for v in row) if row else (0,) * 5
     totals = CustomerTotals(
-        customer_id=customer_id, placed=placed, paid=paid, closed=closed,
-        placed_cents=placed_cents, paid_cents=paid_cents, points=int(points[0]) if points else 0,
-    )  # fmt: skip
+        customer_id=customer_id,
+        placed=placed,
+        paid=paid,
+        closed=closed,
+        placed_cents=placed_cents,
+        paid_cents=paid_cents,
+        points=int(points[0]) if points else 0,
+    )
     return json_response(totals)

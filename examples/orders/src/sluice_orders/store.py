@@ -25,9 +25,15 @@ def _order(row: tuple[object, ...]) -> OrderOut:
     placed_at, closes_at = _time(placed), _time(closes)
     assert placed_at is not None and closes_at is not None
     return OrderOut(
-        id=str(id_), customer_id=str(customer), total_cents=int(str(total)), status=str(status),
-        placed_at=placed_at, closes_at=closes_at, paid_at=_time(paid), closed_at=_time(closed),
-    )  # fmt: skip
+        id=str(id_),
+        customer_id=str(customer),
+        total_cents=int(str(total)),
+        status=str(status),
+        placed_at=placed_at,
+        closes_at=closes_at,
+        paid_at=_time(paid),
+        closed_at=_time(closed),
+    )
 
 
 async def order(store: Store, order_id: str) -> OrderOut | None:

@@ -69,8 +69,10 @@ async def list_tokens(request: web.Request) -> web.Response:
     token = bearer_token(request)
     assert token is not None
     rows = await user_tokens(request.app[STORE], user.id, token, utcnow())
-    items = [TokenInfo(id=r.id, created_at=r.created_at, expires_at=r.expires_at,
-                       current=r.current) for r in rows]  # fmt: skip
+    items = [
+        TokenInfo(id=r.id, created_at=r.created_at, expires_at=r.expires_at, current=r.current)
+        for r in rows
+    ]
     return json_response(TokenList(items=items))
 
 
@@ -85,58 +87,81 @@ async def revoke_token(request: web.Request) -> web.Response:
 
 
 _TOKEN_ID_IN_PATH = {
-    "name": "id", "in": "path", "required": True,
+    "name": "id",
+    "in": "path",
+    "required": True,
     "schema": {"type": "string", "pattern": "^[0-9a-f]{24}$"},
-}  # fmt: skip
+}
 
 ROUTES = (
-    Route("POST", "/v1/me/password", change_own_password, {
-        "operationId": "changePassword",
-        "summary": "Change your password; every other token of yours stops working",
-        "description": (
-            "`current_password` is checked as a login's password: a wrong one is 401 and "
-            "counts as a failed login of your email from this address (429 once those "
-            "are used up). `new_password` follows the rules of registration (8 to 128 "
-            "characters). The token this request carries keeps working; every other token "
-            "of yours is revoked at once, on every replica."
-        ),
-        "security": USER,
-        "requestBody": request_body(PasswordChange),
-        "responses": {
-            "204": {"description": "changed; the other tokens are revoked"},
-            **BAD_BODY,
-            "401": problem("missing, unknown or expired bearer token, or a wrong current "
-                           "password"),
-            "422": problem("current_password missing, or new_password not 8 to 128 "
-                           "characters"),
-            "429": too_many("too many failed logins for your email from this address, or "
-                            "from many addresses new to your account, or this account has "
-                            "SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked"),
-            "503": problem("the database or Redis is unavailable, or this process is "
-                           "checking as many passwords as it takes (Retry-After)"),
+    Route(
+        "POST",
+        "/v1/me/password",
+        change_own_password,
+        {
+            "operationId": "changePassword",
+            "summary": "Change your password; every other token of yours stops working",
+            "description": (
+                "`current_password` is checked as a login's password: a wrong one is 401 and "
+                "counts as a failed login of your email from this address (429 once those "
+                "are used up). `new_password` follows the rules of registration (8 to 128 "
+                "characters). The token this request carries keeps working; every other token "
+                "of yours is revoked at once, on every replica."
+            ),
+            "security": USER,
+            "requestBody": request_body(PasswordChange),
+            "responses": {
+                "204": {"description": "changed; the other tokens are revoked"},
+                **BAD_BODY,
+                "401": problem(
+                    "missing, unknown or expired bearer token, or a wrong current password"
+                ),
+                "422": problem("current_password missing, or new_password not 8 to 128 characters"),
+                "429": too_many(
+                    "too many failed logins for your email from this address, or "
+                    "from many addresses new to your account, or this account has "
+                    "SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked"
+                ),
+                "503": problem(
+                    "the database or Redis is unavailable, or this process is "
+                    "checking as many passwords as it takes (Retry-After)"
+                ),
+            },
         },
-    }, structs=(PasswordChange,)),
-    Route("GET", "/v1/tokens", list_tokens, {
-        "operationId": "listTokens",
-        "summary": "Your tokens that have not expired, newest first",
-        "description": (
-            "Each with an `id` to revoke it by, when it was made and when it expires, and "
-            "`current` for the one this request carries; never the token itself. When a "
-            "token was last used is not recorded."
-        ),
-        "security": USER,
-        "responses": {"200": ok(TokenList, "your tokens"), "401": UNAUTHORIZED},
-    }, structs=(TokenList, TokenInfo)),
-    Route("DELETE", "/v1/tokens/{id}", revoke_token, {
-        "operationId": "revokeToken",
-        "summary": "Revoke one of your tokens by its id",
-        "description": "The token stops working at once, on every replica.",
-        "security": USER,
-        "parameters": [_TOKEN_ID_IN_PATH],
-        "responses": {
-            "204": {"description": "revoked"},
-            "401": UNAUTHORIZED,
-            "404": problem("you have no token with this id (another user's is not yours)"),
+        structs=(PasswordChange,),
+    ),
+    Route(
+        "GET",
+        "/v1/tokens",
+        list_tokens,
+        {
+            "operationId": "listTokens",
+            "summary": "Your tokens that have not expired, newest first",
+            "description": (
+                "Each with an `id` to revoke it by, when it was made and when it expires, and "
+                "`current` for the one this request carries; never the token itself. When a "
+                "token was last used is not recorded."
+            ),
+            "security": USER,
+            "responses": {"200": ok(TokenList, "your tokens"), "401": UNAUTHORIZED},
         },
-    }),
-)  # fmt: skip
+        structs=(TokenList, TokenInfo),
+    ),
+    Route(
+        "DELETE",
+        "/v1/tokens/{id}",
+        revoke_token,
+        {
+            "operationId": "revokeToken",
+            "summary": "Revoke one of your tokens by its id",
+            "description": "The token stops working at once, on every replica.",
+            "security": USER,
+            "parameters": [_TOKEN_ID_IN_PATH],
+            "responses": {
+                "204": {"description": "revoked"},
+                "401": UNAUTHORIZED,
+                "404": problem("you have no token with this id (another user's is not yours)"),
+            },
+        },
+    ),
+)

@@ -65,9 +65,13 @@ NAME_MAX = 200
 
 def _out(user: User) -> UserOut:
     return UserOut(
-        id=user.id, email=user.email, name=user.name, created_at=user.created_at,
-        verified=user.verified_at is not None, verified_at=user.verified_at,
-    )  # fmt: skip
+        id=user.id,
+        email=user.email,
+        name=user.name,
+        created_at=user.created_at,
+        verified=user.verified_at is not None,
+        verified_at=user.verified_at,
+    )
 
 
 def password_errors(field: str, password: str) -> list[FieldError]:
@@ -183,58 +187,80 @@ _HASHING_UNAVAILABLE = problem(
 )
 
 ROUTES = (
-    Route("POST", "/v1/users", register, {
-        "operationId": "register",
-        "summary": "Register; the welcome mail is sent in the background, exactly once",
-        "requestBody": request_body(RegisterBody),
-        "responses": {
-            "201": ok(UserOut, "the new user"),
-            **BAD_BODY,
-            "409": problem("the email is taken (compared case-insensitively)"),
-            "422": problem("missing or invalid email, password not 8 to 128 characters"),
-            "429": too_many(
-                "this client address's registrations are used up"
-                " (SLUICE_REGISTRATIONS_PER_CLIENT per window), or it has"
-                " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
-            ),
-            "503": _HASHING_UNAVAILABLE,
+    Route(
+        "POST",
+        "/v1/users",
+        register,
+        {
+            "operationId": "register",
+            "summary": "Register; the welcome mail is sent in the background, exactly once",
+            "requestBody": request_body(RegisterBody),
+            "responses": {
+                "201": ok(UserOut, "the new user"),
+                **BAD_BODY,
+                "409": problem("the email is taken (compared case-insensitively)"),
+                "422": problem("missing or invalid email, password not 8 to 128 characters"),
+                "429": too_many(
+                    "this client address's registrations are used up"
+                    " (SLUICE_REGISTRATIONS_PER_CLIENT per window), or it has"
+                    " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
+                ),
+                "503": _HASHING_UNAVAILABLE,
+            },
         },
-    }, structs=(RegisterBody, UserOut)),
-    Route("POST", "/v1/tokens", create_token, {
-        "operationId": "login",
-        "summary": "Exchange email and password for a bearer token",
-        "requestBody": request_body(TokenBody),
-        "responses": {
-            "201": ok(TokenOut, "the token and its expiry"),
-            **BAD_BODY,
-            "401": problem("unknown email or wrong password (the same answer for both)"),
-            "422": problem("email or password missing"),
-            "429": too_many(
-                "5 failed logins for this email from this client address within 15"
-                " minutes, or 20 for this email from addresses that never logged in to it"
-                " within an hour (docs/guides/security.md), or this client address's"
-                " logins used up (SLUICE_LOGINS_PER_CLIENT per window), or it has"
-                " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
-            ),
-            "503": _HASHING_UNAVAILABLE,
+        structs=(RegisterBody, UserOut),
+    ),
+    Route(
+        "POST",
+        "/v1/tokens",
+        create_token,
+        {
+            "operationId": "login",
+            "summary": "Exchange email and password for a bearer token",
+            "requestBody": request_body(TokenBody),
+            "responses": {
+                "201": ok(TokenOut, "the token and its expiry"),
+                **BAD_BODY,
+                "401": problem("unknown email or wrong password (the same answer for both)"),
+                "422": problem("email or password missing"),
+                "429": too_many(
+                    "5 failed logins for this email from this client address within 15"
+                    " minutes, or 20 for this email from addresses that never logged in to it"
+                    " within an hour (docs/guides/security.md), or this client address's"
+                    " logins used up (SLUICE_LOGINS_PER_CLIENT per window), or it has"
+                    " SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked already"
+                ),
+                "503": _HASHING_UNAVAILABLE,
+            },
         },
-    }, structs=(TokenBody, TokenOut)),
-    Route("DELETE", "/v1/tokens/current", delete_current_token, {
-        "operationId": "logout",
-        "summary": "Revoke the token this request carries",
-        "security": USER,
-        "responses": {"204": {"description": "the token no longer works"},
-                      "401": UNAUTHORIZED},
-    }),
-    Route("GET", "/v1/me", me, {
-        "operationId": "me",
-        "summary": "The authenticated user, and whether the address is verified",
-        "description": (
-            "`verified` is true once a link from the welcome mail (or a new one) was followed; "
-            "until then sluice mails the address nothing but verification links, so reminders "
-            "do not mail."
-        ),
-        "security": USER,
-        "responses": {"200": ok(UserOut, "the user"), "401": UNAUTHORIZED},
-    }, structs=(UserOut,)),
-)  # fmt: skip
+        structs=(TokenBody, TokenOut),
+    ),
+    Route(
+        "DELETE",
+        "/v1/tokens/current",
+        delete_current_token,
+        {
+            "operationId": "logout",
+            "summary": "Revoke the token this request carries",
+            "security": USER,
+            "responses": {"204": {"description": "the token no longer works"}, "401": UNAUTHORIZED},
+        },
+    ),
+    Route(
+        "GET",
+        "/v1/me",
+        me,
+        {
+            "operationId": "me",
+            "summary": "The authenticated user, and whether the address is verified",
+            "description": (
+                "`verified` is true once a link from the welcome mail (or a new one) was followed; "
+                "until then sluice mails the address nothing but verification links, so reminders "
+                "do not mail."
+            ),
+            "security": USER,
+            "responses": {"200": ok(UserOut, "the user"), "401": UNAUTHORIZED},
+        },
+        structs=(UserOut,),
+    ),
+)

@@ -154,59 +154,91 @@ async def request_link(request: web.Request) -> web.Response:
 
 
 _BAD_VERIFY_LINK = problem("no token, or a token sluice did not sign for this user's address")
-_EXPIRED_LINK = problem("the link is older than 7 days and the address is not verified yet; "
-                        "ask for a new one with POST /v1/me/verification")  # fmt: skip
+_EXPIRED_LINK = problem(
+    "the link is older than 7 days and the address is not verified yet; "
+    "ask for a new one with POST /v1/me/verification"
+)
 
 ROUTES = (
-    Route("POST", "/v1/me/verification", request_link, {
-        "operationId": "requestVerificationLink",
-        "summary": "Mail a new verification link to the caller's address",
-        "description": (
-            "At most three per account, one an hour (the welcome mail counting as the first), "
-            "to the address the user has when it is sent; the mail counts against the user's "
-            "mail budget."
-        ),
-        "security": USER,
-        "responses": {
-            "202": ok(VerificationSent, "the mail is on its way"),
-            "401": UNAUTHORIZED,
-            "409": problem("the address is verified already, or the account had its three "
-                           "new links"),
-            "429": too_many("a link went out less than an hour ago"),
+    Route(
+        "POST",
+        "/v1/me/verification",
+        request_link,
+        {
+            "operationId": "requestVerificationLink",
+            "summary": "Mail a new verification link to the caller's address",
+            "description": (
+                "At most three per account, one an hour (the welcome mail counting as the first), "
+                "to the address the user has when it is sent; the mail counts against the user's "
+                "mail budget."
+            ),
+            "security": USER,
+            "responses": {
+                "202": ok(VerificationSent, "the mail is on its way"),
+                "401": UNAUTHORIZED,
+                "409": problem(
+                    "the address is verified already, or the account had its three new links"
+                ),
+                "429": too_many("a link went out less than an hour ago"),
+            },
         },
-    }, structs=(VerificationSent,)),
-    Route("GET", "/v1/verify", verify_page, {
-        "operationId": "verifyPage",
-        "summary": "The page of the welcome mail's link: a button that verifies the address",
-        "description": (
-            "Changes nothing (mail scanners follow links): the page's form POSTs the token to "
-            "/v1/users/verify. For an address verified already, a page that says so."
-        ),
-        "parameters": [token_query("the token of the mailed link")],
-        "responses": {"200": html_page("the page"), "410": _EXPIRED_LINK,
-                      "422": _BAD_VERIFY_LINK},
-    }),
-    Route("POST", VERIFY_ROUTE, verify, {
-        "operationId": "verifyAddress",
-        "summary": "Verify the address a link was mailed to; using a link twice is harmless",
-        "description": (
-            "JSON `{token}` answers JSON; the form of GET /v1/verify answers a page. A link is "
-            "valid 7 days; once the address is verified, any genuine link answers 200 with "
-            "the first `verified_at`."
-        ),
-        "requestBody": {"required": True, "content": {
-            JSON: {"schema": ref(VerifyBody)},
-            FORM: {"schema": {"type": "object", "properties": {"token": {"type": "string"}}}},
-        }},
-        "responses": {
-            "200": {"description": "the address is verified", "content": {
-                JSON: {"schema": ref(VerifiedOut)}, **HTML_PAGE}},
-            "400": problem("malformed JSON, a field of the wrong type or an unknown field; a "
-                           "form that is not URL-encoded UTF-8"),
-            "410": _EXPIRED_LINK,
-            "413": problem("the body is larger than 64 KiB"),
-            "415": problem("the body is neither JSON nor a form"),
-            "422": _BAD_VERIFY_LINK,
+        structs=(VerificationSent,),
+    ),
+    Route(
+        "GET",
+        "/v1/verify",
+        verify_page,
+        {
+            "operationId": "verifyPage",
+            "summary": "The page of the welcome mail's link: a button that verifies the address",
+            "description": (
+                "Changes nothing (mail scanners follow links): the page's form POSTs the token to "
+                "/v1/users/verify. For an address verified already, a page that says so."
+            ),
+            "parameters": [token_query("the token of the mailed link")],
+            "responses": {
+                "200": html_page("the page"),
+                "410": _EXPIRED_LINK,
+                "422": _BAD_VERIFY_LINK,
+            },
         },
-    }, structs=(VerifyBody, VerifiedOut)),
-)  # fmt: skip
+    ),
+    Route(
+        "POST",
+        VERIFY_ROUTE,
+        verify,
+        {
+            "operationId": "verifyAddress",
+            "summary": "Verify the address a link was mailed to; using a link twice is harmless",
+            "description": (
+                "JSON `{token}` answers JSON; the form of GET /v1/verify answers a page. A link is "
+                "valid 7 days; once the address is verified, any genuine link answers 200 with "
+                "the first `verified_at`."
+            ),
+            "requestBody": {
+                "required": True,
+                "content": {
+                    JSON: {"schema": ref(VerifyBody)},
+                    FORM: {
+                        "schema": {"type": "object", "properties": {"token": {"type": "string"}}}
+                    },
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "the address is verified",
+                    "content": {JSON: {"schema": ref(VerifiedOut)}, **HTML_PAGE},
+                },
+                "400": problem(
+                    "malformed JSON, a field of the wrong type or an unknown field; a "
+                    "form that is not URL-encoded UTF-8"
+                ),
+                "410": _EXPIRED_LINK,
+                "413": problem("the body is larger than 64 KiB"),
+                "415": problem("the body is neither JSON nor a form"),
+                "422": _BAD_VERIFY_LINK,
+            },
+        },
+        structs=(VerifyBody, VerifiedOut),
+    ),
+)

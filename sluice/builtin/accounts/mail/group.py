@@ -92,8 +92,7 @@ async def on_verification_requested(event: VerificationRequested, deps: MailDeps
     """A new link to the address the user has now, unless it was verified meanwhile."""
     user = await user_by_id(deps.store, event.user_id)
     if user is None or user.verified_at is not None:
-        log.info("verification mail not needed", user_id=event.user_id,
-                 verified=user is not None)  # fmt: skip
+        log.info("verification mail not needed", user_id=event.user_id, verified=user is not None)
         return
     url = await _verify_url(deps, user.id, user.email)
     await send(
@@ -115,24 +114,34 @@ def build_deps(resources: Resources) -> MailDeps:
     keys = AccountsKeys(resources.keys.prefix)
     limiter = RateLimiter(resources.redis, keys.mail_rate(), mail.mail_rate)
     budget = UserBudget(
-        resources.redis, keys.mail_budget, mail.mail_user_hourly,
+        resources.redis,
+        keys.mail_budget,
+        mail.mail_user_hourly,
         mail.mail_user_daily,
-    )  # fmt: skip
+    )
     mailer = Mailer(SendLog(resources.store), limiter, transport, mail.mail_from, budget)
     log.info(
-        "mail: ready", transport=transport.name, target=transport.describe(),
-        rate_per_second=mail.mail_rate, user_hourly=mail.mail_user_hourly,
+        "mail: ready",
+        transport=transport.name,
+        target=transport.describe(),
+        rate_per_second=mail.mail_rate,
+        user_hourly=mail.mail_user_hourly,
         user_daily=mail.mail_user_daily,
-    )  # fmt: skip
+    )
     return MailDeps(
-        mailer=mailer, base_url=resources.config.base_url, store=resources.store,
+        mailer=mailer,
+        base_url=resources.config.base_url,
+        store=resources.store,
         link_key=links.LinkKey(resources.store),
-    )  # fmt: skip
+    )
 
 
 def group(resources: Resources, deps: MailDeps | None = None) -> GroupSpec:
     aggregates = tuple(sorted({event_type.aggregate for event_type in HANDLERS}))
     return event_group(
-        NAME, aggregates, HANDLERS, deps or build_deps(resources),
+        NAME,
+        aggregates,
+        HANDLERS,
+        deps or build_deps(resources),
         resources.config.worker_concurrency,
-    )  # fmt: skip
+    )

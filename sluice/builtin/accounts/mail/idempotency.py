@@ -148,9 +148,13 @@ class SendLog:
         try:
             async with self.store.transaction() as tx:
                 changed = await tx.execute(_RESERVE, params)
-                row = None if changed else await tx.fetchone(
-                    "SELECT state, lease_until FROM mail_sends WHERE key = ?", (key,)
-                )  # fmt: skip
+                row = (
+                    None
+                    if changed
+                    else await tx.fetchone(
+                        "SELECT state, lease_until FROM mail_sends WHERE key = ?", (key,)
+                    )
+                )
         except Exception as exc:
             self._remember(key, holder)  # the COMMIT may have happened without its answer
             raise CouldNotCheck(f"could not check mail {key}: {exc}") from exc
@@ -173,8 +177,10 @@ class SendLog:
             self._remember(reservation.key, reservation.holder)
             log.warning(
                 "mail: could not release reservation; this process takes it back on its next try",
-                key=reservation.key, lease_until=reservation.lease_until, error=str(exc),
-            )  # fmt: skip
+                key=reservation.key,
+                lease_until=reservation.lease_until,
+                error=str(exc),
+            )
 
     async def mark_sent(self, reservation: Reservation) -> None:
         """Record that the server accepted the mail; retried while our lease protects the key.

@@ -168,9 +168,10 @@ class Mailer:
         # Logged before recording: the line must exist even if recording fails.
         log.info(
             "mail sent" if fresh else "mail found delivered",
-            key=outgoing.key, recipient_domain=domain_of(outgoing.recipient),
+            key=outgoing.key,
+            recipient_domain=domain_of(outgoing.recipient),
             transport=self.transport.name,
-        )  # fmt: skip
+        )
         await self.sends.mark_sent(reservation)
         return fresh
 
@@ -182,9 +183,13 @@ class Mailer:
             return True
         MAILS_WITHHELD.labels("over_budget").inc()
         log.warning(
-            "mail over the user's budget, not sent", key=outgoing.key, user_id=outgoing.user_id,
-            window=spent.name.lower(), hourly=self.budget.hourly, daily=self.budget.daily,
-        )  # fmt: skip
+            "mail over the user's budget, not sent",
+            key=outgoing.key,
+            user_id=outgoing.user_id,
+            window=spent.name.lower(),
+            hourly=self.budget.hourly,
+            daily=self.budget.daily,
+        )
         return False
 
     async def _reserve(self, outgoing: Outgoing) -> Reservation:

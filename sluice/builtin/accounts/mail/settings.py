@@ -92,6 +92,11 @@ def parse_smtp_url(url: str) -> SmtpSettings:
     if (password is None) != (username is None):
         raise ConfigError("SLUICE_SMTP_URL needs both a user and a password, or neither")
     return SmtpSettings(
-        host=host, port=port, username=username, password=password,
-        use_tls=use_tls, start_tls=start_tls, timeout=timeout,
-    )  # fmt: skip
+        host=host,
+        port=port,
+        username=username,
+        password=password,
+        use_tls=use_tls,
+        start_tls=start_tls,
+        timeout=timeout,
+    )

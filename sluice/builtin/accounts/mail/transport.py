@@ -54,10 +54,15 @@ class SmtpTransport:
     def _client(self) -> aiosmtplib.SMTP:
         s = self.settings
         return aiosmtplib.SMTP(
-            hostname=s.host, port=s.port, username=s.username, password=s.password,
-            use_tls=s.use_tls, start_tls=s.start_tls, timeout=s.timeout,
+            hostname=s.host,
+            port=s.port,
+            username=s.username,
+            password=s.password,
+            use_tls=s.use_tls,
+            start_tls=s.start_tls,
+            timeout=s.timeout,
             tls_context=self.tls_context,
-        )  # fmt: skip
+        )
 
     async def send(self, message: EmailMessage, key: str) -> bool:
         client = self._client()

@@ -108,13 +108,26 @@ _COLUMNS = (
 
 def job_from_row(row: Row) -> Job:
     return Job(
-        id=row[0], kind=row[1], owner_id=row[2], code=row[3], status=row[4],
-        progress=int(row[5]), created_at=from_db_time(row[6]),
-        started_at=optional_db_time(row[7]), finished_at=optional_db_time(row[8]), error=row[9],
-        snapshot_seq=int(row[10]), cursor_seq=int(row[11]), cursor_bytes=int(row[12]),
-        rows=int(row[13]), attempt=int(row[14]), resumed_from=row[15],
-        purged_at=optional_db_time(row[16]), trace_id=row[17], dead_lettered=bool(row[18]),
-    )  # fmt: skip
+        id=row[0],
+        kind=row[1],
+        owner_id=row[2],
+        code=row[3],
+        status=row[4],
+        progress=int(row[5]),
+        created_at=from_db_time(row[6]),
+        started_at=optional_db_time(row[7]),
+        finished_at=optional_db_time(row[8]),
+        error=row[9],
+        snapshot_seq=int(row[10]),
+        cursor_seq=int(row[11]),
+        cursor_bytes=int(row[12]),
+        rows=int(row[13]),
+        attempt=int(row[14]),
+        resumed_from=row[15],
+        purged_at=optional_db_time(row[16]),
+        trace_id=row[17],
+        dead_lettered=bool(row[18]),
+    )
 
 
 async def get_job(store: Store, job_id: str) -> Job | None:
@@ -156,11 +169,25 @@ async def request_export(
         head = await tx.fetchone(HEAD_SQL)  # archived events count too
         now = utcnow()
         job = Job(
-            id=uuid7(), kind=EXPORT, owner_id=owner_id, code=code, status="queued", progress=0,
-            created_at=now, started_at=None, finished_at=None, error=None,
-            snapshot_seq=int(head[0]) if head else 0, cursor_seq=0, cursor_bytes=0, rows=0,
-            attempt=0, resumed_from=None, purged_at=None, trace_id=trace_id,
-        )  # fmt: skip
+            id=uuid7(),
+            kind=EXPORT,
+            owner_id=owner_id,
+            code=code,
+            status="queued",
+            progress=0,
+            created_at=now,
+            started_at=None,
+            finished_at=None,
+            error=None,
+            snapshot_seq=int(head[0]) if head else 0,
+            cursor_seq=0,
+            cursor_bytes=0,
+            rows=0,
+            attempt=0,
+            resumed_from=None,
+            purged_at=None,
+            trace_id=trace_id,
+        )
         await tx.execute(
             "INSERT INTO jobs (id, kind, owner_id, code, status, progress, created_at,"
             " snapshot_seq, trace_id) VALUES (?, ?, ?, ?, 'queued', 0, ?, ?, ?)",
@@ -284,7 +311,7 @@ async def cancel(store: Store, job_id: str, owner_id: str | None) -> Job:
 
     Raises ``NoSuchJob`` (unknown or not the owner's) and ``AlreadyFinished``. A runner
     still going cannot write after this commits: its checkpoint and outcome updates
-    need ``running``; it stops on the cancel signal (``sluice.streams.cancel``).
+    need ``running``; it stops on the cancel signal (``sluice.records.cancel``).
     """
     async with store.transaction() as tx:
         row = await tx.fetchone(

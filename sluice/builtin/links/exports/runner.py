@@ -16,7 +16,7 @@ expired (resume). Checkpoints name the attempt, so a runner that lost its lock
 can no longer move the job.
 
 A job cancelled by its owner or the admin (``jobs.cancel``) stops within a
-second: the attempt runs under a ``CancelWatch`` (``sluice.streams.cancel``)
+second: the attempt runs under a ``CancelWatch`` (``sluice.records.cancel``)
 that cancels it on the signal, and ``run_export`` raises ``Cancelled``, which
 the consumer runtime acks without a retry. A delivery of a job cancelled
 before it started raises it too, without running anything.
@@ -73,10 +73,13 @@ class ExportDeps:
     def from_resources(cls, resources: Resources) -> ExportDeps:
         config = resources.config
         return cls(
-            store=resources.store, redis=resources.redis, keys=resources.keys,
+            store=resources.store,
+            redis=resources.redis,
+            keys=resources.keys,
             batch=LinksSettings.of(config).export_batch,
-            lock_ttl_ms=config.claim_idle_ms, max_attempts=config.max_deliveries,
-        )  # fmt: skip
+            lock_ttl_ms=config.claim_idle_ms,
+            max_attempts=config.max_deliveries,
+        )
 
     def lock(self, job_id: str) -> RedisLock:
         return RedisLock(
@@ -218,9 +221,13 @@ async def _export(job: Job, deps: ExportDeps, lost: asyncio.Event) -> None:
     if link is None or link.owner_id != job.owner_id:
         raise PermanentFailure(f"the link {job.code!r} does not exist")
     log.info(
-        "export running", job_id=job.id, code=job.code, attempt=job.attempt,
-        from_seq=job.cursor_seq, snapshot_seq=job.snapshot_seq,
-    )  # fmt: skip
+        "export running",
+        job_id=job.id,
+        code=job.code,
+        attempt=job.attempt,
+        from_seq=job.cursor_seq,
+        snapshot_seq=job.snapshot_seq,
+    )
     started = time.monotonic()
     cursor, size, rows = job.cursor_seq, job.cursor_bytes, job.rows
     while cursor < job.snapshot_seq:
@@ -229,9 +236,14 @@ async def _export(job: Job, deps: ExportDeps, lost: asyncio.Event) -> None:
         data = visits.csv_rows(found)
         _check(lost, job)
         saved = await jobs.checkpoint(
-            deps.store, job, cursor_seq=upto, rows=rows + len(found),
-            progress=progress_at(upto, job.snapshot_seq), at=size, data=data,
-        )  # fmt: skip
+            deps.store,
+            job,
+            cursor_seq=upto,
+            rows=rows + len(found),
+            progress=progress_at(upto, job.snapshot_seq),
+            at=size,
+            data=data,
+        )
         if not saved:
             raise await _fenced(deps, job)
         cursor, size, rows = upto, size + len(data), rows + len(found)
@@ -239,10 +251,13 @@ async def _export(job: Job, deps: ExportDeps, lost: asyncio.Event) -> None:
     if not await jobs.succeed(deps.store, job):
         raise await _fenced(deps, job)
     log.info(
-        "export succeeded", job_id=job.id, rows=rows, bytes=size,
+        "export succeeded",
+        job_id=job.id,
+        rows=rows,
+        bytes=size,
         events_scanned=job.snapshot_seq - job.cursor_seq,
         seconds=round(time.monotonic() - started, 3),
-    )  # fmt: skip
+    )
 
 
 def _check(lost: asyncio.Event, job: Job) -> None:

@@ -82,8 +82,11 @@ async def scan(store: Store, code: str, after: int, upto: int) -> list[Visit]:
 
 
 async def _archived(store: Store, after: int, upto: int) -> list[SegmentRef]:
-    return [s for s in await catalog.segments(store, after=after, types=VISIT_TYPES)
-            if s.first_seq <= upto]  # fmt: skip
+    return [
+        s
+        for s in await catalog.segments(store, after=after, types=VISIT_TYPES)
+        if s.first_seq <= upto
+    ]
 
 
 async def window_end(store: Store, after: int, batch: int, snapshot: int) -> int:
@@ -117,11 +120,17 @@ def csv_rows(visits: Sequence[Visit]) -> bytes:
     """The visits as CSV lines (RFC 4180, CRLF, UTF-8)."""
     return _rows_to_bytes(
         (
-            utc_time(v.occurred_at), v.visitor, _cell(v.referrer_host), _cell(v.browser),
-            "true" if v.is_bot else "false", v.country or "", v.os or "", v.device or "",
+            utc_time(v.occurred_at),
+            v.visitor,
+            _cell(v.referrer_host),
+            _cell(v.browser),
+            "true" if v.is_bot else "false",
+            v.country or "",
+            v.os or "",
+            v.device or "",
         )
         for v in visits
-    )  # fmt: skip
+    )
 
 
 def _rows_to_bytes(rows: Iterable[Sequence[str]]) -> bytes:

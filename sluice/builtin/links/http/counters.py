@@ -1,5 +1,5 @@
 """The links app's request-path counters, published to ``/metrics`` once a second by the
-core (``sluice.http.metrics.publish_counters``): link cache hits and misses, visits
+core (``sluice.http.metrics_route.publish_counters``): link cache hits and misses, visits
 recorded, dropped and buffered."""
 
 from __future__ import annotations

@@ -75,10 +75,15 @@ def _result_available(job: Job) -> bool:
 def _out(request: web.Request, job: Job) -> JobOut:
     result_url = f"{_job_url(request, job.id)}/result" if _result_available(job) else None
     return JobOut(
-        id=job.id, kind=job.kind, status=job.status,
-        progress=job.progress, created_at=job.created_at, finished_at=job.finished_at,
-        result_url=result_url, error=job.error,
-    )  # fmt: skip
+        id=job.id,
+        kind=job.kind,
+        status=job.status,
+        progress=job.progress,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+        result_url=result_url,
+        error=job.error,
+    )
 
 
 async def request_export(request: web.Request) -> web.Response:
@@ -127,7 +132,7 @@ async def read_job(request: web.Request) -> web.Response:
 
 async def cancel_job(request: web.Request) -> web.Response:
     """202 with the job, ``cancelled``; 409 once it finished. The worker running it, on any
-    host, stops within a second or two (``sluice.streams.cancel``)."""
+    host, stops within a second or two (``sluice.records.cancel``)."""
     user = await require_user_or_admin(request)
     job_id = request.match_info["job_id"]
     try:
@@ -161,10 +166,18 @@ class AdminJobOut(msgspec.Struct, kw_only=True):
 
 def _admin_out(job: Job) -> AdminJobOut:
     return AdminJobOut(
-        id=job.id, kind=job.kind, owner_id=job.owner_id, code=job.code, status=job.status,
-        progress=job.progress, created_at=job.created_at, started_at=job.started_at,
-        finished_at=job.finished_at, error=job.error, trace_id=job.trace_id,
-    )  # fmt: skip
+        id=job.id,
+        kind=job.kind,
+        owner_id=job.owner_id,
+        code=job.code,
+        status=job.status,
+        progress=job.progress,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        error=job.error,
+        trace_id=job.trace_id,
+    )
 
 
 async def list_jobs(request: web.Request) -> web.Response:
@@ -221,12 +234,14 @@ def _csv_response(
     start, stop = span or (0, current.size)
     response = web.StreamResponse(status=200 if span is None else 206)
     content_type, filename = _result_type(job)
-    response.headers.update({
-        **current.headers(),
-        hdrs.CONTENT_TYPE: content_type,
-        hdrs.CONTENT_DISPOSITION: f'attachment; filename="{filename}"',
-        "X-Trace-Id": request[TRACE_ID],  # prepared in the view: the middleware cannot add it
-    })  # fmt: skip
+    response.headers.update(
+        {
+            **current.headers(),
+            hdrs.CONTENT_TYPE: content_type,
+            hdrs.CONTENT_DISPOSITION: f'attachment; filename="{filename}"',
+            "X-Trace-Id": request[TRACE_ID],  # prepared in the view: the middleware cannot add it
+        }
+    )
     if span is not None:
         response.headers[hdrs.CONTENT_RANGE] = f"bytes {start}-{stop - 1}/{current.size}"
     response.content_length = stop - start
@@ -268,8 +283,7 @@ _NO_JOB = problem("no such job, or another user's (the same answer for both)")
 
 
 def _required_header(description: str, schema: Doc | None = None) -> Doc:
-    return {"description": description, "required": True,
-            "schema": schema or {"type": "string"}}  # fmt: skip
+    return {"description": description, "required": True, "schema": schema or {"type": "string"}}
 
 
 _RESULT_HEADERS = {
@@ -282,8 +296,13 @@ _RESULT_HEADERS = {
     "Accept-Ranges": _required_header("byte ranges are served", {"const": "bytes"}),
 }
 _RESULT_CONDITIONS = [
-    {"name": name, "in": "header", "required": False, "description": description,
-     "schema": {"type": "string"}}
+    {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string"},
+    }
     for name, description in (
         ("Range", "one byte range: `bytes=first-`, `bytes=first-last` or `bytes=-suffix`"),
         ("If-Range", "an ETag or an HTTP date: the Range applies only to that very version"),
@@ -292,135 +311,192 @@ _RESULT_CONDITIONS = [
         ("If-Modified-Since", "an HTTP date: 304 unless the result is newer"),
         ("If-Unmodified-Since", "an HTTP date: 412 when the result is newer"),
     )
-]  # fmt: skip
+]
 
 ROUTES = (
-    Route("POST", "/v1/links/{code}/exports", request_export, {
-        "operationId": "exportLink",
-        "summary": "Start a CSV export of one of the caller's links' visits",
-        "description": (
-            "Answers at once; the `exports` workers build the CSV in the background from the "
-            "event history, covering the visits committed before the request. While an export "
-            "of the link is queued or running, the same job is answered again (no second "
-            "scan). A user has at most SLUICE_EXPORTS_PER_USER (default 3) exports queued or "
-            "running at once; beyond that the answer is 429 and nothing is queued. Poll "
-            "`status_url`; the CSV has the columns visited_at, visitor, referrer_host, "
-            "browser, is_bot."
-        ),
-        "security": USER,
-        "parameters": [CODE],
-        "responses": {
-            "202": {**ok(ExportStarted, "the job; `Location` is its status URL"),
-                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}}},
-            "401": UNAUTHORIZED,
-            "404": NO_LINK,
-            "429": too_many("SLUICE_EXPORTS_PER_USER exports of yours are queued or running; "
-                            "ask again once one has finished"),
-        },
-    }, structs=(ExportStarted,)),
-    Route("GET", "/v1/admin/jobs", list_jobs, {
-        "operationId": "adminListJobs",
-        "summary": "Every user's jobs, newest first (the admin token)",
-        "description": (
-            f"At most {ADMIN_JOBS_MAX} jobs, newest first, of every user; `status` keeps one"
-            " status. The /admin page lists the queued and running ones with a Cancel"
-            " button (`DELETE /v1/jobs/{job_id}`)."
-        ),
-        "security": ADMIN,
-        "parameters": [{"name": "status", "in": "query", "required": False,
-                        "description": "only jobs of this status",
-                        "schema": {"type": "string", "enum": list(_STATUSES)}}],
-        "responses": {
-            "200": {"description": "the jobs", "content": {JSON: {"schema": {
-                "type": "array", "items": ref(AdminJobOut)}}}},
-            "401": UNAUTHORIZED,
-            "403": FORBIDDEN,
-            "422": problem("`status` is not a job status"),
-        },
-    }, structs=(AdminJobOut,)),
-    Route("GET", "/v1/jobs/{job_id}", read_job, {
-        "operationId": "getJob",
-        "summary": "A job's status and progress (0-100, never decreasing)",
-        "description": (
-            "`result_url` is set once the job succeeded, until the result is removed "
-            "SLUICE_EXPORT_RETENTION seconds (default a day) after `finished_at`; "
-            "`error` says why a job failed."
-        ),
-        "security": USER,
-        "parameters": [_JOB_ID],
-        "responses": {
-            "200": ok(JobOut, "the job"),
-            "401": UNAUTHORIZED,
-            "404": _NO_JOB,
-        },
-    }, structs=(JobOut,)),
-    Route("DELETE", "/v1/jobs/{job_id}", cancel_job, {
-        "operationId": "cancelJob",
-        "summary": "Cancel a queued or running job (its owner, or the admin token)",
-        "description": (
-            "The job reads `cancelled` at once and its partial result is removed; a job "
-            "not yet started never runs, and the worker running one, on any host, stops "
-            "within 2 s (a Redis signal polled every 0.5 s, the database read every 2 s "
-            "as a fallback). Its stream entry is acked, never retried and never "
-            "dead-lettered. A finished job (succeeded, failed or cancelled) is 409."
-        ),
-        "security": [*USER, *ADMIN],
-        "parameters": [_JOB_ID],
-        "responses": {
-            "202": ok(JobOut, "the job, now `cancelled`"),
-            "401": UNAUTHORIZED,
-            "404": _NO_JOB,
-            "409": problem("the job succeeded, failed or was cancelled already"),
-            "429": too_many(
-                "this client address sent too many tokens that are neither a user's nor the"
-                " admin's (SLUICE_ADMIN_FAILURES_PER_CLIENT per window): a wrong token is"
-                " refused until Retry-After; a valid one always passes"
+    Route(
+        "POST",
+        "/v1/links/{code}/exports",
+        request_export,
+        {
+            "operationId": "exportLink",
+            "summary": "Start a CSV export of one of the caller's links' visits",
+            "description": (
+                "Answers at once; the `exports` workers build the CSV in the background from the "
+                "event history, covering the visits committed before the request. While an export "
+                "of the link is queued or running, the same job is answered again (no second "
+                "scan). A user has at most SLUICE_EXPORTS_PER_USER (default 3) exports queued or "
+                "running at once; beyond that the answer is 429 and nothing is queued. Poll "
+                "`status_url`; the CSV has the columns visited_at, visitor, referrer_host, "
+                "browser, is_bot."
             ),
+            "security": USER,
+            "parameters": [CODE],
+            "responses": {
+                "202": {
+                    **ok(ExportStarted, "the job; `Location` is its status URL"),
+                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
+                },
+                "401": UNAUTHORIZED,
+                "404": NO_LINK,
+                "429": too_many(
+                    "SLUICE_EXPORTS_PER_USER exports of yours are queued or running; "
+                    "ask again once one has finished"
+                ),
+            },
         },
-    }, structs=(JobOut,)),
-    Route("GET", "/v1/jobs/{job_id}/result", job_result, {
-        "operationId": "getJobResult",
-        "summary": "The result of a job that succeeded: an export's CSV, an import's JSON",
-        "description": (
-            "The result is kept in the database, so any replica serves it, read a chunk at a "
-            "time. It never changes once the job succeeded: its `ETag` is strong and its "
-            "`Last-Modified` is the job's `finished_at`. Conditions are evaluated as RFC 9110 "
-            "section 13.2.2 orders them (If-Match, else If-Unmodified-Since: 412; "
-            "If-None-Match, else If-Modified-Since: 304) before a `Range` is looked at. One "
-            "byte range is served (`bytes=10-`, `bytes=10-99`, `bytes=-500`); an `If-Range` "
-            "naming another version (a weak or other tag, a date other than Last-Modified) "
-            "gets the whole CSV, as does a Range in a unit other than bytes (ignored, RFC "
-            "9110 section 14.2)."
-        ),
-        "security": USER,
-        "parameters": [_JOB_ID, *_RESULT_CONDITIONS],
-        "responses": {
-            "200": {
-                "description": "the CSV (RFC 4180, UTF-8, a header line), as an attachment",
-                "headers": _RESULT_HEADERS,
-                "content": {"text/csv": {"schema": {"type": "string"}},
-                            JSON: {"schema": {"type": "object", "description": (
-                                "an import's outcomes (see importLinks)")}}},
+        structs=(ExportStarted,),
+    ),
+    Route(
+        "GET",
+        "/v1/admin/jobs",
+        list_jobs,
+        {
+            "operationId": "adminListJobs",
+            "summary": "Every user's jobs, newest first (the admin token)",
+            "description": (
+                f"At most {ADMIN_JOBS_MAX} jobs, newest first, of every user; `status` keeps one"
+                " status. The /admin page lists the queued and running ones with a Cancel"
+                " button (`DELETE /v1/jobs/{job_id}`)."
+            ),
+            "security": ADMIN,
+            "parameters": [
+                {
+                    "name": "status",
+                    "in": "query",
+                    "required": False,
+                    "description": "only jobs of this status",
+                    "schema": {"type": "string", "enum": list(_STATUSES)},
+                }
+            ],
+            "responses": {
+                "200": {
+                    "description": "the jobs",
+                    "content": {JSON: {"schema": {"type": "array", "items": ref(AdminJobOut)}}},
+                },
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "422": problem("`status` is not a job status"),
             },
-            "206": {
-                "description": "the part of the CSV a Range header asked for",
-                "headers": {**_RESULT_HEADERS, "Content-Range": _required_header(
-                    "`bytes first-last/size`")},
-                "content": {"text/csv": {"schema": {"type": "string"}}},
-            },
-            "304": {
-                "description": "If-None-Match or If-Modified-Since: the client's copy is current",
-                "headers": {name: _RESULT_HEADERS[name] for name in ("ETag", "Last-Modified")},
-            },
-            "401": UNAUTHORIZED,
-            "404": _NO_JOB,
-            "409": problem("the job is queued, running, failed or cancelled: no result"),
-            "410": problem("the result was removed after the retention period"),
-            "412": problem("If-Match names another version, or the result changed after "
-                           "If-Unmodified-Since"),
-            "416": {**problem("a byte Range that starts past the end, is empty or backwards, "
-                              "or is not one byte range"),
-                    "headers": {"Content-Range": _required_header("`bytes */size`")}},
         },
-    }),
-)  # fmt: skip
+        structs=(AdminJobOut,),
+    ),
+    Route(
+        "GET",
+        "/v1/jobs/{job_id}",
+        read_job,
+        {
+            "operationId": "getJob",
+            "summary": "A job's status and progress (0-100, never decreasing)",
+            "description": (
+                "`result_url` is set once the job succeeded, until the result is removed "
+                "SLUICE_EXPORT_RETENTION seconds (default a day) after `finished_at`; "
+                "`error` says why a job failed."
+            ),
+            "security": USER,
+            "parameters": [_JOB_ID],
+            "responses": {
+                "200": ok(JobOut, "the job"),
+                "401": UNAUTHORIZED,
+                "404": _NO_JOB,
+            },
+        },
+        structs=(JobOut,),
+    ),
+    Route(
+        "DELETE",
+        "/v1/jobs/{job_id}",
+        cancel_job,
+        {
+            "operationId": "cancelJob",
+            "summary": "Cancel a queued or running job (its owner, or the admin token)",
+            "description": (
+                "The job reads `cancelled` at once and its partial result is removed; a job "
+                "not yet started never runs, and the worker running one, on any host, stops "
+                "within 2 s (a Redis signal polled every 0.5 s, the database read every 2 s "
+                "as a fallback). Its stream entry is acked, never retried and never "
+                "dead-lettered. A finished job (succeeded, failed or cancelled) is 409."
+            ),
+            "security": [*USER, *ADMIN],
+            "parameters": [_JOB_ID],
+            "responses": {
+                "202": ok(JobOut, "the job, now `cancelled`"),
+                "401": UNAUTHORIZED,
+                "404": _NO_JOB,
+                "409": problem("the job succeeded, failed or was cancelled already"),
+                "429": too_many(
+                    "this client address sent too many tokens that are neither a user's nor the"
+                    " admin's (SLUICE_ADMIN_FAILURES_PER_CLIENT per window): a wrong token is"
+                    " refused until Retry-After; a valid one always passes"
+                ),
+            },
+        },
+        structs=(JobOut,),
+    ),
+    Route(
+        "GET",
+        "/v1/jobs/{job_id}/result",
+        job_result,
+        {
+            "operationId": "getJobResult",
+            "summary": "The result of a job that succeeded: an export's CSV, an import's JSON",
+            "description": (
+                "The result is kept in the database, so any replica serves it, read a chunk at a "
+                "time. It never changes once the job succeeded: its `ETag` is strong and its "
+                "`Last-Modified` is the job's `finished_at`. Conditions are evaluated as RFC 9110 "
+                "section 13.2.2 orders them (If-Match, else If-Unmodified-Since: 412; "
+                "If-None-Match, else If-Modified-Since: 304) before a `Range` is looked at. One "
+                "byte range is served (`bytes=10-`, `bytes=10-99`, `bytes=-500`); an `If-Range` "
+                "naming another version (a weak or other tag, a date other than Last-Modified) "
+                "gets the whole CSV, as does a Range in a unit other than bytes (ignored, RFC "
+                "9110 section 14.2)."
+            ),
+            "security": USER,
+            "parameters": [_JOB_ID, *_RESULT_CONDITIONS],
+            "responses": {
+                "200": {
+                    "description": "the CSV (RFC 4180, UTF-8, a header line), as an attachment",
+                    "headers": _RESULT_HEADERS,
+                    "content": {
+                        "text/csv": {"schema": {"type": "string"}},
+                        JSON: {
+                            "schema": {
+                                "type": "object",
+                                "description": ("an import's outcomes (see importLinks)"),
+                            }
+                        },
+                    },
+                },
+                "206": {
+                    "description": "the part of the CSV a Range header asked for",
+                    "headers": {
+                        **_RESULT_HEADERS,
+                        "Content-Range": _required_header("`bytes first-last/size`"),
+                    },
+                    "content": {"text/csv": {"schema": {"type": "string"}}},
+                },
+                "304": {
+                    "description": (
+                        "If-None-Match or If-Modified-Since: the client's copy is current"
+                    ),
+                    "headers": {name: _RESULT_HEADERS[name] for name in ("ETag", "Last-Modified")},
+                },
+                "401": UNAUTHORIZED,
+                "404": _NO_JOB,
+                "409": problem("the job is queued, running, failed or cancelled: no result"),
+                "410": problem("the result was removed after the retention period"),
+                "412": problem(
+                    "If-Match names another version, or the result changed after "
+                    "If-Unmodified-Since"
+                ),
+                "416": {
+                    **problem(
+                        "a byte Range that starts past the end, is empty or backwards, "
+                        "or is not one byte range"
+                    ),
+                    "headers": {"Content-Range": _required_header("`bytes */size`")},
+                },
+            },
+        },
+    ),
+)

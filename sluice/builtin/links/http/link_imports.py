@@ -42,9 +42,7 @@ CSV = "text/csv"
 
 
 def _check_type(request: web.Request) -> None:
-    if request.content_type != CSV or (request.charset or "utf-8").lower() not in (
-        "utf-8", "utf8"
-    ):  # fmt: skip
+    if request.content_type != CSV or (request.charset or "utf-8").lower() not in ("utf-8", "utf8"):
         raise UnsupportedMediaType("the body must be text/csv in UTF-8 (charset=utf-8 or none)")
 
 
@@ -74,9 +72,14 @@ async def request_import(request: web.Request) -> web.Response:
         raise Unprocessable(str(exc)) from None
     try:
         job, _ = await jobs.request_import(
-            request.app[STORE], user.id, data, parsed.format.name, len(parsed.drafts),
-            request[TRACE_ID], per_user=LinksSettings.of(request).imports_per_user,
-        )  # fmt: skip
+            request.app[STORE],
+            user.id,
+            data,
+            parsed.format.name,
+            len(parsed.drafts),
+            request[TRACE_ID],
+            per_user=LinksSettings.of(request).imports_per_user,
+        )
     except TooManyJobs as exc:
         raise too_many_jobs(exc) from None
     status_url = f"{request.app[CONFIG].base_url}/v1/jobs/{job.id}"
@@ -86,41 +89,54 @@ async def request_import(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("POST", "/v1/links/imports", request_import, large_body=LargeBody(
-        lambda config: LinksSettings.of(config).import_max_bytes, admit_upload
-    ), doc={
-        "operationId": "importLinks",
-        "summary": "Import links from a CSV file, in the background",
-        "description": (
-            "The format is told by the header row (names compared without case, spaces, `_`"
-            " or `-`): sluice's own `url, alias, expires_at, tags, title` (only `url`"
-            " required), or an export of YOURLS (`keyword, url, title, ...`), Shlink"
-            " (`shortCode, longUrl, title, tags, ...`) or Bitly (`link, long_url, title,"
-            " tags, ...`). Every row goes by the rules of POST /v1/links. Answers at once;"
-            " poll `status_url`: the job's result (`result_url`) is JSON, one outcome per row"
-            " (`created`, `existing` or `invalid` with the reason). Importing the same file"
-            " again creates nothing twice: a row with a code is `existing` when the caller's"
-            " link with that code goes to the same URL, a row without one when an import of"
-            " the caller created a link to the same URL. Uploading the same file while its"
-            " import is queued or running answers that same job. A user has at most"
-            " SLUICE_IMPORTS_PER_USER (default 3) imports queued or running at once; the"
-            " token, the content type and that cap are checked before any of the file is"
-            " read, and a refused upload is answered at once with its connection closed."
-            " Every link counts against SLUICE_LINKS_PER_USER: rows beyond it are"
-            " `invalid`."
+    Route(
+        "POST",
+        "/v1/links/imports",
+        request_import,
+        large_body=LargeBody(
+            lambda config: LinksSettings.of(config).import_max_bytes, admit_upload
         ),
-        "security": USER,
-        "requestBody": {"required": True, "content": {CSV: {"schema": {"type": "string"}}}},
-        "responses": {
-            "202": {**ok(ExportStarted, "the job; `Location` is its status URL"),
-                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}}},
-            "400": problem("the body cannot be read"),
-            "401": UNAUTHORIZED,
-            "413": problem("the file is larger than SLUICE_IMPORT_MAX_BYTES (10 MiB by default)"),
-            "415": problem("the body is not text/csv in UTF-8"),
-            "422": problem("not UTF-8, not CSV, a header row of no known format, or no rows"),
-            "429": too_many("SLUICE_IMPORTS_PER_USER imports of yours are queued or running;"
-                            " upload again once one has finished (the file is not read)"),
+        doc={
+            "operationId": "importLinks",
+            "summary": "Import links from a CSV file, in the background",
+            "description": (
+                "The format is told by the header row (names compared without case, spaces, `_`"
+                " or `-`): sluice's own `url, alias, expires_at, tags, title` (only `url`"
+                " required), or an export of YOURLS (`keyword, url, title, ...`), Shlink"
+                " (`shortCode, longUrl, title, tags, ...`) or Bitly (`link, long_url, title,"
+                " tags, ...`). Every row goes by the rules of POST /v1/links. Answers at once;"
+                " poll `status_url`: the job's result (`result_url`) is JSON, one outcome per row"
+                " (`created`, `existing` or `invalid` with the reason). Importing the same file"
+                " again creates nothing twice: a row with a code is `existing` when the caller's"
+                " link with that code goes to the same URL, a row without one when an import of"
+                " the caller created a link to the same URL. Uploading the same file while its"
+                " import is queued or running answers that same job. A user has at most"
+                " SLUICE_IMPORTS_PER_USER (default 3) imports queued or running at once; the"
+                " token, the content type and that cap are checked before any of the file is"
+                " read, and a refused upload is answered at once with its connection closed."
+                " Every link counts against SLUICE_LINKS_PER_USER: rows beyond it are"
+                " `invalid`."
+            ),
+            "security": USER,
+            "requestBody": {"required": True, "content": {CSV: {"schema": {"type": "string"}}}},
+            "responses": {
+                "202": {
+                    **ok(ExportStarted, "the job; `Location` is its status URL"),
+                    "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
+                },
+                "400": problem("the body cannot be read"),
+                "401": UNAUTHORIZED,
+                "413": problem(
+                    "the file is larger than SLUICE_IMPORT_MAX_BYTES (10 MiB by default)"
+                ),
+                "415": problem("the body is not text/csv in UTF-8"),
+                "422": problem("not UTF-8, not CSV, a header row of no known format, or no rows"),
+                "429": too_many(
+                    "SLUICE_IMPORTS_PER_USER imports of yours are queued or running;"
+                    " upload again once one has finished (the file is not read)"
+                ),
+            },
         },
-    }, structs=(ExportStarted,)),
-)  # fmt: skip
+        structs=(ExportStarted,),
+    ),
+)

@@ -210,61 +210,88 @@ def _see_other(code: str) -> web.Response:
 
 
 _CODE_IN_PATH = {
-    "name": "code", "in": "path", "required": True,
+    "name": "code",
+    "in": "path",
+    "required": True,
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"},
-}  # fmt: skip
+}
 _LOCATION = {"Location": {"schema": {"type": "string"}}}
 _FORM_AGAIN = {"Cache-Control": {"schema": {"const": "no-store"}}}
 
 ROUTES = (
-    Route("POST", "/{code}", unlock, {
-        "operationId": "unlockLink",
-        "summary": "Follow a password link: its password, from the link's form",
-        "description": (
-            "`GET /{code}` of a link with a `password` answers an HTML form (200, no visit "
-            "recorded) that posts here. The right password answers 200 with an HTML page "
-            "that opens the target a GET of the link would redirect to without one (its "
-            "rules applied, its `max_visits` counted) at once, by a `Refresh: 0; url=...` "
-            "header and the same `<meta http-equiv=\"refresh\">`, and links to it; the "
-            "visit is recorded. Not a 3xx: browsers apply the form's CSP `form-action "
-            "'self'` to a redirect that answers it, and would block one to another site; "
-            "so `redirect_status` does not apply. A wrong password is 401 with the form "
-            "again. After "
-            f"{MAX_FAILURES} wrong passwords for one link from one client (its address, "
-            "or what a proxy in SLUICE_TRUSTED_PROXIES says; an IPv6 client is its /64) "
-            f"within {WINDOW_SECONDS // 60} minutes, every POST from that client is 429 "
-            "with the form and `Retry-After` until the oldest failure is "
-            f"{WINDOW_SECONDS // 60} minutes old, the right password included. Counted "
-            "across every API replica."
-        ),
-        "parameters": [_CODE_IN_PATH],
-        "requestBody": {"required": True, "content": {FORM: {"schema": {
-            "type": "object",
-            "properties": {"password": {"type": "string"}},
-        }}}},
-        "responses": {
-            "200": {**html_page("the right password: a page that opens the link's target "
-                                "at once, and links to it"),
-                    "headers": {"Refresh": {"schema": {"type": "string",
-                                                       "pattern": "^0; url=https?://"}}}},
-            "303": {"description": "the link has no password (any more): to `/{code}`",
-                    "headers": _LOCATION},
-            "400": problem("the form is not URL-encoded UTF-8 of at most 20 fields"),
-            "401": {**html_page("a wrong password: the form again, saying so"),
-                    "headers": _FORM_AGAIN},
-            "404": problem("no link has this code, or its valid_since is still ahead"),
-            "410": problem("the link is disabled or expired, or has served its max_visits"),
-            "413": problem("the body is larger than 64 KiB"),
-            "415": problem(f"the body is not {FORM}"),
-            "429": {**html_page(f"{MAX_FAILURES} wrong passwords from this client within "
-                                f"{WINDOW_SECONDS // 60} minutes, or this client has "
-                                "SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked "
-                                "already: the form, saying when to try again"),
-                    "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
-            "503": problem(
-                "the link is not cached and the database is unavailable, or this process "
-                "is checking as many passwords as it may at once (Retry-After)"
+    Route(
+        "POST",
+        "/{code}",
+        unlock,
+        {
+            "operationId": "unlockLink",
+            "summary": "Follow a password link: its password, from the link's form",
+            "description": (
+                "`GET /{code}` of a link with a `password` answers an HTML form (200, no visit "
+                "recorded) that posts here. The right password answers 200 with an HTML page "
+                "that opens the target a GET of the link would redirect to without one (its "
+                "rules applied, its `max_visits` counted) at once, by a `Refresh: 0; url=...` "
+                'header and the same `<meta http-equiv="refresh">`, and links to it; the '
+                "visit is recorded. Not a 3xx: browsers apply the form's CSP `form-action "
+                "'self'` to a redirect that answers it, and would block one to another site; "
+                "so `redirect_status` does not apply. A wrong password is 401 with the form "
+                "again. After "
+                f"{MAX_FAILURES} wrong passwords for one link from one client (its address, "
+                "or what a proxy in SLUICE_TRUSTED_PROXIES says; an IPv6 client is its /64) "
+                f"within {WINDOW_SECONDS // 60} minutes, every POST from that client is 429 "
+                "with the form and `Retry-After` until the oldest failure is "
+                f"{WINDOW_SECONDS // 60} minutes old, the right password included. Counted "
+                "across every API replica."
             ),
+            "parameters": [_CODE_IN_PATH],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    FORM: {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"password": {"type": "string"}},
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": {
+                    **html_page(
+                        "the right password: a page that opens the link's target "
+                        "at once, and links to it"
+                    ),
+                    "headers": {
+                        "Refresh": {"schema": {"type": "string", "pattern": "^0; url=https?://"}}
+                    },
+                },
+                "303": {
+                    "description": "the link has no password (any more): to `/{code}`",
+                    "headers": _LOCATION,
+                },
+                "400": problem("the form is not URL-encoded UTF-8 of at most 20 fields"),
+                "401": {
+                    **html_page("a wrong password: the form again, saying so"),
+                    "headers": _FORM_AGAIN,
+                },
+                "404": problem("no link has this code, or its valid_since is still ahead"),
+                "410": problem("the link is disabled or expired, or has served its max_visits"),
+                "413": problem("the body is larger than 64 KiB"),
+                "415": problem(f"the body is not {FORM}"),
+                "429": {
+                    **html_page(
+                        f"{MAX_FAILURES} wrong passwords from this client within "
+                        f"{WINDOW_SECONDS // 60} minutes, or this client has "
+                        "SLUICE_PASSWORD_HASH_PER_CLAIMANT passwords being checked "
+                        "already: the form, saying when to try again"
+                    ),
+                    "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+                },
+                "503": problem(
+                    "the link is not cached and the database is unavailable, or this process "
+                    "is checking as many passwords as it may at once (Retry-After)"
+                ),
+            },
         },
-    }),
-)  # fmt: skip
+    ),
+)

@@ -65,45 +65,68 @@ async def link_qr(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/v1/links/{code}/qr", link_qr, {
-        "operationId": "getLinkQrCode",
-        "summary": "One of the caller's links' short URL as a QR code image",
-        "description": (
-            f"`format` svg (default) or png; `size` the pixels per module, {qr.SCALE_MIN} to"
-            f" {qr.SCALE_MAX} (default {qr.SCALE_DEFAULT}): the image is (modules + 8) x size"
-            " pixels wide, a quiet zone of 4 modules on each side. Error correction M."
-            " Cached privately for a day (`Cache-Control`), then revalidated with the"
-            " strong `ETag` (`If-None-Match`: 304)."
-        ),
-        "security": USER,
-        "parameters": [
-            CODE,
-            {"name": "format", "in": "query", "required": False,
-             "schema": {"type": "string", "enum": list(qr.FORMATS), "default": "svg"}},
-            {"name": "size", "in": "query", "required": False,
-             "description": "pixels per module",
-             "schema": {"type": "integer", "minimum": qr.SCALE_MIN, "maximum": qr.SCALE_MAX,
-                        "default": qr.SCALE_DEFAULT}},
-            {"name": "If-None-Match", "in": "header", "required": False,
-             "schema": {"type": "string"}},
-        ],
-        "responses": {
-            "200": {
-                "description": "the QR code",
-                "headers": {
-                    "ETag": {"schema": {"type": "string"}, "required": True},
-                    "Cache-Control": {"schema": {"type": "string"}, "required": True},
+    Route(
+        "GET",
+        "/v1/links/{code}/qr",
+        link_qr,
+        {
+            "operationId": "getLinkQrCode",
+            "summary": "One of the caller's links' short URL as a QR code image",
+            "description": (
+                f"`format` svg (default) or png; `size` the pixels per module, {qr.SCALE_MIN} to"
+                f" {qr.SCALE_MAX} (default {qr.SCALE_DEFAULT}): the image is (modules + 8) x size"
+                " pixels wide, a quiet zone of 4 modules on each side. Error correction M."
+                " Cached privately for a day (`Cache-Control`), then revalidated with the"
+                " strong `ETag` (`If-None-Match`: 304)."
+            ),
+            "security": USER,
+            "parameters": [
+                CODE,
+                {
+                    "name": "format",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "enum": list(qr.FORMATS), "default": "svg"},
                 },
-                "content": {
-                    "image/svg+xml": {"schema": {"type": "string"}},
-                    "image/png": {"schema": {"type": "string", "format": "binary"}},
+                {
+                    "name": "size",
+                    "in": "query",
+                    "required": False,
+                    "description": "pixels per module",
+                    "schema": {
+                        "type": "integer",
+                        "minimum": qr.SCALE_MIN,
+                        "maximum": qr.SCALE_MAX,
+                        "default": qr.SCALE_DEFAULT,
+                    },
                 },
+                {
+                    "name": "If-None-Match",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string"},
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "the QR code",
+                    "headers": {
+                        "ETag": {"schema": {"type": "string"}, "required": True},
+                        "Cache-Control": {"schema": {"type": "string"}, "required": True},
+                    },
+                    "content": {
+                        "image/svg+xml": {"schema": {"type": "string"}},
+                        "image/png": {"schema": {"type": "string", "format": "binary"}},
+                    },
+                },
+                "304": {"description": "If-None-Match names this image"},
+                "401": UNAUTHORIZED,
+                "404": NO_LINK,
+                "422": problem(
+                    f"a format other than svg or png, or a size outside "
+                    f"{qr.SCALE_MIN}..{qr.SCALE_MAX}"
+                ),
             },
-            "304": {"description": "If-None-Match names this image"},
-            "401": UNAUTHORIZED,
-            "404": NO_LINK,
-            "422": problem(f"a format other than svg or png, or a size outside "
-                           f"{qr.SCALE_MIN}..{qr.SCALE_MAX}"),
         },
-    }),
-)  # fmt: skip
+    ),
+)

@@ -108,39 +108,54 @@ async def link_stats(request: web.Request) -> web.Response:
 
 # The query parameters of a range, as stats_range reads them.
 RANGE = [
-    {"name": "from", "in": "query", "required": False,
-     "description": "first UTC day, YYYY-MM-DD; default `to` minus 29 days",
-     "schema": {"type": "string", "format": "date"}},
-    {"name": "to", "in": "query", "required": False,
-     "description": f"last UTC day, YYYY-MM-DD; default today; at most {MAX_DAYS} days in all",
-     "schema": {"type": "string", "format": "date"}},
-]  # fmt: skip
+    {
+        "name": "from",
+        "in": "query",
+        "required": False,
+        "description": "first UTC day, YYYY-MM-DD; default `to` minus 29 days",
+        "schema": {"type": "string", "format": "date"},
+    },
+    {
+        "name": "to",
+        "in": "query",
+        "required": False,
+        "description": f"last UTC day, YYYY-MM-DD; default today; at most {MAX_DAYS} days in all",
+        "schema": {"type": "string", "format": "date"},
+    },
+]
 RANGE_422 = f"a date not YYYY-MM-DD, `from` after `to`, or more than {MAX_DAYS} days"
 
 ROUTES = (
-    Route("GET", "/v1/links/{code}/stats", link_stats, {
-        "operationId": "linkStats",
-        "summary": "Visit statistics of one of the caller's links",
-        "description": (
-            "Every figure covers the UTC days `from` to `to` (both answered). `total` counts "
-            "GET redirects (never HEAD); `bots` those from a known crawler or link previewer; "
-            "`human = total - bots`; `unique_visitors` counts distinct keyed hashes of the "
-            "client address + User-Agent over the whole range (a visitor of several days "
-            "counts once), each day's over that day. `days` lists every day, zeros included. "
-            "`referrers` (by host), `browsers`, `countries` (ISO 3166-1 alpha-2 of the "
-            "client address, forwarded by a trusted proxy), `os` (android, ios, windows, "
-            f"macos, linux) and `devices` (mobile, tablet, desktop) list the {TOP_ROWS} busiest "
-            "values each, most visits first; null stands for no Referer or a value that "
-            "could not be told. Eventually consistent (seconds), exact once the workers "
-            "drain; `as_of` is the time of the read."
-        ),
-        "security": USER,
-        "parameters": [CODE, *RANGE],
-        "responses": {
-            "200": ok(LinkStatsOut, "the statistics"),
-            "401": UNAUTHORIZED,
-            "404": NO_LINK,
-            "422": problem(RANGE_422),
+    Route(
+        "GET",
+        "/v1/links/{code}/stats",
+        link_stats,
+        {
+            "operationId": "linkStats",
+            "summary": "Visit statistics of one of the caller's links",
+            "description": (
+                "Every figure covers the UTC days `from` to `to` (both answered). `total` counts "
+                "GET redirects (never HEAD); `bots` those from a known crawler or link previewer; "
+                "`human = total - bots`; `unique_visitors` counts distinct keyed hashes of the "
+                "client address + User-Agent over the whole range (a visitor of several days "
+                "counts once), each day's over that day. `days` lists every day, zeros included. "
+                "`referrers` (by host), `browsers`, `countries` (ISO 3166-1 alpha-2 of the "
+                "client address, forwarded by a trusted proxy), `os` (android, ios, windows, "
+                "macos, linux) and `devices` (mobile, tablet, "
+                f"desktop) list the {TOP_ROWS} busiest "
+                "values each, most visits first; null stands for no Referer or a value that "
+                "could not be told. Eventually consistent (seconds), exact once the workers "
+                "drain; `as_of` is the time of the read."
+            ),
+            "security": USER,
+            "parameters": [CODE, *RANGE],
+            "responses": {
+                "200": ok(LinkStatsOut, "the statistics"),
+                "401": UNAUTHORIZED,
+                "404": NO_LINK,
+                "422": problem(RANGE_422),
+            },
         },
-    }, structs=(LinkStatsOut,)),
-)  # fmt: skip
+        structs=(LinkStatsOut,),
+    ),
+)

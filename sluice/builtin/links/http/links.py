@@ -161,9 +161,14 @@ async def create_link(request: web.Request) -> web.Response:
     checks.done("invalid link")
     fields = await _hashed(request, fields, user)
     draft = Link(
-        code="", owner_id=user.id, url=url, expires_at=expires_at, disabled=False,
-        created_at=now, **fields,
-    )  # fmt: skip
+        code="",
+        owner_id=user.id,
+        url=url,
+        expires_at=expires_at,
+        disabled=False,
+        created_at=now,
+        **fields,
+    )
     try:
         async with request.app[STORE].transaction() as tx:
             room = await repository.room_for_links(
@@ -283,104 +288,155 @@ _HASHER_FULL = problem(
 )
 
 ROUTES = (
-    Route("POST", "/v1/links", create_link, {
-        "operationId": "createLink",
-        "summary": "Shorten a URL, under an alias or a generated 6-character code",
-        "description": (
-            "`url`: absolute http(s) with a host, at most 2048 characters, no user or "
-            "password, not this service's own short domain. `alias`: "
-            "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$, unique (case-sensitively), not a reserved "
-            "word. `expires_at`: RFC 3339 with an offset, in the future. `max_visits`: an "
-            "integer of at least 1; once that many GET redirects were served (across every "
-            "replica; HEAD never counts), 410. `valid_since`: RFC 3339 with an offset; "
-            "before it the code answers 404, as an unknown one. `redirect_status`: 301, "
-            "302 (default), 307 or 308. `tags`: up to 10 distinct of ^[a-z0-9-]{1,32}$ "
-            "(duplicates dropped). `title`: at most 200 characters. `rules`: up to 10 of "
-            "`{when: {device?, os?, language?, country?}, url}`; a redirect goes to the "
-            "`url` of the first rule whose conditions all hold, else to `url` (device "
-            "mobile|tablet|desktop, os android|ios|windows|macos|linux, language a primary "
-            "tag such as `fr`, country ISO 3166-1 alpha-2 such as `FR`; each rule's `url` "
-            "follows the rules of `url`). `password`: 8 to 128 characters; `GET /{code}` "
-            "then answers a form and only `POST /{code}` with the password opens the "
-            "target (a page that refreshes to it) and records the visit. It is kept as a "
-            "scrypt hash and never answered: links show `has_password`. Unknown fields are "
-            "refused (400). A user has at most SLUICE_LINKS_PER_USER links (default "
-            "100000), however made; beyond it, 403."
-        ),
-        "security": USER,
-        "requestBody": request_body(LinkBody),
-        "responses": {
-            "201": ok(LinkOut, "the new link"),
-            **BAD_BODY,
-            "401": UNAUTHORIZED,
-            "403": problem("you have SLUICE_LINKS_PER_USER links already (links are never"
-                           " deleted: waiting does not help)"),
-            "409": problem("the alias is taken"),
-            "422": problem("invalid or missing url, invalid or reserved alias, "
-                           "expiry not in the future, or an invalid max_visits, "
-                           "valid_since, redirect_status, tags, title, rules (each "
-                           "broken rule named by its path, as `rules[2].when.os`) or "
-                           "password (not 8 to 128 characters)"),
-            "429": _HASHES_CLAIMED,
-            "503": _HASHER_FULL,
+    Route(
+        "POST",
+        "/v1/links",
+        create_link,
+        {
+            "operationId": "createLink",
+            "summary": "Shorten a URL, under an alias or a generated 6-character code",
+            "description": (
+                "`url`: absolute http(s) with a host, at most 2048 characters, no user or "
+                "password, not this service's own short domain. `alias`: "
+                "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$, unique (case-sensitively), not a reserved "
+                "word. `expires_at`: RFC 3339 with an offset, in the future. `max_visits`: an "
+                "integer of at least 1; once that many GET redirects were served (across every "
+                "replica; HEAD never counts), 410. `valid_since`: RFC 3339 with an offset; "
+                "before it the code answers 404, as an unknown one. `redirect_status`: 301, "
+                "302 (default), 307 or 308. `tags`: up to 10 distinct of ^[a-z0-9-]{1,32}$ "
+                "(duplicates dropped). `title`: at most 200 characters. `rules`: up to 10 of "
+                "`{when: {device?, os?, language?, country?}, url}`; a redirect goes to the "
+                "`url` of the first rule whose conditions all hold, else to `url` (device "
+                "mobile|tablet|desktop, os android|ios|windows|macos|linux, language a primary "
+                "tag such as `fr`, country ISO 3166-1 alpha-2 such as `FR`; each rule's `url` "
+                "follows the rules of `url`). `password`: 8 to 128 characters; `GET /{code}` "
+                "then answers a form and only `POST /{code}` with the password opens the "
+                "target (a page that refreshes to it) and records the visit. It is kept as a "
+                "scrypt hash and never answered: links show `has_password`. Unknown fields are "
+                "refused (400). A user has at most SLUICE_LINKS_PER_USER links (default "
+                "100000), however made; beyond it, 403."
+            ),
+            "security": USER,
+            "requestBody": request_body(LinkBody),
+            "responses": {
+                "201": ok(LinkOut, "the new link"),
+                **BAD_BODY,
+                "401": UNAUTHORIZED,
+                "403": problem(
+                    "you have SLUICE_LINKS_PER_USER links already (links are never"
+                    " deleted: waiting does not help)"
+                ),
+                "409": problem("the alias is taken"),
+                "422": problem(
+                    "invalid or missing url, invalid or reserved alias, "
+                    "expiry not in the future, or an invalid max_visits, "
+                    "valid_since, redirect_status, tags, title, rules (each "
+                    "broken rule named by its path, as `rules[2].when.os`) or "
+                    "password (not 8 to 128 characters)"
+                ),
+                "429": _HASHES_CLAIMED,
+                "503": _HASHER_FULL,
+            },
         },
-    }, structs=(LinkBody, LinkOut)),
-    Route("GET", "/v1/links", list_links, {
-        "operationId": "listLinks",
-        "summary": "The caller's links, newest first",
-        "description": "With `tag`, only the links that have that tag.",
-        "security": USER,
-        "parameters": [
-            {"name": "limit", "in": "query", "required": False,
-             "schema": {"type": "integer", "minimum": 1, "maximum": PAGE_MAX,
-                        "default": PAGE_DEFAULT}},
-            {"name": "cursor", "in": "query", "required": False,
-             "description": "`next_cursor` of the previous page", "schema": {"type": "string"}},
-            {"name": "tag", "in": "query", "required": False,
-             "description": "only links with this tag",
-             "schema": {"type": "string", "pattern": "^[a-z0-9-]{1,32}$"}},
-        ],
-        "responses": {
-            "200": ok(LinkPage, "one page; `next_cursor` is null on the last one"),
-            "401": UNAUTHORIZED,
-            "422": problem(f"a limit outside 1..{PAGE_MAX}, a cursor this API did not "
-                           "return, or a tag that is not ^[a-z0-9-]{1,32}$"),
+        structs=(LinkBody, LinkOut),
+    ),
+    Route(
+        "GET",
+        "/v1/links",
+        list_links,
+        {
+            "operationId": "listLinks",
+            "summary": "The caller's links, newest first",
+            "description": "With `tag`, only the links that have that tag.",
+            "security": USER,
+            "parameters": [
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": PAGE_MAX,
+                        "default": PAGE_DEFAULT,
+                    },
+                },
+                {
+                    "name": "cursor",
+                    "in": "query",
+                    "required": False,
+                    "description": "`next_cursor` of the previous page",
+                    "schema": {"type": "string"},
+                },
+                {
+                    "name": "tag",
+                    "in": "query",
+                    "required": False,
+                    "description": "only links with this tag",
+                    "schema": {"type": "string", "pattern": "^[a-z0-9-]{1,32}$"},
+                },
+            ],
+            "responses": {
+                "200": ok(LinkPage, "one page; `next_cursor` is null on the last one"),
+                "401": UNAUTHORIZED,
+                "422": problem(
+                    f"a limit outside 1..{PAGE_MAX}, a cursor this API did not "
+                    "return, or a tag that is not ^[a-z0-9-]{1,32}$"
+                ),
+            },
         },
-    }, structs=(LinkPage,)),
-    Route("GET", "/v1/links/{code}", read_link, {
-        "operationId": "getLink",
-        "summary": "One of the caller's links",
-        "description": "Every field as stored, `rules` included (`[]` for none).",
-        "security": USER,
-        "parameters": [CODE],
-        "responses": {"200": ok(LinkOut, "the link"), "401": UNAUTHORIZED, "404": NO_LINK},
-    }, structs=(LinkOut,)),
-    Route("PATCH", "/v1/links/{code}", patch_link, {
-        "operationId": "updateLink",
-        "summary": "Change a link's fields",
-        "description": (
-            "Absent fields keep their value; null clears `expires_at`, `max_visits`, "
-            "`valid_since`, `tags`, `title`, `rules` and `password` (the link redirects "
-            "again without a form). The fields follow the rules of createLink; "
-            "a new `max_visits` applies at once (visits already served count). Every API "
-            "replica redirects by the new state within a second. The code never changes "
-            "and links are never deleted."
-        ),
-        "security": USER,
-        "parameters": [CODE],
-        "requestBody": request_body(LinkPatch),
-        "responses": {
-            "200": ok(LinkOut, "the link as changed"),
-            **BAD_BODY,
-            "401": UNAUTHORIZED,
-            "404": NO_LINK,
-            "422": problem("invalid url, an expiry not in the future, or an invalid "
-                           "max_visits, valid_since, redirect_status, tags, title, "
-                           "rules or password"),
-            "429": _HASHES_CLAIMED,
-            "503": problem("a visit limit is being set and Redis, which counts the "
-                           "visits, is unavailable, or this process is checking as many "
-                           "passwords as it takes (Retry-After); nothing was changed"),
+        structs=(LinkPage,),
+    ),
+    Route(
+        "GET",
+        "/v1/links/{code}",
+        read_link,
+        {
+            "operationId": "getLink",
+            "summary": "One of the caller's links",
+            "description": "Every field as stored, `rules` included (`[]` for none).",
+            "security": USER,
+            "parameters": [CODE],
+            "responses": {"200": ok(LinkOut, "the link"), "401": UNAUTHORIZED, "404": NO_LINK},
         },
-    }, structs=(LinkPatch, LinkOut)),
-)  # fmt: skip
+        structs=(LinkOut,),
+    ),
+    Route(
+        "PATCH",
+        "/v1/links/{code}",
+        patch_link,
+        {
+            "operationId": "updateLink",
+            "summary": "Change a link's fields",
+            "description": (
+                "Absent fields keep their value; null clears `expires_at`, `max_visits`, "
+                "`valid_since`, `tags`, `title`, `rules` and `password` (the link redirects "
+                "again without a form). The fields follow the rules of createLink; "
+                "a new `max_visits` applies at once (visits already served count). Every API "
+                "replica redirects by the new state within a second. The code never changes "
+                "and links are never deleted."
+            ),
+            "security": USER,
+            "parameters": [CODE],
+            "requestBody": request_body(LinkPatch),
+            "responses": {
+                "200": ok(LinkOut, "the link as changed"),
+                **BAD_BODY,
+                "401": UNAUTHORIZED,
+                "404": NO_LINK,
+                "422": problem(
+                    "invalid url, an expiry not in the future, or an invalid "
+                    "max_visits, valid_since, redirect_status, tags, title, "
+                    "rules or password"
+                ),
+                "429": _HASHES_CLAIMED,
+                "503": problem(
+                    "a visit limit is being set and Redis, which counts the "
+                    "visits, is unavailable, or this process is checking as many "
+                    "passwords as it takes (Retry-After); nothing was changed"
+                ),
+            },
+        },
+        structs=(LinkPatch, LinkOut),
+    ),
+)

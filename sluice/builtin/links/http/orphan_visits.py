@@ -85,28 +85,34 @@ async def count_orphans(app: web.Application) -> AsyncIterator[None]:
 
 
 ROUTES = (
-    Route("GET", "/v1/admin/orphan-visits", orphan_visits, {
-        "operationId": "adminOrphanVisits",
-        "summary": "Requests for unknown codes: per day and the top codes",
-        "description": (
-            "GET requests of `/{code}` for a code no link has (a code of the short-code "
-            "shape; HEAD is not counted; a disabled, expired or not yet valid link is not "
-            "unknown). `days` lists every UTC day from `from` to `to`, zeros included; "
-            "`total` is their sum; `codes` the busiest unknown codes of the range (at most "
-            f"{TOP_CODES}). Each UTC day stores at most SLUICE_ORPHAN_CODES_PER_DAY (1000) "
-            "codes; the visits of codes beyond them count in `other`, so once a day "
-            "reached its cap (a flood of random codes) its codes are approximate while "
-            "its visits stay exact. Days older than SLUICE_ORPHAN_RETENTION_DAYS (90) are "
-            "deleted. Each API process writes its counts every SLUICE_ORPHAN_FLUSH_MS "
-            "(1000) ms, the one answering right before it reads."
-        ),
-        "security": ADMIN,
-        "parameters": RANGE,
-        "responses": {
-            "200": ok(OrphanVisits, "the orphan visits of the range"),
-            "401": UNAUTHORIZED,
-            "403": FORBIDDEN,
-            "422": problem(RANGE_422),
+    Route(
+        "GET",
+        "/v1/admin/orphan-visits",
+        orphan_visits,
+        {
+            "operationId": "adminOrphanVisits",
+            "summary": "Requests for unknown codes: per day and the top codes",
+            "description": (
+                "GET requests of `/{code}` for a code no link has (a code of the short-code "
+                "shape; HEAD is not counted; a disabled, expired or not yet valid link is not "
+                "unknown). `days` lists every UTC day from `from` to `to`, zeros included; "
+                "`total` is their sum; `codes` the busiest unknown codes of the range (at most "
+                f"{TOP_CODES}). Each UTC day stores at most SLUICE_ORPHAN_CODES_PER_DAY (1000) "
+                "codes; the visits of codes beyond them count in `other`, so once a day "
+                "reached its cap (a flood of random codes) its codes are approximate while "
+                "its visits stay exact. Days older than SLUICE_ORPHAN_RETENTION_DAYS (90) are "
+                "deleted. Each API process writes its counts every SLUICE_ORPHAN_FLUSH_MS "
+                "(1000) ms, the one answering right before it reads."
+            ),
+            "security": ADMIN,
+            "parameters": RANGE,
+            "responses": {
+                "200": ok(OrphanVisits, "the orphan visits of the range"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "422": problem(RANGE_422),
+            },
         },
-    }, structs=(OrphanVisits,)),
-)  # fmt: skip
+        structs=(OrphanVisits,),
+    ),
+)

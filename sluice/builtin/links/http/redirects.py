@@ -247,9 +247,11 @@ async def record_visits(app: web.Application) -> AsyncIterator[None]:
 
 
 _CODE_IN_PATH = {
-    "name": "code", "in": "path", "required": True,
+    "name": "code",
+    "in": "path",
+    "required": True,
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{2,63}$"},
-}  # fmt: skip
+}
 _REDIRECT = {
     "description": "to the link's URL, or the url of its first matching rule",
     "headers": {
@@ -305,23 +307,33 @@ async def no_link_under_a_route(app: web.Application) -> AsyncIterator[None]:
 
 
 ROUTES = (
-    Route("GET", "/{code}", redirect, {
-        "operationId": "redirect",
-        "summary": "Follow a short link: a redirect to its URL, recording a visit",
-        "description": "The target is the `url` of the link's first `rule` whose conditions"
-        " all hold (device and os from `User-Agent`, language from `Accept-Language`,"
-        " country from the client address), else the link's `url`. Every answer carries"
-        " `Cache-Control: private, no-store` and"
-        " `X-Trace-Id`, the trace id its visit is recorded with. A redirect that records"
-        " a visit writes no request log line unless `SLUICE_REDIRECT_LOG=all`; 404, 410"
-        " and 5xx answers are logged.",
-        "parameters": [_CODE_IN_PATH],
-        "responses": _RESPONSES,
-    }),
-    Route("HEAD", "/{code}", redirect, {
-        "operationId": "redirect_head",
-        "summary": "The redirect's status and headers, without a body; records no visit",
-        "parameters": [_CODE_IN_PATH],
-        "responses": _RESPONSES,
-    }),
-)  # fmt: skip
+    Route(
+        "GET",
+        "/{code}",
+        redirect,
+        {
+            "operationId": "redirect",
+            "summary": "Follow a short link: a redirect to its URL, recording a visit",
+            "description": "The target is the `url` of the link's first `rule` whose conditions"
+            " all hold (device and os from `User-Agent`, language from `Accept-Language`,"
+            " country from the client address), else the link's `url`. Every answer carries"
+            " `Cache-Control: private, no-store` and"
+            " `X-Trace-Id`, the trace id its visit is recorded with. A redirect that records"
+            " a visit writes no request log line unless `SLUICE_REDIRECT_LOG=all`; 404, 410"
+            " and 5xx answers are logged.",
+            "parameters": [_CODE_IN_PATH],
+            "responses": _RESPONSES,
+        },
+    ),
+    Route(
+        "HEAD",
+        "/{code}",
+        redirect,
+        {
+            "operationId": "redirect_head",
+            "summary": "The redirect's status and headers, without a body; records no visit",
+            "parameters": [_CODE_IN_PATH],
+            "responses": _RESPONSES,
+        },
+    ),
+)

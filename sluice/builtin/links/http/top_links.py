@@ -63,26 +63,40 @@ async def top_links(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/v1/links/stats", top_links, {
-        "operationId": "topLinks",
-        "summary": "The caller's links, the most visited over a range of days first",
-        "description": (
-            "Visits are GET redirects over the UTC days `from` to `to`, as "
-            "`/v1/links/{code}/stats` counts them (`human = visits - bots`). Links with the "
-            "same visits come by code; when fewer than `limit` links were visited, the "
-            "newest links without visits follow, with zeros. Eventually consistent (seconds)."
-        ),
-        "security": USER,
-        "parameters": [
-            *RANGE,
-            {"name": "limit", "in": "query", "required": False,
-             "schema": {"type": "integer", "minimum": 1, "maximum": LIMIT_MAX,
-                        "default": LIMIT_DEFAULT}},
-        ],
-        "responses": {
-            "200": ok(TopLinksOut, "the links, most visits first"),
-            "401": UNAUTHORIZED,
-            "422": problem(f"{RANGE_422}, or a limit outside 1..{LIMIT_MAX}"),
+    Route(
+        "GET",
+        "/v1/links/stats",
+        top_links,
+        {
+            "operationId": "topLinks",
+            "summary": "The caller's links, the most visited over a range of days first",
+            "description": (
+                "Visits are GET redirects over the UTC days `from` to `to`, as "
+                "`/v1/links/{code}/stats` counts them (`human = visits - bots`). Links with the "
+                "same visits come by code; when fewer than `limit` links were visited, the "
+                "newest links without visits follow, with zeros. Eventually consistent (seconds)."
+            ),
+            "security": USER,
+            "parameters": [
+                *RANGE,
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": LIMIT_MAX,
+                        "default": LIMIT_DEFAULT,
+                    },
+                },
+            ],
+            "responses": {
+                "200": ok(TopLinksOut, "the links, most visits first"),
+                "401": UNAUTHORIZED,
+                "422": problem(f"{RANGE_422}, or a limit outside 1..{LIMIT_MAX}"),
+            },
         },
-    }, structs=(TopLinksOut,)),
-)  # fmt: skip
+        structs=(TopLinksOut,),
+    ),
+)

@@ -84,15 +84,21 @@ class WebhookDeliveryList(msgspec.Struct, kw_only=True):
 
 
 def _out(hook: Webhook) -> WebhookOut:
-    return WebhookOut(id=hook.id, url=hook.url, events=list(hook.events),
-                      created_at=from_db_time(hook.created_at))  # fmt: skip
+    return WebhookOut(
+        id=hook.id, url=hook.url, events=list(hook.events), created_at=from_db_time(hook.created_at)
+    )
 
 
 def _delivery(row: DeliveryRow) -> WebhookDelivery:
     return WebhookDelivery(
-        at=from_db_time(row.at), event_type=row.event_type, message_id=row.message_id,
-        attempt=row.attempt, status=row.status, error=row.error, duration_ms=row.duration_ms,
-    )  # fmt: skip
+        at=from_db_time(row.at),
+        event_type=row.event_type,
+        message_id=row.message_id,
+        attempt=row.attempt,
+        status=row.status,
+        error=row.error,
+        duration_ms=row.duration_ms,
+    )
 
 
 def _events(value: list[str] | None, errors: list[FieldError]) -> tuple[str, ...]:
@@ -109,8 +115,11 @@ def _validated(request: web.Request, body: WebhookBody) -> tuple[str, tuple[str,
     errors: list[FieldError] = []
     url = ""
     try:
-        url = check_target(body.url or "", short_origin(config.base_url),
-                           bool(LinksSettings.of(config).webhook_allow_private))  # fmt: skip
+        url = check_target(
+            body.url or "",
+            short_origin(config.base_url),
+            bool(LinksSettings.of(config).webhook_allow_private),
+        )
     except Invalid as exc:
         errors.append(FieldError("url", str(exc)))
     events = _events(body.events, errors)
@@ -134,16 +143,23 @@ async def create_webhook(request: web.Request) -> web.Response:
     body = await read_json(request, WebhookBody)
     url, events, secret = _validated(request, body)
     limit = LinksSettings.of(request).webhooks_per_user
-    hook = Webhook(id=uuid7(), owner_id=user.id, url=url, events=events, secret=secret,
-                   created_at=db_time(utcnow()))  # fmt: skip
+    hook = Webhook(
+        id=uuid7(),
+        owner_id=user.id,
+        url=url,
+        events=events,
+        secret=secret,
+        created_at=db_time(utcnow()),
+    )
     async with request.app[STORE].transaction() as tx:
         await tx.serialize(f"webhooks:{user.id}")  # two creations at once count each other
         if await repository.count_of(tx, user.id) >= limit:
             raise _over_cap(limit)
         await repository.insert(tx, hook)
     out = _out(hook)
-    created = WebhookCreated(id=out.id, url=out.url, events=out.events,
-                             created_at=out.created_at, secret=secret)  # fmt: skip
+    created = WebhookCreated(
+        id=out.id, url=out.url, events=out.events, created_at=out.created_at, secret=secret
+    )
     return json_response(created, 201, headers={"Location": f"/v1/webhooks/{hook.id}"})
 
 
@@ -176,54 +192,85 @@ _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"
 _NO_HOOK = problem("no such webhook, or another user's (the same answer for both)")
 
 ROUTES = (
-    Route("POST", "/v1/webhooks", create_webhook, {
-        "operationId": "createWebhook",
-        "summary": "A webhook: your links' events, signed the Standard Webhooks way",
-        "description": (
-            "`url`: http or https, the rules of a link's URL, and not a private, loopback or "
-            "link-local address (unless SLUICE_WEBHOOK_ALLOW_PRIVATE=1; names are checked "
-            "again when resolved, at each delivery). `events`: a non-empty subset of "
-            f"{', '.join(f'`{t}`' for t in TYPES)}. `secret`: `whsec_` + base64 of 24 to 64 "
-            "bytes; generated when left out. The answer shows the secret this once. At most "
-            "SLUICE_WEBHOOKS_PER_USER (10) webhooks per user."
-        ),
-        "security": USER,
-        "requestBody": request_body(WebhookBody),
-        "responses": {
-            "201": ok(WebhookCreated, "the new webhook, with its secret (shown this once)"),
-            **BAD_BODY,
-            "401": UNAUTHORIZED,
-            "422": problem("bad or private url, events empty or unknown, a secret not in the "
-                           "whsec_ form, or the most webhooks a user may have already"),
+    Route(
+        "POST",
+        "/v1/webhooks",
+        create_webhook,
+        {
+            "operationId": "createWebhook",
+            "summary": "A webhook: your links' events, signed the Standard Webhooks way",
+            "description": (
+                "`url`: http or https, the rules of a link's URL, and not a private, loopback or "
+                "link-local address (unless SLUICE_WEBHOOK_ALLOW_PRIVATE=1; names are checked "
+                "again when resolved, at each delivery). `events`: a non-empty subset of "
+                f"{', '.join(f'`{t}`' for t in TYPES)}. `secret`: `whsec_` + base64 of 24 to 64 "
+                "bytes; generated when left out. The answer shows the secret this once. At most "
+                "SLUICE_WEBHOOKS_PER_USER (10) webhooks per user."
+            ),
+            "security": USER,
+            "requestBody": request_body(WebhookBody),
+            "responses": {
+                "201": ok(WebhookCreated, "the new webhook, with its secret (shown this once)"),
+                **BAD_BODY,
+                "401": UNAUTHORIZED,
+                "422": problem(
+                    "bad or private url, events empty or unknown, a secret not in the "
+                    "whsec_ form, or the most webhooks a user may have already"
+                ),
+            },
         },
-    }, structs=(WebhookBody, WebhookCreated)),
-    Route("GET", "/v1/webhooks", list_webhooks, {
-        "operationId": "listWebhooks",
-        "summary": "The caller's webhooks, oldest first (no secrets)",
-        "security": USER,
-        "responses": {"200": ok(WebhookList, "the caller's webhooks"), "401": UNAUTHORIZED},
-    }, structs=(WebhookList,)),
-    Route("DELETE", "/v1/webhooks/{id}", delete_webhook, {
-        "operationId": "deleteWebhook",
-        "summary": "Delete a webhook and its delivery records; nothing more is sent to it",
-        "security": USER,
-        "parameters": [_ID],
-        "responses": {"204": {"description": "deleted"}, "401": UNAUTHORIZED, "404": _NO_HOOK},
-    }),
-    Route("GET", "/v1/webhooks/{id}/deliveries", list_deliveries, {
-        "operationId": "listWebhookDeliveries",
-        "summary": "The webhook's delivery attempts, newest first",
-        "description": f"The last {ATTEMPTS_SHOWN} at most (`limit`, default "
-                       f"{DELIVERIES_DEFAULT}); each with its HTTP status or error.",
-        "security": USER,
-        "parameters": [_ID, {"name": "limit", "in": "query", "required": False,
-                             "schema": {"type": "integer", "minimum": 1,
-                                        "maximum": ATTEMPTS_SHOWN}}],
-        "responses": {
-            "200": ok(WebhookDeliveryList, "the attempts"),
-            "401": UNAUTHORIZED,
-            "404": _NO_HOOK,
-            "422": problem(f"limit not an integer from 1 to {ATTEMPTS_SHOWN}"),
+        structs=(WebhookBody, WebhookCreated),
+    ),
+    Route(
+        "GET",
+        "/v1/webhooks",
+        list_webhooks,
+        {
+            "operationId": "listWebhooks",
+            "summary": "The caller's webhooks, oldest first (no secrets)",
+            "security": USER,
+            "responses": {"200": ok(WebhookList, "the caller's webhooks"), "401": UNAUTHORIZED},
         },
-    }, structs=(WebhookDeliveryList,)),
-)  # fmt: skip
+        structs=(WebhookList,),
+    ),
+    Route(
+        "DELETE",
+        "/v1/webhooks/{id}",
+        delete_webhook,
+        {
+            "operationId": "deleteWebhook",
+            "summary": "Delete a webhook and its delivery records; nothing more is sent to it",
+            "security": USER,
+            "parameters": [_ID],
+            "responses": {"204": {"description": "deleted"}, "401": UNAUTHORIZED, "404": _NO_HOOK},
+        },
+    ),
+    Route(
+        "GET",
+        "/v1/webhooks/{id}/deliveries",
+        list_deliveries,
+        {
+            "operationId": "listWebhookDeliveries",
+            "summary": "The webhook's delivery attempts, newest first",
+            "description": f"The last {ATTEMPTS_SHOWN} at most (`limit`, default "
+            f"{DELIVERIES_DEFAULT}); each with its HTTP status or error.",
+            "security": USER,
+            "parameters": [
+                _ID,
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1, "maximum": ATTEMPTS_SHOWN},
+                },
+            ],
+            "responses": {
+                "200": ok(WebhookDeliveryList, "the attempts"),
+                "401": UNAUTHORIZED,
+                "404": _NO_HOOK,
+                "422": problem(f"limit not an integer from 1 to {ATTEMPTS_SHOWN}"),
+            },
+        },
+        structs=(WebhookDeliveryList,),
+    ),
+)

@@ -161,6 +161,10 @@ def _draft(
     tags = tuple(t.strip() for t in _TAG_SEPARATORS.split(cell("tags") or "") if t.strip())
     raw_code = cell("code")
     return Draft(
-        row=number, url=cell("url") or "", code=None if raw_code is None else _code(fmt, raw_code),
-        expires_at=cell("expires_at"), tags=tags, title=cell("title"),
-    )  # fmt: skip
+        row=number,
+        url=cell("url") or "",
+        code=None if raw_code is None else _code(fmt, raw_code),
+        expires_at=cell("expires_at"),
+        tags=tags,
+        title=cell("title"),
+    )

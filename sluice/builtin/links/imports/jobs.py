@@ -122,8 +122,10 @@ async def owns_batch(tx: Tx, job: Job, at_row: int) -> bool:
         (job.id,),
     )
     return row is not None and (int(row[0]), row[1], int(row[2])) == (
-        job.attempt, "running", at_row
-    )  # fmt: skip
+        job.attempt,
+        "running",
+        at_row,
+    )
 
 
 async def checkpoint(

@@ -111,10 +111,13 @@ def _checked(draft: Draft, ctx: RowContext) -> _Checked:
     if ctx.foreign and title is not None:
         title = title[:TITLE_MAX]
     return _Checked(
-        url=url, code=code, expires_at=expires_at,
+        url=url,
+        code=code,
+        expires_at=expires_at,
         tags=_field("tags", check_tags, list(tags)) if tags else (),
-        title=None if title is None else _field("title", check_title, title), note=note,
-    )  # fmt: skip
+        title=None if title is None else _field("title", check_title, title),
+        note=note,
+    )
 
 
 def url_key(url: str) -> str:
@@ -147,9 +150,15 @@ async def apply(tx: Tx, draft: Draft, ctx: RowContext, room: Room) -> RowOutcome
     if room.full:
         return _invalid(draft, url, room.refusal())
     draft_link = Link(
-        code="", owner_id=ctx.owner_id, url=url, expires_at=checked.expires_at, disabled=False,
-        created_at=ctx.now, tags=checked.tags, title=checked.title,
-    )  # fmt: skip
+        code="",
+        owner_id=ctx.owner_id,
+        url=url,
+        expires_at=checked.expires_at,
+        disabled=False,
+        created_at=ctx.now,
+        tags=checked.tags,
+        title=checked.title,
+    )
     try:
         link, _ = await repository.create_link(tx, draft_link, alias=code)
     except repository.AliasTaken:  # nothing was written: the transaction goes on
@@ -162,10 +171,15 @@ async def apply(tx: Tx, draft: Draft, ctx: RowContext, room: Room) -> RowOutcome
     )
     await tx.append(
         LinkCreated(
-            code=link.code, owner_id=link.owner_id, url=link.url, expires_at=link.expires_at,
-            disabled=link.disabled, tags=link.tags, title=link.title,
+            code=link.code,
+            owner_id=link.owner_id,
+            url=link.url,
+            expires_at=link.expires_at,
+            disabled=link.disabled,
+            tags=link.tags,
+            title=link.title,
         )
-    )  # fmt: skip
+    )
     return _done(ctx, draft, "created", link.code, url, note)
 
 
@@ -173,9 +187,13 @@ def _done(
     ctx: RowContext, draft: Draft, outcome: Outcome, code: str, url: str, note: str | None
 ) -> RowOutcome:
     return RowOutcome(
-        row=draft.row, outcome=outcome, code=code, short_url=f"{ctx.base_url}/{code}", url=url,
+        row=draft.row,
+        outcome=outcome,
+        code=code,
+        short_url=f"{ctx.base_url}/{code}",
+        url=url,
         reason=note,
-    )  # fmt: skip
+    )
 
 
 def _invalid(draft: Draft, url: str, reason: str) -> RowOutcome:

@@ -68,11 +68,14 @@ class ImportDeps:
     def from_resources(cls, resources: Resources) -> ImportDeps:
         config = resources.config
         return cls(
-            store=resources.store, redis=resources.redis, keys=resources.keys,
-            base_url=config.base_url, max_attempts=config.max_deliveries,
+            store=resources.store,
+            redis=resources.redis,
+            keys=resources.keys,
+            base_url=config.base_url,
+            max_attempts=config.max_deliveries,
             links_per_user=LinksSettings.of(config).links_per_user,
             routes=resources.reserved_words,
-        )  # fmt: skip
+        )
 
 
 def stored_fields() -> frozenset[str]:
@@ -142,13 +145,23 @@ def _raise_if_cancelled(job: Job | None) -> None:
 
 async def _apply_all(job: Job, parsed: Parsed, counts: Counts, deps: ImportDeps) -> None:
     ctx = RowContext(
-        owner_id=job.owner_id, own=short_origin(deps.base_url), base_url=deps.base_url,
-        now=utcnow(), foreign=parsed.format.foreign, routes=deps.routes,
-    )  # fmt: skip
+        owner_id=job.owner_id,
+        own=short_origin(deps.base_url),
+        base_url=deps.base_url,
+        now=utcnow(),
+        foreign=parsed.format.foreign,
+        routes=deps.routes,
+    )
     done, size = job.cursor_seq, job.cursor_bytes
     drafts = parsed.drafts
-    log.info("import running", job_id=job.id, format=parsed.format.name, rows=job.snapshot_seq,
-             from_row=done, attempt=job.attempt)  # fmt: skip
+    log.info(
+        "import running",
+        job_id=job.id,
+        format=parsed.format.name,
+        rows=job.snapshot_seq,
+        from_row=done,
+        attempt=job.attempt,
+    )
     while batch := drafts[done : done + BATCH]:
         outcomes, lines = await _apply_batch(job, batch, ctx, done, size, deps)
         done, size = done + len(outcomes), size + len(lines)
@@ -156,8 +169,13 @@ async def _apply_all(job: Job, parsed: Parsed, counts: Counts, deps: ImportDeps)
         await _hint([o.code for o in outcomes if o.outcome == "created" and o.code], deps)
     if not await jobs.succeed(deps.store, job, trailer(counts)):
         raise _Fenced(job.id)
-    log.info("import succeeded", job_id=job.id, created=counts.created,
-             existing=counts.existing, invalid=counts.invalid)  # fmt: skip
+    log.info(
+        "import succeeded",
+        job_id=job.id,
+        created=counts.created,
+        existing=counts.existing,
+        invalid=counts.invalid,
+    )
 
 
 async def _apply_batch(
@@ -183,9 +201,13 @@ async def _apply_batch(
         if done > 0:
             lines = b"," + lines
         await jobs.checkpoint(
-            tx, job, rows_done=done + len(outcomes), at=size, data=lines,
+            tx,
+            job,
+            rows_done=done + len(outcomes),
+            at=size,
+            data=lines,
             counts=_counted(outcomes),
-        )  # fmt: skip
+        )
     return outcomes, lines
 
 

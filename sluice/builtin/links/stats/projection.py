@@ -67,9 +67,12 @@ def _aggregate(visits: Iterable[LinkVisited]) -> _Batch:
         batch.referrers[(code, referrer)] += 1
         batch.browsers[(code, visit.browser)] += 1
         for facet, value in (
-            ("referrer", referrer), ("browser", visit.browser),
-            ("country", visit.country), ("os", visit.os), ("device", visit.device),
-        ):  # fmt: skip
+            ("referrer", referrer),
+            ("browser", visit.browser),
+            ("country", visit.country),
+            ("os", visit.os),
+            ("device", visit.device),
+        ):
             batch.facets[(code, day, facet, value or UNKNOWN)] += 1
         batch.visitors.add((code, visit.visitor))
         batch.day_visitors.add((code, day, visit.visitor))
@@ -167,10 +170,16 @@ async def _add_owner_days(tx: Tx, batch: _Batch, s: str) -> None:
 
 
 TABLES = (
-    "link_stats", "link_stats_days", "link_stats_referrers", "link_stats_browsers",
-    "link_visitors", "link_day_visitors", "link_stats_processed",
-    "link_day_facets", "link_owner_days",
-)  # fmt: skip
+    "link_stats",
+    "link_stats_days",
+    "link_stats_referrers",
+    "link_stats_browsers",
+    "link_visitors",
+    "link_day_visitors",
+    "link_stats_processed",
+    "link_day_facets",
+    "link_owner_days",
+)
 
 PROJECTION = Projection(
     name="link-stats",

@@ -95,10 +95,14 @@ async def _messages(
         else:
             resend.setdefault(message.id, (message, []))[1].append(event_id)
     new = [
-        (StoredMessage(id=f"msg_{uuid7()}", webhook_id=hook.id, event_type=kind, body=body,
-                       delivered=False), carried)
+        (
+            StoredMessage(
+                id=f"msg_{uuid7()}", webhook_id=hook.id, event_type=kind, body=body, delivered=False
+            ),
+            carried,
+        )
         for kind, body, carried in compose([e for e in events if e.event_id not in known])
-    ]  # fmt: skip
+    ]
     await repository.save_messages(deps.store, new)
     return [*resend.values(), *new]
 
@@ -115,9 +119,11 @@ async def _prepared(
 
 
 async def _deliver(
-    deps: WebhookDeps, hook: Webhook, messages: Sequence[tuple[StoredMessage, list[str]]],
+    deps: WebhookDeps,
+    hook: Webhook,
+    messages: Sequence[tuple[StoredMessage, list[str]]],
     outcomes: Outcomes,
-) -> None:  # fmt: skip
+) -> None:
     """Send ``hook`` its messages in order, noting each event's outcome as it comes."""
     for message, carried in messages:
         error: BaseException | None = None
@@ -164,10 +170,12 @@ async def handle_batch(
     plan = _plan(events, owners, hooks)
     outcomes: dict[str, Outcomes] = {hook_id: {} for hook_id in plan}
     # The database part first, for every webhook: the wait below is the endpoints' alone.
-    prepared = await asyncio.gather(*(
-        _prepared(deps, hook, hook_events, outcomes[hook_id])
-        for hook_id, (hook, hook_events) in plan.items()
-    ))  # fmt: skip
+    prepared = await asyncio.gather(
+        *(
+            _prepared(deps, hook, hook_events, outcomes[hook_id])
+            for hook_id, (hook, hook_events) in plan.items()
+        )
+    )
     tasks = [
         asyncio.create_task(_deliver(deps, hook, messages, outcomes[hook.id]))
         for (hook, _), messages in zip(plan.values(), prepared, strict=True)
@@ -186,10 +194,11 @@ async def handle_batch(
     for delivery in wanted:
         event_id = delivery.event.event_id
         errors = [
-            outcome for hook_id, results in outcomes.items()
+            outcome
+            for hook_id, results in outcomes.items()
             if event_id in carried[hook_id]
             and (outcome := results.get(event_id, still)) is not None
-        ]  # fmt: skip
+        ]
         if errors:
             failures[delivery.message.key] = _failure(errors)
     _purge_now_and_then(deps)
@@ -220,9 +229,11 @@ def build_deps(resources: Resources) -> WebhookDeps:
     config, own = resources.config, LinksSettings.of(resources)
     sender = Sender(resources.store, own.webhook_timeout_seconds, bool(own.webhook_allow_private))
     return WebhookDeps(
-        store=resources.store, sender=sender, wait_s=own.webhook_batch_wait_ms / 1000,
+        store=resources.store,
+        sender=sender,
+        wait_s=own.webhook_batch_wait_ms / 1000,
         retention_s=config.delivery_retention,
-    )  # fmt: skip
+    )
 
 
 def group(resources: Resources, deps: WebhookDeps | None = None) -> GroupSpec:

@@ -30,19 +30,28 @@ def _when(moment: datetime | None) -> str | None:
 
 def _link(event: LinkCreated | LinkUpdated) -> dict[str, Any]:
     return {
-        "event_id": event.event_id, "occurred_at": _when(event.occurred_at),
-        "code": event.code, "url": event.url, "expires_at": _when(event.expires_at),
+        "event_id": event.event_id,
+        "occurred_at": _when(event.occurred_at),
+        "code": event.code,
+        "url": event.url,
+        "expires_at": _when(event.expires_at),
         "disabled": event.disabled,
-    }  # fmt: skip
+    }
 
 
 def _visit(event: LinkVisited) -> dict[str, Any]:
     # The visitor's keyed hash is left out: receivers get no pseudonymous trail.
     return {
-        "event_id": event.event_id, "occurred_at": _when(event.occurred_at),
-        "code": event.code, "referrer_host": event.referrer_host, "browser": event.browser,
-        "is_bot": event.is_bot, "country": event.country, "os": event.os, "device": event.device,
-    }  # fmt: skip
+        "event_id": event.event_id,
+        "occurred_at": _when(event.occurred_at),
+        "code": event.code,
+        "referrer_host": event.referrer_host,
+        "browser": event.browser,
+        "is_bot": event.is_bot,
+        "country": event.country,
+        "os": event.os,
+        "device": event.device,
+    }
 
 
 def body(kind: str, data: dict[str, Any]) -> bytes:

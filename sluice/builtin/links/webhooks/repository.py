@@ -54,9 +54,13 @@ _HOOK_COLUMNS = "id, owner_id, url, events, secret, created_at"
 
 def _hook(row: Sequence[object]) -> Webhook:
     return Webhook(
-        id=str(row[0]), owner_id=str(row[1]), url=str(row[2]),
-        events=tuple(str(row[3]).split()), secret=str(row[4]), created_at=str(row[5]),
-    )  # fmt: skip
+        id=str(row[0]),
+        owner_id=str(row[1]),
+        url=str(row[2]),
+        events=tuple(str(row[3]).split()),
+        secret=str(row[4]),
+        created_at=str(row[5]),
+    )
 
 
 def _marks(n: int) -> str:
@@ -139,12 +143,14 @@ async def assigned(
     )
     return {
         str(event_id): StoredMessage(
-            id=str(mid), webhook_id=webhook_id, event_type=str(kind),
+            id=str(mid),
+            webhook_id=webhook_id,
+            event_type=str(kind),
             body=bytes(body) if not isinstance(body, str) else body.encode(),
             delivered=delivered is not None,
         )
         for event_id, mid, kind, body, delivered in rows
-    }  # fmt: skip
+    }
 
 
 async def save_messages(
@@ -185,18 +191,32 @@ async def next_attempt(store: Store, message_id: str) -> int:
 
 
 async def record(
-    store: Store, webhook_id: str, message: StoredMessage, attempt: int,
-    status: int | None, error: str | None, started: datetime, duration_ms: float,
-) -> None:  # fmt: skip
+    store: Store,
+    webhook_id: str,
+    message: StoredMessage,
+    attempt: int,
+    status: int | None,
+    error: str | None,
+    started: datetime,
+    duration_ms: float,
+) -> None:
     """One attempt; the message marked delivered on a 2xx; older attempts beyond the
     webhook's last ``ATTEMPTS_KEPT`` deleted."""
     async with store.transaction() as tx:
         await tx.execute(
             "INSERT INTO webhook_deliveries (webhook_id, message_id, event_type, attempt, status,"
             " error, started_at, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (webhook_id, message.id, message.event_type, attempt, status, error,
-             db_time(started), round(duration_ms, 3)),
-        )  # fmt: skip
+            (
+                webhook_id,
+                message.id,
+                message.event_type,
+                attempt,
+                status,
+                error,
+                db_time(started),
+                round(duration_ms, 3),
+            ),
+        )
         if error is None and status is not None and 200 <= status < 300:
             await tx.execute(
                 "UPDATE webhook_messages SET delivered_at = ? WHERE id = ?",
@@ -216,11 +236,17 @@ async def attempts(store: Store, webhook_id: str, limit: int) -> list[DeliveryRo
         (webhook_id, limit),
     )
     return [
-        DeliveryRow(at=str(r[0]), event_type=str(r[1]), message_id=str(r[2]), attempt=int(r[3]),
-                    status=None if r[4] is None else int(r[4]), error=r[5],
-                    duration_ms=float(r[6]))
+        DeliveryRow(
+            at=str(r[0]),
+            event_type=str(r[1]),
+            message_id=str(r[2]),
+            attempt=int(r[3]),
+            status=None if r[4] is None else int(r[4]),
+            error=r[5],
+            duration_ms=float(r[6]),
+        )
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
 async def purge_messages(store: Store, now: datetime, retention_s: int) -> int:

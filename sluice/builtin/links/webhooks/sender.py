@@ -36,9 +36,12 @@ class DeliveryFailed(SluiceError):
 
 class Sender:
     def __init__(
-        self, store: Store, timeout_s: float, allow_private: bool,
+        self,
+        store: Store,
+        timeout_s: float,
+        allow_private: bool,
         resolver: Callable[[], AbstractResolver] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``resolver``: makes the resolver under the address checks (tests name hosts)."""
         self.store = store
         self.timeout_s = timeout_s
@@ -58,9 +61,10 @@ class Sender:
                 resolver=resolver, use_dns_cache=False, limit=SENDS_AT_ONCE
             )
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 headers={"User-Agent": USER_AGENT},
-            )  # fmt: skip
+            )
         return self._session
 
     async def close(self) -> None:
@@ -105,8 +109,12 @@ class Sender:
             except TargetRefused as exc:
                 failure = exc
                 if exc.address is not None:  # for the operator only (targets.TargetRefused)
-                    log.info("webhook target resolves to a non-public address",
-                             webhook_id=hook.id, url=hook.url, address=exc.address)  # fmt: skip
+                    log.info(
+                        "webhook target resolves to a non-public address",
+                        webhook_id=hook.id,
+                        url=hook.url,
+                        address=exc.address,
+                    )
             except TimeoutError:
                 failure = DeliveryFailed(f"no answer within {self.timeout_s:g} s")
             except aiohttp.ClientError as exc:
@@ -117,10 +125,15 @@ class Sender:
                 self.store, hook.id, message, attempt, status, error, started, duration_ms
             )
             log.info(
-                "webhook call", webhook_id=hook.id, message_id=message.id,
-                event_type=message.event_type, attempt=attempt, status=status, error=error,
+                "webhook call",
+                webhook_id=hook.id,
+                message_id=message.id,
+                event_type=message.event_type,
+                attempt=attempt,
+                status=status,
+                error=error,
                 duration_ms=round(duration_ms, 1),
-            )  # fmt: skip
+            )
             if failure is not None:
                 raise failure
 

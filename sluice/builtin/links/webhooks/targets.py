@@ -47,10 +47,14 @@ def forbidden(address: Address) -> bool:
         if mapped is not None:
             address = mapped
     return (
-        address.is_private or address.is_loopback or address.is_link_local
-        or address.is_multicast or address.is_reserved or address.is_unspecified
+        address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
         or not address.is_global
-    )  # fmt: skip
+    )
 
 
 def literal_address(host: str) -> Address | None:

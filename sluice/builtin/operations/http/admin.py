@@ -100,9 +100,11 @@ async def streams(request: web.Request) -> web.Response:
     await require_admin(request)
     async with _redis_answers("stream status is unavailable"):
         report = await status(
-            request.app[REDIS], request.app[KEYS], request.app[STORE],
+            request.app[REDIS],
+            request.app[KEYS],
+            request.app[STORE],
             request.app[CONFIG].stall_seconds,
-        )  # fmt: skip
+        )
     return json_response(report)
 
 
@@ -207,17 +209,24 @@ async def drop(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-_DEAD_ID = {"name": "id", "in": "path", "required": True,
-            "description": (
-                "the dead letter's id, as listed: its entry id (`ms-seq`) with one stream "
-                "partition, `p<partition>-ms-seq` with several (a bare `ms-seq` is then "
-                "looked up in every partition); unique within its group"),
-            "schema": {"type": "string"}}  # fmt: skip
+_DEAD_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": (
+        "the dead letter's id, as listed: its entry id (`ms-seq`) with one stream "
+        "partition, `p<partition>-ms-seq` with several (a bare `ms-seq` is then "
+        "looked up in every partition); unique within its group"
+    ),
+    "schema": {"type": "string"},
+}
 _DEAD_GROUP = {
-    "name": "group", "in": "query", "required": False,
+    "name": "group",
+    "in": "query",
+    "required": False,
     "description": "the group holding the dead letter; without it, every group is searched",
     "schema": {"type": "string"},
-}  # fmt: skip
+}
 _DEAD_ERRORS = {
     "401": UNAUTHORIZED,
     "403": FORBIDDEN,
@@ -234,116 +243,175 @@ _DEAD_ERRORS = {
 }
 
 ROUTES = (
-    Route("GET", "/v1/admin/streams", streams, {
-        "operationId": "adminStreams",
-        "summary": "Streams, groups, pending, lag, dead letters, relay backlog",
-        "description": (
-            "One item per stream of every partition: `partition` is its number (0 with one "
-            "partition), `node` the Redis Cluster primary holding it (`host:port`; null on "
-            "one Redis). A group's `dead_letters` on a stream are its dead letters in that "
-            "stream's partition; its total is the sum over partitions. `delayed` counts the "
-            "retries waiting for their backoff in every partition. `stalled` lists the "
-            "consumers holding entries that acked none for SLUICE_STALL_SECONDS (60): "
-            "`since_ack_s` is the seconds since their last ack or start (null: never "
-            "marked). A group's `paused` is true while it is paused (POST "
-            "/v1/admin/groups/{group}/pause); `paused` at the top lists every paused group, "
-            "one with no stream yet too. A paused group's consumers are never `stalled`."
-        ),
-        "security": ADMIN,
-        "responses": {
-            "200": ok(Status, "the state of the streams"),
-            "401": UNAUTHORIZED,
-            "403": FORBIDDEN,
-            "503": problem("Redis does not answer"),
+    Route(
+        "GET",
+        "/v1/admin/streams",
+        streams,
+        {
+            "operationId": "adminStreams",
+            "summary": "Streams, groups, pending, lag, dead letters, relay backlog",
+            "description": (
+                "One item per stream of every partition: `partition` is its number (0 with one "
+                "partition), `node` the Redis Cluster primary holding it (`host:port`; null on "
+                "one Redis). A group's `dead_letters` on a stream are its dead letters in that "
+                "stream's partition; its total is the sum over partitions. `delayed` counts the "
+                "retries waiting for their backoff in every partition. `stalled` lists the "
+                "consumers holding entries that acked none for SLUICE_STALL_SECONDS (60): "
+                "`since_ack_s` is the seconds since their last ack or start (null: never "
+                "marked). A group's `paused` is true while it is paused (POST "
+                "/v1/admin/groups/{group}/pause); `paused` at the top lists every paused group, "
+                "one with no stream yet too. A paused group's consumers are never `stalled`."
+            ),
+            "security": ADMIN,
+            "responses": {
+                "200": ok(Status, "the state of the streams"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "503": problem("Redis does not answer"),
+            },
         },
-    }, structs=(Status,)),
-    Route("GET", "/v1/admin/archive", archive, {
-        "operationId": "adminArchive",
-        "summary": "The event history's size: hot events, archive segments, bytes, oldest event",
-        "description": (
-            "Read from the database alone (answers while Redis is down), from indexes and "
-            "the segment index, never a scan. `hot_events` is the events table's seq span "
-            "less the archived events inside it: exact on SQLite; on PostgreSQL a rolled-back "
-            "append leaves a gap in the sequence that counts as an event. `archived_bytes` is "
-            "the compressed size of the segments; `oldest_event_at` the older of the oldest "
-            "segment's first event and the table's first event; `head_seq` the highest seq "
-            "of the whole history."
-        ),
-        "security": ADMIN,
-        "responses": {
-            "200": ok(HistorySize, "the history's size now"),
-            "401": UNAUTHORIZED,
-            "403": FORBIDDEN,
-            "503": problem("the database does not answer"),
+        structs=(Status,),
+    ),
+    Route(
+        "GET",
+        "/v1/admin/archive",
+        archive,
+        {
+            "operationId": "adminArchive",
+            "summary": (
+                "The event history's size: hot events, archive segments, bytes, oldest event"
+            ),
+            "description": (
+                "Read from the database alone (answers while Redis is down), from indexes and "
+                "the segment index, never a scan. `hot_events` is the events table's seq span "
+                "less the archived events inside it: exact on SQLite; on PostgreSQL a rolled-back "
+                "append leaves a gap in the sequence that counts as an event. `archived_bytes` is "
+                "the compressed size of the segments; `oldest_event_at` the older of the oldest "
+                "segment's first event and the table's first event; `head_seq` the highest seq "
+                "of the whole history."
+            ),
+            "security": ADMIN,
+            "responses": {
+                "200": ok(HistorySize, "the history's size now"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "503": problem("the database does not answer"),
+            },
         },
-    }, structs=(HistorySize,)),
-    Route("GET", "/v1/admin/dead-letters", dead_letters, {
-        "operationId": "listDeadLetters",
-        "summary": "Dead letters of one group or of all, newest first",
-        "description": (
-            "Every partition's dead letters together. `id` is the entry id (`ms-seq`) with "
-            "one stream partition, `p<partition>-ms-seq` with several; `partition` the "
-            "partition; `stream` the aggregate stream the event came from; `deliveries` how "
-            "often it was tried; `error` the last failure."
-        ),
-        "security": ADMIN,
-        "parameters": [
-            {"name": "group", "in": "query", "required": False,
-             "description": "one group's dead letters; absent or empty: every group's",
-             "schema": {"type": "string"}},
-            {"name": "limit", "in": "query", "required": False,
-             "schema": {"type": "integer", "minimum": 1, "maximum": DEAD_LETTERS_MAX,
-                        "default": DEAD_LETTERS_DEFAULT}},
-        ],
-        "responses": {
-            "200": {"description": "the dead letters", "content": {JSON: {"schema": {
-                "type": "array", "items": ref(DeadLetter)}}}},
-            "401": UNAUTHORIZED,
-            "403": FORBIDDEN,
-            "422": problem(f"unknown group, or a limit outside 1..{DEAD_LETTERS_MAX}"),
-            "503": problem("Redis does not answer"),
+        structs=(HistorySize,),
+    ),
+    Route(
+        "GET",
+        "/v1/admin/dead-letters",
+        dead_letters,
+        {
+            "operationId": "listDeadLetters",
+            "summary": "Dead letters of one group or of all, newest first",
+            "description": (
+                "Every partition's dead letters together. `id` is the entry id (`ms-seq`) with "
+                "one stream partition, `p<partition>-ms-seq` with several; `partition` the "
+                "partition; `stream` the aggregate stream the event came from; `deliveries` how "
+                "often it was tried; `error` the last failure."
+            ),
+            "security": ADMIN,
+            "parameters": [
+                {
+                    "name": "group",
+                    "in": "query",
+                    "required": False,
+                    "description": "one group's dead letters; absent or empty: every group's",
+                    "schema": {"type": "string"},
+                },
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": DEAD_LETTERS_MAX,
+                        "default": DEAD_LETTERS_DEFAULT,
+                    },
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "the dead letters",
+                    "content": {JSON: {"schema": {"type": "array", "items": ref(DeadLetter)}}},
+                },
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "422": problem(f"unknown group, or a limit outside 1..{DEAD_LETTERS_MAX}"),
+                "503": problem("Redis does not answer"),
+            },
         },
-    }, structs=(DeadLetter,)),
-    Route("POST", "/v1/admin/dead-letters/redrive", redrive_all, {
-        "operationId": "redriveDeadLetters",
-        "summary": "Send every matching dead letter back to its group",
-        "description": (
-            "Every dead letter of `group` (every group's without it) whose event type is "
-            "`event_type` (any without it), in every partition, leaves the dead letters "
-            "and joins its group's retry stream with a fresh delivery count. One filter "
-            "at least is required. `redriven` counts the letters moved (0 when none "
-            "matched); each moves once, also when two redrives run at once."
-        ),
-        "security": ADMIN,
-        "parameters": [
-            {"name": "group", "in": "query", "required": False,
-             "description": "one group's dead letters; absent or empty: every group's",
-             "schema": {"type": "string"}},
-            {"name": "event_type", "in": "query", "required": False,
-             "description": "only dead letters of this event type (`UserRegistered`...)",
-             "schema": {"type": "string"}},
-        ],
-        "responses": {
-            "202": ok(BulkRedriven, "the matching dead letters are back in their groups"),
-            "401": UNAUTHORIZED,
-            "403": FORBIDDEN,
-            "422": problem("neither group nor event_type given, or an unknown one"),
-            "503": problem("Redis does not answer"),
+        structs=(DeadLetter,),
+    ),
+    Route(
+        "POST",
+        "/v1/admin/dead-letters/redrive",
+        redrive_all,
+        {
+            "operationId": "redriveDeadLetters",
+            "summary": "Send every matching dead letter back to its group",
+            "description": (
+                "Every dead letter of `group` (every group's without it) whose event type is "
+                "`event_type` (any without it), in every partition, leaves the dead letters "
+                "and joins its group's retry stream with a fresh delivery count. One filter "
+                "at least is required. `redriven` counts the letters moved (0 when none "
+                "matched); each moves once, also when two redrives run at once."
+            ),
+            "security": ADMIN,
+            "parameters": [
+                {
+                    "name": "group",
+                    "in": "query",
+                    "required": False,
+                    "description": "one group's dead letters; absent or empty: every group's",
+                    "schema": {"type": "string"},
+                },
+                {
+                    "name": "event_type",
+                    "in": "query",
+                    "required": False,
+                    "description": "only dead letters of this event type (`UserRegistered`...)",
+                    "schema": {"type": "string"},
+                },
+            ],
+            "responses": {
+                "202": ok(BulkRedriven, "the matching dead letters are back in their groups"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "422": problem("neither group nor event_type given, or an unknown one"),
+                "503": problem("Redis does not answer"),
+            },
         },
-    }, structs=(BulkRedriven,)),
-    Route("POST", "/v1/admin/dead-letters/{id}/redrive", redrive, {
-        "operationId": "redriveDeadLetter",
-        "summary": "Send a dead letter back to its group, with a fresh delivery count",
-        "description": "The entry leaves the dead letters and joins the group's retry stream.",
-        "security": ADMIN,
-        "parameters": [_DEAD_ID, _DEAD_GROUP],
-        "responses": {"202": ok(Redriven, "the entry is back in its group"), **_DEAD_ERRORS},
-    }, structs=(Redriven,)),
-    Route("DELETE", "/v1/admin/dead-letters/{id}", drop, {
-        "operationId": "dropDeadLetter",
-        "summary": "Delete a dead letter for good",
-        "security": ADMIN,
-        "parameters": [_DEAD_ID, _DEAD_GROUP],
-        "responses": {"204": {"description": "dropped"}, **_DEAD_ERRORS},
-    }),
-)  # fmt: skip
+        structs=(BulkRedriven,),
+    ),
+    Route(
+        "POST",
+        "/v1/admin/dead-letters/{id}/redrive",
+        redrive,
+        {
+            "operationId": "redriveDeadLetter",
+            "summary": "Send a dead letter back to its group, with a fresh delivery count",
+            "description": "The entry leaves the dead letters and joins the group's retry stream.",
+            "security": ADMIN,
+            "parameters": [_DEAD_ID, _DEAD_GROUP],
+            "responses": {"202": ok(Redriven, "the entry is back in its group"), **_DEAD_ERRORS},
+        },
+        structs=(Redriven,),
+    ),
+    Route(
+        "DELETE",
+        "/v1/admin/dead-letters/{id}",
+        drop,
+        {
+            "operationId": "dropDeadLetter",
+            "summary": "Delete a dead letter for good",
+            "security": ADMIN,
+            "parameters": [_DEAD_ID, _DEAD_GROUP],
+            "responses": {"204": {"description": "dropped"}, **_DEAD_ERRORS},
+        },
+    ),
+)

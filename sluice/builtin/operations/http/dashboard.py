@@ -38,14 +38,23 @@ async def admin_page(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/admin", admin_page, {
-        "operationId": "adminDashboard",
-        "summary": "The operations dashboard: one HTML page that asks for the admin token",
-        "description": (
-            "Static; it needs no token itself. In the browser it keeps the admin token for the "
-            "tab and calls the admin routes with it, refreshing every 3 seconds."
-        ),
-        "responses": {"200": {"description": "the page",
-                              "content": {"text/html": {"schema": {"type": "string"}}}}},
-    }),
-)  # fmt: skip
+    Route(
+        "GET",
+        "/admin",
+        admin_page,
+        {
+            "operationId": "adminDashboard",
+            "summary": "The operations dashboard: one HTML page that asks for the admin token",
+            "description": (
+                "Static; it needs no token itself. In the browser it keeps the admin token for the "
+                "tab and calls the admin routes with it, refreshing every 3 seconds."
+            ),
+            "responses": {
+                "200": {
+                    "description": "the page",
+                    "content": {"text/html": {"schema": {"type": "string"}}},
+                }
+            },
+        },
+    ),
+)

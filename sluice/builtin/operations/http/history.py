@@ -1,5 +1,5 @@
 """``GET /v1/admin/history``: the groups' per-minute history of docs/guides/operate.md
-(``sluice.streams.group_history``) for the operator (admin token).
+(``sluice.records.group_history``) for the operator (admin token).
 
 An unknown group is a 422 naming ``group``, as on ``/v1/admin/dead-letters``; a bad
 ``minutes`` a 422 naming ``minutes``; both at once, one 422 naming both.
@@ -65,35 +65,53 @@ async def group_history(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/v1/admin/history", group_history, {
-        "operationId": "groupHistory",
-        "summary": "Per-minute handled, failed, dead-lettered and lag of each group, 24 h back",
-        "description": (
-            "One item per group (by name), each with one point per UTC minute, oldest first,"
-            " the last one the current minute (still filling). `handled`, `failed` (a retry"
-            " scheduled) and `dead_lettered` count what every worker did in the minute; 0"
-            " where none did anything. `lag` is the entries of the group's streams (every"
-            " partition, its retry streams too) not yet delivered to it, as last sampled in"
-            " the minute; null where no worker of the group sampled it or Redis could not"
-            f" tell. Workers write every {SAMPLE_SECONDS:g} s and when they stop, so the"
-            " current minute lags that much. Kept in Redis for 24 hours."
-        ),
-        "security": ADMIN,
-        "parameters": [
-            {"name": "group", "in": "query", "required": False,
-             "description": "one group's history; absent or empty: every registered group's",
-             "schema": {"type": "string"}},
-            {"name": "minutes", "in": "query", "required": False,
-             "description": "how many minutes back, the current one included",
-             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_MINUTES,
-                        "default": MINUTES_DEFAULT}},
-        ],
-        "responses": {
-            "200": ok(History, "each group's minutes, oldest first"),
-            "401": UNAUTHORIZED,
-            "403": FORBIDDEN,
-            "422": problem(f"unknown group, or minutes not an integer from 1 to {MAX_MINUTES}"),
-            "503": problem("Redis does not answer"),
+    Route(
+        "GET",
+        "/v1/admin/history",
+        group_history,
+        {
+            "operationId": "groupHistory",
+            "summary": "Per-minute handled, failed, dead-lettered and lag of each group, 24 h back",
+            "description": (
+                "One item per group (by name), each with one point per UTC minute, oldest first,"
+                " the last one the current minute (still filling). `handled`, `failed` (a retry"
+                " scheduled) and `dead_lettered` count what every worker did in the minute; 0"
+                " where none did anything. `lag` is the entries of the group's streams (every"
+                " partition, its retry streams too) not yet delivered to it, as last sampled in"
+                " the minute; null where no worker of the group sampled it or Redis could not"
+                f" tell. Workers write every {SAMPLE_SECONDS:g} s and when they stop, so the"
+                " current minute lags that much. Kept in Redis for 24 hours."
+            ),
+            "security": ADMIN,
+            "parameters": [
+                {
+                    "name": "group",
+                    "in": "query",
+                    "required": False,
+                    "description": "one group's history; absent or empty: every registered group's",
+                    "schema": {"type": "string"},
+                },
+                {
+                    "name": "minutes",
+                    "in": "query",
+                    "required": False,
+                    "description": "how many minutes back, the current one included",
+                    "schema": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_MINUTES,
+                        "default": MINUTES_DEFAULT,
+                    },
+                },
+            ],
+            "responses": {
+                "200": ok(History, "each group's minutes, oldest first"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "422": problem(f"unknown group, or minutes not an integer from 1 to {MAX_MINUTES}"),
+                "503": problem("Redis does not answer"),
+            },
         },
-    }, structs=(History,)),
-)  # fmt: skip
+        structs=(History,),
+    ),
+)

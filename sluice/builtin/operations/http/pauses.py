@@ -1,4 +1,4 @@
-"""Pausing and resuming a handler group (admin token; ``sluice.streams.pause``).
+"""Pausing and resuming a handler group (admin token; ``sluice.records.pause``).
 
 Both answer 204 and are idempotent: pausing a paused group keeps its first
 ``paused_at``, resuming a running one changes nothing. Whether a group is paused
@@ -33,10 +33,13 @@ async def resume_group(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-_GROUP = {"name": "group", "in": "path", "required": True,
-          "description": "a handler group (`mail`, `exports`, a projection such as "
-                         "`article-views`)",
-          "schema": {"type": "string"}}  # fmt: skip
+_GROUP = {
+    "name": "group",
+    "in": "path",
+    "required": True,
+    "description": "a handler group (`mail`, `exports`, a projection such as `article-views`)",
+    "schema": {"type": "string"},
+}
 _ANSWERS = {
     "401": UNAUTHORIZED,
     "403": FORBIDDEN,
@@ -45,30 +48,40 @@ _ANSWERS = {
 }
 
 ROUTES = (
-    Route("POST", "/v1/admin/groups/{group}/pause", pause_group, {
-        "operationId": "pauseGroup",
-        "summary": "Pause a handler group on every host",
-        "description": (
-            "Recorded in the database, so it holds across restarts. Within 2 s the "
-            "group's consumers on every host take no new entries, no retries and no "
-            "reclaimed entries (each worker process reads the paused groups every 0.5 s "
-            "and blocks at most 1 s in a read); a batch in hand when the pause comes "
-            "finishes and is acked. The entries wait in the streams, counted as lag. "
-            "Pausing a paused group changes nothing."
-        ),
-        "security": ADMIN,
-        "parameters": [_GROUP],
-        "responses": {"204": {"description": "the group is paused"}, **_ANSWERS},
-    }),
-    Route("POST", "/v1/admin/groups/{group}/resume", resume_group, {
-        "operationId": "resumeGroup",
-        "summary": "Resume a paused handler group",
-        "description": (
-            "Within 2 s the group's consumers read again and drain the entries that waited. "
-            "Resuming a group that is not paused changes nothing."
-        ),
-        "security": ADMIN,
-        "parameters": [_GROUP],
-        "responses": {"204": {"description": "the group takes entries again"}, **_ANSWERS},
-    }),
-)  # fmt: skip
+    Route(
+        "POST",
+        "/v1/admin/groups/{group}/pause",
+        pause_group,
+        {
+            "operationId": "pauseGroup",
+            "summary": "Pause a handler group on every host",
+            "description": (
+                "Recorded in the database, so it holds across restarts. Within 2 s the "
+                "group's consumers on every host take no new entries, no retries and no "
+                "reclaimed entries (each worker process reads the paused groups every 0.5 s "
+                "and blocks at most 1 s in a read); a batch in hand when the pause comes "
+                "finishes and is acked. The entries wait in the streams, counted as lag. "
+                "Pausing a paused group changes nothing."
+            ),
+            "security": ADMIN,
+            "parameters": [_GROUP],
+            "responses": {"204": {"description": "the group is paused"}, **_ANSWERS},
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/admin/groups/{group}/resume",
+        resume_group,
+        {
+            "operationId": "resumeGroup",
+            "summary": "Resume a paused handler group",
+            "description": (
+                "Within 2 s the group's consumers read again and drain the entries that waited. "
+                "Resuming a group that is not paused changes nothing."
+            ),
+            "security": ADMIN,
+            "parameters": [_GROUP],
+            "responses": {"204": {"description": "the group takes entries again"}, **_ANSWERS},
+        },
+    ),
+)

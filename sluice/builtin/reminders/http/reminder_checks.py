@@ -26,10 +26,15 @@ AT_AHEAD_MAX = timedelta(days=365)
 def reminder_out(reminder: Reminder, next_runs: list[datetime]) -> ReminderOut:
     one_shot = reminder.one_shot
     return ReminderOut(
-        id=reminder.id, cron=None if one_shot else reminder.cron,
-        timezone=None if one_shot else reminder.timezone, at=reminder.at, text=reminder.text,
-        next_runs=next_runs, created_at=reminder.created_at, status=reminder.status,
-    )  # fmt: skip
+        id=reminder.id,
+        cron=None if one_shot else reminder.cron,
+        timezone=None if one_shot else reminder.timezone,
+        at=reminder.at,
+        text=reminder.text,
+        next_runs=next_runs,
+        created_at=reminder.created_at,
+        status=reminder.status,
+    )
 
 
 def one_shot_runs(reminder: Reminder) -> list[datetime]:
@@ -55,8 +60,12 @@ def check_cron(
     """Syntax, then the shortest gap between occurrences (in the zone given, else UTC)."""
     expr = " ".join((value or "").split())
     if not expr:
-        errors.append(FieldError("cron", "required: six fields, seconds first (sec min hour "
-                                         "day-of-month month day-of-week)"))  # fmt: skip
+        errors.append(
+            FieldError(
+                "cron",
+                "required: six fields, seconds first (sec min hour day-of-month month day-of-week)",
+            )
+        )
         return None
     if len(expr) > REMINDER_CRON_MAX:
         errors.append(FieldError("cron", f"longer than {REMINDER_CRON_MAX} characters"))
@@ -69,10 +78,13 @@ def check_cron(
         return None
     least = RemindersSettings.of(config).reminder_min_interval
     if gap < least:
-        errors.append(FieldError(
-            "cron", f"occurrences come as close as {gap:g} seconds apart; reminders must be at "
-                    f"least {least} seconds apart (SLUICE_REMINDER_MIN_INTERVAL)",
-        ))  # fmt: skip
+        errors.append(
+            FieldError(
+                "cron",
+                f"occurrences come as close as {gap:g} seconds apart; reminders must be at "
+                f"least {least} seconds apart (SLUICE_REMINDER_MIN_INTERVAL)",
+            )
+        )
         return None
     return schedule
 

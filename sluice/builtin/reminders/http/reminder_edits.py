@@ -99,13 +99,21 @@ async def _read_patch(request: web.Request) -> ReminderPatch:
     if unknown:
         raise Unprocessable(
             "unknown reminder fields",
-            [FieldError(name, f"not a field of a reminder ({', '.join(sorted(_FIELDS))})")
-             for name in unknown],
-        )  # fmt: skip
+            [
+                FieldError(name, f"not a field of a reminder ({', '.join(sorted(_FIELDS))})")
+                for name in unknown
+            ],
+        )
     if all(getattr(patch, name) is None for name in _FIELDS):
-        raise Unprocessable("nothing to change", [FieldError(
-            "body", "name at least one of cron, timezone, text, paused (a one-shot: at)",
-        )])  # fmt: skip
+        raise Unprocessable(
+            "nothing to change",
+            [
+                FieldError(
+                    "body",
+                    "name at least one of cron, timezone, text, paused (a one-shot: at)",
+                )
+            ],
+        )
     return patch
 
 
@@ -120,9 +128,13 @@ def _one_shot_changes(
 
 
 def _cron_changes(
-    current: Reminder, patch: ReminderPatch, config: Config, now: datetime,
-    changes: dict[str, Any], errors: list[FieldError],
-) -> Window | None:  # fmt: skip
+    current: Reminder,
+    patch: ReminderPatch,
+    config: Config,
+    now: datetime,
+    changes: dict[str, Any],
+    errors: list[FieldError],
+) -> Window | None:
     """A new schedule's changes and its window (walks the cron); None when unchanged."""
     if patch.at is not None:
         errors.append(FieldError("at", "a cron reminder has no instant; create a one-shot"))
@@ -189,53 +201,75 @@ async def patch_reminder(request: web.Request) -> web.Response:
             await next_runs.save(tx, reminder_id, to_stored((edited.cron, edited.timezone), runs))
         await tx.append(
             ReminderUpdated(
-                reminder_id=reminder_id, owner_id=user.id, cron=edited.cron,
-                timezone=edited.timezone, text=edited.text, paused=edited.paused_at is not None,
-                at=edited.at, occurred_at=now, trace_id=request[TRACE_ID],
+                reminder_id=reminder_id,
+                owner_id=user.id,
+                cron=edited.cron,
+                timezone=edited.timezone,
+                text=edited.text,
+                paused=edited.paused_at is not None,
+                at=edited.at,
+                occurred_at=now,
+                trace_id=request[TRACE_ID],
             )
-        )  # fmt: skip
+        )
     if runs is not None:
         upcoming.remember((edited.cron, edited.timezone), runs)
     return json_response(await _answer(request, edited, now))
 
 
 ROUTES = (
-    Route("GET", "/v1/reminders/{id}", get_reminder, {
-        "operationId": "getReminder",
-        "summary": "One of the caller's reminders, with its next runs and status",
-        "security": USER,
-        "parameters": [_ID],
-        "responses": {
-            "200": ok(ReminderOut, "the reminder"),
-            "401": UNAUTHORIZED,
-            "404": problem("no such reminder, another user's, or deleted"),
+    Route(
+        "GET",
+        "/v1/reminders/{id}",
+        get_reminder,
+        {
+            "operationId": "getReminder",
+            "summary": "One of the caller's reminders, with its next runs and status",
+            "security": USER,
+            "parameters": [_ID],
+            "responses": {
+                "200": ok(ReminderOut, "the reminder"),
+                "401": UNAUTHORIZED,
+                "404": problem("no such reminder, another user's, or deleted"),
+            },
         },
-    }, structs=(ReminderOut,)),
-    Route("PATCH", "/v1/reminders/{id}", patch_reminder, {
-        "operationId": "updateReminder",
-        "summary": "Change a reminder: every scheduler follows within 2 s",
-        "description": (
-            "Any of `cron`, `timezone`, `text`, `paused` for a cron reminder; `text`, `at`, "
-            "`paused` for a one-shot not fired yet. Each is checked as on creation. "
-            "`paused: true` stops it firing (`status: paused`), `false` resumes it "
-            "(`active`): occurrences that fell while it was paused do not fire (a one-shot "
-            "whose `at` passed while paused fires at once). An occurrence whose firing "
-            "committed before the change has fired, once; none of the old schedule fires "
-            "after it, and the new schedule starts after it."
-        ),
-        "security": USER,
-        "parameters": [_ID],
-        "requestBody": request_body(ReminderPatch),
-        "responses": {
-            "200": ok(ReminderOut, "the reminder as changed, with its next runs"),
-            **BAD_BODY,
-            "401": UNAUTHORIZED,
-            "404": problem("no such reminder, another user's, or deleted"),
-            "409": problem("a one-shot that fired already, or a reminder changed by "
-                           "another request meanwhile"),
-            "422": problem("no field, an unknown field, or a bad value (the reason named, "
-                           "as on creation); `cron`/`timezone` for a one-shot, `at` for a "
-                           "cron reminder"),
+        structs=(ReminderOut,),
+    ),
+    Route(
+        "PATCH",
+        "/v1/reminders/{id}",
+        patch_reminder,
+        {
+            "operationId": "updateReminder",
+            "summary": "Change a reminder: every scheduler follows within 2 s",
+            "description": (
+                "Any of `cron`, `timezone`, `text`, `paused` for a cron reminder; `text`, `at`, "
+                "`paused` for a one-shot not fired yet. Each is checked as on creation. "
+                "`paused: true` stops it firing (`status: paused`), `false` resumes it "
+                "(`active`): occurrences that fell while it was paused do not fire (a one-shot "
+                "whose `at` passed while paused fires at once). An occurrence whose firing "
+                "committed before the change has fired, once; none of the old schedule fires "
+                "after it, and the new schedule starts after it."
+            ),
+            "security": USER,
+            "parameters": [_ID],
+            "requestBody": request_body(ReminderPatch),
+            "responses": {
+                "200": ok(ReminderOut, "the reminder as changed, with its next runs"),
+                **BAD_BODY,
+                "401": UNAUTHORIZED,
+                "404": problem("no such reminder, another user's, or deleted"),
+                "409": problem(
+                    "a one-shot that fired already, or a reminder changed by "
+                    "another request meanwhile"
+                ),
+                "422": problem(
+                    "no field, an unknown field, or a bad value (the reason named, "
+                    "as on creation); `cron`/`timezone` for a one-shot, `at` for a "
+                    "cron reminder"
+                ),
+            },
         },
-    }, structs=(ReminderPatch, ReminderOut)),
-)  # fmt: skip
+        structs=(ReminderPatch, ReminderOut),
+    ),
+)

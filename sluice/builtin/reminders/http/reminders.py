@@ -81,8 +81,10 @@ def _over_cap(count: int) -> Unprocessable:
 
 
 def _over_pending(count: int) -> Unprocessable:
-    message = (f"you have {count} one-shot reminders still to fire, the most allowed is "
-               f"{PENDING_MAX}; delete one or wait for one to fire")  # fmt: skip
+    message = (
+        f"you have {count} one-shot reminders still to fire, the most allowed is "
+        f"{PENDING_MAX}; delete one or wait for one to fire"
+    )
     return Unprocessable("too many reminders", [FieldError("reminders", message)])
 
 
@@ -106,10 +108,16 @@ async def _create_one_shot(request: web.Request, user_id: str, body: ReminderBod
         await store.insert_reminder(tx, reminder)
         await tx.append(
             ReminderCreated(
-                reminder_id=reminder.id, owner_id=user_id, cron="", timezone="", text=text,
-                at=at, occurred_at=now, trace_id=request[TRACE_ID],
+                reminder_id=reminder.id,
+                owner_id=user_id,
+                cron="",
+                timezone="",
+                text=text,
+                at=at,
+                occurred_at=now,
+                trace_id=request[TRACE_ID],
             )
-        )  # fmt: skip
+        )
     out = reminder_out(reminder, one_shot_runs(reminder))
     return json_response(out, 201, headers={"Location": f"/v1/reminders/{reminder.id}"})
 
@@ -129,9 +137,13 @@ async def create_reminder(request: web.Request) -> web.Response:
     schedule, text, runs = await upcoming.off_loop(_checked, body, request.app[CONFIG], now)
     key = (schedule.expr, schedule.timezone)
     reminder = Reminder(
-        id=uuid7(), owner_id=user.id, cron=schedule.expr, timezone=schedule.timezone,
-        text=text, created_at=now,
-    )  # fmt: skip
+        id=uuid7(),
+        owner_id=user.id,
+        cron=schedule.expr,
+        timezone=schedule.timezone,
+        text=text,
+        created_at=now,
+    )
     async with request.app[STORE].transaction() as tx:
         count = await store.count_active(tx, user.id)
         if count >= ACTIVE_MAX:
@@ -140,11 +152,15 @@ async def create_reminder(request: web.Request) -> web.Response:
         await next_runs.save(tx, reminder.id, to_stored(key, runs))
         await tx.append(
             ReminderCreated(
-                reminder_id=reminder.id, owner_id=user.id, cron=reminder.cron,
-                timezone=reminder.timezone, text=text, occurred_at=now,
+                reminder_id=reminder.id,
+                owner_id=user.id,
+                cron=reminder.cron,
+                timezone=reminder.timezone,
+                text=text,
+                occurred_at=now,
                 trace_id=request[TRACE_ID],
             )
-        )  # fmt: skip
+        )
     upcoming.remember(key, runs)
     out = reminder_out(reminder, runs.next_runs(now) or [])
     return json_response(out, 201, headers={"Location": f"/v1/reminders/{reminder.id}"})
@@ -178,63 +194,84 @@ async def delete_reminder(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("POST", "/v1/reminders", create_reminder, {
-        "operationId": "createReminder",
-        "summary": "A reminder: one e-mail to you at each occurrence, or once at `at`",
-        "description": (
-            "Either `{cron, timezone, text}` (a cron reminder) or `{at, text}` (a one-shot), "
-            "not both. `at`: an RFC 3339 instant with an offset, in the future and at most "
-            "365 days ahead; the one-shot fires once, within a second of it, then reads "
-            f"`status: done`; at most {PENDING_MAX} one-shots not fired yet per user. "
-            "`cron`: six fields, seconds first (`sec min hour dom mon dow`), with ranges, "
-            "steps, lists, three-letter month and day names, day of week 0-7 (0 and 7 are "
-            "Sunday); Quartz tokens (`?`, `L`, `W`, `#`) and a seventh field are refused. "
-            "`timezone`: an IANA zone the cron is read in. Occurrences must be at least "
-            "SLUICE_REMINDER_MIN_INTERVAL seconds apart (default 60). `text`: 1 to "
-            f"{REMINDER_TEXT_MAX} characters, not blank. At most {ACTIVE_MAX} active reminders "
-            "per user. `next_runs` are the next three occurrences, in UTC. Occurrences are "
-            "mailed only once the address is verified, and within the user's mail budget "
-            "(SLUICE_MAIL_USER_HOURLY, SLUICE_MAIL_USER_DAILY)."
-        ),
-        "security": USER,
-        "requestBody": request_body(ReminderBody),
-        "responses": {
-            "201": ok(ReminderOut, "the new reminder"),
-            **BAD_BODY,
-            "401": UNAUTHORIZED,
-            "422": problem("bad cron (the reason named), unknown time zone, occurrences "
-                           "closer than the minimum interval, blank or too long text, "
-                           "`at` not an instant with an offset, past or over a year ahead, "
-                           "`at` with `cron` or `timezone`, or "
-                           f"{ACTIVE_MAX} active (or {PENDING_MAX} pending one-shot) "
-                           "reminders already"),
+    Route(
+        "POST",
+        "/v1/reminders",
+        create_reminder,
+        {
+            "operationId": "createReminder",
+            "summary": "A reminder: one e-mail to you at each occurrence, or once at `at`",
+            "description": (
+                "Either `{cron, timezone, text}` (a cron reminder) or `{at, text}` (a one-shot), "
+                "not both. `at`: an RFC 3339 instant with an offset, in the future and at most "
+                "365 days ahead; the one-shot fires once, within a second of it, then reads "
+                f"`status: done`; at most {PENDING_MAX} one-shots not fired yet per user. "
+                "`cron`: six fields, seconds first (`sec min hour dom mon dow`), with ranges, "
+                "steps, lists, three-letter month and day names, day of week 0-7 (0 and 7 are "
+                "Sunday); Quartz tokens (`?`, `L`, `W`, `#`) and a seventh field are refused. "
+                "`timezone`: an IANA zone the cron is read in. Occurrences must be at least "
+                "SLUICE_REMINDER_MIN_INTERVAL seconds apart (default 60). `text`: 1 to "
+                f"{REMINDER_TEXT_MAX} characters, not blank. At most {ACTIVE_MAX} active reminders "
+                "per user. `next_runs` are the next three occurrences, in UTC. Occurrences are "
+                "mailed only once the address is verified, and within the user's mail budget "
+                "(SLUICE_MAIL_USER_HOURLY, SLUICE_MAIL_USER_DAILY)."
+            ),
+            "security": USER,
+            "requestBody": request_body(ReminderBody),
+            "responses": {
+                "201": ok(ReminderOut, "the new reminder"),
+                **BAD_BODY,
+                "401": UNAUTHORIZED,
+                "422": problem(
+                    "bad cron (the reason named), unknown time zone, occurrences "
+                    "closer than the minimum interval, blank or too long text, "
+                    "`at` not an instant with an offset, past or over a year ahead, "
+                    "`at` with `cron` or `timezone`, or "
+                    f"{ACTIVE_MAX} active (or {PENDING_MAX} pending one-shot) "
+                    "reminders already"
+                ),
+            },
         },
-    }, structs=(ReminderBody, ReminderOut)),
-    Route("GET", "/v1/reminders", list_reminders, {
-        "operationId": "listReminders",
-        "summary": "The caller's reminders that are not deleted, newest first",
-        "description": (
-            "`status` is `paused` for a reminder paused by a PATCH or its mails' "
-            "one-click unsubscribe: it does not fire, and its `next_runs` is empty; "
-            "`done` for a one-shot that fired. A one-shot has `at` (and `cron`, `timezone` "
-            "null), its `next_runs` is `[at]` while it will fire. Every reminder not done "
-            f"is listed, and the newest {store.DONE_LISTED} done one-shots."
-        ),
-        "security": USER,
-        "responses": {"200": ok(ReminderList, "each with its next three occurrences"),
-                      "401": UNAUTHORIZED},
-    }, structs=(ReminderList,)),
-    Route("DELETE", "/v1/reminders/{id}", delete_reminder, {
-        "operationId": "deleteReminder",
-        "summary": "Delete a reminder: no occurrence fires after the deletion committed",
-        "security": USER,
-        "parameters": [
-            {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
-        ],
-        "responses": {
-            "204": {"description": "deleted"},
-            "401": UNAUTHORIZED,
-            "404": problem("no such reminder, another user's, or deleted already"),
+        structs=(ReminderBody, ReminderOut),
+    ),
+    Route(
+        "GET",
+        "/v1/reminders",
+        list_reminders,
+        {
+            "operationId": "listReminders",
+            "summary": "The caller's reminders that are not deleted, newest first",
+            "description": (
+                "`status` is `paused` for a reminder paused by a PATCH or its mails' "
+                "one-click unsubscribe: it does not fire, and its `next_runs` is empty; "
+                "`done` for a one-shot that fired. A one-shot has `at` (and `cron`, `timezone` "
+                "null), its `next_runs` is `[at]` while it will fire. Every reminder not done "
+                f"is listed, and the newest {store.DONE_LISTED} done one-shots."
+            ),
+            "security": USER,
+            "responses": {
+                "200": ok(ReminderList, "each with its next three occurrences"),
+                "401": UNAUTHORIZED,
+            },
         },
-    }),
-)  # fmt: skip
+        structs=(ReminderList,),
+    ),
+    Route(
+        "DELETE",
+        "/v1/reminders/{id}",
+        delete_reminder,
+        {
+            "operationId": "deleteReminder",
+            "summary": "Delete a reminder: no occurrence fires after the deletion committed",
+            "security": USER,
+            "parameters": [
+                {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+            ],
+            "responses": {
+                "204": {"description": "deleted"},
+                "401": UNAUTHORIZED,
+                "404": problem("no such reminder, another user's, or deleted already"),
+            },
+        },
+    ),
+)

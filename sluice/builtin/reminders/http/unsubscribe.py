@@ -85,11 +85,16 @@ async def unsubscribe(request: web.Request) -> web.Response:
         if outcome is stored.Paused.NOW and reminder is not None:
             await tx.append(
                 ReminderUpdated(
-                    reminder_id=reminder.id, owner_id=reminder.owner_id, cron=reminder.cron,
-                    timezone=reminder.timezone, text=reminder.text, paused=True, at=reminder.at,
+                    reminder_id=reminder.id,
+                    owner_id=reminder.owner_id,
+                    cron=reminder.cron,
+                    timezone=reminder.timezone,
+                    text=reminder.text,
+                    paused=True,
+                    at=reminder.at,
                     trace_id=request[TRACE_ID],
                 )
-            )  # fmt: skip
+            )
     if reminder is None:
         raise NotFound("no such reminder")
     if outcome is stored.Paused.DELETED:
@@ -102,29 +107,52 @@ _NO_REMINDER = problem("the link names a reminder that does not exist")
 _TOKEN = token_query("the token of the mail's List-Unsubscribe URL")
 
 ROUTES = (
-    Route("GET", "/v1/unsubscribe", unsubscribe_page, {
-        "operationId": "unsubscribePage",
-        "summary": "The page of a reminder mail's unsubscribe link: a button that pauses it",
-        "description": "Changes nothing (mail scanners follow links); the button POSTs.",
-        "parameters": [_TOKEN],
-        "responses": {"200": html_page("the page (also for a reminder paused or deleted)"),
-                      "404": _NO_REMINDER, "422": _BAD_LINK},
-    }),
-    Route("POST", "/v1/unsubscribe", unsubscribe, {
-        "operationId": "unsubscribe",
-        "summary": "One-click unsubscribe (RFC 8058): pause the reminder, no sign-in",
-        "description": (
-            "The URL of a reminder mail's `List-Unsubscribe` header, POSTed with "
-            "`List-Unsubscribe=One-Click` by a mail provider or the page's button. Once "
-            "answered, the reminder fires no more on any scheduler replica; a paused or "
-            "deleted reminder answers the same."
-        ),
-        "parameters": [_TOKEN],
-        "requestBody": {"required": False, "content": {FORM: {"schema": {
-            "type": "object",
-            "properties": {"List-Unsubscribe": {"const": "One-Click"}},
-        }}}},
-        "responses": {"200": html_page("the reminder is paused"), "404": _NO_REMINDER,
-                      "422": _BAD_LINK},
-    }),
-)  # fmt: skip
+    Route(
+        "GET",
+        "/v1/unsubscribe",
+        unsubscribe_page,
+        {
+            "operationId": "unsubscribePage",
+            "summary": "The page of a reminder mail's unsubscribe link: a button that pauses it",
+            "description": "Changes nothing (mail scanners follow links); the button POSTs.",
+            "parameters": [_TOKEN],
+            "responses": {
+                "200": html_page("the page (also for a reminder paused or deleted)"),
+                "404": _NO_REMINDER,
+                "422": _BAD_LINK,
+            },
+        },
+    ),
+    Route(
+        "POST",
+        "/v1/unsubscribe",
+        unsubscribe,
+        {
+            "operationId": "unsubscribe",
+            "summary": "One-click unsubscribe (RFC 8058): pause the reminder, no sign-in",
+            "description": (
+                "The URL of a reminder mail's `List-Unsubscribe` header, POSTed with "
+                "`List-Unsubscribe=One-Click` by a mail provider or the page's button. Once "
+                "answered, the reminder fires no more on any scheduler replica; a paused or "
+                "deleted reminder answers the same."
+            ),
+            "parameters": [_TOKEN],
+            "requestBody": {
+                "required": False,
+                "content": {
+                    FORM: {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"List-Unsubscribe": {"const": "One-Click"}},
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": html_page("the reminder is paused"),
+                "404": _NO_REMINDER,
+                "422": _BAD_LINK,
+            },
+        },
+    ),
+)

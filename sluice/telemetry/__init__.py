@@ -1,0 +1,2 @@
+"""What sluice tells about itself: its log lines (``logs``), its Prometheus
+metrics (``prometheus``) and their multiprocess directory (``metrics_dir``)."""

@@ -15,7 +15,13 @@ from sluice.app.assembly import default_apps
 
 SLUICE = Path(sluice.__file__).parent
 # The modules that held the apps' parts before they declared them.
-CORE_MODULES = ("config.py", "metrics.py", "streams/keys.py", "http/apidoc.py", "http/openapi.py")
+CORE_MODULES = (
+    "config/__init__.py",
+    "telemetry/prometheus.py",
+    "streams/engine_keys.py",
+    "http/route_docs.py",
+    "http/openapi.py",
+)
 
 
 def _engine_sources() -> dict[str, str]:

@@ -25,7 +25,7 @@ from sluice.aio.outage import REDIS_DOWN
 from sluice.aio.waiting import cancel_and_wait, first_of, wait_or_stop
 
 # links
-from sluice.config import Network, trusted_networks
+from sluice.config.networks import Network, trusted_networks
 
 # accounts, links
 from sluice.consumers.dispatch import EventHandler, event_group

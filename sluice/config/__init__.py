@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import msgspec
 
 from sluice.config import database_url as urls
+from sluice.config.networks import cluster_nodes
+from sluice.config.validation import validate
 from sluice.errors import ConfigError
 
 
@@ -196,7 +197,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 # spread over up to 16 primaries, few enough that a worker's blocking reads (a
 # connection per group and partition) stay in the dozens.
 CLUSTER_PARTITIONS = 16
-MAX_PARTITIONS = 1024
 
 # Read from the environment as the fields' types say.
 _INT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Config) if f.type is int)
@@ -218,17 +218,6 @@ def _convert(name: str, raw: str) -> object:
     if name == "data_dir":
         return Path(raw)
     return raw
-
-
-# What a run of a task does when the previous one still runs (sluice/scheduler/overlap.py).
-TASK_OVERLAPS = ("skip", "buffer_one", "cancel_other", "allow_all")
-
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-
-
-def printable_ascii(text: str) -> bool:
-    """What a token must be to travel in a header (and to be hashed): printable ASCII."""
-    return text.isascii() and text.isprintable()
 
 
 def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -> Config:
@@ -255,7 +244,7 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
     if not config.base_url:
         derived["base_url"] = f"http://{config.host}:{config.port}"
     config = msgspec.structs.replace(config, **derived)
-    _validate(config)
+    validate(config)
     return config
 
 
@@ -318,140 +307,3 @@ def _by_name(
         except ValueError:
             raise ConfigError(f"{key} must be {expected}, got {raw!r}") from None
     return found
-
-
-def _validate(config: Config) -> None:
-    try:
-        ZoneInfo(config.timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"SLUICE_TIMEZONE {config.timezone!r} is not an IANA time zone") from None
-    positive = (
-        "max_deliveries",
-        "relay_batch",
-        "worker_batch",
-        "projection_batch",
-        "worker_concurrency",
-        "database_pool",
-        "max_connections",
-        "password_hash_concurrency",
-        "client_limit_window_seconds",
-        "logins_per_client",
-        "registrations_per_client",
-        "admin_failures_per_client",
-        "history_hot_days",
-        "history_segment_events",
-        "api_processes",
-        "connections_per_address",
-    )
-    for name in positive:
-        if getattr(config, name) < 1:
-            raise ConfigError(f"SLUICE_{name.upper()} must be at least 1")
-    _validate_history(config)
-    _validate_redis(config)
-    zero = {"password_hash_queue": "no queue", "password_hash_per_claimant": "no cap"}
-    for name, meaning in zero.items():
-        if getattr(config, name) < 0:
-            raise ConfigError(f"SLUICE_{name.upper()} must be 0 ({meaning}) or more")
-    _validate_logs(config)
-    _validate_admin_token(config.admin_token)
-    for name in (
-        "header_timeout_seconds",
-        "body_timeout_seconds",
-        "keepalive_timeout_seconds",
-        "handler_timeout_seconds",
-        "stall_seconds",
-        "delivery_retention",
-        "password_hash_wait_seconds",
-        "write_timeout_seconds",
-    ):
-        if not getattr(config, name) > 0:
-            raise ConfigError(f"SLUICE_{name.upper()} must be more than 0")
-    for group, seconds in config.group_timeouts.items():
-        if not seconds > 0:
-            env_name = group.upper().replace("-", "_")
-            raise ConfigError(f"SLUICE_{env_name}_TIMEOUT_SECONDS must be more than 0")
-    _validate_overlaps(config)
-    trusted_networks(config.trusted_proxies)
-    urls.check(config.database_url)
-
-
-def _validate_overlaps(config: Config) -> None:
-    for task, overlap in config.task_overlaps.items():
-        if overlap not in TASK_OVERLAPS:
-            env_name = task.upper().replace("-", "_")
-            raise ConfigError(
-                f"SLUICE_{env_name}_OVERLAP must be one of {' | '.join(TASK_OVERLAPS)},"
-                f" got {overlap!r}"
-            )
-
-
-def _validate_logs(config: Config) -> None:
-    if config.log_format not in ("json", "console"):
-        raise ConfigError("SLUICE_LOG_FORMAT must be json or console")
-    if config.log_level.lower() not in LOG_LEVELS:
-        raise ConfigError(f"SLUICE_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
-    if config.redirect_log not in ("errors", "all"):
-        raise ConfigError("SLUICE_REDIRECT_LOG must be errors or all")
-
-
-ADMIN_TOKEN_MIN = 32
-
-
-def _validate_redis(config: Config) -> None:
-    if not 0 <= config.stream_partitions <= MAX_PARTITIONS:
-        raise ConfigError(
-            f"SLUICE_STREAM_PARTITIONS must be from 1 to {MAX_PARTITIONS} (0: the default)"
-        )
-    cluster_nodes(config.redis_cluster_nodes)
-
-
-def _validate_history(config: Config) -> None:
-    # The relay's reconcile reads the events a stream may still hold from the table only.
-    if config.history_hot_days * 86_400 < config.stream_retention:
-        raise ConfigError(
-            "SLUICE_HISTORY_HOT_DAYS must cover SLUICE_STREAM_RETENTION: events a stream"
-            " may still hold stay in the events table"
-        )
-
-
-def _validate_admin_token(token: str | None) -> None:
-    if token is None:
-        return
-    if not (printable_ascii(token) and token == token.strip()):
-        raise ConfigError(
-            "SLUICE_ADMIN_TOKEN must be printable ASCII without surrounding spaces"
-            " (it travels in a header)"
-        )
-    if len(token) < ADMIN_TOKEN_MIN:
-        # Guessable; `sluice up` generates 43 characters (256 bits) when none is set.
-        raise ConfigError(
-            f"SLUICE_ADMIN_TOKEN must be at least {ADMIN_TOKEN_MIN} characters, got {len(token)};"
-            " unset it to have `sluice up` generate one, or use `openssl rand -base64 32`"
-        )
-
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def trusted_networks(text: str) -> tuple[Network, ...]:
-    """``SLUICE_TRUSTED_PROXIES``: comma-separated addresses or CIDRs (``10.0.0.0/8``)."""
-    networks: list[Network] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        try:
-            networks.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            raise ConfigError(
-                f"SLUICE_TRUSTED_PROXIES: {part!r} is not an IP address or CIDR"
-            ) from None
-    return tuple(networks)
-
-
-def cluster_nodes(text: str) -> list[tuple[str, int]]:
-    """``SLUICE_REDIS_CLUSTER_NODES``: comma-separated ``host:port`` seed nodes."""
-    nodes: list[tuple[str, int]] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        host, _, port = part.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"SLUICE_REDIS_CLUSTER_NODES: {part!r} is not host:port")
-        nodes.append((host.strip("[]"), int(port)))
-    return nodes

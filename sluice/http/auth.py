@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from aiohttp import web
 
-from sluice.config import printable_ascii
+from sluice.config.validation import printable_ascii
 from sluice.errors import Forbidden, Unauthorized
 from sluice.events import utcnow
 from sluice.http.app_keys import ADMIN_TOKEN, CLIENT_LIMITS, STORE, USER

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from multidict import CIMultiDictProxy, istr
 
-from sluice.config import Network
+from sluice.config.networks import Network
 
 _XFF = istr("X-Forwarded-For")
 _FORWARDED = istr("Forwarded")

@@ -33,7 +33,8 @@ import redis.asyncio as aioredis
 import structlog
 from aiohttp import web
 
-from sluice.config import Config, trusted_networks
+from sluice.config import Config
+from sluice.config.networks import trusted_networks
 from sluice.errors import TooManyRequests
 from sluice.http.client_address import client_address
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT

@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from sluice.config import trusted_networks
+from sluice.config.networks import trusted_networks
 from sluice.errors import ConfigError
 from sluice.http.client_address import client_address
 

@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from sluice.builtin.links.geo import country_of
-from sluice.config import trusted_networks
+from sluice.config.networks import trusted_networks
 from sluice.http.client_address import client_ip
 
 PROXIES = trusted_networks("10.0.0.0/8")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -36,14 +35,14 @@ import structlog
 from sluice.aio.lock import RedisLock
 from sluice.aio.outage import REDIS_DOWN
 from sluice.aio.waiting import cancel_and_wait, first_of, wait_or_stop
-from sluice.events import AGGREGATES, utcnow
-from sluice.redis_client.cluster import refresh_topology
+from sluice.events import AGGREGATES
+from sluice.relay.commit_listener import listen_for_commits
 from sluice.relay.publisher import Publisher, Sent, ServerChanged
+from sluice.relay.reconcile import first_missing
 from sluice.store import Store, StoredEvent
 from sluice.store.errors import database_unavailable
 from sluice.streams.engine_keys import Keys
 from sluice.streams.group_setup import ensure_groups
-from sluice.streams.partitions import payload_partition
 from sluice.telemetry.prometheus import RELAY_PUBLISHED
 
 log = structlog.get_logger(__name__)
@@ -255,7 +254,7 @@ class Relay:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Relay until ``stop`` is set; one leader at a time across replicas."""
-        listener = asyncio.create_task(self._listen(stop))
+        listener = asyncio.create_task(listen_for_commits(self.redis, self.keys, self.wake, stop))
         backoff = 0.1
         try:
             while not stop.is_set():
@@ -331,83 +330,11 @@ class Relay:
         position = await self.store.position(POSITION)
         rewind = position
         for aggregate in sorted(AGGREGATES):
-            rewind = min(rewind, await self._first_missing(aggregate, position))
+            missing = await first_missing(
+                self.store, self.redis, self.keys, aggregate, position, retention_s=self.retention_s
+            )
+            rewind = min(rewind, missing)
         self._position = None
         if rewind < position:
             log.warning("relay: redis lost entries, republishing", since=rewind, position=position)
             await self.store.set_position(POSITION, rewind)
-
-    async def _first_missing(self, aggregate: str, position: int) -> int:
-        """The seq just before the first event of ``aggregate`` up to ``position`` that its
-        partition's stream lacks (``position`` when none is missing)."""
-        present = [await self._last_seq_in_stream(aggregate, p) for p in self.keys.numbers]
-        if 0 in present:
-            floor = await self._retention_floor(aggregate, position)
-            present = [p or floor for p in present]
-        if self.keys.partitions == 1:
-            expected = await self._last_seq_in_db(aggregate, position)
-            return present[0] if present[0] < expected else position
-        # Which partition an event went to is in its payload: read the events above the
-        # lowest stream's last seq, up to the first one its stream lacks.
-        after = min(present)
-        while after < position:
-            rows = await self.store.fetchall(
-                "SELECT seq, payload FROM events WHERE aggregate = ? AND seq > ? AND seq <= ?"
-                " ORDER BY seq LIMIT 5000",
-                (aggregate, after, position),
-            )
-            for seq, payload in rows:
-                partition = payload_partition(aggregate, bytes(payload), self.keys.partitions)
-                if int(seq) > present[partition]:
-                    return int(seq) - 1
-            if len(rows) < 5000:
-                break
-            after = int(rows[-1][0])
-        return position
-
-    async def _last_seq_in_db(self, aggregate: str, position: int) -> int:
-        row = await self.store.fetchone(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE aggregate = ? AND seq <= ?",
-            (aggregate, position),
-        )
-        return int(row[0]) if row else 0
-
-    async def _last_seq_in_stream(self, aggregate: str, partition: int) -> int:
-        stream = self.keys.stream(aggregate, partition)
-        entries: Any = await self.redis.xrevrange(stream, count=1)
-        if not entries:
-            return 0
-        return int(entries[0][1].get(b"seq", 0))
-
-    async def _retention_floor(self, aggregate: str, position: int) -> int:
-        """Entries older than the retention may be trimmed; republish what is younger.
-
-        An aggregate with no event that young gets nothing back, as the older entries of
-        the others do not. (Taking 0 then rewound the relay to the start of the hot
-        history, every aggregate's, for one aggregate quiet for a day.)"""
-        since = (utcnow() - timedelta(seconds=self.retention_s)).isoformat()
-        row = await self.store.fetchone(
-            "SELECT MIN(seq) FROM events WHERE aggregate = ? AND created_at >= ?",
-            (aggregate, since),
-        )
-        if row is None or row[0] is None:
-            return await self._last_seq_in_db(aggregate, position)
-        return int(row[0]) - 1
-
-    async def _listen(self, stop: asyncio.Event) -> None:
-        """Wake on commits announced by other processes; reconnects after outages. It
-        never ends before ``stop``: without it the relay still polls, but later."""
-        while not stop.is_set():
-            try:
-                # On a cluster: the channel's node as it is now, not as it was.
-                await refresh_topology(self.redis)
-                async with self.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(self.keys.outbox_channel())
-                    async for message in pubsub.listen():
-                        if message.get("type") == "message":
-                            self.wake.set()
-            except _REDIS_DOWN:
-                await wait_or_stop(stop, 1.0)
-            except Exception:
-                log.exception("relay: commit listener failed, subscribing again")
-                await wait_or_stop(stop, 1.0)

@@ -24,9 +24,8 @@ the transaction.
 from __future__ import annotations
 
 import asyncio
-import collections
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,26 +34,16 @@ import structlog
 from asyncpg.pool import PoolConnectionProxy
 from asyncpg.transaction import Transaction
 
-from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.store.base import HEAD, Row, StoredEvent
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrate import Migration, apply_migrations
-from sluice.store.postgres_bulk import PostgresBulkWrites
-from sluice.store.postgres_catalog import PostgresCatalog
-from sluice.store.postgres_dialect import DIALECT, numbered, translate_ddl
+from sluice.store.postgres_dialect import DIALECT, numbered
+from sluice.store.postgres_tx import PostgresTx
 from sluice.telemetry.prometheus import EVENTS_COMMITTED
 
 log = structlog.get_logger(__name__)
 
-# pg_advisory_xact_lock keys: "sluice" in ASCII, then one byte per purpose.
-HISTORY_LOCK = 0x736C75696365_01
-MIGRATIONS_LOCK = 0x736C75696365_02
-
 _EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
-# What an append writes of each event, in this order (seq comes from its identity).
-_APPENDED = ("event_id", "type", "aggregate", "payload", "trace_id", "created_at")
-_LOCK_HISTORY = "SELECT pg_advisory_xact_lock($1)"
-APPEND_ROWS = 500  # events per COPY of an append (flush_events)
 _SET_POSITION = (
     "INSERT INTO positions (name, seq) VALUES ($1, $2)"
     " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq"
@@ -101,91 +90,6 @@ def _drop_if_broken(conn: PoolConnectionProxy, exc: BaseException) -> None:
     """Close a connection the failure left unusable; the pool opens a new one."""
     if isinstance(exc, _CORRUPTED):
         conn.terminate()
-
-
-def _rowcount(status: str) -> int:
-    """Rows a statement changed, from its command tag (``UPDATE 3``, ``INSERT 0 1``)."""
-    last = status.rsplit(" ", 1)[-1]
-    return int(last) if last.isdigit() else 0
-
-
-class PostgresTx(PostgresCatalog, PostgresBulkWrites):
-    def __init__(
-        self,
-        conn: asyncpg.Connection | PoolConnectionProxy,
-        column_types: dict[str, dict[str, str]],
-    ) -> None:
-        self._conn = conn
-        self._column_types = column_types  # the store's, shared by its transactions
-        self._events: list[Event] = []
-        self._history_locked = False
-        self.dialect = DIALECT
-
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return _rowcount(await self._conn.execute(numbered(sql), *params))
-
-    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self._conn.executemany(numbered(sql), rows)
-
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        row = await self._conn.fetchrow(numbered(sql), *params)
-        return None if row is None else tuple(row)
-
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return [tuple(r) for r in await self._conn.fetch(numbered(sql), *params)]
-
-    async def append(self, *events: Event) -> None:
-        # Inserted at commit, under the history lock: see the module docstring.
-        for e in events:
-            if type(e).__name__ not in EVENT_TYPES:  # nothing could read it back: refused
-                raise REGISTRY.undeclared(type(e))
-        self._events.extend(events)
-
-    async def lock_history(self) -> None:
-        """Hold back every other append until this transaction ends: the history's head,
-        read after this, stays the head until then."""
-        if not self._history_locked:
-            await self._conn.execute(_LOCK_HISTORY, HISTORY_LOCK)
-            self._history_locked = True
-
-    async def serialize(self, name: str) -> None:
-        await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)
-
-    async def execute_script(self, script: str) -> None:
-        await self._conn.execute(translate_ddl(script))
-
-    async def lock_migrations(self) -> None:
-        await self._conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATIONS_LOCK)
-
-    async def flush_events(self) -> collections.Counter[str]:
-        """Insert the buffered events, last thing before COMMIT; their counts per type.
-
-        One binary ``COPY`` per ``APPEND_ROWS`` events, after the history lock: no seq
-        is drawn before the lock is held. ``COPY``, not an ``INSERT ... SELECT FROM
-        unnest(...)`` of one array per column: asyncpg checks every element of an array
-        against two ``collections.abc`` classes in Python, and an appending process
-        spent 52k instructions per event so, against 29k (bench/README.md, peers.py).
-        Each chunk's rows are built just before its ``COPY`` (the first chunk's before
-        the lock): a visit writer's commit of a thousand visits holds the event loop one
-        chunk at a time (redirect.py).
-        """
-        events = self._events
-        if not events:
-            return collections.Counter()
-        kinds = [type_name(e) for e in events]
-        created_at = utcnow().isoformat()
-        for start in range(0, len(events), APPEND_ROWS):
-            rows = [
-                (e.event_id, kind, e.aggregate, encode(e), e.trace_id, created_at)
-                for e, kind in zip(
-                    events[start : start + APPEND_ROWS],
-                    kinds[start : start + APPEND_ROWS],
-                    strict=True,
-                )
-            ]
-            await self.lock_history()
-            await self._conn.copy_records_to_table("events", records=rows, columns=_APPENDED)
-        return collections.Counter(kinds)
 
 
 class PostgresStore:

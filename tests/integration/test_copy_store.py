@@ -33,7 +33,8 @@ from sluice.relay.relay import POSITION, Relay
 from sluice.scheduler.runner import Runner
 from sluice.store.base import StoredEvent
 from sluice.store.copy import CopyError, CopyStore, copy_store, quoted
-from sluice.store.postgres import PostgresStore, PostgresTx
+from sluice.store.postgres import PostgresStore
+from sluice.store.postgres_tx import PostgresTx
 from sluice.store.sqlite import SqliteStore
 from tests.conftest import TEMPLATE, new_database
 from tests.integration.archive_helpers import make_old, run_archive

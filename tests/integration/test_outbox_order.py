@@ -24,7 +24,7 @@ from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.relay.relay import Relay
 from sluice.store import Store, Tx
-from sluice.store.postgres import PostgresTx
+from sluice.store.postgres_tx import PostgresTx
 from sluice.streams.engine_keys import Keys
 
 pytestmark = pytest.mark.topologies("single", "cluster")

@@ -19,6 +19,7 @@ import pytest
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs
+from sluice.builtin.links.exports.job_limits import TooManyJobs
 from sluice.config import Config
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
@@ -54,7 +55,7 @@ async def test_a_users_single_export_runs_before_other_users_queued_ones(
                 job, created = await jobs.request_export(
                     store, owner, code, f"trace-{code}", per_user=PER_USER
                 )
-            except jobs.TooManyJobs:
+            except TooManyJobs:
                 assert code == "a4"  # the owner's fourth at once
                 continue
             assert created

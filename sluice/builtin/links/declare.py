@@ -13,6 +13,7 @@ from sluice.builtin.links.exports import group as exports
 from sluice.builtin.links.exports.retention import purge_exports
 from sluice.builtin.links.http import (
     counters,
+    job_results,
     jobs,
     link_imports,
     link_passwords,
@@ -44,6 +45,7 @@ app.add_routes(
             *link_stats.ROUTES,
             *orphan_visits.ROUTES,
             *jobs.ROUTES,
+            *job_results.ROUTES,
             *link_imports.ROUTES,
             *link_qr.ROUTES,
             *webhooks.ROUTES,

@@ -29,7 +29,7 @@ from sluice.app import (
     too_many,
 )
 from sluice.app.advanced import CONFIG, STORE, TRACE_ID, LargeBody
-from sluice.builtin.links.exports.jobs import TooManyJobs, active_jobs, check_active
+from sluice.builtin.links.exports.job_limits import TooManyJobs, active_jobs, check_active
 from sluice.builtin.links.http.jobs import too_many_jobs
 from sluice.builtin.links.http.schemas import ExportStarted
 from sluice.builtin.links.imports import jobs

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime
-from typing import Any
 
 import msgspec
 import structlog
@@ -20,8 +18,6 @@ from sluice.app import (
     Forbidden,
     NotFound,
     Route,
-    Unprocessable,
-    User,
     json_response,
     ok,
     parse_limit,
@@ -32,18 +28,18 @@ from sluice.app import (
     too_many,
     utcnow,
 )
-from sluice.app.advanced import APPS, CONFIG, PASSWORDS, STORE, TRACE_ID, by_account
+from sluice.app.advanced import APPS, CONFIG, STORE, TRACE_ID
 from sluice.builtin.links import repository, rules
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.keys import VISIT_LIMITER
+from sluice.builtin.links.http.link_checks import Checks, checked_changes, checked_fields, hashed
 from sluice.builtin.links.http.redirects import link_changed
 from sluice.builtin.links.http.schemas import CODE, NO_LINK, LinkBody, LinkOut, LinkPage, LinkPatch
 from sluice.builtin.links.limits import LimitUnknown
 from sluice.builtin.links.pool import PoolRefiller
-from sluice.builtin.links.rules import Invalid, check_alias, check_expiry, check_url, short_origin
+from sluice.builtin.links.rules import check_alias, check_expiry, check_url, short_origin
 from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stored import Link, get_link
-from sluice.builtin.links.targeting import InvalidRules, check_rules
 
 log = structlog.get_logger(__name__)
 
@@ -83,71 +79,12 @@ def _out(request: web.Request, link: Link) -> LinkOut:
     )
 
 
-class _Checks:
-    """Collects every field's rule violation, so one 422 names them all."""
-
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-
-    def run(self, field: str, check: Any, *args: Any) -> Any:
-        try:
-            return check(*args)
-        except InvalidRules as exc:  # each broken rule by its path: rules[2].when.os
-            self.errors.extend(exc.errors)
-            return None
-        except Invalid as exc:
-            self.errors.append(FieldError(field, str(exc)))
-            return None
-
-    def done(self, detail: str) -> None:
-        if self.errors:
-            raise Unprocessable(detail, self.errors)
-
-
-def _fields(checks: _Checks, body: LinkBody | LinkPatch, own: tuple[str, int]) -> dict[str, Any]:
-    """The docs/guides/links.md fields ``body`` sets (null clears, absent keeps), checked."""
-    fields: dict[str, Any] = {}
-    if body.rules is None:
-        fields["rules"] = ()
-    elif body.rules is not msgspec.UNSET:
-        fields["rules"] = checks.run("rules", check_rules, body.rules, own) or ()
-    for name, check in (
-        ("max_visits", rules.check_max_visits),
-        ("valid_since", rules.check_valid_since),
-        ("redirect_status", rules.check_redirect_status),
-        ("tags", rules.check_tags),
-        ("title", rules.check_title),
-    ):
-        value = getattr(body, name)
-        if value is None:
-            fields[name] = () if name == "tags" else None
-        elif value is not msgspec.UNSET:
-            fields[name] = checks.run(name, check, value)
-    if body.password is None:
-        fields["password"] = None
-    elif body.password is not msgspec.UNSET:
-        fields["password"] = checks.run("password", rules.check_password, body.password)
-    return fields
-
-
-async def _hashed(request: web.Request, fields: dict[str, Any], user: User) -> dict[str, Any]:
-    """``fields`` with a new password as its scrypt hash, made in a thread of the bounded
-    hasher (as a registration's: 503 at its bound), never on the event loop; the user's
-    account is its claimant (429 beyond SLUICE_PASSWORD_HASH_PER_CLAIMANT)."""
-    if "password" not in fields:
-        return fields
-    password = fields.pop("password")
-    hasher = request.app[PASSWORDS]
-    hashed = None if password is None else await hasher.hash(password, claimant=by_account(user.id))
-    return {**fields, "password_hash": hashed}
-
-
 async def create_link(request: web.Request) -> web.Response:
     """A new link under the alias given, else a code from the pool; ``LinkCreated`` with it."""
     user = await require_user(request)
     body = await read_json(request, LinkBody)
     now = utcnow()
-    checks = _Checks()
+    checks = Checks()
     own = short_origin(request.app[CONFIG].base_url)
     url = checks.run("url", check_url, body.url or "", own)
     routes = request.app[APPS].reserved_words
@@ -155,11 +92,11 @@ async def create_link(request: web.Request) -> web.Response:
     expires_at = None
     if body.expires_at is not None:
         expires_at = checks.run("expires_at", check_expiry, body.expires_at, now)
-    fields = _fields(checks, body, own)
+    fields = checked_fields(checks, body, own)
     if fields.get("redirect_status", 302) is None:  # null: the default
         del fields["redirect_status"]
     checks.done("invalid link")
-    fields = await _hashed(request, fields, user)
+    fields = await hashed(request, fields, user)
     draft = Link(
         code="",
         owner_id=user.id,
@@ -190,7 +127,7 @@ async def create_link(request: web.Request) -> web.Response:
 
 
 def _page_query(request: web.Request) -> tuple[int, tuple[str, str] | None, str | None]:
-    checks = _Checks()
+    checks = Checks()
     limit = parse_limit(request.query.get("limit", str(PAGE_DEFAULT)), PAGE_MAX) or 0
     if not limit:
         checks.errors.append(FieldError("limit", f"must be an integer from 1 to {PAGE_MAX}"))
@@ -228,23 +165,6 @@ async def read_link(request: web.Request) -> web.Response:
     return json_response(_out(request, link))
 
 
-def _changes(request: web.Request, body: LinkPatch, now: datetime) -> dict[str, Any]:
-    checks = _Checks()
-    changes: dict[str, Any] = {}
-    own = short_origin(request.app[CONFIG].base_url)
-    if body.url is not msgspec.UNSET:
-        changes["url"] = checks.run("url", check_url, body.url, own)
-    if body.expires_at is None:
-        changes["expires_at"] = None
-    elif body.expires_at is not msgspec.UNSET:
-        changes["expires_at"] = checks.run("expires_at", check_expiry, body.expires_at, now)
-    if body.disabled is not msgspec.UNSET:
-        changes["disabled"] = body.disabled
-    changes |= _fields(checks, body, own)
-    checks.done("invalid link change")
-    return changes
-
-
 async def patch_link(request: web.Request) -> web.Response:
     """Change any field but the code; absent fields keep their value, null clears
     ``expires_at``, ``max_visits``, ``valid_since``, ``tags``, ``title``, ``rules`` and
@@ -254,7 +174,7 @@ async def patch_link(request: web.Request) -> web.Response:
     code = request.match_info["code"]
     body = await read_json(request, LinkPatch)
     now = utcnow()
-    changes = await _hashed(request, _changes(request, body, now), user)  # before the lock
+    changes = await hashed(request, checked_changes(request, body, now), user)  # before the lock
     async with request.app[STORE].transaction() as tx:
         old = await repository.link_for_update(tx, code)
         if old is None or old.owner_id != user.id:

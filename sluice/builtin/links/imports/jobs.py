@@ -24,7 +24,8 @@ import msgspec
 from sluice.app import Store, Tx, db_time, utcnow, uuid7
 from sluice.builtin.links.events import ImportRequested
 from sluice.builtin.links.exports import chunks
-from sluice.builtin.links.exports.jobs import Job, check_room, get_job, job_from_row
+from sluice.builtin.links.exports.job_limits import check_room
+from sluice.builtin.links.exports.jobs import Job, get_job, job_from_row
 
 IMPORT = "import"
 _JOB_COLUMNS = (

@@ -20,18 +20,13 @@ run on SQLite only, but for slow (process-level) tests, which run them on both s
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import os
 import shutil
 import tempfile
-import threading
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -47,6 +42,7 @@ from sluice.http.app_keys import CONFIG
 from sluice.process.resources import redis_client
 from sluice.store.postgres import PostgresStore
 from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on the fly)
+from tests.databases import TEMPLATE, Databases
 from tests.lowest_set import mark_lowest
 
 # Every process of a deployment is assembled as it starts (its apps' event types join
@@ -56,11 +52,9 @@ default_apps()
 # sluice.app.testing: the fixtures an app's tests get; sluice's own use them too.
 pytest_plugins = ["sluice.app.testing"]
 
-T = TypeVar("T")
 STORES = ("sqlite", "postgres")
 TOPOLOGIES = ("single", "partitioned", "cluster")
 PARTITIONS = 4
-TEMPLATE = "sluice_template"
 
 _hypothesis_home: Path | None = None
 
@@ -157,62 +151,6 @@ def redis_server(sluice_redis: RedisServer) -> RedisServer:
     return sluice_redis
 
 
-class Databases:
-    """Fresh copies of the migrated template, made one ahead by a thread of their own
-    on one kept connection (a copy takes tens of milliseconds), and dropped there once
-    finished.
-
-    A finished database is dropped only when the next one is taken: a test's own
-    fixtures may still use it after ``database_url`` is torn down (pytest closes the
-    aiohttp client, and with it the app and its visit writer, later).
-    """
-
-    def __init__(self, server: PostgresServer) -> None:
-        self.server = server
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="test-databases")
-        self._thread.start()
-        self._admin: asyncpg.Connection = self._run(asyncpg.connect(server.url()))
-        self._next = self._submit(self._create(TEMPLATE))
-        self._finished: list[str] = []
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._submit(coro).result()
-
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
-
-    async def _create(self, template: str, drop: Sequence[str] = ()) -> tuple[str, str]:
-        """Drop ``drop``, then make a new database (one statement at a time: the
-        connection is one)."""
-        for old in drop:
-            await self._admin.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
-        name = f"t_{uuid.uuid4().hex[:16]}"
-        await self._admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        return name, self.server.url(name)
-
-    def take(self, template: str = TEMPLATE) -> tuple[str, str]:
-        """A fresh database: (name, URL)."""
-        drop, self._finished = self._finished, []
-        if template == TEMPLATE:
-            made = self._next.result()
-            self._next = self._submit(self._create(TEMPLATE, drop))
-            return made
-        self._next.result()  # the connection is free; the one made ahead stays ready
-        return self._run(self._create(template, drop))
-
-    def finished(self, name: str) -> None:
-        self._finished.append(name)
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._next.result()
-            self._run(self._admin.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """The session's PostgreSQL server, with a migrated template database."""
@@ -240,12 +178,6 @@ async def _migrate(url: str) -> None:
     """sluice's schema and the default apps', as ``open_store`` migrates a deployment."""
     store = await PostgresStore.open(url, pool_size=1, steps=default_apps().migrations)
     await store.close()
-
-
-def new_database(server: PostgresServer, template: str = TEMPLATE) -> tuple[str, str]:
-    """A fresh database on ``server``: (name, URL)."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    return name, server.create_database(name, template=template)
 
 
 @pytest.fixture

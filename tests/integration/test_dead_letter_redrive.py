@@ -21,7 +21,7 @@ from sluice.cli.stream_commands import dlq
 from sluice.config import Config
 from sluice.events import Event, encode, type_name
 from sluice.process.resources import Resources
-from tests.integration.conftest import views
+from tests.integration.helpers import views
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer
 
 pytestmark = pytest.mark.topologies("single", "cluster")

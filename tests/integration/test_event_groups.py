@@ -14,7 +14,7 @@ from sluice.consumers.dispatch import event_group
 from sluice.errors import HandlerError
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
-from tests.integration.conftest import post_views
+from tests.integration.helpers import post_views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

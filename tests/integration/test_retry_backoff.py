@@ -25,7 +25,7 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views
+from tests.integration.helpers import post_views
 
 # A timing test: the cluster adds nothing to the backoff but its own latency under load.
 pytestmark = pytest.mark.topologies("single", "partitioned")

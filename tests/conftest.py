@@ -1,10 +1,12 @@
 """Fixtures shared by every suite: a private Redis per test, the store, a config factory.
 
-Every test that uses the store (through ``make_config``/``config``, or
-``database_url``) runs once per backend, named in its id: ``[sqlite]`` and
-``[postgres]``. PostgreSQL is one private server for the session (started on
-first use, on a free port, from the binaries ``sluice.embedded.postgres_server``
-finds), with a fresh database per test copied from a migrated template.
+``make_config``/``config`` is the testing plugin's ``sluice_config`` (``sluice.app.testing``,
+as an app's tests have it) on this suite's database and Redis topology. Every test that
+uses the store (through ``make_config``/``config``, or ``database_url``) runs once per
+backend, named in its id: ``[sqlite]`` and ``[postgres]``. PostgreSQL is one private
+server for the session (started on first use, on a free port, from the binaries
+``sluice.embedded.postgres_server`` finds), with a fresh database per test copied from a
+migrated template.
 ``SLUICE_TEST_STORES=sqlite`` (or ``postgres``) narrows a run to one backend;
 ``@pytest.mark.stores("sqlite")`` pins a test that is about one backend.
 
@@ -34,7 +36,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from sluice.app.assembly import default_apps
 from sluice.app.testkit.served import ServedAsApi
-from sluice.config import Config, load_config
+from sluice.config import Config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
@@ -235,33 +237,22 @@ def _topology_config(topology: str, request: pytest.FixtureRequest) -> dict[str,
 
 
 @pytest.fixture
+def sluice_database_url(database_url: str | None) -> str:
+    """The plugin's database for ``sluice_config``: this suite's (a copy of the migrated
+    template, or SQLite), so the plugin's config follows the suite's ``store_kind``."""
+    return database_url or ""
+
+
+@pytest.fixture
 def make_config(
-    tmp_path: Path,
-    redis_server: RedisServer,
-    database_url: str | None,
-    topology: str,
-    request: pytest.FixtureRequest,
+    sluice_config: Callable[..., Config], topology: str, request: pytest.FixtureRequest
 ) -> Callable[..., Config]:
-    """Config for this test's data dir, database and Redis; keyword arguments override fields."""
+    """The plugin's ``sluice_config`` (this test's data dir, database and Redis, the quick
+    timings) on this test's Redis topology; keyword arguments override fields."""
     redis_settings = _topology_config(topology, request)
 
     def make(**overrides: Any) -> Config:
-        values: dict[str, Any] = {
-            "data_dir": tmp_path / "data",
-            "database_url": database_url or "",
-            "redis_url": redis_server.url,
-            "log_format": "json",
-            "log_level": "warning",
-            "stream_prefix": "sluice",
-            "visitor_key": "test-visitor-key",
-            "retry_base_ms": 50,
-            "claim_idle_ms": 1000,
-            "worker_block_ms": 200,
-            "relay_poll_ms": 200,
-            **redis_settings,
-        }
-        values.update(overrides)
-        return load_config({}, **values)
+        return sluice_config(**{**redis_settings, **overrides})
 
     return make
 

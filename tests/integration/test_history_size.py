@@ -3,6 +3,7 @@ archive keeps hot what a group on the stream has not acked yet."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -11,7 +12,6 @@ from typing import Any
 import pytest
 
 from sluice.app.assembly import all_tasks, create_app, open_resources
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.cli.stream_commands import show_status
 from sluice.config import Config
@@ -22,10 +22,17 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
+from tests.engine_app import APPS, Pinged
 from tests.integration.archive_helpers import LONG_AGO, hot_rows, make_old, run_archive
 from tests.integration.test_metrics import ADMIN, scrape, value
 
 TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")
+
+
+@pytest.fixture
+def make_config(make_config: Callable[..., Config]) -> Callable[..., Config]:
+    """The suite's, with the engine's test app loaded (tests/engine_app)."""
+    return functools.partial(make_config, apps=APPS)
 
 
 async def seed(store: Store) -> None:
@@ -33,7 +40,7 @@ async def seed(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.append(*(LinkVisited(code="c", visitor=f"x{i}") for i in range(100)))
     async with store.transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id="a", viewer=f"v{i}") for i in range(30)))
+        await tx.append(*(Pinged(source="a", note=f"v{i}") for i in range(30)))
     async with store.transaction() as tx:
         await tx.append(*(LinkVisited(code="c", visitor=f"y{i}") for i in range(70)))
 

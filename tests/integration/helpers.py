@@ -1,4 +1,4 @@
-"""Helpers for the integration tests: article views committed and read back, background
+"""Helpers for the integration tests: article views and pings committed, views read back, background
 tasks a test starts. Plain code, imported by the tests; ``tests/integration/conftest.py``
 keeps only fixtures."""
 
@@ -10,6 +10,7 @@ from collections.abc import Awaitable
 from sluice.app.testing import patience
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.process.resources import Resources
+from tests.engine_app import Pinged
 
 
 async def post_views(resources: Resources, article_id: str, n: int, *, start: int = 0) -> None:
@@ -17,6 +18,14 @@ async def post_views(resources: Resources, article_id: str, n: int, *, start: in
     for i in range(start, start + n):
         async with resources.store.transaction() as tx:
             await tx.append(ArticleViewed(article_id=article_id, viewer=f"viewer-{i}"))
+
+
+async def post_pings(resources: Resources, source: str, n: int, *, start: int = 0) -> None:
+    """Commit ``n`` pings of the engine's test app (tests/engine_app) from ``source``, one
+    transaction each; the test's config loads that app (``tests.engine_app.APPS``)."""
+    for i in range(start, start + n):
+        async with resources.store.transaction() as tx:
+            await tx.append(Pinged(source=source, note=f"ping-{i}"))
 
 
 async def views(resources: Resources, article_id: str) -> int:

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from sluice.app.assembly import default_apps, open_resources, open_store
+from sluice.app.assembly import loaded_apps, open_resources, open_store
 from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
@@ -104,7 +104,7 @@ async def start_worker(
         cfg = config or resources.config
         reader = redis_client(cfg, socket_timeout=cfg.worker_block_ms / 1000 + 5)
         clients.append(reader)
-        spec = spec or default_apps().groups[group](resources)
+        spec = spec or loaded_apps(cfg).groups[group](resources)  # the config's apps
         gate = RecoveryGate()  # the consumers of one call are one process's
         deliveries = DeliveryLog(resources.store)  # recorded as a worker process does
         settings = replace(runtime_settings(cfg), handler_timeout_s=cfg.handler_timeout(spec.name))

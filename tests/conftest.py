@@ -67,6 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
     global _hypothesis_home
     _hypothesis_home = Path(tempfile.mkdtemp(prefix="sluice-hypothesis-"))
     set_hypothesis_home_dir(_hypothesis_home)
+    config.addinivalue_line(
+        "markers", "apps(names): make_config's SLUICE_APPS (tests.engine_app.APPS, say)"
+    )
 
 
 def _wanted(variable: str, choices: tuple[str, ...]) -> tuple[str, ...]:
@@ -248,11 +251,14 @@ def make_config(
     sluice_config: Callable[..., Config], topology: str, request: pytest.FixtureRequest
 ) -> Callable[..., Config]:
     """The plugin's ``sluice_config`` (this test's data dir, database and Redis, the quick
-    timings) on this test's Redis topology; keyword arguments override fields."""
+    timings) on this test's Redis topology, with the apps of ``@pytest.mark.apps(names)``
+    if the test has it; keyword arguments override fields."""
     redis_settings = _topology_config(topology, request)
+    marked = request.node.get_closest_marker("apps")
+    apps = {"apps": marked.args[0]} if marked else {}
 
     def make(**overrides: Any) -> Config:
-        return sluice_config(**{**redis_settings, **overrides})
+        return sluice_config(**{**apps, **redis_settings, **overrides})
 
     return make
 

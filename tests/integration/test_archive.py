@@ -3,8 +3,6 @@ run stopped or failing between segments leaves every event exactly once."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -29,11 +27,7 @@ from tests.integration.archive_helpers import (
     run_archive,
 )
 
-
-@pytest.fixture
-def make_config(make_config: Callable[..., Config]) -> Callable[..., Config]:
-    """The suite's, with the engine's test app loaded (tests/engine_app)."""
-    return functools.partial(make_config, apps=APPS)
+pytestmark = pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 
 
 async def seed(store: Store) -> None:

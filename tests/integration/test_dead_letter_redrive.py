@@ -23,7 +23,10 @@ from sluice.process.resources import Resources
 from tests.engine_app import APPS, PingAnswered, Pinged
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer
 
-pytestmark = pytest.mark.topologies("single", "cluster")
+pytestmark = [
+    pytest.mark.topologies("single", "cluster"),
+    pytest.mark.apps(APPS),
+]
 
 TOKEN = "redrive-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
@@ -37,7 +40,7 @@ SOURCES = ["a1", "a2", "a3", "a4", "a5"]  # spread over the partitions
 
 @pytest.fixture
 def config(make_config: Callable[..., Config]) -> Config:
-    return make_config(apps=APPS, admin_token=TOKEN, stream_partitions=4)
+    return make_config(admin_token=TOKEN, stream_partitions=4)
 
 
 @pytest.fixture

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable
 
 import pytest
 
 from sluice.app.testing import wait_for
-from sluice.config import Config
 from sluice.consumers.consumer import Consumer
 from sluice.consumers.dispatch import event_group
 from sluice.errors import HandlerError
@@ -18,13 +16,10 @@ from sluice.relay.relay import Relay
 from tests.engine_app import APPS, Pinged
 from tests.integration.helpers import post_pings
 
-pytestmark = pytest.mark.topologies("single", "cluster")
-
-
-@pytest.fixture
-def make_config(make_config: Callable[..., Config]) -> Callable[..., Config]:
-    """The suite's, with the engine's test app loaded (tests/engine_app)."""
-    return functools.partial(make_config, apps=APPS)
+pytestmark = [
+    pytest.mark.topologies("single", "cluster"),
+    pytest.mark.apps(APPS),
+]
 
 
 async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(

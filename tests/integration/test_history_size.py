@@ -3,7 +3,6 @@ archive keeps hot what a group on the stream has not acked yet."""
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -29,10 +28,7 @@ from tests.integration.test_metrics import ADMIN, scrape, value
 TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")
 
 
-@pytest.fixture
-def make_config(make_config: Callable[..., Config]) -> Callable[..., Config]:
-    """The suite's, with the engine's test app loaded (tests/engine_app)."""
-    return functools.partial(make_config, apps=APPS)
+pytestmark = pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 
 
 async def seed(store: Store) -> None:

@@ -10,7 +10,6 @@ measured against those bounds on a loaded machine.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +28,10 @@ from tests.engine_app import APPS, Pinged
 from tests.integration.helpers import post_pings
 
 # A timing test: the cluster adds nothing to the backoff but its own latency under load.
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = [
+    pytest.mark.topologies("single", "partitioned"),
+    pytest.mark.apps(APPS),
+]
 
 BASE_MS = 300
 MAX_DELIVERIES = 5
@@ -38,12 +40,6 @@ FAILING = 4  # entries that fail on every delivery: 4 gaps each, 16 in all
 # most this late), then the XADD, the blocked read it wakes and the handler call.
 LATENESS_S = 0.4
 GROUP = "backoff-probe"
-
-
-@pytest.fixture
-def make_config(make_config: Callable[..., Config]) -> Callable[..., Config]:
-    """The suite's, with the engine's test app loaded (tests/engine_app)."""
-    return functools.partial(make_config, apps=APPS)
 
 
 async def test_retries_come_back_after_exponential_jittered_backoff(

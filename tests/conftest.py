@@ -1,10 +1,12 @@
 """Fixtures shared by every suite: a private Redis per test, the store, a config factory.
 
-Every test that uses the store (through ``make_config``/``config``, or
-``database_url``) runs once per backend, named in its id: ``[sqlite]`` and
-``[postgres]``. PostgreSQL is one private server for the session (started on
-first use, on a free port, from the binaries ``sluice.embedded.postgres_server``
-finds), with a fresh database per test copied from a migrated template.
+``make_config``/``config`` is the testing plugin's ``sluice_config`` (``sluice.app.testing``,
+as an app's tests have it) on this suite's database and Redis topology. Every test that
+uses the store (through ``make_config``/``config``, or ``database_url``) runs once per
+backend, named in its id: ``[sqlite]`` and ``[postgres]``. PostgreSQL is one private
+server for the session (started on first use, on a free port, from the binaries
+``sluice.embedded.postgres_server`` finds), with a fresh database per test copied from a
+migrated template.
 ``SLUICE_TEST_STORES=sqlite`` (or ``postgres``) narrows a run to one backend;
 ``@pytest.mark.stores("sqlite")`` pins a test that is about one backend.
 
@@ -20,18 +22,13 @@ run on SQLite only, but for slow (process-level) tests, which run them on both s
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import os
 import shutil
 import tempfile
-import threading
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -39,7 +36,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from sluice.app.assembly import default_apps
 from sluice.app.testkit.served import ServedAsApi
-from sluice.config import Config, load_config
+from sluice.config import Config
 from sluice.embedded.postgres_server import PostgresServer
 from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
@@ -47,6 +44,7 @@ from sluice.http.app_keys import CONFIG
 from sluice.process.resources import redis_client
 from sluice.store.postgres import PostgresStore
 from tests.app_helpers import app_dir  # noqa: F401  (a fixture: apps written on the fly)
+from tests.databases import TEMPLATE, Databases
 from tests.lowest_set import mark_lowest
 
 # Every process of a deployment is assembled as it starts (its apps' event types join
@@ -56,11 +54,9 @@ default_apps()
 # sluice.app.testing: the fixtures an app's tests get; sluice's own use them too.
 pytest_plugins = ["sluice.app.testing"]
 
-T = TypeVar("T")
 STORES = ("sqlite", "postgres")
 TOPOLOGIES = ("single", "partitioned", "cluster")
 PARTITIONS = 4
-TEMPLATE = "sluice_template"
 
 _hypothesis_home: Path | None = None
 
@@ -71,6 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
     global _hypothesis_home
     _hypothesis_home = Path(tempfile.mkdtemp(prefix="sluice-hypothesis-"))
     set_hypothesis_home_dir(_hypothesis_home)
+    config.addinivalue_line(
+        "markers", "apps(names): make_config's SLUICE_APPS (tests.engine_app.APPS, say)"
+    )
 
 
 def _wanted(variable: str, choices: tuple[str, ...]) -> tuple[str, ...]:
@@ -157,62 +156,6 @@ def redis_server(sluice_redis: RedisServer) -> RedisServer:
     return sluice_redis
 
 
-class Databases:
-    """Fresh copies of the migrated template, made one ahead by a thread of their own
-    on one kept connection (a copy takes tens of milliseconds), and dropped there once
-    finished.
-
-    A finished database is dropped only when the next one is taken: a test's own
-    fixtures may still use it after ``database_url`` is torn down (pytest closes the
-    aiohttp client, and with it the app and its visit writer, later).
-    """
-
-    def __init__(self, server: PostgresServer) -> None:
-        self.server = server
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="test-databases")
-        self._thread.start()
-        self._admin: asyncpg.Connection = self._run(asyncpg.connect(server.url()))
-        self._next = self._submit(self._create(TEMPLATE))
-        self._finished: list[str] = []
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._submit(coro).result()
-
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
-
-    async def _create(self, template: str, drop: Sequence[str] = ()) -> tuple[str, str]:
-        """Drop ``drop``, then make a new database (one statement at a time: the
-        connection is one)."""
-        for old in drop:
-            await self._admin.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
-        name = f"t_{uuid.uuid4().hex[:16]}"
-        await self._admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        return name, self.server.url(name)
-
-    def take(self, template: str = TEMPLATE) -> tuple[str, str]:
-        """A fresh database: (name, URL)."""
-        drop, self._finished = self._finished, []
-        if template == TEMPLATE:
-            made = self._next.result()
-            self._next = self._submit(self._create(TEMPLATE, drop))
-            return made
-        self._next.result()  # the connection is free; the one made ahead stays ready
-        return self._run(self._create(template, drop))
-
-    def finished(self, name: str) -> None:
-        self._finished.append(name)
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._next.result()
-            self._run(self._admin.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """The session's PostgreSQL server, with a migrated template database."""
@@ -240,12 +183,6 @@ async def _migrate(url: str) -> None:
     """sluice's schema and the default apps', as ``open_store`` migrates a deployment."""
     store = await PostgresStore.open(url, pool_size=1, steps=default_apps().migrations)
     await store.close()
-
-
-def new_database(server: PostgresServer, template: str = TEMPLATE) -> tuple[str, str]:
-    """A fresh database on ``server``: (name, URL)."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    return name, server.create_database(name, template=template)
 
 
 @pytest.fixture
@@ -303,33 +240,25 @@ def _topology_config(topology: str, request: pytest.FixtureRequest) -> dict[str,
 
 
 @pytest.fixture
+def sluice_database_url(database_url: str | None) -> str:
+    """The plugin's database for ``sluice_config``: this suite's (a copy of the migrated
+    template, or SQLite), so the plugin's config follows the suite's ``store_kind``."""
+    return database_url or ""
+
+
+@pytest.fixture
 def make_config(
-    tmp_path: Path,
-    redis_server: RedisServer,
-    database_url: str | None,
-    topology: str,
-    request: pytest.FixtureRequest,
+    sluice_config: Callable[..., Config], topology: str, request: pytest.FixtureRequest
 ) -> Callable[..., Config]:
-    """Config for this test's data dir, database and Redis; keyword arguments override fields."""
+    """The plugin's ``sluice_config`` (this test's data dir, database and Redis, the quick
+    timings) on this test's Redis topology, with the apps of ``@pytest.mark.apps(names)``
+    if the test has it; keyword arguments override fields."""
     redis_settings = _topology_config(topology, request)
+    marked = request.node.get_closest_marker("apps")
+    apps = {"apps": marked.args[0]} if marked else {}
 
     def make(**overrides: Any) -> Config:
-        values: dict[str, Any] = {
-            "data_dir": tmp_path / "data",
-            "database_url": database_url or "",
-            "redis_url": redis_server.url,
-            "log_format": "json",
-            "log_level": "warning",
-            "stream_prefix": "sluice",
-            "visitor_key": "test-visitor-key",
-            "retry_base_ms": 50,
-            "claim_idle_ms": 1000,
-            "worker_block_ms": 200,
-            "relay_poll_ms": 200,
-            **redis_settings,
-        }
-        values.update(overrides)
-        return load_config({}, **values)
+        return sluice_config(**{**apps, **redis_settings, **overrides})
 
     return make
 

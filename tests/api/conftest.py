@@ -5,22 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient
 
 from sluice.app.assembly import create_app
 from sluice.config import Config
-from sluice.events import Event, decode
 from sluice.http.app_keys import STORE
 from sluice.store import Store
+from tests.api.helpers import AiohttpClient, Client
 from tests.api.raw_http import Connect, Wire
-
-Client = TestClient[web.Request, web.Application]
-AiohttpClient = Callable[..., Awaitable[Client]]
 
 
 @pytest.fixture
@@ -33,22 +27,6 @@ def store(client: Client) -> Store:
     """The app's own store (same SQLite file), to look at what a request wrote."""
     assert client.app is not None
     return client.app[STORE]
-
-
-async def stored_events(store: Store) -> list[tuple[Event, str]]:
-    """Every event in the history, decoded, with the trace id of its row."""
-    return [(decode(row.payload), row.trace_id) for row in await store.events_after(0, 1000)]
-
-
-async def problem(response: Any, status: int) -> dict[str, Any]:
-    """Assert a problem+json answer with ``status`` and return its body."""
-    assert response.status == status, await response.text()
-    assert response.content_type == "application/problem+json"
-    assert response.headers.get("X-Content-Type-Options") == "nosniff"  # never sniffed
-    body: dict[str, Any] = await response.json(content_type="application/problem+json")
-    assert body["status"] == status
-    assert body["title"] and body["detail"] and body["type"]
-    return body
 
 
 @pytest.fixture

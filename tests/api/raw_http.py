@@ -12,7 +12,7 @@ from sluice.store import Store
 from tests.link_helpers import add_link
 
 if TYPE_CHECKING:
-    from tests.api.conftest import Client
+    from tests.api.helpers import Client
 
 CODE = "wired1"
 URL = "https://example.org/landing?from=wire"

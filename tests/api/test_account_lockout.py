@@ -25,7 +25,7 @@ from sluice.errors import TooManyRequests
 from sluice.http.account_logins import AccountLogins
 from sluice.http.login_limit import MAX_FAILURES
 from sluice.streams.engine_keys import Keys
-from tests.api.conftest import Client, problem
+from tests.api.helpers import Client, problem
 from tests.link_helpers import bearer
 
 PASSWORD = "correct horse battery"

@@ -22,10 +22,9 @@ from sluice.embedded.redis_server import RedisServer
 from sluice.http.app_keys import STORE
 from sluice.streams.engine_keys import Keys
 from sluice.streams.failures import Failures
-from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.helpers import ADMIN, AiohttpClient, Client, listed, problem
 from tests.link_helpers import OWNER_TOKEN, add_user
 
-ADMIN = {"Authorization": "Bearer dlq-admin-token-0123456789abcdef"}
 KEYS = Keys("sluice")
 
 
@@ -54,13 +53,6 @@ async def kill(
     dead_id = await Failures(redis, KEYS, group).dead(stream, entry_id, fields, 5, error)
     assert dead_id is not None
     return dead_id
-
-
-async def listed(client: Client, **query: str) -> list[dict[str, Any]]:
-    response = await client.get("/v1/admin/dead-letters", params=query, headers=ADMIN)
-    assert response.status == 200, await response.text()
-    body: list[dict[str, Any]] = await response.json()
-    return body
 
 
 async def test_dead_letters_are_listed_newest_first_with_their_details(

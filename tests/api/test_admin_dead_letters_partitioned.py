@@ -19,8 +19,7 @@ from sluice.config import Config
 from sluice.process.resources import keys_for
 from sluice.streams.engine_keys import Keys
 from sluice.streams.failures import Failures
-from tests.api.conftest import AiohttpClient, Client, problem
-from tests.api.test_admin_dead_letters import listed
+from tests.api.helpers import AiohttpClient, Client, listed, problem
 
 # Four partitions on one Redis (the tests set them), and the same on a cluster.
 pytestmark = pytest.mark.topologies("single", "cluster")

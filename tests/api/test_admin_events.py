@@ -12,7 +12,7 @@ from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.http.app_keys import STORE
-from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.helpers import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user
 
 TOKEN = "events-admin-token-0123456789abcdef"

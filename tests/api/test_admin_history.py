@@ -28,7 +28,7 @@ from sluice.process.resources import Resources
 from sluice.records.group_history.buckets import minute_of
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.helpers import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user
 
 TOKEN = "history-admin-token-0123456789abcdef"

@@ -11,8 +11,8 @@ import pytest
 from sluice.builtin.links.exports import jobs, visits
 from sluice.config import Config
 from sluice.store import Store
-from tests.api.conftest import Client, problem
-from tests.api.test_jobs import request_export, setup_links
+from tests.api.helpers import Client, problem
+from tests.api.job_helpers import request_export, setup_links
 from tests.link_helpers import OTHER, OTHER_TOKEN, add_link, bearer
 
 TOKEN = "jobs-admin-token-0123456789abcdef"

@@ -16,7 +16,7 @@ from sluice.http.app_keys import KEYS, REDIS, STORE
 from sluice.records.pause import paused_groups
 from sluice.store import Store
 from sluice.streams.group_setup import ensure_group
-from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.helpers import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer
 
 TOKEN = "pause-admin-token-0123456789abcdef"

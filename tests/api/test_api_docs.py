@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.api.conftest import Client
+from tests.api.helpers import Client
 
 
 async def test_the_docs_page_loads_only_this_services_files(client: Client) -> None:

@@ -14,8 +14,7 @@ from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.events.registry import UndeclaredEvent
 from sluice.http.app_keys import STORE
-from tests.api.conftest import AiohttpClient, problem
-from tests.api.test_links import user_token
+from tests.api.helpers import AiohttpClient, problem, user_token
 from tests.app_helpers import AppDir
 
 TOKEN = "app-mistakes-admin-token-0123456789abcdef"

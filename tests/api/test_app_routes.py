@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sluice.app.assembly import create_app
 from sluice.config import Config
-from tests.api.conftest import AiohttpClient, problem
+from tests.api.helpers import AiohttpClient, problem
 from tests.app_helpers import AppDir
 
 TOKEN = "app-routes-admin-token-0123456789abcdef"

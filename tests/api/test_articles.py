@@ -12,7 +12,7 @@ from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
 from sluice.store import Store
-from tests.api.conftest import Client
+from tests.api.helpers import Client
 
 
 async def add_period_rows(store: Store, period: str, start: date, rows: dict[str, int]) -> None:

@@ -15,7 +15,7 @@ from sluice.events import utcnow, uuid7
 from sluice.http import MAX_BODY
 from sluice.store import Store
 from sluice.store.users import User
-from tests.api.conftest import Client, problem
+from tests.api.helpers import Client, problem
 
 # SQLite only: bodies refused before any SQL; the routes' own tests cover each store.
 pytestmark = pytest.mark.stores("sqlite")

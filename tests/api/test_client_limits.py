@@ -18,7 +18,7 @@ from sluice.errors import Overloaded
 from sluice.events import uuid7
 from sluice.http.app_keys import PASSWORDS, STORE
 from sluice.security import passwords
-from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.helpers import AiohttpClient, Client, problem
 from tests.link_helpers import add_user, bearer
 
 PASSWORD = "correct horse battery"

@@ -19,8 +19,8 @@ from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.store import Store
-from tests.api.conftest import Client, problem, stored_events
-from tests.api.test_jobs import deps, request_export
+from tests.api.helpers import Client, problem, stored_events
+from tests.api.job_helpers import deps, request_export
 from tests.link_helpers import OTHER, OTHER_TOKEN, add_link, add_user
 
 CODES = ["e1", "e2", "e3", "e4", "e5", "e6"]

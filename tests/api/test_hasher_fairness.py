@@ -22,8 +22,8 @@ import pytest
 
 from sluice.config import Config
 from sluice.http.app_keys import PASSWORDS
-from tests.api.conftest import Client
-from tests.api.test_links import create, user_token
+from tests.api.helpers import Client, user_token
+from tests.api.link_helpers import create
 
 PASSWORD = "correct horse battery"
 PROXY = "127.0.0.1/32"  # the test client's address: X-Forwarded-For then names the client

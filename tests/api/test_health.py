@@ -6,7 +6,7 @@ import pytest
 
 from sluice.embedded.redis_server import RedisServer
 from sluice.http.app_keys import STORE
-from tests.api.conftest import Client, problem
+from tests.api.helpers import Client, problem
 
 
 async def test_healthz(client: Client) -> None:

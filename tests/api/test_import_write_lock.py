@@ -29,7 +29,7 @@ from sluice.config import Config
 from sluice.http.app_keys import KEYS, REDIS
 from sluice.process.resources import Resources
 from sluice.store import Store, sqlite
-from tests.api.conftest import Client
+from tests.api.helpers import Client
 from tests.link_helpers import OWNER, add_user, bearer
 
 ROWS = 10_000

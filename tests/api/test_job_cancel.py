@@ -21,8 +21,8 @@ from sluice.config import Config
 from sluice.process.resources import keys_for
 from sluice.store import Store
 from sluice.streams.messages import Cancelled
-from tests.api.conftest import Client, problem
-from tests.api.test_jobs import CODE, deps, job_body, setup_links, start, stored_bytes
+from tests.api.helpers import Client, problem
+from tests.api.job_helpers import CODE, deps, job_body, setup_links, start, stored_bytes
 from tests.link_helpers import OTHER_TOKEN, bearer
 
 TOKEN = "cancel-admin-token-0123456789abcdef"

@@ -24,8 +24,8 @@ from sluice.config import Config
 from sluice.events import utcnow
 from sluice.http.app_keys import STORE
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, problem
-from tests.api.test_jobs import CODE, deps, setup_links, start, stored_bytes
+from tests.api.helpers import AiohttpClient, Client, problem
+from tests.api.job_helpers import CODE, deps, setup_links, start, stored_bytes
 from tests.link_helpers import bearer
 
 LONG_AGO = "Mon, 01 Jan 2001 00:00:00 GMT"

@@ -11,13 +11,12 @@ import pytest
 
 from sluice.app.testing import patience, wait_for
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
-from sluice.builtin.links.http.keys import VISITS
 from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
 from sluice.http.app_keys import REDIS
 from sluice.store import Store
-from tests.api.conftest import Client, problem, stored_events
-from tests.api.test_links import create, user_token
+from tests.api.helpers import Client, problem, stored_events, user_token
+from tests.api.link_helpers import committed, create, patch
 
 FIELDS = {
     "max_visits": 5,
@@ -39,24 +38,6 @@ async def get(client: Client, code: str) -> int:
 
 async def head(client: Client, code: str) -> int:
     return (await client.head(f"/{code}", allow_redirects=False)).status
-
-
-async def committed(client: Client) -> None:
-    """Until every visit the app recorded is committed."""
-    app = client.app
-    assert app is not None
-
-    async def visits_committed() -> bool:
-        return app[VISITS].settled
-
-    await wait_for(visits_committed)
-
-
-async def patch(client: Client, auth: dict[str, str], code: str, **body: Any) -> dict[str, Any]:
-    response = await client.patch(f"/v1/links/{code}", json=body, headers=auth)
-    assert response.status == 200, await response.text()
-    link: dict[str, Any] = await response.json()
-    return link
 
 
 async def test_the_fields_are_stored_answered_everywhere_and_carried_by_the_events(

@@ -22,9 +22,8 @@ from sluice.errors import TooManyRequests
 from sluice.http.login_limit import WINDOW_SECONDS, LoginLimiter
 from sluice.store import Store
 from sluice.streams.engine_keys import Keys
-from tests.api.conftest import AiohttpClient, Client, problem, stored_events
-from tests.api.test_link_fields import committed, patch
-from tests.api.test_links import create, user_token
+from tests.api.helpers import AiohttpClient, Client, problem, stored_events, user_token
+from tests.api.link_helpers import committed, create, patch
 
 SECRET = "correct horse battery"
 PROXY = "127.0.0.1/32"  # the test client's address: X-Forwarded-For then names the client

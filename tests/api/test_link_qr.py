@@ -15,7 +15,7 @@ import zxingcpp
 from sluice.builtin.links import qr
 from sluice.config import Config
 from sluice.store import Store
-from tests.api.conftest import Client, problem
+from tests.api.helpers import Client, problem
 from tests.link_helpers import OTHER, add_link, add_user, bearer
 
 # SQLite only: the image of a link's short URL: the store only reads the link.

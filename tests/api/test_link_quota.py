@@ -19,8 +19,8 @@ from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.store import Store
-from tests.api.conftest import Client, problem
-from tests.api.test_link_imports import imported, links_of
+from tests.api.helpers import Client, problem
+from tests.api.import_helpers import imported, links_of
 from tests.link_helpers import OTHER, OTHER_TOKEN, OWNER, add_link, add_user, bearer
 
 QUOTA = 4

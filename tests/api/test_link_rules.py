@@ -11,8 +11,8 @@ from sluice.app.assembly import create_app
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.config import Config
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, problem
-from tests.api.test_links import create, link_events, user_token
+from tests.api.helpers import AiohttpClient, Client, problem, user_token
+from tests.api.link_helpers import GERMANY, NETHERLANDS, PROXY, create, link_events
 from tests.unit.test_targeting import (
     ANDROID_TABLET,
     CURL,
@@ -21,8 +21,6 @@ from tests.unit.test_targeting import (
     WINDOWS_CHROME,
 )
 
-PROXY = "127.0.0.1/32"  # the test client's address: X-Forwarded-For then names the client
-GERMANY, NETHERLANDS = "80.128.0.1", "193.0.6.139"  # as tests/unit/test_geo.py
 HOME = "https://example.org/"
 
 RULES = [

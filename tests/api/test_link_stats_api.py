@@ -15,7 +15,7 @@ from sluice.builtin.links.stats import projection as link_stats
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.store import Store
-from tests.api.conftest import Client, problem
+from tests.api.helpers import Client, problem
 from tests.link_helpers import OTHER, OTHER_TOKEN, add_link, add_user, bearer
 
 CODE = "stats1"

@@ -6,44 +6,21 @@ trusted proxy forwards), and `sluice replay link-stats` giving the live answer."
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from sluice.app.assembly import create_app, default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import VISITS
-from sluice.builtin.links.stats import projection as link_stats
 from sluice.config import Config
 from sluice.http.app_keys import CONFIG, KEYS, REDIS, STORE
 from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, stored_events
-from tests.api.test_link_rules import GERMANY, NETHERLANDS, PROXY
-from tests.api.test_links import create, user_token
+from tests.api.helpers import AiohttpClient, Client, stored_events, user_token
+from tests.api.link_helpers import CODE, GERMANY, NETHERLANDS, PROXY, at, create, record, visit
 from tests.link_helpers import GOOGLEBOT, OTHER, add_link, add_user, bearer
 from tests.unit.test_targeting import ANDROID_PHONE, IPAD, WINDOWS_CHROME
-
-CODE = "range1"
-
-
-def at(day: str, clock: str = "12:00:00") -> datetime:
-    return datetime.fromisoformat(f"{day}T{clock}+00:00")
-
-
-def visit(day: str, visitor: str, code: str = CODE, **fields: Any) -> LinkVisited:
-    return LinkVisited(code=code, visitor=visitor, occurred_at=at(day), **fields)
-
-
-async def record(store: Store, config: Config, *events: LinkVisited, stored: bool = False) -> None:
-    """Commit ``events`` to the history (unless ``stored`` already) and apply them as the
-    link-stats worker does, in batches of three (the history lets a replay rebuild them)."""
-    for i in range(0, len(events), 3):
-        async with store.transaction() as tx:
-            if not stored:
-                await tx.append(*events[i : i + 3])
-            await link_stats.apply(tx, events[i : i + 3], "", config)
 
 
 async def stats(client: Client, query: str, code: str = CODE) -> dict[str, Any]:

@@ -22,8 +22,14 @@ from sluice.embedded.redis_server import RedisServer
 from sluice.http.app_keys import CONFIG as CONFIG_KEY
 from sluice.http.app_keys import STORE as STORE_KEY
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, problem, stored_events
-from tests.api.test_users import bearer, login, register
+from tests.api.helpers import (
+    AiohttpClient,
+    Client,
+    bearer,
+    problem,
+    user_token,
+)
+from tests.api.link_helpers import create, link_events
 
 CODE = re.compile(r"[0-9A-Za-z]{6}")
 FUTURE = "2999-01-01T00:00:00Z"
@@ -35,31 +41,9 @@ def config(make_config: Callable[..., Config]) -> Config:
     return make_config(code_pool_target=150)
 
 
-async def user_token(client: Client, email: str = "ada@example.org") -> dict[str, str]:
-    await register(client, email=email)
-    response = await login(client, email=email)
-    assert response.status == 201
-    return bearer((await response.json())["token"])
-
-
 @pytest.fixture
 async def ada(client: Client) -> dict[str, str]:
     return await user_token(client)
-
-
-async def create(client: Client, auth: dict[str, str], **body: Any) -> dict[str, Any]:
-    response = await client.post(
-        "/v1/links", json={"url": "https://example.org/", **body}, headers=auth
-    )
-    assert response.status == 201, await response.text()
-    link: dict[str, Any] = await response.json()
-    return link
-
-
-async def link_events(store: Store) -> list[tuple[Any, str]]:
-    return [
-        (e, t) for e, t in await stored_events(store) if isinstance(e, LinkCreated | LinkUpdated)
-    ]
 
 
 async def test_a_link_gets_a_random_code_and_its_event(

@@ -14,7 +14,7 @@ from sluice.app.assembly import create_app
 from sluice.config import Config
 from sluice.store import Store
 from sluice.telemetry.logs import add_request
-from tests.api.conftest import AiohttpClient, Client, problem, stored_events
+from tests.api.helpers import AiohttpClient, Client, problem, stored_events
 from tests.link_helpers import add_link, add_user, bearer
 from tests.sqlite_helpers import write_locked
 

@@ -17,10 +17,8 @@ from sluice.builtin.reminders.events import ReminderCreated, ReminderDue, Remind
 from sluice.builtin.reminders.http import reminders as reminder_views
 from sluice.builtin.reminders.one_shots import fire_due, next_due
 from sluice.store import Store
-from tests.api.conftest import Client, problem, stored_events
-from tests.api.test_links import user_token
-from tests.api.test_reminder_edits import patch, patched, read
-from tests.api.test_reminders import create, instant
+from tests.api.helpers import Client, problem, stored_events, user_token
+from tests.api.reminder_helpers import create, instant, patch, patched, read
 
 ZONE = ZoneInfo("America/New_York")
 

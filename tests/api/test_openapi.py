@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api.conftest import Client
+from tests.api.helpers import Client
 
 
 async def fetch_document(client: Client) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sluice.config import Config
 from sluice.events import utcnow
 from sluice.http.app_keys import STORE
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.helpers import AiohttpClient, Client, problem
 from tests.link_helpers import OWNER_TOKEN, add_link, add_user
 
 TOKEN = "orphans-admin-token-0123456789abcdef"

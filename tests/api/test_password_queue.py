@@ -28,8 +28,7 @@ from sluice.errors import Overloaded
 from sluice.http.app_keys import PASSWORDS
 from sluice.security import passwords
 from sluice.security.passwords import ClaimantBusy
-from tests.api.conftest import AiohttpClient, problem
-from tests.api.test_reminder_listing_cost import LoopLag
+from tests.api.helpers import AiohttpClient, LoopLag, problem
 
 PASSWORD = "correct horse battery"
 CLAIMANT = "address 192.0.2.1"  # whose share of the hasher a direct hash takes

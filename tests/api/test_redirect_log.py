@@ -16,7 +16,7 @@ from sluice.config import Config
 from sluice.http.app_keys import STORE
 from sluice.store import Store
 from sluice.telemetry.logs import add_request
-from tests.api.conftest import AiohttpClient, Client, stored_events
+from tests.api.helpers import AiohttpClient, Client, stored_events
 from tests.link_helpers import add_link
 
 GETS = 4  # the first reads the database, the others come from the cache

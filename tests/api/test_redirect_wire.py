@@ -26,7 +26,7 @@ from sluice.http.app_keys import STORE, VISITOR_KEY
 from sluice.http.redirect_wire import WireRedirects
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, stored_events
+from tests.api.helpers import AiohttpClient, Client, stored_events
 from tests.api.raw_http import CODE, URL, Connect, Wire, cached, get, visits_stored
 from tests.link_helpers import CHROME, add_user, bearer
 

@@ -18,7 +18,7 @@ from sluice.events import utcnow
 from sluice.http.app_keys import STORE
 from sluice.http.visitors import visitor_hash
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, problem, stored_events
+from tests.api.helpers import AiohttpClient, Client, problem, stored_events
 from tests.link_helpers import CHROME, GOOGLEBOT, add_link, change_link
 
 NO_STORE = "private, no-store"

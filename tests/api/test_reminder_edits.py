@@ -13,10 +13,8 @@ from sluice.builtin.reminders.events import ReminderUpdated
 from sluice.builtin.reminders.stored import Fired
 from sluice.events import utcnow
 from sluice.store import Store
-from tests.api.conftest import Client, problem, stored_events
-from tests.api.test_links import user_token
-from tests.api.test_reminders import create, instant
-from tests.api.test_unsubscribe import ONE_CLICK, url_of
+from tests.api.helpers import Client, problem, stored_events, user_token
+from tests.api.reminder_helpers import ONE_CLICK, create, instant, patch, patched, read, url_of
 
 
 @pytest.fixture
@@ -27,22 +25,6 @@ async def ada(client: Client) -> dict[str, str]:
 @pytest.fixture
 async def bob(client: Client) -> dict[str, str]:
     return await user_token(client, email="bob@example.org")
-
-
-async def patch(client: Client, auth: dict[str, str], reminder_id: str, **fields: Any) -> Any:
-    return await client.patch(f"/v1/reminders/{reminder_id}", json=fields, headers=auth)
-
-
-async def patched(client: Client, auth: dict[str, str], reminder_id: str, **fields: Any) -> Any:
-    response = await patch(client, auth, reminder_id, **fields)
-    assert response.status == 200, await response.text()
-    return await response.json()
-
-
-async def read(client: Client, auth: dict[str, str], reminder_id: str) -> Any:
-    response = await client.get(f"/v1/reminders/{reminder_id}", headers=auth)
-    assert response.status == 200, await response.text()
-    return await response.json()
 
 
 async def updates(store: Store) -> list[ReminderUpdated]:

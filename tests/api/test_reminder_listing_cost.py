@@ -10,20 +10,17 @@ the loop wakes up meanwhile.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 
 from sluice.app.assembly import create_app
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.http.reminders import ACTIVE_MAX
 from sluice.config import Config
 from sluice.http.app_keys import STORE
-from tests.api.conftest import AiohttpClient, Client
-from tests.api.test_links import user_token
+from tests.api.helpers import AiohttpClient, Client, LoopLag, user_token
 
 # Walking the crons on the loop: 0.35-0.6 s of loop CPU per list, and as long a lag.
 # The loop thread's CPU time is the measure the machine's load does not move; the two
@@ -37,33 +34,6 @@ ANSWER_MAX = 2.0  # seconds, from stored runs; 10-50 ms on an idle machine
 def rare(n: int) -> str:
     """29 February on a Sunday, at second n: a hundred different crons of the rarest kind."""
     return f"{n % 60} {n // 60} 0 29 2 */7"
-
-
-class LoopLag:
-    """The worst delay of a 1 ms sleep while the block runs: how long the loop was held."""
-
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _tick(self) -> None:
-        while True:
-            started = time.perf_counter()
-            await asyncio.sleep(0.001)
-            self.worst = max(self.worst, time.perf_counter() - started - 0.001)
-
-    async def __aenter__(self) -> LoopLag:
-        self._task = asyncio.create_task(self._tick())
-        await asyncio.sleep(0)
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._task is not None
-        await asyncio.sleep(0.01)  # a wake-up already due is measured, not cancelled
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
 
 
 @dataclass

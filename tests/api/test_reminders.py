@@ -13,8 +13,8 @@ from sluice.app.assembly import create_app
 from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted
 from sluice.builtin.reminders.http import reminders as reminder_views
 from sluice.store import Store
-from tests.api.conftest import Client, problem, stored_events
-from tests.api.test_links import user_token
+from tests.api.helpers import Client, problem, stored_events, user_token
+from tests.api.reminder_helpers import body, create, instant
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -27,22 +27,6 @@ async def ada(client: Client) -> dict[str, str]:
 @pytest.fixture
 async def bob(client: Client) -> dict[str, str]:
     return await user_token(client, email="bob@example.org")
-
-
-def body(**fields: Any) -> dict[str, Any]:
-    return {"cron": "0 30 8 * * MON-FRI", "timezone": "Europe/Berlin", "text": "stand-up"} | fields
-
-
-async def create(client: Client, auth: dict[str, str], **fields: Any) -> dict[str, Any]:
-    response = await client.post("/v1/reminders", json=body(**fields), headers=auth)
-    assert response.status == 201, await response.text()
-    reminder: dict[str, Any] = await response.json()
-    return reminder
-
-
-def instant(text: str) -> datetime:
-    assert text.endswith("Z"), text
-    return datetime.fromisoformat(text)
 
 
 async def reminder_events(store: Store) -> list[tuple[Any, str]]:

@@ -17,7 +17,7 @@ from sluice.http.task_controls import BACKFILL_MAX
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.runner import CANCELLED
 from sluice.scheduler.task_spec import Task, TaskContext
-from tests.api.conftest import AiohttpClient, Client, problem
+from tests.api.helpers import AiohttpClient, Client, problem
 
 TOKEN = "controls-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

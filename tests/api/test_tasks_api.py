@@ -18,7 +18,7 @@ from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.runner import Runner
 from sluice.scheduler.task_spec import Task, TaskContext
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, problem, stored_events
+from tests.api.helpers import AiohttpClient, Client, problem, stored_events
 from tests.sqlite_helpers import assert_writable, write_locked
 
 ADMIN = {"Authorization": "Bearer task-admin-token-0123456789abcdef"}

@@ -9,8 +9,8 @@ from typing import Any
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.store import Store
-from tests.api.conftest import Client, problem
-from tests.api.test_link_stats_ranges import record, visit
+from tests.api.helpers import Client, problem
+from tests.api.link_helpers import record, visit
 from tests.link_helpers import OTHER, OTHER_TOKEN, add_link, add_user, bearer
 
 

@@ -16,13 +16,13 @@ from aiohttp import web
 from aiohttp.http import SERVER_SOFTWARE
 
 from sluice.app.assembly import create_app
+from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.http import aiohttp_compat
 from sluice.http.app_keys import STORE
 from sluice.http.redirect_wire import WireRedirects
-from tests.api.conftest import AiohttpClient
+from tests.api.helpers import AiohttpClient
 from tests.api.raw_http import CODE, URL, Connect, cached, get, visits_stored
-from tests.integration.conftest import wait_for
 
 HEAD = f"HEAD /{CODE} HTTP/1.1\r\nHost: sluice\r\n\r\n".encode()
 TRACE = "0af7651916cd43dd8448eb211c80319c"  # a caller's, in its traceparent

@@ -7,9 +7,8 @@ from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.http.keys import VISITS
 from sluice.http.app_keys import CONFIG, STORE
-from tests.api.conftest import Client, stored_events
-from tests.api.test_link_stats_ranges import record
-from tests.api.test_links import create, user_token
+from tests.api.helpers import Client, stored_events, user_token
+from tests.api.link_helpers import create, record
 from tests.link_helpers import GOOGLEBOT
 from tests.unit.test_agent_cost import unseen
 from tests.unit.test_targeting import ANDROID_PHONE, WINDOWS_CHROME

@@ -6,26 +6,16 @@ from typing import Any
 
 import pytest
 
-from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail.links import unsubscribe_token
 from sluice.builtin.reminders.events import ReminderUpdated
 from sluice.store import Store
-from tests.api.conftest import Client, problem, stored_events
-from tests.api.test_links import user_token
-from tests.api.test_reminders import create
-
-ONE_CLICK = {"List-Unsubscribe": "One-Click"}
+from tests.api.helpers import Client, problem, stored_events, user_token
+from tests.api.reminder_helpers import ONE_CLICK, create, url_of
 
 
 @pytest.fixture
 async def ada(client: Client) -> dict[str, str]:
     return await user_token(client)
-
-
-async def url_of(client: Client, reminder_id: str) -> str:
-    assert client.app is not None
-    token = unsubscribe_token(await client.app[MAIL_LINK_KEY].get(), reminder_id)
-    return f"/v1/unsubscribe?token={token}"
 
 
 async def listed(client: Client, auth: dict[str, str]) -> dict[str, Any]:

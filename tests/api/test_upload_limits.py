@@ -23,7 +23,7 @@ from sluice.builtin.links.settings import LinksSettings
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.store import Store
-from tests.api.conftest import Client, problem
+from tests.api.helpers import Client, problem
 from tests.api.raw_http import Connect, Wire
 from tests.link_helpers import OTHER, OTHER_TOKEN, OWNER_TOKEN, add_user, bearer
 

@@ -27,24 +27,18 @@ from sluice.errors import HandlerError
 from sluice.http import admin_token
 from sluice.http.login_limit import MAX_FAILURES
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, problem, stored_events
+from tests.api.helpers import (
+    PASSWORD,
+    AiohttpClient,
+    Client,
+    bearer,
+    login,
+    problem,
+    register,
+    stored_events,
+)
 
-PASSWORD = "correct horse battery"
 ADMIN_TOKEN = "s3cret-admin-token-0123456789abcdef"
-
-
-async def register(client: Client, email: str = "Ada@Example.org", **extra: Any) -> Any:
-    response = await client.post("/v1/users", json={"email": email, "password": PASSWORD, **extra})
-    assert response.status == 201, await response.text()
-    return await response.json()
-
-
-async def login(client: Client, email: str = "ada@example.org", password: str = PASSWORD) -> Any:
-    return await client.post("/v1/tokens", json={"email": email, "password": password})
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 async def test_registration_commits_the_user_and_its_event_together(

@@ -14,8 +14,7 @@ from sluice.builtin.accounts.mail.links import verify_token
 from sluice.events import utcnow
 from sluice.store import Store
 from sluice.store.users import db_time
-from tests.api.conftest import Client, problem, stored_events
-from tests.api.test_users import bearer, login, register
+from tests.api.helpers import Client, bearer, login, problem, register, stored_events
 
 
 async def token_for(client: Client, user: dict[str, Any], expires: datetime | None = None) -> str:

@@ -15,7 +15,7 @@ from sluice.builtin.articles.keys import ArticlesKeys
 from sluice.config import Config
 from sluice.embedded.redis_server import RedisServer
 from sluice.store import Store
-from tests.api.conftest import AiohttpClient, Client, stored_events
+from tests.api.helpers import AiohttpClient, Client, stored_events
 
 
 async def post_view(client: Client, article: str, **kwargs: Any) -> bool:

@@ -17,7 +17,7 @@ from sluice.http.app_keys import STORE
 from sluice.http.visitors import KEY_FILE, load_visitor_key
 from sluice.store import Store
 from sluice.store.secrets import read_secret
-from tests.api.conftest import AiohttpClient, stored_events
+from tests.api.helpers import AiohttpClient, stored_events
 
 
 @pytest.fixture

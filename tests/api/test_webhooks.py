@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from sluice.config import Config
-from tests.api.conftest import Client, problem
-from tests.api.test_links import user_token
+from tests.api.helpers import Client, problem, user_token
 
 # SQLite only: the routes' validation and ownership; delivery runs on both stores in
 # tests/integration/test_webhooks.py.

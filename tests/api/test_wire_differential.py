@@ -51,17 +51,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from sluice.app.testing import wait_for
 from sluice.builtin.links.http.keys import VISITS
 from sluice.config import Config
 from sluice.http.app_keys import CONFIG
 from sluice.http.connections import GuardedSite
 from sluice.http.redirect_wire import WireRedirects
 from sluice.store import Store
-from tests.api.conftest import Client
+from tests.api.helpers import Client
 from tests.api.raw_http import cached, visits_stored
 from tests.api.wire_corpus import CORPUS, SMUGGLED_TRACE, streams
 from tests.api.wire_exchange import Answer, Sites, count_reads, difference
-from tests.integration.conftest import wait_for
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.task_spec import Task, TaskContext
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, views
+from tests.integration.helpers import post_views, views
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

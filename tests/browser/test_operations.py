@@ -30,7 +30,7 @@ from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
 from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in
-from tests.integration.conftest import post_views, views
+from tests.integration.helpers import post_views, views
 from tests.link_helpers import OWNER, add_link, add_user
 
 if TYPE_CHECKING:

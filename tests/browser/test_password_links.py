@@ -20,9 +20,8 @@ from sluice.app.assembly import create_app
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.http.app_keys import STORE
-from tests.api.conftest import AiohttpClient, Client, stored_events
-from tests.api.test_link_fields import committed
-from tests.api.test_links import create, user_token
+from tests.api.helpers import AiohttpClient, Client, stored_events, user_token
+from tests.api.link_helpers import committed, create
 from tests.browser.test_dashboard import WAIT_MS
 
 if TYPE_CHECKING:

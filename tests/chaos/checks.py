@@ -35,7 +35,7 @@ from sluice.relay.relay import POSITION
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import slot_id
 from sluice.scheduler.runs import ABANDONED
-from tests.chaos.conftest import CHAOS_ENV, WORKER_GROUPS
+from tests.chaos.cluster import CHAOS_ENV, WORKER_GROUPS
 from tests.chaos.faults import Faults, Injected
 from tests.chaos.traffic import ARTICLES, Api, Ledger, Setup
 from tests.integration.scheduler_tasks import effects_key

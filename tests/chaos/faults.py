@@ -28,7 +28,7 @@ from sluice.embedded.redis_server import RedisServer
 from sluice.events import utcnow
 from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION
-from tests.chaos.conftest import APIS, SCHEDULERS, WORKER_GROUPS, WORKER_STREAMS, Cluster
+from tests.chaos.cluster import APIS, SCHEDULERS, WORKER_GROUPS, WORKER_STREAMS, Cluster
 from tests.chaos.traffic import Api, Ledger
 from tests.integration.faults_helpers import pending_of
 

@@ -47,7 +47,7 @@ from sluice.builtin.reminders import stored
 from sluice.embedded.redis_server import RedisServer
 from sluice.process.resources import Resources
 from tests.chaos import checks
-from tests.chaos.conftest import APIS, SCHEDULERS, Cluster
+from tests.chaos.cluster import APIS, SCHEDULERS, Cluster
 from tests.chaos.faults import Faults
 from tests.chaos.traffic import Api, Ledger, Setup, Traffic, prepare
 

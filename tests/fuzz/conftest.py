@@ -8,7 +8,6 @@ import asyncio
 import secrets
 import threading
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,8 +21,7 @@ from sluice.embedded.redis_server import RedisServer, free_port
 from sluice.events import utcnow
 from sluice.http import listen
 from sluice.http.app_keys import STORE
-
-ADMIN_TOKEN = "fuzz-admin-token-0123456789abcdef"
+from tests.fuzz.helpers import ADMIN_TOKEN, Seed
 
 
 class ServedApp:
@@ -71,20 +69,6 @@ class ServedApp:
         self._thread.join(60)
         if self._error is not None:
             raise self._error
-
-
-@dataclass
-class Seed:
-    """What exists before the fuzzer starts: path parameters worth trying besides random ones."""
-
-    base_url: str
-    user_token: str
-    # A new token of the same user, for the logout route (it revokes the token it carries).
-    fresh_token: Callable[[], str]
-    codes: list[str] = field(default_factory=list)
-    job_ids: list[str] = field(default_factory=list)
-    reminder_ids: list[str] = field(default_factory=list)
-    task_names: list[str] = field(default_factory=list)
 
 
 def _token_factory(app: ServedApp, user_id: str) -> Callable[[], str]:

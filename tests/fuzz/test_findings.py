@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.fuzz.conftest import Seed
+from tests.fuzz.helpers import Seed
 
 pytestmark = pytest.mark.fuzz
 

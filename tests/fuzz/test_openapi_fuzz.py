@@ -33,7 +33,7 @@ from schemathesis.specs.openapi.checks import (
 
 from sluice.app.assembly import default_apps
 from sluice.http.openapi import build_document
-from tests.fuzz.conftest import ADMIN_TOKEN, Seed
+from tests.fuzz.helpers import ADMIN_TOKEN, Seed
 
 pytestmark = pytest.mark.fuzz
 

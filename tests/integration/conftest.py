@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -11,9 +10,8 @@ from typing import Any, cast
 
 import pytest
 
-from sluice.app.assembly import default_apps, open_resources, open_store
-from sluice.app.testing import Child, patience, wait_answering, wait_for
-from sluice.builtin.articles.events import ArticleViewed
+from sluice.app.assembly import loaded_apps, open_resources, open_store
+from sluice.app.testing import Child, wait_answering, wait_for
 from sluice.builtin.reminders.cron_runner import ReminderRunner
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
@@ -24,6 +22,7 @@ from sluice.records.deliveries import DeliveryLog
 from sluice.relay.relay import Relay
 from sluice.store import Store
 from sluice.streams.spec import Counters, GroupSpec, runtime_settings
+from tests.integration.helpers import Running
 
 
 @pytest.fixture
@@ -40,41 +39,6 @@ async def store(config: Config) -> AsyncIterator[Store]:
 async def resources(config: Config) -> AsyncIterator[Resources]:
     async with open_resources(config) as res:
         yield res
-
-
-async def post_views(resources: Resources, article_id: str, n: int, *, start: int = 0) -> None:
-    """Commit ``n`` views of one article, one transaction each, as the API does."""
-    for i in range(start, start + n):
-        async with resources.store.transaction() as tx:
-            await tx.append(ArticleViewed(article_id=article_id, viewer=f"viewer-{i}"))
-
-
-async def views(resources: Resources, article_id: str) -> int:
-    row = await resources.store.fetchone(
-        "SELECT views FROM article_views WHERE article_id = ?", (article_id,)
-    )
-    return int(row[0]) if row else 0
-
-
-class Running:
-    """Background tasks started by a test, stopped at teardown."""
-
-    def __init__(self) -> None:
-        self.stop = asyncio.Event()
-        self.tasks: list[asyncio.Task[None]] = []
-
-    def start(self, coro: Awaitable[None]) -> None:
-        self.tasks.append(asyncio.ensure_future(coro))
-
-    async def close(self) -> None:
-        """Stop every task and wait for it; a second call does nothing."""
-        self.stop.set()
-        tasks, self.tasks = self.tasks, []
-        gathered = asyncio.gather(*tasks, return_exceptions=True)
-        results = await asyncio.wait_for(gathered, patience(30))
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
 
 
 @pytest.fixture
@@ -140,7 +104,7 @@ async def start_worker(
         cfg = config or resources.config
         reader = redis_client(cfg, socket_timeout=cfg.worker_block_ms / 1000 + 5)
         clients.append(reader)
-        spec = spec or default_apps().groups[group](resources)
+        spec = spec or loaded_apps(cfg).groups[group](resources)  # the config's apps
         gate = RecoveryGate()  # the consumers of one call are one process's
         deliveries = DeliveryLog(resources.store)  # recorded as a worker process does
         settings = replace(runtime_settings(cfg), handler_timeout_s=cfg.handler_timeout(spec.name))

@@ -25,7 +25,7 @@ from sluice.builtin.articles.events import ArticleViewed
 from sluice.embedded.redis_server import RedisServer
 from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION
-from tests.integration.conftest import post_views, views
+from tests.integration.helpers import post_views, views
 
 GROUP = "article-views"
 

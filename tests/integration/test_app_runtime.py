@@ -21,7 +21,7 @@ from sluice.records.dead_letters import list_dead_letters
 from sluice.scheduler.one_shots import Due, OneShotRunner
 from sluice.streams.messages import Delivery, Duplicate, Message
 from tests.app_helpers import AppDir
-from tests.integration.conftest import Running
+from tests.integration.helpers import Running
 
 SAMPLE = """
 from typing import ClassVar

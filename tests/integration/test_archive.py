@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 import pytest
 
 from sluice.app.assembly import all_tasks
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
@@ -18,6 +17,7 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
+from tests.engine_app import APPS, Pinged
 from tests.integration.archive_helpers import (
     LONG_AGO,
     archived_rows,
@@ -27,15 +27,17 @@ from tests.integration.archive_helpers import (
     run_archive,
 )
 
+pytestmark = pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
+
 
 async def seed(store: Store) -> None:
-    """Views at seq 1-40, visits at 41-340, views at 341-350."""
+    """Pings at seq 1-40, visits at 41-340, pings at 341-350."""
     async with store.transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id="a", viewer=f"v{i}") for i in range(40)))
+        await tx.append(*(Pinged(source="a", note=f"v{i}") for i in range(40)))
     async with store.transaction() as tx:
         await tx.append(*(LinkVisited(code="c", visitor=f"x{i}") for i in range(300)))
     async with store.transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id="b", viewer=f"w{i}") for i in range(10)))
+        await tx.append(*(Pinged(source="b", note=f"w{i}") for i in range(10)))
 
 
 async def test_archive_moves_exactly_the_old_published_events(resources: Resources) -> None:
@@ -48,7 +50,7 @@ async def test_archive_moves_exactly_the_old_published_events(resources: Resourc
     moved = await run_archive(store, segment_events=60, min_events=10)
 
     assert [(m.aggregate, m.first_seq, m.last_seq, m.events) for m in moved] == [
-        ("articles", 1, 40, 40),
+        ("pings", 1, 40, 40),
         ("visits", 41, 100, 60),
         ("visits", 101, 160, 60),
         ("visits", 161, 220, 60),
@@ -105,7 +107,7 @@ async def test_a_run_stopped_between_segments_leaves_each_event_once_and_the_nex
 
     with pytest.raises(RuntimeError):
         await archive.archive(store, bounds, after_segment=lock_lost_after_two)
-    assert len(await archived_rows(store)) == 49 + 50  # the articles' segment, one of visits
+    assert len(await archived_rows(store)) == 49 + 50  # the pings' segment, one of visits
     await assert_each_once(store, before)
 
     await run_archive(store, segment_events=50, min_events=1)
@@ -134,7 +136,7 @@ async def test_a_failing_segment_transaction_moves_nothing_of_that_segment(
     async with store.transaction() as tx:
         await tx.execute("DELETE FROM history_segments WHERE aggregate = 'x'")
     archived = await assert_each_once(store, before)
-    # The articles' segment (1-40, 341-349), then visits 41-90; the next one failed.
+    # The pings' segment (1-40, 341-349), then visits 41-90; the next one failed.
     assert sorted(r[0] for r in archived) == [*range(1, 91), *range(341, 350)]
 
     await run_archive(store, segment_events=50, min_events=1)

@@ -11,8 +11,8 @@ import pytest
 from sluice.consumers.consumer import Consumer
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
-from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import settle
+from tests.integration.helpers import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

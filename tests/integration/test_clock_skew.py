@@ -33,7 +33,7 @@ from sluice.events import decode, utcnow
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.loop import Scheduler
 from sluice.scheduler.task_spec import Task, TaskContext
-from tests.integration.conftest import Running
+from tests.integration.helpers import Running
 
 SKEWS = (-0.8, 0.0, 0.8)
 SECOND = timedelta(seconds=1)

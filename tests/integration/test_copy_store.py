@@ -36,7 +36,7 @@ from sluice.store.copy import CopyError, CopyStore, copy_store, quoted
 from sluice.store.postgres import PostgresStore
 from sluice.store.postgres_tx import PostgresTx
 from sluice.store.sqlite import SqliteStore
-from tests.conftest import TEMPLATE, new_database
+from tests.databases import TEMPLATE, new_database
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
 

@@ -29,9 +29,9 @@ from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION, Relay
-from tests.integration.conftest import post_views, views
 from tests.integration.crashing_worker import DELIVERIES_KEY
 from tests.integration.faults_helpers import pending_of
+from tests.integration.helpers import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

@@ -15,22 +15,27 @@ from aiohttp.test_utils import TestClient
 
 from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.cli.stream_commands import dlq
 from sluice.config import Config
-from sluice.events import Event, encode, type_name
+from sluice.events import Event, decode, encode, type_name
 from sluice.process.resources import Resources
-from tests.integration.conftest import views
+from tests.engine_app import APPS, PingAnswered, Pinged
 from tests.link_helpers import OWNER_TOKEN, add_user, bearer
 
-pytestmark = pytest.mark.topologies("single", "cluster")
+pytestmark = [
+    pytest.mark.topologies("single", "cluster"),
+    pytest.mark.apps(APPS),
+]
 
 TOKEN = "redrive-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 Client = TestClient[web.Request, web.Application]
-VIEWS, STATS = "article-views", "link-stats"
-ARTICLES = ["a1", "a2", "a3", "a4", "a5"]  # spread over the partitions
+PONGS, STATS = (
+    "pongs",
+    "link-stats",
+)  # the engine test app's group (tests/engine_app), a built-in one
+SOURCES = ["a1", "a2", "a3", "a4", "a5"]  # spread over the partitions
 
 
 @pytest.fixture
@@ -48,7 +53,7 @@ async def dead_letter(resources: Resources, group: str, event: Event, seq: int) 
     after the last delivery (written straight there: the event's stream stays empty, so
     no other group gets it)."""
     keys = resources.keys
-    partition = keys.partition_of(getattr(event, "article_id", None) or event.code)
+    partition = keys.partition_of(getattr(event, "source", None) or event.code)
     fields = {
         "event_id": event.event_id,
         "seq": str(seq),
@@ -67,11 +72,11 @@ async def dead_letter(resources: Resources, group: str, event: Event, seq: int) 
 async def seed(resources: Resources) -> None:
     """Each group holds dead letters of both types."""
     seq = 0
-    for group in (VIEWS, STATS):
-        for article in ARTICLES if group == VIEWS else ARTICLES[:2]:
+    for group in (PONGS, STATS):
+        for source in SOURCES if group == PONGS else SOURCES[:2]:
             seq += 1
-            await dead_letter(resources, group, ArticleViewed(article_id=article, viewer="v"), seq)
-        for n in range(2 if group == VIEWS else 3):
+            await dead_letter(resources, group, Pinged(source=source, note="v"), seq)
+        for n in range(2 if group == PONGS else 3):
             seq += 1
             visit = LinkVisited(code=f"code{n}", visitor=f"visitor-{n}")
             await dead_letter(resources, group, visit, seq)
@@ -87,6 +92,14 @@ async def redrive(api: Client, **query: str) -> Any:
     return await api.post("/v1/admin/dead-letters/redrive", params=query, headers=ADMIN)
 
 
+async def answered(resources: Resources) -> list[str]:
+    """The sources of the pings the ``pongs`` group answered, in order."""
+    rows = await resources.store.events_after(0, 1000, types=("PingAnswered",))
+    return sorted(
+        e.source for e in (decode(r.payload) for r in rows) if isinstance(e, PingAnswered)
+    )
+
+
 async def visits_of(resources: Resources, code: str) -> int:
     row = await resources.store.fetchone("SELECT total FROM link_stats WHERE code = ?", (code,))
     return int(row[0]) if row else 0
@@ -98,26 +111,24 @@ async def test_redrive_by_group_and_type_moves_exactly_those_and_they_are_handle
     await seed(resources)
     assert len(await remaining(api)) == 5 + 2 + 2 + 3
 
-    response = await redrive(api, group=VIEWS, event_type="ArticleViewed")
+    response = await redrive(api, group=PONGS, event_type="Pinged")
     assert response.status == 202, await response.text()
     assert await response.json() == {"redriven": 5}
     assert (
         await remaining(api)
-        == [(VIEWS, "LinkVisited")] * 2
-        + [(STATS, "ArticleViewed")] * 2
-        + [(STATS, "LinkVisited")] * 3
+        == [(STATS, "LinkVisited")] * 3 + [(STATS, "Pinged")] * 2 + [(PONGS, "LinkVisited")] * 2
     )
-    start_worker(VIEWS)
+    start_worker(PONGS)
 
-    async def viewed() -> bool:
-        return [await views(resources, a) for a in ARTICLES] == [1] * 5
+    async def all_answered() -> bool:
+        return await answered(resources) == SOURCES
 
-    await wait_for(viewed)
+    await wait_for(all_answered)
 
     # By type alone: that type's letters in every group.
     response = await redrive(api, event_type="LinkVisited")
     assert (response.status, await response.json()) == (202, {"redriven": 5})
-    assert await remaining(api) == [(STATS, "ArticleViewed")] * 2
+    assert await remaining(api) == [(STATS, "Pinged")] * 2
     start_worker(STATS)
 
     async def counted() -> bool:
@@ -125,9 +136,9 @@ async def test_redrive_by_group_and_type_moves_exactly_those_and_they_are_handle
 
     await wait_for(counted)
     # Nothing matching: 0, and nothing else moves.
-    response = await redrive(api, group=VIEWS, event_type="LinkVisited")
+    response = await redrive(api, group=PONGS, event_type="LinkVisited")
     assert (response.status, await response.json()) == (202, {"redriven": 0})
-    assert await remaining(api) == [(STATS, "ArticleViewed")] * 2
+    assert await remaining(api) == [(STATS, "Pinged")] * 2
 
 
 async def test_the_cli_redrives_by_group_and_type(
@@ -159,7 +170,7 @@ async def test_the_cli_redrives_by_group_and_type(
         ({"group": "", "event_type": ""}, "group"),
         ({"group": "nosuch"}, "group"),
         ({"event_type": "Nope"}, "event_type"),
-        ({"group": VIEWS, "event_type": "articleviewed"}, "event_type"),
+        ({"group": PONGS, "event_type": "pinged"}, "event_type"),
     ],
 )
 async def test_missing_or_unknown_filters_are_422_and_move_nothing(

@@ -8,15 +8,18 @@ from collections.abc import Callable
 import pytest
 
 from sluice.app.testing import wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.consumers.consumer import Consumer
 from sluice.consumers.dispatch import event_group
 from sluice.errors import HandlerError
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
-from tests.integration.conftest import post_views
+from tests.engine_app import APPS, Pinged
+from tests.integration.helpers import post_pings
 
-pytestmark = pytest.mark.topologies("single", "cluster")
+pytestmark = [
+    pytest.mark.topologies("single", "cluster"),
+    pytest.mark.apps(APPS),
+]
 
 
 async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(
@@ -26,26 +29,26 @@ async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(
     done: list[str] = []
     release = asyncio.Event()
 
-    async def on_viewed(event: ArticleViewed, deps: object) -> None:
+    async def on_pinged(event: Pinged, deps: object) -> None:
         assert deps == "deps"
         state["now"] += 1
         state["peak"] = max(state["peak"], state["now"])
         try:
             await release.wait()
-            if event.viewer == "viewer-3":
+            if event.note == "ping-3":
                 raise HandlerError("mailbox full", permanent=True)
-            done.append(event.viewer)
+            done.append(event.note)
         finally:
             state["now"] -= 1
 
     relay = start_relay()
-    await post_views(resources, "p", 10)
+    await post_pings(resources, "p", 10)
 
     async def published() -> bool:
         return relay.published == 10
 
     await wait_for(published)
-    spec = event_group("limited", ("articles",), {ArticleViewed: on_viewed}, "deps", 3)
+    spec = event_group("limited", ("pings",), {Pinged: on_pinged}, "deps", 3)
     consumer = start_worker(spec=spec)
 
     async def saturated() -> bool:
@@ -59,7 +62,7 @@ async def test_handlers_run_at_most_the_limit_at_once_and_fail_one_by_one(
 
     await wait_for(settled)
     assert state["peak"] == 3
-    assert sorted(done) == sorted(f"viewer-{i}" for i in range(10) if i != 3)
+    assert sorted(done) == sorted(f"ping-{i}" for i in range(10) if i != 3)
     [(_, dead)] = await resources.redis.xrange(
         resources.keys.dead("limited", resources.keys.partition_of("p"))
     )

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgspec
 import pytest
 
 from sluice.builtin.accounts.events import UserRegistered
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.events import Event
@@ -27,6 +27,7 @@ from sluice.history.search import (
     stored_time,
 )
 from sluice.store import Store
+from tests.engine_app import APPS, Pinged
 from tests.integration.test_cli import sluice
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -38,7 +39,7 @@ def _event(i: int) -> Event:
         return UserRegistered(user_id=f"u{i}", email=f"u{i}@example.com", trace_id=trace)
     if i % 4 == 1:
         return LinkVisited(code=f"c{i % 2}", visitor=f"v{i}", trace_id=trace)
-    return ArticleViewed(article_id=f"a{i % 5}", viewer=f"v{i}", trace_id=trace)
+    return Pinged(source=f"a{i % 5}", note=f"v{i}", trace_id=trace)
 
 
 async def seed(store: Store, n: int = 40) -> list[tuple[int, Event, str]]:
@@ -58,6 +59,12 @@ async def seed(store: Store, n: int = 40) -> list[tuple[int, Event, str]]:
         assert row is not None
         made.append((int(row[0]), event, at))
     return made
+
+
+@pytest.fixture
+def config(make_config: Any) -> Config:
+    """The default apps and the engine's test app (tests/engine_app)."""
+    return make_config(apps=APPS)
 
 
 def _newest_first(made: list[tuple[int, Event, str]]) -> list[int]:
@@ -83,14 +90,12 @@ async def test_each_filter_finds_exactly_its_events_newest_first_page_by_page(
     cases = {
         EventQuery(limit=7): made,
         EventQuery(type="LinkVisited", limit=3): [m for m in made if isinstance(m[1], LinkVisited)],
-        EventQuery(aggregate="articles", limit=4): [
-            m for m in made if m[1].aggregate == "articles"
-        ],
+        EventQuery(aggregate="pings", limit=4): [m for m in made if m[1].aggregate == "pings"],
         EventQuery(trace_id=f"{2:032x}", limit=2): [
             m for m in made if m[1].trace_id == f"{2:032x}"
         ],
-        EventQuery(type="ArticleViewed", trace_id=f"{1:032x}", limit=5): [
-            m for m in made if isinstance(m[1], ArticleViewed) and m[1].trace_id == f"{1:032x}"
+        EventQuery(type="Pinged", trace_id=f"{1:032x}", limit=5): [
+            m for m in made if isinstance(m[1], Pinged) and m[1].trace_id == f"{1:032x}"
         ],
     }
     for query, expected in cases.items():
@@ -221,19 +226,19 @@ async def test_sluice_events_prints_a_page_and_the_cursor_to_the_next(
     config: Config, store: Store
 ) -> None:
     made = await seed(store, 6)
-    done = await sluice(config, "events", "--type", "ArticleViewed", "--limit", "1")
+    done = await sluice(config, "events", "--type", "Pinged", "--limit", "1")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    newest = _newest_first([m for m in made if isinstance(m[1], ArticleViewed)])
+    newest = _newest_first([m for m in made if isinstance(m[1], Pinged)])
     assert lines[0].split()[0] == str(newest[0])
     assert lines[1].startswith("more: --cursor ")
     cursor = lines[1].removeprefix("more: --cursor ")
-    done = await sluice(config, "events", "--type", "ArticleViewed", "--cursor", cursor, "--json")
+    done = await sluice(config, "events", "--type", "Pinged", "--cursor", cursor, "--json")
     assert done.returncode == 0, done.stderr
     page = msgspec.json.decode(done.stdout)
     assert [item["seq"] for item in page["items"]] == newest[1:]
     assert page["next_cursor"] is None and page["hot_since"] == made[0][2]
-    assert page["items"][0]["data"]["type"] == "ArticleViewed"
+    assert page["items"][0]["data"]["type"] == "Pinged"
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,6 @@ from sluice.relay.publisher import Sent
 from sluice.relay.relay import POSITION, Relay
 from sluice.store import StoredEvent
 from tests.integration.archive_helpers import make_old
-from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import (
     Trickle,
     aof_file,
@@ -34,6 +33,7 @@ from tests.integration.faults_helpers import (
     pending_of,
     settle,
 )
+from tests.integration.helpers import post_views, views
 
 pytestmark = [pytest.mark.slow, pytest.mark.topologies("single", "partitioned")]
 

@@ -15,7 +15,6 @@ from sluice.app.testing import Child, wait_for
 from sluice.consumers.consumer import Consumer
 from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION, Relay
-from tests.integration.conftest import post_views
 from tests.integration.faults_helpers import (
     Trickle,
     commit_views_at_once,
@@ -23,6 +22,7 @@ from tests.integration.faults_helpers import (
     settle,
     stream_event_ids,
 )
+from tests.integration.helpers import post_views
 
 ARTICLE = "hot"
 

@@ -17,11 +17,11 @@ import redis.asyncio as aioredis
 from sluice.app.testing import Child, wait_for
 from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION, Relay
-from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import (
     pending_of,
     settle,
 )
+from tests.integration.helpers import post_views, views
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ from sluice.records.pause import POLL_INTERVAL_S, READ_BLOCK_MS, PauseWatch
 from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec, runtime_settings
-from tests.integration.conftest import Running, post_views, views
+from tests.integration.helpers import Running, post_views, views
 from tests.integration.test_cli import sluice
 
 GROUP = "article-views"

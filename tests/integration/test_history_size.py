@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from sluice.app.assembly import all_tasks, create_app, open_resources
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.cli.stream_commands import show_status
 from sluice.config import Config
@@ -22,10 +21,14 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION
 from sluice.scheduler.runner import Runner
 from sluice.store import Store
+from tests.engine_app import APPS, Pinged
 from tests.integration.archive_helpers import LONG_AGO, hot_rows, make_old, run_archive
 from tests.integration.test_metrics import ADMIN, scrape, value
 
 TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")
+
+
+pytestmark = pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 
 
 async def seed(store: Store) -> None:
@@ -33,7 +36,7 @@ async def seed(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.append(*(LinkVisited(code="c", visitor=f"x{i}") for i in range(100)))
     async with store.transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id="a", viewer=f"v{i}") for i in range(30)))
+        await tx.append(*(Pinged(source="a", note=f"v{i}") for i in range(30)))
     async with store.transaction() as tx:
         await tx.append(*(LinkVisited(code="c", visitor=f"y{i}") for i in range(70)))
 

@@ -13,7 +13,7 @@ from sluice.consumers.consumer import Consumer
 from sluice.process.resources import Resources
 from sluice.records.maintenance import reap_consumers, status, trim_streams
 from sluice.relay.relay import Relay
-from tests.integration.conftest import post_views, views
+from tests.integration.helpers import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

@@ -31,7 +31,7 @@ from sluice.relay.relay import Relay
 from sluice.scheduler.runner import Runner
 from sluice.streams.failures import Failures
 from tests.integration.archive_helpers import hot_rows, make_old
-from tests.integration.conftest import post_views
+from tests.integration.helpers import post_views
 from tests.integration.test_metrics import ADMIN, scrape, value
 
 # Four partitions on one Redis (the tests set them), and the same on a cluster.

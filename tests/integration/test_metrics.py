@@ -16,7 +16,7 @@ from sluice.embedded.redis_server import RedisServer
 from sluice.process.resources import Resources
 from sluice.telemetry import prometheus
 from sluice.telemetry.metrics_dir import ENV, metrics_dir
-from tests.integration.conftest import post_views, views
+from tests.integration.helpers import post_views, views
 
 ADMIN = {"Authorization": "Bearer metrics-admin-token-0123456789abcdef"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

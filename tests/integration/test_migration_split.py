@@ -23,8 +23,8 @@ from sluice.config import Config, load_config
 from sluice.store import Store, migrations
 from sluice.store.postgres import PostgresStore
 from sluice.store.sqlite import SqliteStore
-from tests.api.test_links import user_token
-from tests.conftest import Databases
+from tests.api.helpers import user_token
+from tests.databases import Databases
 from tests.migration_history import (
     SPLIT_APPS,
     migrate_as_before_split,

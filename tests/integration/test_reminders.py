@@ -36,7 +36,7 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION, Relay
 from sluice.store import Store, Tx
 from sluice.store.users import db_time, from_db_time
-from tests.integration.conftest import Running
+from tests.integration.helpers import Running
 from tests.integration.mail_helpers import Received, smtp_server
 
 pytestmark = pytest.mark.topologies("single", "cluster")

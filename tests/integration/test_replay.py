@@ -16,8 +16,8 @@ from sluice.events import utcnow
 from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
 from sluice.relay.relay import Relay
-from tests.integration.conftest import post_views, views
 from tests.integration.faults_helpers import settle
+from tests.integration.helpers import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

@@ -18,17 +18,20 @@ from itertools import pairwise
 import pytest
 
 from sluice.app.testing import wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views
+from tests.engine_app import APPS, Pinged
+from tests.integration.helpers import post_pings
 
 # A timing test: the cluster adds nothing to the backoff but its own latency under load.
-pytestmark = pytest.mark.topologies("single", "partitioned")
+pytestmark = [
+    pytest.mark.topologies("single", "partitioned"),
+    pytest.mark.apps(APPS),
+]
 
 BASE_MS = 300
 MAX_DELIVERIES = 5
@@ -53,17 +56,17 @@ async def test_retries_come_back_after_exponential_jittered_backoff(
         now = time.monotonic()
         failed: dict[tuple[str, str], BaseException] = {}
         for d in ds:
-            assert isinstance(d.event, ArticleViewed)
-            if d.event.article_id == "doomed":
+            assert isinstance(d.event, Pinged)
+            if d.event.source == "doomed":
                 deliveries[d.event.event_id].append(now)
                 delivered[d.event.event_id] = d.message.deliveries
                 failed[d.message.key] = RuntimeError("the mail server is down")
         return failed
 
     start_relay()
-    consumer = start_worker(spec=GroupSpec(GROUP, ("articles",), always_fails), config=config)
-    await post_views(resources, "doomed", FAILING)
-    await post_views(resources, "fine", 3)
+    consumer = start_worker(spec=GroupSpec(GROUP, ("pings",), always_fails), config=config)
+    await post_pings(resources, "doomed", FAILING)
+    await post_pings(resources, "fine", 3)
     dead_key = resources.keys.dead(GROUP, resources.keys.partition_of("doomed"))
 
     async def all_dead() -> bool:

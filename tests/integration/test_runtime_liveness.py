@@ -19,7 +19,7 @@ from sluice.relay.relay import Relay
 from sluice.store import StoredEvent
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views, views
+from tests.integration.helpers import post_views, views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

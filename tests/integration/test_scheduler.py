@@ -27,7 +27,7 @@ from sluice.scheduler.loop import Scheduler
 from sluice.scheduler.runner import LOST_LOCK, AlreadyRan, Busy, Runner
 from sluice.scheduler.task_spec import Task, TaskContext
 from sluice.store.users import db_time
-from tests.integration.conftest import Running
+from tests.integration.helpers import Running
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

@@ -28,7 +28,7 @@ from sluice.scheduler.overlap import BUFFER_TAKEN, OVERRUN
 from sluice.scheduler.pauses import PAUSED
 from sluice.scheduler.policy import Policy, jitter
 from sluice.scheduler.runner import CANCELLED
-from tests.api.conftest import AiohttpClient
+from tests.api.helpers import AiohttpClient
 
 TOKEN = "policy-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

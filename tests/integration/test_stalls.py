@@ -18,7 +18,7 @@ from sluice.records.maintenance import status
 from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-from tests.integration.conftest import post_views
+from tests.integration.helpers import post_views
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 

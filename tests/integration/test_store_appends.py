@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.events import decode
 from sluice.store import Store
+from tests.engine_app import Pinged, registered
+
+registered()  # the engine's test app (tests/engine_app): its events decode
 
 
-def views(n: int, start: int = 0) -> list[ArticleViewed]:
+def pings(n: int, start: int = 0) -> list[Pinged]:
     return [
-        ArticleViewed(article_id=f"a{i}", viewer=f"v{i}", trace_id=f"{i:032x}")
-        for i in range(start, start + n)
+        Pinged(source=f"a{i}", note=f"v{i}", trace_id=f"{i:032x}") for i in range(start, start + n)
     ]
 
 
 async def test_a_long_append_keeps_every_event_in_its_order(store: Store) -> None:
-    appended = views(1_201)
+    appended = pings(1_201)
     async with store.transaction() as tx:
         await tx.append(*appended[:1])
         await tx.append(*appended[1:])
@@ -32,10 +33,10 @@ async def test_a_long_append_keeps_every_event_in_its_order(store: Store) -> Non
 async def test_a_failed_transaction_keeps_none_of_a_long_append(store: Store) -> None:
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
-            await tx.append(*views(700))
+            await tx.append(*pings(700))
             raise RuntimeError("after the append")
     assert await store.events_after(0, 5_000) == []
-    later = views(3, start=700)
+    later = pings(3, start=700)
     async with store.transaction() as tx:
         await tx.append(*later)
     assert [decode(row.payload) for row in await store.events_after(0, 10)] == later

@@ -32,7 +32,7 @@ from sluice.consumers.consumer import Consumer
 from sluice.events import utcnow, uuid7
 from sluice.process.resources import Resources
 from sluice.store.users import db_time
-from tests.api.test_links import user_token
+from tests.api.helpers import user_token
 
 Client = TestClient[Any, Any]
 Call = tuple[dict[str, str], bytes]

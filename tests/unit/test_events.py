@@ -7,9 +7,9 @@ import msgspec
 import pytest
 
 from sluice.app.assembly import default_apps
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated
 from sluice.events import EVENT_TYPES, decode, encode, uuid7
+from tests.engine_app import Pinged, registered
 
 # sluice's and the built-in apps' types: not those of apps other tests of this process
 # declared (their fields are not all strings).
@@ -58,13 +58,14 @@ def test_catalogue_names_every_spec_event() -> None:
 
 
 def test_unknown_fields_from_a_newer_producer_are_ignored() -> None:
+    registered()  # the engine's test app (tests/engine_app)
     raw = (
-        b'{"type":"ArticleViewed","event_id":"e","occurred_at":"2026-01-01T00:00:00Z",'
-        b'"article_id":"a","viewer":"v","added_in_v2":42}'
+        b'{"type":"Pinged","event_id":"e","occurred_at":"2026-01-01T00:00:00Z",'
+        b'"source":"a","note":"v","added_in_v2":42}'
     )
     event = decode(raw)
-    assert isinstance(event, ArticleViewed)
-    assert event.article_id == "a"
+    assert isinstance(event, Pinged)
+    assert event.source == "a"
 
 
 def test_malformed_data_is_refused() -> None:

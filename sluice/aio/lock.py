@@ -36,6 +36,9 @@ return 0
 
 
 class RedisLock:
+    """A lock on one Redis key held with a random token and a TTL: ``acquire``,
+    ``renew`` and ``release`` act only while the token is still the key's."""
+
     def __init__(
         self, redis: aioredis.Redis, key: str, ttl_ms: int, token: str | None = None
     ) -> None:

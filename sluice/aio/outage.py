@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import redis.exceptions
 
+# The exceptions that mean Redis is down or failing over: an outage to wait out, not a
+# bug.
+#
 # NoScriptError: Redis restarted between a script's load and its run; the next
 # call loads it again, so it is an outage like the others, not a bug.
 #

@@ -6,6 +6,7 @@ import ipaddress
 
 from sluice.errors import ConfigError
 
+# An IPv4 or IPv6 network, as ``trusted_networks`` parses them.
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 

@@ -17,6 +17,7 @@ from sluice.events import TRACE, Event
 from sluice.streams.messages import Delivery, EntryKey, Outcomes
 from sluice.streams.spec import DeadLetterHook, GroupSpec
 
+# A per-event handler of ``event_group``: ``async def on_x(event, deps)``.
 EventHandler = Callable[[Any, Any], Awaitable[None]]
 # How a handler is called for a delivery: by default ``handler(event, deps)``.
 Invoke = Callable[[Any, Delivery, Any], Awaitable[None]]
@@ -35,6 +36,9 @@ def event_group(
     on_dead_letter: DeadLetterHook | None = None,
     invoke: Invoke = _call,
 ) -> GroupSpec:
+    """A group named ``name`` on ``aggregates``' streams whose batch handler calls the
+    handler of each event's type (at most ``concurrency`` at once) with ``deps``; a
+    handler's exception is its entry's failure, retried or dead-lettered by the runtime."""
     limit = asyncio.Semaphore(concurrency)
 
     async def one(delivery: Delivery, failures: dict[EntryKey, BaseException]) -> None:

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from sluice.store import Store
     from sluice.store.base import Row
 
+# Events per page of a search when the query names no limit.
 LIMIT_DEFAULT = 50
+# The most events one page of a search may ask for.
 LIMIT_MAX = 500
 # Trace ids are W3C trace ids (32 hex digits), or, in events older than 2026-12-07, a
 # client's X-Request-ID (the middleware's alphabet); anything else cannot name a trace.
@@ -72,6 +74,10 @@ class EventPage(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class EventQuery:
+    """One page's search of the event history: its filters (type, aggregate, trace id,
+    stored time from ``since`` to before ``until``), its ``limit`` and the previous
+    page's last event to continue ``after``."""
+
     type: str | None = None
     aggregate: str | None = None
     trace_id: str | None = None

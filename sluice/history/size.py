@@ -34,6 +34,7 @@ class HistorySize(msgspec.Struct, frozen=True):
 
 
 async def measure(store: Store) -> HistorySize:
+    """The history's size now, from indexes only (no scan of the events table)."""
     row = await store.fetchone("SELECT MIN(seq), MAX(seq) FROM events")
     hot_oldest: str | None = None
     hot = last = 0

@@ -25,14 +25,20 @@ from sluice.streams.engine_keys import Keys
 if TYPE_CHECKING:
     from sluice.app.loading import Apps
 
+# The process's settings, as loaded (``Config``).
 CONFIG = web.AppKey("config", Config)
 # The apps this deployment runs (SLUICE_APPS): their groups, routes, projections, tasks.
 APPS: web.AppKey[Apps] = web.AppKey("apps")
+# The Redis key and stream names of this deployment (``Keys``: its prefix, its topology).
 KEYS = web.AppKey("keys", Keys)
+# The database (SQLite or PostgreSQL), behind the ``Store`` protocol.
 STORE: web.AppKey[Store] = web.AppKey("store")
+# The process's Redis client (one for a server, a cluster client for Redis Cluster).
 REDIS = web.AppKey("redis", aioredis.Redis)
 NOTIFIER = web.AppKey("notifier", CommitNotifier)
+# The secret that visitor hashes are keyed with, loaded from the store at start.
 VISITOR_KEY = web.AppKey("visitor_key", bytes)
+# Failed logins per email, counted across replicas (docs/guides/security.md).
 LOGIN_LIMITER = web.AppKey("login_limiter", AccountLogins)
 # Per client address: logins, registrations, failed admin authentications (docs/guides/security.md).
 CLIENT_LIMITS = web.AppKey("client_limits", ClientLimits)
@@ -51,6 +57,7 @@ TASK_RUNNER = web.AppKey("task_runner", Runner)
 # What apps count on the request path, published to /metrics once a second (http.metrics).
 PUBLISHERS: web.AppKey[list[Callable[[], None]]] = web.AppKey("publishers")
 
+# The request's trace id (W3C), set by the trace middleware: events it appends carry it.
 TRACE_ID = web.RequestKey("trace_id", str)
 # The user of the request's bearer token, once looked up (an upload's admission and its
 # view both ask: the database is asked once).

@@ -19,6 +19,7 @@ from sluice.errors import (
 
 T = TypeVar("T", bound=msgspec.Struct)
 
+# The media type of a JSON body, request or response.
 JSON = "application/json"
 PROBLEM_JSON = "application/problem+json"
 

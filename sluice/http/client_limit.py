@@ -49,7 +49,11 @@ class Kind:
     refusal: str  # the 429's detail
 
 
+# What ``ClientLimits`` counts per client address for login attempts, and the 429 it gives
+# past the limit.
 LOGIN = Kind("logins", "too many logins from this address; try again later")
+# What ``ClientLimits`` counts per client address for registrations, and the 429 it gives
+# past the limit.
 REGISTER = Kind("registrations", "too many registrations from this address; try again later")
 ADMIN = Kind(
     "admin-failures", "too many failed admin authentications from this address; try again later"

@@ -11,7 +11,11 @@ import redis.exceptions
 
 from sluice.store.errors import database_unavailable
 
+# Seconds a request waits for a Redis call with a fallback before going on without it.
 REDIS_TIMEOUT = 0.5
+# What a Redis call raises when Redis is unavailable: the request falls back, or answers
+# 503.
+#
 # RedisClusterException (SlotNotCoveredError, no node reachable) is not a RedisError.
 REDIS_ERRORS = (
     redis.exceptions.RedisError,

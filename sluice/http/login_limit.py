@@ -42,7 +42,9 @@ from sluice.streams.engine_keys import Keys
 
 log = structlog.get_logger(__name__)
 
+# Failed attempts a subject may make in any ``WINDOW_SECONDS`` before it is refused.
 MAX_FAILURES = 5
+# The sliding window, in seconds, in which ``MAX_FAILURES`` failures are counted.
 WINDOW_SECONDS = 15 * 60
 _LOCAL_KEYS_MAX = 10_000  # emails remembered per process while Redis is down
 
@@ -99,6 +101,10 @@ class _Local:
 
 
 class LoginLimiter:
+    """Failed attempts per subject (an email) in a sliding window, counted across
+    replicas in Redis: ``attempt`` before checking the password, then ``failed``,
+    ``succeeded`` or ``abandon``; refusals are 429s (the module's notes)."""
+
     # What a refusal says. A subclass limits other guesses with the same windows and
     # script under keys and words of its own (sluice/builtin/links/http/link_passwords.py: link
     # passwords).

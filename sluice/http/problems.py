@@ -26,6 +26,8 @@ def problem_response(
     checks: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
 ) -> web.Response:
+    """An ``application/problem+json`` response of ``status`` with ``detail`` (field
+    ``errors`` make it a validation problem), sent with ``nosniff``."""
     problem = Problem(
         type=VALIDATION_TYPE if errors else "about:blank",
         title=title or HTTPStatus(status).phrase,

@@ -13,6 +13,7 @@ from sluice.http.bodies import JSON, PROBLEM_JSON
 from sluice.http.body_limits import LargeBody
 from sluice.http.schemas import Problem
 
+# A piece of an OpenAPI document, as the JSON it is written as.
 Doc = dict[str, Any]
 
 SCHEMA_REF = "#/components/schemas/{name}"
@@ -69,7 +70,9 @@ def request_body(struct: type) -> Doc:
     return {"required": True, "content": {JSON: {"schema": ref(struct)}}}
 
 
+# The media type of an HTML form's body, for a ``requestBody``'s ``content``.
 FORM = "application/x-www-form-urlencoded"
+# A response's ``content`` when it is an HTML page.
 HTML_PAGE = {"text/html": {"schema": {"type": "string"}}}
 
 

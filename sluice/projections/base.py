@@ -23,6 +23,11 @@ Publish = Callable[[Resources, Sequence[Event]], Awaitable[None]]
 
 @dataclass(frozen=True)
 class EngineProjection:
+    """A projection written against the engine: its tables' DDL, its batch ``apply`` (and
+    optionally ``apply_payloads`` for a faster rebuild, ``publish`` for state outside
+    the database), run live and by ``sluice replay``; declared with
+    ``App.engine_projection``."""
+
     name: str
     aggregates: tuple[str, ...]
     event_types: tuple[str, ...]

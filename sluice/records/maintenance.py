@@ -217,6 +217,9 @@ class StreamStatus:
 
 @dataclass
 class Status:
+    """The engine's state at one moment: the relay's backlog, the delayed retries, every
+    stream with its groups, the stalled consumers and the paused groups."""
+
     relay_backlog: int
     delayed: int
     streams: list[StreamStatus]

@@ -57,6 +57,9 @@ class OneShotCounters:
 
 
 class OneShotRunner:
+    """Fires the one-shots a ``Due`` index holds within a second of their instant, on
+    any number of replicas: ``run`` until stopped (the module's notes)."""
+
     def __init__(
         self,
         resources: Resources,

@@ -43,6 +43,7 @@ def optional_db_time(value: object) -> datetime | None:
 
 
 def token_hash(token: str) -> str:
+    """The SHA-256 of a bearer token, in hex: what the tokens table keeps instead of it."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 

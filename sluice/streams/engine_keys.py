@@ -15,6 +15,9 @@ from sluice.streams.partitions import partition_of, tag
 
 @dataclass(frozen=True)
 class Keys:
+    """The names of every Redis key and stream of a deployment, from its prefix, its
+    partitions and whether keys carry a hash tag (Redis Cluster)."""
+
     prefix: str = "sluice"
     partitions: int = 1
     # Hash-tagged even with one partition (a Redis Cluster needs the tag for that).

@@ -105,6 +105,10 @@ def backoff_ms(base_ms: int, deliveries: int, cap_ms: int = 10 * 60_000) -> int:
 
 
 class Failures:
+    """A group's retries and dead letters in one partition: schedule a retry, dead-letter
+    an entry, move due retries to the retry stream, redrive or drop dead letters (each
+    move one atomic script)."""
+
     def __init__(self, redis: aioredis.Redis, keys: Keys, group: str, partition: int = 0) -> None:
         """The failures of ``group`` in one partition: every key below is in its slot."""
         self.redis = redis

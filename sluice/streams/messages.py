@@ -17,6 +17,9 @@ RawEntry = tuple[bytes, dict[bytes, bytes] | None]
 
 @dataclass(frozen=True)
 class Message:
+    """A stream entry as a consumer read it: where from, its id, its fields and how often
+    it has been delivered; ``decode`` gives its event."""
+
     stream: str  # the key it was read from: an aggregate stream or the group's retry stream
     entry_id: str
     fields: Mapping[str, str]
@@ -72,6 +75,8 @@ class PoisonMessage(Exception):
 
 @dataclass(frozen=True)
 class Delivery:
+    """What a batch handler is handed for each entry: the message and its decoded event."""
+
     message: Message
     event: Event
 

@@ -31,6 +31,7 @@ METRICS = (*COUNTERS, LAG)
 RETENTION = timedelta(hours=24)
 # Hosts' clocks differ from Redis's a little; a minute must outlive its 24 hours anyway.
 MARGIN = timedelta(minutes=10)
+# The most minutes of group history a read may ask for: all it keeps (24 hours).
 MAX_MINUTES = int(RETENTION / timedelta(minutes=1))
 HOUR = timedelta(hours=1)
 # The hours of one metric a group may hold at once: the current one and those whose

@@ -34,6 +34,7 @@ from sluice.streams.spec import Counters
 
 log = structlog.get_logger(__name__)
 
+# How often, in seconds, a worker writes its groups' outcomes and lag to the history.
 SAMPLE_SECONDS = 5.0
 # The last sample, when the worker stops, waits no longer for Redis.
 LAST_SAMPLE_SECONDS = 3.0

@@ -7,10 +7,11 @@ pauses, group history), the event history's reader and search, the keys of the A
 process's state, Redis topology and the cron parser. It is public and versioned like
 the rest of ``sluice.app`` (a name here changes only with a release note and an upgrade
 path), but lower-level: these names follow the engine's layout and carry fewer
-guarantees of convenience. Each import below says which built-in app uses it; the
-built-in apps import nothing else of sluice but ``sluice.app`` and this module (an
-import-linter contract holds it). The names are the engine's own, re-exported; the
-documentation of each is its docstring there.
+guarantees of convenience. The comment above each import names the built-in apps that
+use it (docs/reference/app-api.md lists them from there); the built-in apps import
+nothing else of sluice but ``sluice.app`` and this module (an import-linter contract
+holds it). The names are the engine's own, re-exported; the documentation of each is
+its docstring there (a value's: the comment above its assignment).
 """
 
 from __future__ import annotations

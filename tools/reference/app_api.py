@@ -1,12 +1,15 @@
 """docs/reference/app-api.md: every name an app may use, as Markdown.
 
 From the public modules themselves: ``sluice.app`` (its ``__all__``) and the testing
-plugin ``sluice.app.testing`` (its ``__all__`` and its pytest fixtures). Each class with
+plugin ``sluice.app.testing`` (its ``__all__`` and its pytest fixtures): each class with
 its signature, docstring and public methods (a struct with its fields), each function
 with its signature and docstring, each value with the comment above its assignment where
-it is defined. Written as Markdown like the other reference pages, so the page reads the
-same in the repository as on the docs site. A public name, method or fixture without a
-docstring (a value without its comment) stops generation: the page cannot leave it out.
+it is defined. Then, briefly, the lower-level ``sluice.app.advanced``: one row a name,
+with its docstring's first paragraph (a value's comment, a module's docstring) and the
+built-in apps named by the comment above its import there. Written as Markdown like the
+other reference pages, so the page reads the same in the repository as on the docs site.
+A public name, method or fixture without a docstring (a value without its comment; an
+advanced name without its apps) stops generation: the page cannot leave it out.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ PAGE = "app-api.md"
 INTRO = """\
 # The app API
 
-Everything an app may use: the names of `sluice.app` (its `__all__`) and of the testing
-plugin `sluice.app.testing`. What is not on this page may change between releases. The
-guide is [Write your own app](../guides/write-an-app.md); the settings every `Config`
-holds are in the [configuration reference](configuration.md)."""
+Everything an app may use: the names of `sluice.app` (its `__all__`), of the testing
+plugin `sluice.app.testing` and, at the end, of the lower-level `sluice.app.advanced`.
+What is not on this page may change between releases. The guide is
+[Write your own app](../guides/write-an-app.md); the settings every `Config` holds are
+in the [configuration reference](configuration.md)."""
 
 # Structs whose fields are documented on a page of their own.
 FIELDS_ELSEWHERE = {"Config": "configuration.md"}
@@ -47,6 +51,8 @@ class Module:
 
     name: str
     module: ModuleType
+    # One row a name (the lower-level module): its summary and the apps that use it.
+    brief: bool = False
 
 
 def _doc(text: str | None) -> str:
@@ -212,6 +218,52 @@ def _imported_from(module: ModuleType) -> dict[str, str]:
     }
 
 
+def _import_comments(module: ModuleType) -> dict[str, str]:
+    """The ``#`` line right above each top-level ``from X import`` of ``module``, by the
+    name each import binds: in ``sluice.app.advanced``, the built-in apps that use it."""
+    source = inspect.getsource(module)
+    lines = source.splitlines()
+    comments = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.lineno >= 2:
+            above = lines[node.lineno - 2]
+            if above.startswith("#"):
+                for alias in node.names:
+                    comments[alias.asname or alias.name] = above.lstrip("#").strip()
+    return comments
+
+
+def _first_paragraph(text: str) -> str:
+    return " ".join(_doc(text).split("\n\n")[0].split())
+
+
+def _brief(module: ModuleType, problems: list[str]) -> str:
+    """``module``'s names as one table: kind, summary, the built-in apps that use each."""
+    imported = _imported_from(module)
+    used_by = _import_comments(module)
+    rows = []
+    for name in getattr(module, "__all__", ()):
+        obj = getattr(module, name)
+        if inspect.ismodule(obj):
+            kind, text = "module", obj.__doc__ or ""
+        elif isinstance(obj, type) and not hasattr(obj, "__origin__"):
+            kind, text = "class", obj.__doc__ or ""
+            if text.startswith(f"{obj.__name__}("):  # a dataclass's own
+                text = ""
+        elif inspect.isfunction(obj) or inspect.iscoroutinefunction(obj):
+            kind, text = "function", obj.__doc__ or ""
+        else:
+            origin = imported.get(name, module.__name__)
+            kind, text = "value", _value_comment(name, origin)
+        summary = _first_paragraph(text)
+        if not summary:
+            problems.append(f"{kind} {name} of {module.__name__} has no docstring")
+        if not used_by.get(name):
+            problems.append(f"{name} of {module.__name__} has no comment naming its apps")
+        rows.append([code(name), kind, summary, used_by.get(name, "")])
+    return table(["name", "kind", "what it is", "used by"], rows)
+
+
 def _value_comment(name: str, module_name: str) -> str:
     """The ``#`` lines right above ``name``'s assignment in its module."""
     import importlib
@@ -223,9 +275,9 @@ def _value_comment(name: str, module_name: str) -> str:
             comment: list[str] = []
             above = number - 1
             while above >= 0 and source[above].startswith("#"):
-                comment.insert(0, source[above].lstrip("#").strip())
+                comment.insert(0, source[above].lstrip("#").strip() or "\n\n")
                 above -= 1
-            return " ".join(comment)
+            return " ".join(comment).replace(" \n\n ", "\n\n")  # a bare ``#``: a paragraph
     return ""
 
 
@@ -264,12 +316,15 @@ def _fixtures(module: ModuleType, problems: list[str]) -> Iterator[str]:
 def render(modules: Iterable[Module]) -> str:
     """The page, from the public modules in order; ``Undocumented`` names every gap."""
     problems: list[str] = []
-    blocks = [generated("sluice.app and sluice.app.testing"), INTRO]
+    blocks = [generated("sluice.app, sluice.app.testing and sluice.app.advanced"), INTRO]
     for public in modules:
         module = public.module
         names = list(getattr(module, "__all__", ()))
         blocks.append(f"## `{public.name}`")
         blocks.append(_doc(module.__doc__))
+        if public.brief:
+            blocks.append(_brief(module, problems))
+            continue
         blocks.extend(_entry(name, module, problems) for name in names)
         blocks.extend(_fixtures(module, problems))
     if problems:

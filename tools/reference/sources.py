@@ -32,7 +32,7 @@ class Sources:
     metrics: Sequence[Any]  # sluice.telemetry.prometheus.Described
     registered: Iterable[str]  # prometheus-client's family names
     document: Mapping[str, Any]  # the OpenAPI document
-    public: Sequence[Any]  # tools.reference.app_api.Module: sluice.app, sluice.app.testing
+    public: Sequence[Any]  # tools.reference.app_api.Module: sluice.app, .testing, .advanced
     # (app name, its Settings struct) of every app a default deployment loads.
     app_settings: Sequence[tuple[str, type[msgspec.Struct]]] = ()
 
@@ -48,6 +48,7 @@ def current() -> Sources:
 
     import sluice
     import sluice.app
+    import sluice.app.advanced
     import sluice.app.testing
     import sluice.http  # imports every module that declares a metric (what /metrics shows)
     from sluice.app.assembly import default_apps
@@ -69,6 +70,10 @@ def current() -> Sources:
         metrics=declared(),
         registered=[metric.name for metric in REGISTRY.collect()],
         document=build_document(defaults.base_url, default_apps()),
-        public=[Module("sluice.app", sluice.app), Module("sluice.app.testing", sluice.app.testing)],
+        public=[
+            Module("sluice.app", sluice.app),
+            Module("sluice.app.testing", sluice.app.testing),
+            Module("sluice.app.advanced", sluice.app.advanced, brief=True),
+        ],
         app_settings=[(a.name, a.settings) for a in default_apps().apps if a.settings is not None],
     )

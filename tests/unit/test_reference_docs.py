@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 
 import sluice.app
+import sluice.app.advanced
 import sluice.app.testing
 from sluice.app.assembly import default_apps
 from sluice.config import AppValues, Config
@@ -79,17 +80,24 @@ async def forget_order(order_id: str) -> None:
     pass
 
 
-def _with_public(name: str, obj: object) -> Callable[[Sources], Sources]:
-    """``sources`` with ``name`` added to ``sluice.app``'s ``__all__``."""
+def _with_public(
+    name: str, obj: object, module: types.ModuleType = sluice.app, apps: str = ""
+) -> Callable[[Sources], Sources]:
+    """``sources`` with ``name`` added to ``module``'s ``__all__`` (to
+    ``sluice.app.advanced``'s: as if the comment above its import named ``apps``)."""
 
     def alter(sources: Sources) -> Sources:
-        public = types.ModuleType("sluice.app")
-        public.__dict__.update(vars(sluice.app))
+        public = types.ModuleType(module.__name__)
+        public.__dict__.update(vars(module))
         setattr(public, name, obj)
-        public.__all__ = [*sluice.app.__all__, name]
-        return dataclasses.replace(
-            sources, public=[Module("sluice.app", public), *sources.public[1:]]
-        )
+        public.__all__ = [*module.__all__, name]
+        modules = list(sources.public)
+        [index] = [i for i, m in enumerate(modules) if m.name == module.__name__]
+        used_by = modules[index].used_by
+        if used_by is not None:
+            used_by = {**used_by, name: apps} if apps else used_by
+        modules[index] = Module(module.__name__, public, used_by)
+        return dataclasses.replace(sources, public=modules)
 
     return alter
 
@@ -120,6 +128,11 @@ CHANGES: dict[str, tuple[Callable[[Sources], Sources], str, str]] = {
     ),
     "route": (_with_route, "http-api.md", "POST /v1/links/{code}/archive"),
     "app API name": (_with_public("archive_order", archive_order), "app-api.md", "archive_order"),
+    "advanced name": (
+        _with_public("archive_order", archive_order, sluice.app.advanced, "orders"),
+        "app-api.md",
+        "| `archive_order` | function | Put an order away for good. | orders |",
+    ),
 }
 
 
@@ -181,6 +194,14 @@ REFUSED: dict[str, tuple[Callable[[Sources], Sources], str]] = {
         _with_public("forget_order", forget_order),
         "function forget_order has no docstring",
     ),
+    "advanced name without a docstring": (
+        _with_public("forget_order", forget_order, sluice.app.advanced, "orders"),
+        "function forget_order of sluice.app.advanced has no docstring",
+    ),
+    "advanced name without the apps that use it": (
+        _with_public("archive_order", archive_order, sluice.app.advanced),
+        "archive_order of sluice.app.advanced has no comment naming its apps",
+    ),
     "metric made past the catalogue": (
         lambda s: dataclasses.replace(s, registered=[*s.registered, "sluice_rogue"]),
         "sluice_rogue is registered with prometheus-client "
@@ -228,3 +249,8 @@ def test_every_name_an_app_may_import_is_on_the_app_api_page(sources: Sources) -
     # handlers are handed.
     for heading in ("sluice_config` (fixture)", "Store.transaction", "Tx.append", "Tx.execute"):
         assert f"`{heading}" in page, heading
+    # The lower-level names: a row each, with what it is and the apps that use it.
+    advanced = page[page.index("\n## `sluice.app.advanced`\n") :]
+    for name in sluice.app.advanced.__all__:
+        assert f"\n| `{name}` | " in advanced, name
+    assert "| `STORE` | value | The database" in advanced

@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import re
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -51,8 +51,9 @@ class Module:
 
     name: str
     module: ModuleType
-    # One row a name (the lower-level module): its summary and the apps that use it.
-    brief: bool = False
+    # Given for the lower-level module, listed one row a name: the built-in apps that use
+    # each name (``import_comments``).
+    used_by: Mapping[str, str] | None = None
 
 
 def _doc(text: str | None) -> str:
@@ -218,7 +219,7 @@ def _imported_from(module: ModuleType) -> dict[str, str]:
     }
 
 
-def _import_comments(module: ModuleType) -> dict[str, str]:
+def import_comments(module: ModuleType) -> dict[str, str]:
     """The ``#`` line right above each top-level ``from X import`` of ``module``, by the
     name each import binds: in ``sluice.app.advanced``, the built-in apps that use it."""
     source = inspect.getsource(module)
@@ -237,10 +238,9 @@ def _first_paragraph(text: str) -> str:
     return " ".join(_doc(text).split("\n\n")[0].split())
 
 
-def _brief(module: ModuleType, problems: list[str]) -> str:
+def _brief(module: ModuleType, used_by: Mapping[str, str], problems: list[str]) -> str:
     """``module``'s names as one table: kind, summary, the built-in apps that use each."""
     imported = _imported_from(module)
-    used_by = _import_comments(module)
     rows = []
     for name in getattr(module, "__all__", ()):
         obj = getattr(module, name)
@@ -322,8 +322,8 @@ def render(modules: Iterable[Module]) -> str:
         names = list(getattr(module, "__all__", ()))
         blocks.append(f"## `{public.name}`")
         blocks.append(_doc(module.__doc__))
-        if public.brief:
-            blocks.append(_brief(module, problems))
+        if public.used_by is not None:
+            blocks.append(_brief(module, public.used_by, problems))
             continue
         blocks.extend(_entry(name, module, problems) for name in names)
         blocks.extend(_fixtures(module, problems))

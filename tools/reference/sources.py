@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from tools.reference.app_api import Module
+from tools.reference.app_api import Module, import_comments
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,11 @@ def current() -> Sources:
         public=[
             Module("sluice.app", sluice.app),
             Module("sluice.app.testing", sluice.app.testing),
-            Module("sluice.app.advanced", sluice.app.advanced, brief=True),
+            Module(
+                "sluice.app.advanced",
+                sluice.app.advanced,
+                used_by=import_comments(sluice.app.advanced),
+            ),
         ],
         app_settings=[(a.name, a.settings) for a in default_apps().apps if a.settings is not None],
     )

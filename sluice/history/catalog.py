@@ -37,6 +37,7 @@ class SegmentRef(msgspec.Struct, frozen=True):
     types: dict[str, int]
 
     def holds_any(self, types: Sequence[str]) -> bool:
+        """Whether the segment holds an event of one of ``types``."""
         return any(t in self.types for t in types)
 
 

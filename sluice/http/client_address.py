@@ -36,7 +36,8 @@ class Caller(Protocol):
     head parsed before aiohttp made a request of it (``sluice.http.redirect_wire``)."""
 
     @property
-    def headers(self) -> CIMultiDictProxy[str]: ...
+    def headers(self) -> CIMultiDictProxy[str]:
+        """The request's headers, by case-insensitive name."""
 
     @property
     def remote(self) -> str | None:

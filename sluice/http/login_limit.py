@@ -185,6 +185,7 @@ class LoginLimiter:
             return  # left in progress: counted as a failure after IN_PROGRESS_SECONDS
 
     async def succeeded(self, email: str) -> None:
+        """A login succeeded: forget the email's failures and attempts in progress."""
         keys = self._keys(email)
         self._local.pop(keys[0], None)
         try:

@@ -49,6 +49,7 @@ class Form:
     error: str | None = None
 
     def render(self) -> str:
+        """The form as HTML, every value escaped."""
         action = "" if self.action is None else f' action="{html.escape(self.action)}"'
         hidden = "".join(
             f'<input type="hidden" name="{html.escape(name)}" value="{html.escape(value)}">'

@@ -34,6 +34,7 @@ class Page:
         return cls(html.encode(), headers)
 
     def response(self) -> web.Response:
+        """The page as an HTML response with its headers."""
         return web.Response(
             body=self.body, content_type="text/html", charset="utf-8", headers=self.headers
         )

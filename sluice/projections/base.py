@@ -41,6 +41,7 @@ class EngineProjection:
 
     @property
     def processed_table(self) -> str:
+        """The table of the event ids the projection has applied (its dedupe)."""
         return f"{self.name.replace('-', '_')}_processed"
 
     @property

@@ -64,6 +64,7 @@ class Place:
     entry: str
 
     def public_id(self, keys: Keys) -> str:
+        """The dead letter's id as an operator sees it (``public_id``)."""
         return public_id(self.entry, self.partition, keys.partitions)
 
 

@@ -115,6 +115,7 @@ class CronSchedule:
         return list(islice(runs, count))
 
     def describe(self) -> str:
+        """The expression and its time zone, as a user wrote them."""
         return f"{self.expr} {self.timezone}"
 
     def _occurrences(self, after: datetime) -> Iterator[datetime]:

@@ -237,9 +237,12 @@ class Claim:
         self._used = False
 
     async def hash(self, password: str) -> str:
+        """``password``'s scrypt hash, computed in a thread once the claim's turn comes."""
         return await self._run(hash_password, password)
 
     async def verify(self, password: str, stored: str) -> bool:
+        """Whether ``password`` matches the ``stored`` hash, checked in a thread once the
+        claim's turn comes."""
         return await self._run(verify_password, password, stored)
 
     async def _run(self, work: Callable[..., T], *args: str) -> T:

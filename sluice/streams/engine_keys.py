@@ -51,6 +51,7 @@ class Keys:
         return f"{self.space(partition)}:retry:{group}"
 
     def dead(self, group: str, partition: int = 0) -> str:
+        """The stream of ``group``'s dead letters in ``partition``."""
         return f"{self.space(partition)}:dead:{group}"
 
     def delayed(self, group: str, partition: int = 0) -> str:
@@ -68,6 +69,7 @@ class Keys:
         return f"{self.prefix}:history:{{{group}}}:{metric}:{hour}"
 
     def relay_lock(self) -> str:
+        """The lock the relay holds: one relay publishes at a time."""
         return f"{self.prefix}:relay:lock"
 
     def outbox_channel(self) -> str:
@@ -75,6 +77,7 @@ class Keys:
         return f"{self.prefix}:outbox"
 
     def login_failures(self, email_digest: str) -> str:
+        """A sorted set of a login subject's failure times (``LoginLimiter``)."""
         # A sorted set of failure times (before: a counter under :login:fail:). Tagged by
         # the digest, as ``login_attempts``: the limiter's script takes both, so they
         # share a cluster slot. (The tag renamed the keys: an upgrade forgets the
@@ -91,6 +94,7 @@ class Keys:
         return f"{self.prefix}:login:email-failures:{{{email_digest}}}"
 
     def login_email_attempts(self, email_digest: str) -> str:
+        """An email's login attempts in progress from every client (as ``login_attempts``)."""
         return f"{self.prefix}:login:email-attempts:{{{email_digest}}}"
 
     def login_known(self, pair_digest: str) -> str:

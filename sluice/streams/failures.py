@@ -189,4 +189,5 @@ class Failures:
             after = "(" + (last.decode() if isinstance(last, bytes) else str(last))
 
     async def drop(self, dead_id: str) -> bool:
+        """Delete one dead letter for good; False when it was not there."""
         return bool(await self.redis.xdel(self.dead_key, dead_id))

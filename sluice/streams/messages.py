@@ -27,14 +27,17 @@ class Message:
 
     @property
     def key(self) -> EntryKey:
+        """The entry's stream and id, which name it among a batch's outcomes."""
         return (self.stream, self.entry_id)
 
     @property
     def event_id(self) -> str:
+        """The event's id (what a handler dedupes on); empty when the entry has none."""
         return self.fields.get("event_id", "")
 
     @property
     def seq(self) -> int:
+        """The event's position in the history; 0 when the entry has none."""
         try:
             return int(self.fields.get("seq", "0"))
         except ValueError:
@@ -42,10 +45,12 @@ class Message:
 
     @property
     def type(self) -> str:
+        """The event's type name, read without decoding the event."""
         return self.fields.get("type", "")
 
     @property
     def trace_id(self) -> str:
+        """The trace the event belongs to; empty when the entry has none."""
         return self.fields.get("trace_id", "")
 
     @property

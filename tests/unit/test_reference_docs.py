@@ -80,6 +80,13 @@ async def forget_order(order_id: str) -> None:
     pass
 
 
+class OrderShelf:
+    """Where archived orders are kept."""
+
+    def find(self, order_id: str) -> str:
+        return order_id
+
+
 def _with_public(
     name: str, obj: object, module: types.ModuleType = sluice.app, apps: str = ""
 ) -> Callable[[Sources], Sources]:
@@ -197,6 +204,10 @@ REFUSED: dict[str, tuple[Callable[[Sources], Sources], str]] = {
     "advanced name without a docstring": (
         _with_public("forget_order", forget_order, sluice.app.advanced, "orders"),
         "function forget_order of sluice.app.advanced has no docstring",
+    ),
+    "advanced class with a method without a docstring": (
+        _with_public("OrderShelf", OrderShelf, sluice.app.advanced, "orders"),
+        "OrderShelf.find of sluice.app.advanced has no docstring",
     ),
     "advanced name without the apps that use it": (
         _with_public("archive_order", archive_order, sluice.app.advanced),

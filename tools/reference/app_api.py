@@ -238,26 +238,32 @@ def _first_paragraph(text: str) -> str:
     return " ".join(_doc(text).split("\n\n")[0].split())
 
 
+def _kind_and_text(name: str, obj: Any, origin: str) -> tuple[str, str]:
+    """What ``obj`` is, and the text that documents it (``origin``: where it is defined)."""
+    if inspect.ismodule(obj):
+        return "module", obj.__doc__ or ""
+    if isinstance(obj, type) and not hasattr(obj, "__origin__"):
+        text = obj.__doc__ or ""
+        return "class", "" if text.startswith(f"{obj.__name__}(") else text  # a dataclass's
+    if inspect.isfunction(obj) or inspect.iscoroutinefunction(obj):
+        return "function", obj.__doc__ or ""
+    return "value", _value_comment(name, origin)
+
+
 def _brief(module: ModuleType, used_by: Mapping[str, str], problems: list[str]) -> str:
     """``module``'s names as one table: kind, summary, the built-in apps that use each."""
     imported = _imported_from(module)
     rows = []
     for name in getattr(module, "__all__", ()):
         obj = getattr(module, name)
-        if inspect.ismodule(obj):
-            kind, text = "module", obj.__doc__ or ""
-        elif isinstance(obj, type) and not hasattr(obj, "__origin__"):
-            kind, text = "class", obj.__doc__ or ""
-            if text.startswith(f"{obj.__name__}("):  # a dataclass's own
-                text = ""
-        elif inspect.isfunction(obj) or inspect.iscoroutinefunction(obj):
-            kind, text = "function", obj.__doc__ or ""
-        else:
-            origin = imported.get(name, module.__name__)
-            kind, text = "value", _value_comment(name, origin)
+        kind, text = _kind_and_text(name, obj, imported.get(name, module.__name__))
         summary = _first_paragraph(text)
         if not summary:
             problems.append(f"{kind} {name} of {module.__name__} has no docstring")
+        if kind == "class":  # not shown, but documented as on the rest of the page
+            for method, member in _own_methods(obj):
+                if not _doc(getattr(member, "__doc__", None)):
+                    problems.append(f"{name}.{method} of {module.__name__} has no docstring")
         if not used_by.get(name):
             problems.append(f"{name} of {module.__name__} has no comment naming its apps")
         rows.append([code(name), kind, summary, used_by.get(name, "")])

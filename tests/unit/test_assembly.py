@@ -15,6 +15,7 @@ from pathlib import Path
 import sluice
 from sluice.app.assembly import assemble, default_apps
 from sluice.config import load_config
+from tests.module_imports import imports
 
 ROOT = Path(sluice.__file__).parent
 # The layers that build a process: the app API (the assembly, the testing plugin) and
@@ -23,40 +24,12 @@ ASSEMBLERS = ("app", "cli")
 ASKING = ("sluice.app.loading", "sluice.app.assembly")
 
 
-def _type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imports(tree: ast.AST) -> list[tuple[int, str]]:
-    """Every module ``tree`` imports at run time (not under ``if TYPE_CHECKING:``)."""
-    found: list[tuple[int, str]] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.append((node.lineno, node.module))
-            found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return found
-
-
 def test_no_module_outside_the_app_api_and_the_cli_asks_for_the_loaded_apps() -> None:
     asking = [
         f"{path.relative_to(ROOT.parent)}:{line} imports {name}"
         for path in sorted(ROOT.rglob("*.py"))
         if path.relative_to(ROOT).parts[0] not in ASSEMBLERS
-        for line, name in _imports(ast.parse(path.read_text("utf-8")))
+        for line, name in imports(ast.parse(path.read_text("utf-8")))
         if name in ASKING
     ]
     assert asking == []

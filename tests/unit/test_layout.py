@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 import sluice
+from tests.module_imports import imports
 
 ROOT = Path(sluice.__file__).parent
 
@@ -48,16 +49,11 @@ def test_no_contract_ignores_an_import() -> None:
 
 def test_a_built_in_app_imports_only_the_app_api_even_inside_a_function() -> None:
     """lint-imports sees every import; this says which one broke the rule, by file."""
-    wrong = []
-    for path in sorted((ROOT / "builtin").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            for name in names:
-                inside = name.startswith(("sluice.app", "sluice.builtin"))
-                if (name == "sluice" or name.startswith("sluice.")) and not inside:
-                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in sorted((ROOT / "builtin").rglob("*.py"))
+        for line, name in imports(ast.parse(path.read_text()), for_annotations=True)
+        if (name == "sluice" or name.startswith("sluice."))
+        and not name.startswith(("sluice.app", "sluice.builtin"))
+    ]
     assert wrong == []

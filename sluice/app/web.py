@@ -25,19 +25,24 @@ from sluice.http.app_keys import CONFIG, REDIS, STORE, TRACE_ID
 from sluice.store import Store
 
 
-def store(request: web.Request) -> Store:
-    """The store of this API process (SQLite or PostgreSQL, as configured)."""
-    return request.app[STORE]
+def _app(where: web.Request | web.Application) -> web.Application:
+    return where if isinstance(where, web.Application) else where.app
 
 
-def redis(request: web.Request) -> Redis:
+def store(where: web.Request | web.Application) -> Store:
+    """The store of this API process (SQLite or PostgreSQL, as configured), from a
+    request or, in an ``App.api_context``, from the application."""
+    return _app(where)[STORE]
+
+
+def redis(where: web.Request | web.Application) -> Redis:
     """The Redis client of this API process (a cluster client on a Redis Cluster)."""
-    return request.app[REDIS]
+    return _app(where)[REDIS]
 
 
-def config(request: web.Request) -> Config:
+def config(where: web.Request | web.Application) -> Config:
     """The deployment's configuration, as this API process read it at start."""
-    return request.app[CONFIG]
+    return _app(where)[CONFIG]
 
 
 def trace_id(request: web.Request) -> str:

@@ -264,4 +264,4 @@ def test_every_name_an_app_may_import_is_on_the_app_api_page(sources: Sources) -
     advanced = page[page.index("\n## `sluice.app.advanced`\n") :]
     for name in sluice.app.advanced.__all__:
         assert f"\n| `{name}` | " in advanced, name
-    assert "| `STORE` | value | The database" in advanced
+    assert "| `KEYS` | value | The Redis key and stream names" in advanced

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from sluice.app.advanced import STORE
+from sluice.app import store
 from sluice.builtin.accounts.app import app
 from sluice.builtin.accounts.http import tokens, users, verification
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
@@ -22,5 +22,5 @@ app.tag("users", "Accounts, tokens, email verification, unsubscribing from mail"
 @app.api_context
 async def mail_link_key(web_app: web.Application) -> AsyncIterator[None]:
     """The key of the signed links in mails (verification, one-click unsubscribe)."""
-    web_app[MAIL_LINK_KEY] = LinkKey(web_app[STORE])
+    web_app[MAIL_LINK_KEY] = LinkKey(store(web_app))
     yield

@@ -24,10 +24,11 @@ from sluice.app import (
     read_json,
     request_body,
     require_user,
+    store,
     too_many,
     utcnow,
 )
-from sluice.app.advanced import CLIENT_LIMITS, PASSWORDS, STORE, by_account
+from sluice.app.advanced import CLIENT_LIMITS, PASSWORDS, by_account
 from sluice.builtin.accounts.http.schemas import PasswordChange, TokenInfo, TokenList
 from sluice.builtin.accounts.http.users import checked_password, password_errors
 from sluice.builtin.accounts.stored import change_password, delete_user_token, user_tokens
@@ -60,7 +61,7 @@ async def change_own_password(request: web.Request) -> web.Response:
         if await checked_password(request, claim, user.email, current, address) is None:
             raise Unauthorized("the current password is wrong")
     new_hash = await hasher.hash(new, claimant=by_account(user.id))
-    await change_password(request.app[STORE], user.id, new_hash, keep=token)
+    await change_password(store(request), user.id, new_hash, keep=token)
     return web.Response(status=204)
 
 
@@ -68,7 +69,7 @@ async def list_tokens(request: web.Request) -> web.Response:
     user = await require_user(request)
     token = bearer_token(request)
     assert token is not None
-    rows = await user_tokens(request.app[STORE], user.id, token, utcnow())
+    rows = await user_tokens(store(request), user.id, token, utcnow())
     items = [
         TokenInfo(id=r.id, created_at=r.created_at, expires_at=r.expires_at, current=r.current)
         for r in rows
@@ -80,7 +81,7 @@ async def revoke_token(request: web.Request) -> web.Response:
     user = await require_user(request)
     public_id = request.match_info["id"]
     if not TOKEN_ID.fullmatch(public_id) or not await delete_user_token(
-        request.app[STORE], user.id, public_id, utcnow()
+        store(request), user.id, public_id, utcnow()
     ):
         raise NotFound("you have no token with this id")
     return web.Response(status=204)

@@ -27,7 +27,9 @@ from sluice.app import (
     read_json,
     request_body,
     require_user,
+    store,
     too_many,
+    trace_id,
     utcnow,
     uuid7,
 )
@@ -38,8 +40,6 @@ from sluice.app.advanced import (
     LOGIN_LIMITER,
     PASSWORDS,
     REGISTER,
-    STORE,
-    TRACE_ID,
     Claim,
     by_address,
     credentials,
@@ -106,9 +106,9 @@ async def register(request: web.Request) -> web.Response:
         await request.app[CLIENT_LIMITS].take(REGISTER, request)
         password_hash = await claim.hash(password)
     user = User(id=uuid7(), email=email, name=name, created_at=utcnow())
-    event = UserRegistered(user_id=user.id, email=email, name=name, trace_id=request[TRACE_ID])
+    event = UserRegistered(user_id=user.id, email=email, name=name, trace_id=trace_id(request))
     try:
-        async with request.app[STORE].transaction() as tx:
+        async with store(request).transaction() as tx:
             await insert_user(tx, user, password_hash)
             await tx.append(event)
     except EmailTaken:
@@ -131,7 +131,7 @@ async def checked_password(
     limiter = request.app[LOGIN_LIMITER]
     attempt = await limiter.attempt(email, address)  # counted as in progress from now
     try:
-        found = await credentials(request.app[STORE], email)
+        found = await credentials(store(request), email)
         stored_hash = found[1] if found else DUMMY_HASH
         valid = await claim.verify(password[: PASSWORD_MAX * 4], stored_hash)
     except BaseException:  # no answer on the password (503, the client gone): not a failure
@@ -162,7 +162,7 @@ async def create_token(request: web.Request) -> web.Response:
     token = secrets.token_urlsafe(32)
     now = utcnow()
     expires = now + timedelta(seconds=AccountsSettings.of(request).token_ttl_seconds)
-    await insert_token(request.app[STORE], token, found, now, expires)
+    await insert_token(store(request), token, found, now, expires)
     return json_response(TokenOut(token=token, expires_at=expires), 201)
 
 
@@ -170,7 +170,7 @@ async def delete_current_token(request: web.Request) -> web.Response:
     await require_user(request)
     token = bearer_token(request)
     assert token is not None  # require_user passed
-    await delete_token(request.app[STORE], token)
+    await delete_token(store(request), token)
     return web.Response(status=204)
 
 

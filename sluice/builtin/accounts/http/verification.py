@@ -31,8 +31,10 @@ from sluice.app import (
     read_json,
     ref,
     require_user,
+    store,
     token_query,
     too_many,
+    trace_id,
     user_by_id,
     utcnow,
 )
@@ -40,8 +42,6 @@ from sluice.app.advanced import (
     FORM,
     HTML_PAGE,
     JSON,
-    STORE,
-    TRACE_ID,
     Form,
     is_form,
     page,
@@ -74,7 +74,7 @@ async def _genuine(request: web.Request, token: object) -> User:
         link = parse_verify_token(token)
     except BadLink:
         raise _not_ours() from None
-    user = await user_by_id(request.app[STORE], link.user_id)
+    user = await user_by_id(store(request), link.user_id)
     key = await request.app[MAIL_LINK_KEY].get()
     if user is None or not link.signed_for(key, user.email):
         raise _not_ours()
@@ -113,7 +113,7 @@ async def verify(request: web.Request) -> web.Response:
     else:
         token = (await read_json(request, VerifyBody)).token
     user = await _genuine(request, token)
-    done = await stored.verify(request.app[STORE], user.id, user.email, utcnow(), request[TRACE_ID])
+    done = await stored.verify(store(request), user.id, user.email, utcnow(), trace_id(request))
     if done.verified_at is None:  # the address changed since the check
         raise _not_ours()
     if from_form:
@@ -127,14 +127,14 @@ async def request_link(request: web.Request) -> web.Response:
     """A new verification link to the caller's address; one an hour, three in all."""
     user = await require_user(request)
     now = utcnow()
-    async with request.app[STORE].transaction() as tx:
+    async with store(request).transaction() as tx:
         outcome, next_at = await stored.request_link(
             tx, user.id, now, NEW_LINK_COOLDOWN, NEW_LINKS_MAX
         )
         if outcome is stored.Requested.OK:
             await tx.append(
                 VerificationRequested(
-                    user_id=user.id, email=user.email, name=user.name, trace_id=request[TRACE_ID]
+                    user_id=user.id, email=user.email, name=user.name, trace_id=trace_id(request)
                 )
             )
     if outcome is stored.Requested.VERIFIED:

@@ -9,11 +9,9 @@ from collections.abc import AsyncIterator
 import structlog
 from aiohttp import hdrs, web
 
-from sluice.app import UNAUTHORIZED, USER, Conflict, Gone, Route, problem
+from sluice.app import UNAUTHORIZED, USER, Conflict, Gone, Route, problem, store, trace_id
 from sluice.app.advanced import (
     JSON,
-    STORE,
-    TRACE_ID,
     Doc,
     Validators,
     not_modified,
@@ -48,7 +46,7 @@ async def job_result(request: web.Request) -> web.StreamResponse:
         return web.Response(status=304, headers=current.headers())
     span = requested_range(request, current)
     start, stop = span or (0, current.size)
-    async with contextlib.aclosing(chunks.read(request.app[STORE], job.id, start, stop)) as body:
+    async with contextlib.aclosing(chunks.read(store(request), job.id, start, stop)) as body:
         try:
             first = await anext(body, None)  # before the status line: a failure is still a 5xx
         except chunks.ResultMissing:
@@ -72,7 +70,7 @@ def _csv_response(
             **current.headers(),
             hdrs.CONTENT_TYPE: content_type,
             hdrs.CONTENT_DISPOSITION: f'attachment; filename="{filename}"',
-            "X-Trace-Id": request[TRACE_ID],  # prepared in the view: the middleware cannot add it
+            "X-Trace-Id": trace_id(request),  # prepared in the view: the middleware cannot add it
         }
     )
     if span is not None:

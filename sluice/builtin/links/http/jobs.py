@@ -24,22 +24,22 @@ from sluice.app import (
     Route,
     TooManyRequests,
     Unprocessable,
+    config,
     json_response,
     ok,
     problem,
+    redis,
     ref,
     require_admin,
     require_user,
     require_user_or_admin,
+    store,
     too_many,
+    trace_id,
 )
 from sluice.app.advanced import (
-    CONFIG,
     JSON,
     KEYS,
-    REDIS,
-    STORE,
-    TRACE_ID,
     signal_cancel,
 )
 from sluice.builtin.links.exports import jobs
@@ -58,7 +58,7 @@ _STATUSES: tuple[str, ...] = get_args(jobs.Status)
 
 
 def _job_url(request: web.Request, job_id: str) -> str:
-    return f"{request.app[CONFIG].base_url}/v1/jobs/{job_id}"
+    return f"{config(request).base_url}/v1/jobs/{job_id}"
 
 
 def _result_available(job: Job) -> bool:
@@ -87,7 +87,7 @@ async def request_export(request: web.Request) -> web.Response:
     per_user = LinksSettings.of(request).exports_per_user
     try:
         job, _ = await jobs.request_export(
-            request.app[STORE], user.id, code, request[TRACE_ID], per_user=per_user
+            store(request), user.id, code, trace_id(request), per_user=per_user
         )
     except jobs.NoSuchLink:
         raise NotFound(f"you have no link {code!r}") from None
@@ -113,7 +113,7 @@ def too_many_jobs(exc: TooManyJobs) -> TooManyRequests:
 async def own_job(request: web.Request) -> Job:
     user = await require_user(request)
     job_id = request.match_info["job_id"]
-    job = await jobs.get_job(request.app[STORE], job_id)
+    job = await jobs.get_job(store(request), job_id)
     if job is None or job.owner_id != user.id:
         raise NotFound(f"you have no job {job_id!r}")
     return job
@@ -129,14 +129,14 @@ async def cancel_job(request: web.Request) -> web.Response:
     user = await require_user_or_admin(request)
     job_id = request.match_info["job_id"]
     try:
-        job = await jobs.cancel(request.app[STORE], job_id, None if user is None else user.id)
+        job = await jobs.cancel(store(request), job_id, None if user is None else user.id)
     except jobs.NoSuchJob:
         raise NotFound(f"{'no' if user is None else 'you have no'} job {job_id!r}") from None
     except jobs.AlreadyFinished as exc:
         raise Conflict(
             f"the job is {exc.job.status} already; only a queued or running job can be cancelled"
         ) from None
-    await signal_cancel(request.app[REDIS], request.app[KEYS], job.kind, job.id)
+    await signal_cancel(redis(request), request.app[KEYS], job.kind, job.id)
     log.info("job cancelled", job_id=job.id, by="admin" if user is None else "owner")
     return json_response(_out(request, job), 202)
 
@@ -182,9 +182,7 @@ async def list_jobs(request: web.Request) -> web.Response:
             "invalid query parameters",
             [FieldError("status", f"must be one of {', '.join(_STATUSES)}")],
         )
-    found = await jobs.newest(
-        request.app[STORE], cast("jobs.Status | None", status), ADMIN_JOBS_MAX
-    )
+    found = await jobs.newest(store(request), cast("jobs.Status | None", status), ADMIN_JOBS_MAX)
     return json_response([_admin_out(job) for job in found])
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from sluice.app import FieldError, Unprocessable, User
-from sluice.app.advanced import CONFIG, PASSWORDS, by_account
+from sluice.app import FieldError, Unprocessable, User, config
+from sluice.app.advanced import PASSWORDS, by_account
 from sluice.builtin.links import rules
 from sluice.builtin.links.http.schemas import LinkBody, LinkPatch
 from sluice.builtin.links.rules import Invalid, check_expiry, check_url, short_origin
@@ -83,7 +83,7 @@ def checked_changes(request: web.Request, body: LinkPatch, now: datetime) -> dic
     violation."""
     checks = Checks()
     changes: dict[str, Any] = {}
-    own = short_origin(request.app[CONFIG].base_url)
+    own = short_origin(config(request).base_url)
     if body.url is not msgspec.UNSET:
         changes["url"] = checks.run("url", check_url, body.url, own)
     if body.expires_at is None:

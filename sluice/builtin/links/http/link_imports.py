@@ -22,13 +22,16 @@ from sluice.app import (
     Route,
     Unprocessable,
     UnsupportedMediaType,
+    config,
     json_response,
     ok,
     problem,
     require_user,
+    store,
     too_many,
+    trace_id,
 )
-from sluice.app.advanced import CONFIG, STORE, TRACE_ID, LargeBody
+from sluice.app.advanced import LargeBody
 from sluice.builtin.links.exports.job_limits import TooManyJobs, active_jobs, check_active
 from sluice.builtin.links.http.jobs import too_many_jobs
 from sluice.builtin.links.http.schemas import ExportStarted
@@ -51,7 +54,7 @@ async def admit_upload(request: web.Request) -> None:
     body's type (415) and a free place among the caller's imports (429)."""
     user = await require_user(request)
     _check_type(request)
-    active = await active_jobs(request.app[STORE], IMPORT, user.id)
+    active = await active_jobs(store(request), IMPORT, user.id)
     try:
         check_active(IMPORT, active, LinksSettings.of(request).imports_per_user)
     except TooManyJobs as exc:
@@ -72,17 +75,17 @@ async def request_import(request: web.Request) -> web.Response:
         raise Unprocessable(str(exc)) from None
     try:
         job, _ = await jobs.request_import(
-            request.app[STORE],
+            store(request),
             user.id,
             data,
             parsed.format.name,
             len(parsed.drafts),
-            request[TRACE_ID],
+            trace_id(request),
             per_user=LinksSettings.of(request).imports_per_user,
         )
     except TooManyJobs as exc:
         raise too_many_jobs(exc) from None
-    status_url = f"{request.app[CONFIG].base_url}/v1/jobs/{job.id}"
+    status_url = f"{config(request).base_url}/v1/jobs/{job.id}"
     return json_response(
         ExportStarted(job_id=job.id, status_url=status_url), 202, headers={"Location": status_url}
     )

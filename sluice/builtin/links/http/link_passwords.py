@@ -57,15 +57,22 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from sluice.app import Route, TooManyRequests, UnsupportedMediaType, html_page, problem, utcnow
+from sluice.app import (
+    Route,
+    TooManyRequests,
+    UnsupportedMediaType,
+    html_page,
+    problem,
+    redis,
+    store,
+    utcnow,
+)
 from sluice.app.advanced import (
     FORM,
     KEYS,
     MAX_FAILURES,
     NO_STORE,
     PASSWORDS,
-    REDIS,
-    STORE,
     WINDOW_SECONDS,
     Claim,
     ClaimantBusy,
@@ -113,7 +120,7 @@ LINK_PASSWORD_LIMITER = web.AppKey("link_password_limiter", LinkPasswordLimiter)
 
 async def password_limits(app: web.Application) -> AsyncIterator[None]:
     """cleanup_ctx (after the Redis client): the limiter of wrong link passwords."""
-    app[LINK_PASSWORD_LIMITER] = LinkPasswordLimiter(app[REDIS], app[KEYS])
+    app[LINK_PASSWORD_LIMITER] = LinkPasswordLimiter(redis(app), app[KEYS])
     yield
 
 
@@ -178,7 +185,7 @@ async def _posted_password(request: web.Request) -> str:
 async def _right(request: web.Request, code: str, password: str, claim: Claim) -> bool | None:
     """Whether ``password`` is the link's, by its hash as stored now; None when the
     link has none (any more). The hash is the client address's to claim: a visitor's."""
-    link = await get_link(request.app[STORE], code)
+    link = await get_link(store(request), code)
     if link is None or link.password_hash is None:
         return None
     if not 0 < len(password) <= PASSWORD_MAX:  # no hash to spend on what cannot match

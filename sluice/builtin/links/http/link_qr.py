@@ -15,10 +15,11 @@ from sluice.app import (
     NotFound,
     Route,
     Unprocessable,
+    config,
     problem,
     require_user,
+    store,
 )
-from sluice.app.advanced import CONFIG, STORE
 from sluice.builtin.links import qr
 from sluice.builtin.links.http.schemas import CODE, NO_LINK
 from sluice.builtin.links.stored import get_link
@@ -49,10 +50,10 @@ async def link_qr(request: web.Request) -> web.Response:
     user = await require_user(request)
     code = request.match_info["code"]
     fmt, scale = _query(request)
-    link = await get_link(request.app[STORE], code)
+    link = await get_link(store(request), code)
     if link is None or link.owner_id != user.id:
         raise NotFound(f"you have no link {code!r}")
-    short_url = f"{request.app[CONFIG].base_url}/{link.code}"
+    short_url = f"{config(request).base_url}/{link.code}"
     # Named by what draws it, so a 304 needs no drawing.
     named = f"{short_url}\0{fmt}\0{scale}\0{segno.__version__}".encode()
     etag = hashlib.sha256(named).hexdigest()[:32]

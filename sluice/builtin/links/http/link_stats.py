@@ -20,9 +20,9 @@ from sluice.app import (
     ok,
     problem,
     require_user,
+    store,
     utcnow,
 )
-from sluice.app.advanced import STORE
 from sluice.builtin.links.http.link_stats_schemas import (
     BrowserVisits,
     CountryVisits,
@@ -75,13 +75,13 @@ def stats_range(query: Mapping[str, str], today: date) -> tuple[date, date]:
 async def link_stats(request: web.Request) -> web.Response:
     user = await require_user(request)
     code = request.match_info["code"]
-    store = request.app[STORE]
-    link = await get_link(store, code)
+    db = store(request)
+    link = await get_link(db, code)
     if link is None or link.owner_id != user.id:
         raise NotFound(f"you have no short link {code}")
     now = utcnow()
     first, last = stats_range(request.query, now.astimezone(UTC).date())
-    stats = await read_stats(store, code, first, last)
+    stats = await read_stats(db, code, first, last)
     facets = stats.facets
     return json_response(
         LinkStatsOut(

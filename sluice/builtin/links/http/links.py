@@ -18,6 +18,7 @@ from sluice.app import (
     Forbidden,
     NotFound,
     Route,
+    config,
     json_response,
     ok,
     parse_limit,
@@ -25,10 +26,12 @@ from sluice.app import (
     read_json,
     request_body,
     require_user,
+    store,
     too_many,
+    trace_id,
     utcnow,
 )
-from sluice.app.advanced import APPS, CONFIG, STORE, TRACE_ID
+from sluice.app.advanced import APPS
 from sluice.builtin.links import repository, rules
 from sluice.builtin.links.events import LinkCreated, LinkUpdated
 from sluice.builtin.links.http.keys import VISIT_LIMITER
@@ -53,7 +56,7 @@ POOL_REFILLER = web.AppKey("pool_refiller", PoolRefiller)
 async def code_pool(app: web.Application) -> AsyncIterator[None]:
     """Own the low-mark refill task. Nothing is refilled at startup: the first link that
     finds the pool low starts a refill in the background."""
-    refiller = PoolRefiller(app[STORE], LinksSettings.of(app).code_pool_target)
+    refiller = PoolRefiller(store(app), LinksSettings.of(app).code_pool_target)
     app[POOL_REFILLER] = refiller
     try:
         yield
@@ -64,7 +67,7 @@ async def code_pool(app: web.Application) -> AsyncIterator[None]:
 def _out(request: web.Request, link: Link) -> LinkOut:
     return LinkOut(
         code=link.code,
-        short_url=f"{request.app[CONFIG].base_url}/{link.code}",
+        short_url=f"{config(request).base_url}/{link.code}",
         url=link.url,
         expires_at=link.expires_at,
         disabled=link.disabled,
@@ -85,7 +88,7 @@ async def create_link(request: web.Request) -> web.Response:
     body = await read_json(request, LinkBody)
     now = utcnow()
     checks = Checks()
-    own = short_origin(request.app[CONFIG].base_url)
+    own = short_origin(config(request).base_url)
     url = checks.run("url", check_url, body.url or "", own)
     routes = request.app[APPS].reserved_words
     alias = None if body.alias is None else checks.run("alias", check_alias, body.alias, routes)
@@ -107,14 +110,14 @@ async def create_link(request: web.Request) -> web.Response:
         **fields,
     )
     try:
-        async with request.app[STORE].transaction() as tx:
+        async with store(request).transaction() as tx:
             room = await repository.room_for_links(
                 tx, user.id, LinksSettings.of(request).links_per_user
             )
             if room.full:
                 raise Forbidden(room.refusal())
             link, pool_empty = await repository.create_link(tx, draft, alias=alias)
-            await tx.append(repository.link_event(LinkCreated, link, request[TRACE_ID]))
+            await tx.append(repository.link_event(LinkCreated, link, trace_id(request)))
     except repository.AliasTaken:
         raise Conflict(f"the alias {body.alias!r} is taken") from None
     except repository.NoFreeCode as exc:
@@ -145,7 +148,7 @@ async def list_links(request: web.Request) -> web.Response:
     is null on the last page."""
     user = await require_user(request)
     limit, after, tag = _page_query(request)
-    links = await repository.links_page(request.app[STORE], user.id, limit + 1, after, tag=tag)
+    links = await repository.links_page(store(request), user.id, limit + 1, after, tag=tag)
     next_cursor = repository.encode_cursor(links[limit - 1]) if len(links) > limit else None
     items = [_out(request, link) for link in links[:limit]]
     return json_response(LinkPage(items=items, next_cursor=next_cursor))
@@ -159,7 +162,7 @@ def _not_found(code: str) -> NotFound:
 async def read_link(request: web.Request) -> web.Response:
     user = await require_user(request)
     code = request.match_info["code"]
-    link = await get_link(request.app[STORE], code)
+    link = await get_link(store(request), code)
     if link is None or link.owner_id != user.id:
         raise _not_found(code)
     return json_response(_out(request, link))
@@ -175,7 +178,7 @@ async def patch_link(request: web.Request) -> web.Response:
     body = await read_json(request, LinkPatch)
     now = utcnow()
     changes = await hashed(request, checked_changes(request, body, now), user)  # before the lock
-    async with request.app[STORE].transaction() as tx:
+    async with store(request).transaction() as tx:
         old = await repository.link_for_update(tx, code)
         if old is None or old.owner_id != user.id:
             raise _not_found(code)
@@ -183,7 +186,7 @@ async def patch_link(request: web.Request) -> web.Response:
         if old.max_visits is None and link.max_visits is not None:
             await _restart_count(request, code)
         await repository.save_link(tx, link, now, old_tags=old.tags)
-        await tx.append(repository.link_event(LinkUpdated, link, request[TRACE_ID]))
+        await tx.append(repository.link_event(LinkUpdated, link, trace_id(request)))
     link_changed(request.app, link.code)
     return json_response(_out(request, link))
 

@@ -18,9 +18,9 @@ from sluice.app import (
     ok,
     problem,
     require_admin,
+    store,
     utcnow,
 )
-from sluice.app.advanced import STORE
 from sluice.builtin.links.http.keys import ORPHANS
 from sluice.builtin.links.http.link_stats import RANGE, RANGE_422, stats_range
 from sluice.builtin.links.orphan_report import TOP_CODES, read_orphans
@@ -54,7 +54,7 @@ async def orphan_visits(request: web.Request) -> web.Response:
     first, last = stats_range(request.query, utcnow().astimezone(UTC).date())
     # This process's tally first: what it just answered 404 shows at once.
     await request.app[ORPHANS].flush()
-    report = await read_orphans(request.app[STORE], first, last)
+    report = await read_orphans(store(request), first, last)
     return json_response(
         OrphanVisits(
             from_=first,
@@ -71,7 +71,7 @@ async def count_orphans(app: web.Application) -> AsyncIterator[None]:
     """The orphan visit counter and its writer; on shutdown it writes what is counted."""
     settings = LinksSettings.of(app)
     tally = OrphanTally(
-        app[STORE],
+        store(app),
         codes_per_day=settings.orphan_codes_per_day,
         retention_days=settings.orphan_retention_days,
         interval=settings.orphan_flush_ms / 1000,

@@ -24,16 +24,23 @@ from datetime import datetime
 import structlog
 from aiohttp import hdrs, web
 
-from sluice.app import ConfigError, DependencyDown, Route, html_page, problem, utcnow
+from sluice.app import (
+    ConfigError,
+    DependencyDown,
+    Route,
+    config,
+    html_page,
+    problem,
+    redis,
+    store,
+    trace_id,
+    utcnow,
+)
 from sluice.app.advanced import (
     APPS,
-    CONFIG,
     KEYS,
     NO_STORE,
     QUIET,
-    REDIS,
-    STORE,
-    TRACE_ID,
     VISITOR_KEY,
     Caller,
     Network,
@@ -107,9 +114,9 @@ def record_visit(request: web.Request, code: str, target: Target, now: datetime)
     """Hand the visit of a served redirect to the group commit: a GET's, or the POST that
     unlocked a password link (sluice/builtin/links/http/link_passwords.py)."""
     key = request.app[VISITOR_KEY]
-    visit = visit_of(request, key, code, now, request[TRACE_ID], request.app[TRUSTED_PROXIES])
+    visit = visit_of(request, key, code, now, trace_id(request), request.app[TRUSTED_PROXIES])
     request.app[VISITS].record(visit, counted=target.max_visits is not None)
-    request[QUIET] = request.app[CONFIG].redirect_log == "errors"
+    request[QUIET] = config(request).redirect_log == "errors"
 
 
 def destination(request: Caller, target: Target, trusted: tuple[Network, ...]) -> str:
@@ -188,22 +195,22 @@ def visit_of(
 async def follow_links(app: web.Application) -> AsyncIterator[None]:
     """The link cache, the tasks that keep it current (the links stream's follower and the
     change hints' listener), and the hints this process sends after its commits."""
-    store = app[STORE]
+    db = store(app)
 
     async def load(code: str) -> Target | None:
-        link = await get_link(store, code)
+        link = await get_link(db, code)
         return None if link is None else target_of(link)
 
     cache = LinkCache(load)
     app[LINK_CACHE] = cache
-    app[TRUSTED_PROXIES] = trusted_networks(app[CONFIG].trusted_proxies)
-    app[VISIT_LIMITER] = VisitLimiter(app[REDIS], app[KEYS], store)
+    app[TRUSTED_PROXIES] = trusted_networks(config(app).trusted_proxies)
+    app[VISIT_LIMITER] = VisitLimiter(redis(app), app[KEYS], db)
     channel = LinksKeys(app[KEYS].prefix).links_changed_channel()
     origin = secrets.token_hex(8)  # this process, in its hints
-    app[LINK_HINTS] = hints = ChangeHints(app[REDIS], channel, origin)
+    app[LINK_HINTS] = hints = ChangeHints(redis(app), channel, origin)
     # Connections of their own: a blocking XREAD or a subscription must not hold one
     # the requests need.
-    reader = redis_client(app[CONFIG], socket_timeout=FOLLOW_BLOCK_MS / 1000 + 5, retry=False)
+    reader = redis_client(config(app), socket_timeout=FOLLOW_BLOCK_MS / 1000 + 5, retry=False)
     streams = [app[KEYS].stream("links", partition) for partition in app[KEYS].numbers]
     follower = LinkFollower(reader, streams, cache, block_ms=FOLLOW_BLOCK_MS)
     app[LINK_FOLLOWER] = follower
@@ -233,7 +240,7 @@ async def record_visits(app: web.Application) -> AsyncIterator[None]:
     await asyncio.to_thread(warm_up)
     settings = LinksSettings.of(app)
     recorder = VisitRecorder(
-        app[STORE],
+        store(app),
         interval=settings.visit_flush_ms / 1000,
         batch=settings.visit_batch,
         max_buffer=settings.visit_buffer,
@@ -291,7 +298,7 @@ async def no_link_under_a_route(app: web.Application) -> AsyncIterator[None]:
     paths = {code: r for code, r in paths.items() if CODE.fullmatch(code)}
     if paths:
         marks = ", ".join("?" for _ in paths)
-        rows = await app[STORE].fetchall(
+        rows = await store(app).fetchall(
             f"SELECT code FROM links WHERE code IN ({marks})", [*paths]
         )
         if rows:

@@ -21,9 +21,9 @@ from sluice.app import (
     parse_limit,
     problem,
     require_user,
+    store,
     utcnow,
 )
-from sluice.app.advanced import STORE
 from sluice.builtin.links.http.link_stats import RANGE, RANGE_422, stats_range
 from sluice.builtin.links.http.link_stats_schemas import LinkVisitsOut, TopLinksOut
 from sluice.builtin.links.stats.reads import read_top_links
@@ -42,7 +42,7 @@ async def top_links(request: web.Request) -> web.Response:
         raise Unprocessable(exc.detail, [*exc.errors, *errors]) from None
     if limit is None:
         raise Unprocessable("invalid query parameters", errors)
-    links = await read_top_links(request.app[STORE], user.id, first, last, limit)
+    links = await read_top_links(store(request), user.id, first, last, limit)
     return json_response(
         TopLinksOut(
             from_=first,

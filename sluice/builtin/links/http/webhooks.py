@@ -18,6 +18,7 @@ from sluice.app import (
     NotFound,
     Route,
     Unprocessable,
+    config,
     db_time,
     from_db_time,
     json_response,
@@ -27,10 +28,10 @@ from sluice.app import (
     read_json,
     request_body,
     require_user,
+    store,
     utcnow,
     uuid7,
 )
-from sluice.app.advanced import CONFIG, STORE
 from sluice.builtin.links.rules import Invalid, short_origin
 from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.webhooks import repository
@@ -111,14 +112,14 @@ def _events(value: list[str] | None, errors: list[FieldError]) -> tuple[str, ...
 
 
 def _validated(request: web.Request, body: WebhookBody) -> tuple[str, tuple[str, ...], str]:
-    config = request.app[CONFIG]
+    deployment = config(request)
     errors: list[FieldError] = []
     url = ""
     try:
         url = check_target(
             body.url or "",
-            short_origin(config.base_url),
-            bool(LinksSettings.of(config).webhook_allow_private),
+            short_origin(deployment.base_url),
+            bool(LinksSettings.of(deployment).webhook_allow_private),
         )
     except Invalid as exc:
         errors.append(FieldError("url", str(exc)))
@@ -151,7 +152,7 @@ async def create_webhook(request: web.Request) -> web.Response:
         secret=secret,
         created_at=db_time(utcnow()),
     )
-    async with request.app[STORE].transaction() as tx:
+    async with store(request).transaction() as tx:
         await tx.serialize(f"webhooks:{user.id}")  # two creations at once count each other
         if await repository.count_of(tx, user.id) >= limit:
             raise _over_cap(limit)
@@ -165,14 +166,14 @@ async def create_webhook(request: web.Request) -> web.Response:
 
 async def list_webhooks(request: web.Request) -> web.Response:
     user = await require_user(request)
-    hooks = await repository.of_owner(request.app[STORE], user.id)
+    hooks = await repository.of_owner(store(request), user.id)
     return json_response(WebhookList(items=[_out(h) for h in hooks]))
 
 
 async def delete_webhook(request: web.Request) -> web.Response:
     user = await require_user(request)
     webhook_id = request.match_info["id"]
-    if not await repository.delete(request.app[STORE], webhook_id, user.id):
+    if not await repository.delete(store(request), webhook_id, user.id):
         raise NotFound(f"you have no webhook {webhook_id!r}")
     return web.Response(status=204)
 
@@ -181,10 +182,10 @@ async def list_deliveries(request: web.Request) -> web.Response:
     user = await require_user(request)
     webhook_id = request.match_info["id"]
     limit = query_limit(request, DELIVERIES_DEFAULT, ATTEMPTS_SHOWN)
-    store = request.app[STORE]
-    if await repository.get(store, webhook_id, user.id) is None:
+    db = store(request)
+    if await repository.get(db, webhook_id, user.id) is None:
         raise NotFound(f"you have no webhook {webhook_id!r}")
-    rows = await repository.attempts(store, webhook_id, limit)
+    rows = await repository.attempts(db, webhook_id, limit)
     return json_response(WebhookDeliveryList(items=[_delivery(r) for r in rows]))
 
 

@@ -14,12 +14,15 @@ from sluice.app import (
     UNAUTHORIZED,
     DependencyDown,
     Route,
+    config,
     json_response,
     ok,
     problem,
+    redis,
     require_admin,
+    store,
 )
-from sluice.app.advanced import CONFIG, KEYS, REDIS, REDIS_ERRORS, STORE, HistorySize, measure
+from sluice.app.advanced import KEYS, REDIS_ERRORS, HistorySize, measure
 from sluice.app.advanced import MaintenanceStatus as Status
 from sluice.app.advanced import maintenance_status as status
 
@@ -40,10 +43,10 @@ async def streams(request: web.Request) -> web.Response:
     await require_admin(request)
     async with redis_answers("stream status is unavailable"):
         report = await status(
-            request.app[REDIS],
+            redis(request),
             request.app[KEYS],
-            request.app[STORE],
-            request.app[CONFIG].stall_seconds,
+            store(request),
+            config(request).stall_seconds,
         )
     return json_response(report)
 
@@ -52,7 +55,7 @@ async def archive(request: web.Request) -> web.Response:
     """The event history's size: the hot table and the archive segments (the database only,
     so it answers while Redis is down)."""
     await require_admin(request)
-    return json_response(await measure(request.app[STORE]))
+    return json_response(await measure(store(request)))
 
 
 ROUTES = (

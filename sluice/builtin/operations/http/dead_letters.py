@@ -34,6 +34,7 @@ from sluice.app import (
     ok,
     problem,
     query_limit,
+    redis,
     ref,
     require_admin,
 )
@@ -42,7 +43,6 @@ from sluice.app.advanced import (
     EVENT_TYPES,
     JSON,
     KEYS,
-    REDIS,
     DeadLetter,
     Failures,
     Place,
@@ -93,7 +93,7 @@ async def dead_letters(request: web.Request) -> web.Response:
     groups = _groups(request)
     limit = query_limit(request, DEAD_LETTERS_DEFAULT, DEAD_LETTERS_MAX)
     async with redis_answers("dead letters are unavailable"):
-        letters = await list_dead_letters(request.app[REDIS], request.app[KEYS], groups, limit)
+        letters = await list_dead_letters(redis(request), request.app[KEYS], groups, limit)
     return json_response(letters)
 
 
@@ -106,7 +106,7 @@ async def _locate(request: web.Request) -> Place:
         dead = parse_dead_id(text, keys.partitions)
     except ValueError as exc:
         raise NotFound(str(exc)) from None
-    holding = await places_holding(request.app[REDIS], keys, candidates, dead)
+    holding = await places_holding(redis(request), keys, candidates, dead)
     if not holding:
         raise NotFound(f"no dead letter {text!r}")
     if len(holding) > 1:
@@ -119,7 +119,7 @@ async def _locate(request: web.Request) -> Place:
 
 
 def _failures(request: web.Request, place: Place) -> Failures:
-    return Failures(request.app[REDIS], request.app[KEYS], place.group, place.partition)
+    return Failures(redis(request), request.app[KEYS], place.group, place.partition)
 
 
 async def redrive(request: web.Request) -> web.Response:
@@ -154,7 +154,7 @@ async def redrive_all(request: web.Request) -> web.Response:
     await require_admin(request)
     groups, event_type = _bulk_filters(request)
     async with redis_answers("the dead letters were not redriven"):
-        moved = await redrive_matching(request.app[REDIS], request.app[KEYS], groups, event_type)
+        moved = await redrive_matching(redis(request), request.app[KEYS], groups, event_type)
     return json_response(BulkRedriven(redriven=moved), 202)
 
 

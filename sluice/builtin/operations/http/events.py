@@ -21,12 +21,12 @@ from sluice.app import (
     ok,
     problem,
     require_admin,
+    store,
 )
 from sluice.app.advanced import (
     APPS,
     LIMIT_DEFAULT,
     LIMIT_MAX,
-    STORE,
     Doc,
     EventPage,
     EventQuery,
@@ -76,7 +76,7 @@ def _processed(request: web.Request) -> list[str]:
 async def search_events(request: web.Request) -> web.Response:
     """A page of events, newest first; ``next_cursor`` is null on the last page."""
     await require_admin(request)
-    return json_response(await event_search.search(request.app[STORE], _query(request)))
+    return json_response(await event_search.search(store(request), _query(request)))
 
 
 async def show_event(request: web.Request) -> web.Response:
@@ -85,7 +85,7 @@ async def show_event(request: web.Request) -> web.Response:
     event_id = request.match_info["event_id"]
     story = None
     if len(event_id) <= 64:  # longer is no event id (they are UUIDs)
-        story = await stories.event_story(request.app[STORE], event_id, _processed(request))
+        story = await stories.event_story(store(request), event_id, _processed(request))
     if story is None:
         raise NotFound("no such event in the hot history (archived events are not shown)")
     return json_response(story)
@@ -99,7 +99,7 @@ async def show_trace(request: web.Request) -> web.Response:
         trace = event_search.trace_id(raw)
     except Invalid as exc:
         raise Unprocessable("invalid trace id", [FieldError("trace_id", str(exc))]) from None
-    story = await stories.trace_story(request.app[STORE], trace, _processed(request))
+    story = await stories.trace_story(store(request), trace, _processed(request))
     return json_response(story)
 
 

@@ -23,10 +23,11 @@ from sluice.app import (
     ok,
     parse_limit,
     problem,
+    redis,
     require_admin,
     utcnow,
 )
-from sluice.app.advanced import APPS, KEYS, MAX_MINUTES, REDIS, REDIS_ERRORS, SAMPLE_SECONDS
+from sluice.app.advanced import APPS, KEYS, MAX_MINUTES, REDIS_ERRORS, SAMPLE_SECONDS
 from sluice.app.advanced import GroupHistory as History
 from sluice.app.advanced import read_group_history as read_history
 
@@ -57,7 +58,7 @@ async def group_history(request: web.Request) -> web.Response:
     try:
         async with asyncio.timeout(REDIS_SECONDS):
             history = await read_history(
-                request.app[REDIS], request.app[KEYS], groups, minutes, utcnow()
+                redis(request), request.app[KEYS], groups, minutes, utcnow()
             )
     except REDIS_ERRORS as exc:
         raise DependencyDown("Redis does not answer; the history is unavailable") from exc

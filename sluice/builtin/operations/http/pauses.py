@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from sluice.app import ADMIN, FORBIDDEN, UNAUTHORIZED, NotFound, Route, problem, require_admin
-from sluice.app.advanced import APPS, STORE, pause
+from sluice.app import (
+    ADMIN,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    NotFound,
+    Route,
+    problem,
+    require_admin,
+    store,
+)
+from sluice.app.advanced import APPS, pause
 
 
 def _group(request: web.Request) -> str:
@@ -23,13 +32,13 @@ def _group(request: web.Request) -> str:
 
 async def pause_group(request: web.Request) -> web.Response:
     await require_admin(request)
-    await pause.pause(request.app[STORE], _group(request))
+    await pause.pause(store(request), _group(request))
     return web.Response(status=204)
 
 
 async def resume_group(request: web.Request) -> web.Response:
     await require_admin(request)
-    await pause.resume(request.app[STORE], _group(request))
+    await pause.resume(store(request), _group(request))
     return web.Response(status=204)
 
 

@@ -35,17 +35,18 @@ from sluice.app import (
     NotFound,
     Route,
     Unprocessable,
+    config,
     json_response,
     ok,
     problem,
     read_json,
     request_body,
     require_user,
+    store,
+    trace_id,
     utcnow,
 )
-from sluice.app.advanced import CONFIG, STORE, TRACE_ID
-from sluice.builtin.reminders import next_runs
-from sluice.builtin.reminders import stored as store
+from sluice.builtin.reminders import next_runs, stored
 from sluice.builtin.reminders.events import ReminderUpdated
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.http.reminder_checks import (
@@ -73,7 +74,7 @@ async def get_reminder(request: web.Request) -> web.Response:
     """The caller's reminder with its next runs; 404 unknown, another's or deleted."""
     user = await require_user(request)
     reminder_id = request.match_info["id"]
-    found = await store.find(request.app[STORE], reminder_id)
+    found = await stored.find(store(request), reminder_id)
     if found is None or found[1] or found[0].owner_id != user.id:
         raise _not_found(reminder_id)
     return json_response(await _answer(request, found[0], utcnow()))
@@ -85,7 +86,7 @@ async def _answer(request: web.Request, reminder: Reminder, now: datetime) -> Re
     if reminder.paused_at is not None:
         return reminder_out(reminder, [])
     runs = await request.app[UPCOMING].of(
-        request.app[STORE], {reminder.id: (reminder.cron, reminder.timezone)}, now
+        store(request), {reminder.id: (reminder.cron, reminder.timezone)}, now
     )
     return reminder_out(reminder, runs.get(reminder.id, []))
 
@@ -179,7 +180,7 @@ async def patch_reminder(request: web.Request) -> web.Response:
     user = await require_user(request)
     reminder_id = request.match_info["id"]
     patch = await _read_patch(request)
-    found = await store.find(request.app[STORE], reminder_id)
+    found = await stored.find(store(request), reminder_id)
     if found is None or found[1] or found[0].owner_id != user.id:
         raise _not_found(reminder_id)
     current = found[0]
@@ -187,16 +188,16 @@ async def patch_reminder(request: web.Request) -> web.Response:
         raise Conflict("this one-shot reminder has fired: it cannot change any more")
     now = utcnow()
     upcoming = request.app[UPCOMING]
-    edited, runs = await upcoming.off_loop(_edited, current, patch, request.app[CONFIG], now)
-    async with request.app[STORE].transaction() as tx:
-        locked = await store.own_for_update(tx, reminder_id, user.id)
+    edited, runs = await upcoming.off_loop(_edited, current, patch, config(request), now)
+    async with store(request).transaction() as tx:
+        locked = await stored.own_for_update(tx, reminder_id, user.id)
         if locked is None:
             raise _not_found(reminder_id)  # deleted meanwhile
         if locked != current:  # fired, or changed by another request, since it was checked
             if locked.status == "done":
                 raise Conflict("this one-shot reminder has fired: it cannot change any more")
             raise Conflict("the reminder changed meanwhile; read it and try again")
-        await store.save_edit(tx, edited)
+        await stored.save_edit(tx, edited)
         if runs is not None:
             await next_runs.save(tx, reminder_id, to_stored((edited.cron, edited.timezone), runs))
         await tx.append(
@@ -209,7 +210,7 @@ async def patch_reminder(request: web.Request) -> web.Response:
                 paused=edited.paused_at is not None,
                 at=edited.at,
                 occurred_at=now,
-                trace_id=request[TRACE_ID],
+                trace_id=trace_id(request),
             )
         )
     if runs is not None:

@@ -21,18 +21,20 @@ from sluice.app import (
     NotFound,
     Route,
     Unprocessable,
+    config,
     json_response,
     ok,
     problem,
     read_json,
     request_body,
     require_user,
+    store,
+    trace_id,
     utcnow,
     uuid7,
 )
-from sluice.app.advanced import CONFIG, STORE, TRACE_ID, CronSchedule
-from sluice.builtin.reminders import next_runs
-from sluice.builtin.reminders import stored as store
+from sluice.app.advanced import CronSchedule
+from sluice.builtin.reminders import next_runs, stored
 from sluice.builtin.reminders.events import ReminderCreated, ReminderDeleted
 from sluice.builtin.reminders.http.keys import UPCOMING
 from sluice.builtin.reminders.http.reminder_checks import (
@@ -102,10 +104,10 @@ async def _create_one_shot(request: web.Request, user_id: str, body: ReminderBod
     reminder = Reminder(
         id=uuid7(), owner_id=user_id, cron="", timezone="", text=text, created_at=now, at=at
     )
-    async with request.app[STORE].transaction() as tx:
-        if (count := await store.count_pending(tx, user_id)) >= PENDING_MAX:
+    async with store(request).transaction() as tx:
+        if (count := await stored.count_pending(tx, user_id)) >= PENDING_MAX:
             raise _over_pending(count)
-        await store.insert_reminder(tx, reminder)
+        await stored.insert_reminder(tx, reminder)
         await tx.append(
             ReminderCreated(
                 reminder_id=reminder.id,
@@ -115,7 +117,7 @@ async def _create_one_shot(request: web.Request, user_id: str, body: ReminderBod
                 text=text,
                 at=at,
                 occurred_at=now,
-                trace_id=request[TRACE_ID],
+                trace_id=trace_id(request),
             )
         )
     out = reminder_out(reminder, one_shot_runs(reminder))
@@ -129,12 +131,12 @@ async def create_reminder(request: web.Request) -> web.Response:
     if body.at is not None:
         return await _create_one_shot(request, user.id, body)
     now = utcnow()
-    if (count := await store.count_active(request.app[STORE], user.id)) >= ACTIVE_MAX:
+    if (count := await stored.count_active(store(request), user.id)) >= ACTIVE_MAX:
         raise _over_cap(count)  # before the costly checks; the transaction checks again
     # Checking the interval walks up to 500 occurrences (up to ~0.15 s for a rare schedule):
     # in a worker thread, one such piece of work at a time per process.
     upcoming = request.app[UPCOMING]
-    schedule, text, runs = await upcoming.off_loop(_checked, body, request.app[CONFIG], now)
+    schedule, text, runs = await upcoming.off_loop(_checked, body, config(request), now)
     key = (schedule.expr, schedule.timezone)
     reminder = Reminder(
         id=uuid7(),
@@ -144,11 +146,11 @@ async def create_reminder(request: web.Request) -> web.Response:
         text=text,
         created_at=now,
     )
-    async with request.app[STORE].transaction() as tx:
-        count = await store.count_active(tx, user.id)
+    async with store(request).transaction() as tx:
+        count = await stored.count_active(tx, user.id)
         if count >= ACTIVE_MAX:
             raise _over_cap(count)
-        await store.insert_reminder(tx, reminder)
+        await stored.insert_reminder(tx, reminder)
         await next_runs.save(tx, reminder.id, to_stored(key, runs))
         await tx.append(
             ReminderCreated(
@@ -158,7 +160,7 @@ async def create_reminder(request: web.Request) -> web.Response:
                 timezone=reminder.timezone,
                 text=text,
                 occurred_at=now,
-                trace_id=request[TRACE_ID],
+                trace_id=trace_id(request),
             )
         )
     upcoming.remember(key, runs)
@@ -171,11 +173,11 @@ async def list_reminders(request: web.Request) -> web.Response:
     (none while it is paused: it does not fire)."""
     user = await require_user(request)
     now = utcnow()
-    mine = await store.active_of(request.app[STORE], user.id)
+    mine = await stored.active_of(store(request), user.id)
     # Stored or cached, computed off the loop when neither holds
     # (sluice.builtin.reminders.upcoming).
     firing = {r.id: (r.cron, r.timezone) for r in mine if not r.paused_at and not r.one_shot}
-    runs = await request.app[UPCOMING].of(request.app[STORE], firing, now)
+    runs = await request.app[UPCOMING].of(store(request), firing, now)
     items = [reminder_out(r, one_shot_runs(r) if r.one_shot else runs.get(r.id, [])) for r in mine]
     return json_response(ReminderList(items=items))
 
@@ -184,11 +186,11 @@ async def delete_reminder(request: web.Request) -> web.Response:
     """Set ``deleted_at`` and append ``ReminderDeleted``; 404 unknown, another's or deleted."""
     user = await require_user(request)
     reminder_id = request.match_info["id"]
-    async with request.app[STORE].transaction() as tx:
-        if not await store.mark_deleted(tx, reminder_id, user.id, utcnow()):
+    async with store(request).transaction() as tx:
+        if not await stored.mark_deleted(tx, reminder_id, user.id, utcnow()):
             raise NotFound(f"you have no reminder {reminder_id!r}")
         await tx.append(
-            ReminderDeleted(reminder_id=reminder_id, owner_id=user.id, trace_id=request[TRACE_ID])
+            ReminderDeleted(reminder_id=reminder_id, owner_id=user.id, trace_id=trace_id(request))
         )
     return web.Response(status=204)
 
@@ -246,7 +248,7 @@ ROUTES = (
                 "one-click unsubscribe: it does not fire, and its `next_runs` is empty; "
                 "`done` for a one-shot that fired. A one-shot has `at` (and `cron`, `timezone` "
                 "null), its `next_runs` is `[at]` while it will fire. Every reminder not done "
-                f"is listed, and the newest {store.DONE_LISTED} done one-shots."
+                f"is listed, and the newest {stored.DONE_LISTED} done one-shots."
             ),
             "security": USER,
             "responses": {

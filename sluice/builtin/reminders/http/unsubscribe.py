@@ -25,10 +25,12 @@ from sluice.app import (
     Unprocessable,
     html_page,
     problem,
+    store,
     token_query,
+    trace_id,
     utcnow,
 )
-from sluice.app.advanced import FORM, STORE, TRACE_ID, Form, page
+from sluice.app.advanced import FORM, Form, page
 from sluice.builtin.accounts.http.keys import MAIL_LINK_KEY
 from sluice.builtin.accounts.mail.links import BadLink, check_unsubscribe_token
 from sluice.builtin.accounts.mail.templates import one_line
@@ -61,7 +63,7 @@ def _quoted(text: str) -> str:
 
 async def unsubscribe_page(request: web.Request) -> web.Response:
     """What the link does, and a button that does it."""
-    found = await stored.find(request.app[STORE], await _reminder_id(request))
+    found = await stored.find(store(request), await _reminder_id(request))
     if found is None:
         raise NotFound("no such reminder")
     reminder, deleted = found
@@ -80,7 +82,7 @@ async def unsubscribe_page(request: web.Request) -> web.Response:
 async def unsubscribe(request: web.Request) -> web.Response:
     """Pause the reminder (RFC 8058 one-click POST, or the page's button)."""
     reminder_id = await _reminder_id(request)
-    async with request.app[STORE].transaction() as tx:
+    async with store(request).transaction() as tx:
         outcome, reminder = await stored.pause(tx, reminder_id, utcnow())
         if outcome is stored.Paused.NOW and reminder is not None:
             await tx.append(
@@ -92,7 +94,7 @@ async def unsubscribe(request: web.Request) -> web.Response:
                     text=reminder.text,
                     paused=True,
                     at=reminder.at,
-                    trace_id=request[TRACE_ID],
+                    trace_id=trace_id(request),
                 )
             )
     if reminder is None:

@@ -24,7 +24,6 @@ from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated, LinkVisited
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
-from sluice.embedded.postgres_server import PostgresServer
 from sluice.events import decode, utcnow
 from sluice.history.reader import read_history
 from sluice.http.app_keys import STORE
@@ -36,7 +35,7 @@ from sluice.store.copy import CopyError, CopyStore, copy_store, quoted
 from sluice.store.postgres import PostgresStore
 from sluice.store.postgres_tx import PostgresTx
 from sluice.store.sqlite import SqliteStore
-from tests.databases import TEMPLATE, new_database
+from tests.databases import TEMPLATE, Databases, new_database
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
 
@@ -57,8 +56,9 @@ def config(make_config: Callable[..., Config]) -> Config:
 
 
 @pytest.fixture
-def empty_database(postgres_server: PostgresServer) -> Iterator[Callable[..., str]]:
+def empty_database(databases: Databases) -> Iterator[Callable[..., str]]:
     """Make a PostgreSQL database (by default as ``createdb`` makes it: nothing in it)."""
+    postgres_server = databases.server
     names: list[str] = []
 
     def make(template: str = "template0") -> str:

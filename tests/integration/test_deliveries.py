@@ -28,6 +28,7 @@ from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
 from sluice.telemetry.prometheus import HANDLER_TIMEOUTS
+from tests.engine_app import APPS, Pinged
 
 pytestmark = pytest.mark.topologies("single")
 
@@ -142,6 +143,7 @@ async def test_a_projection_records_its_attempts_with_its_effect_once_each(
     assert [tuple(r) for r in rows] == [(1,)]
 
 
+@pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_letter(
     admin: Client,
     make_config: Callable[..., Config],
@@ -150,13 +152,13 @@ async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_lett
     start_worker: Callable[..., Consumer],
 ) -> None:
     async def refuses(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
-        return {d.message.key: ValueError("no such article") for d in ds}
+        return {d.message.key: ValueError("no such source") for d in ds}
 
     async with resources.store.transaction() as tx:
-        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="poison-trace-1"))
+        await tx.append(Pinged(source="a1", trace_id="poison-trace-1"))
     start_relay()
     config = make_config(retry_base_ms=40, max_deliveries=3)
-    start_worker(spec=GroupSpec("refuser", ("articles",), refuses), config=config, name="r1")
+    start_worker(spec=GroupSpec("refuser", ("pings",), refuses), config=config, name="r1")
 
     async def dead() -> bool:
         return [o for _, o in await outcomes(admin, "poison-trace-1", "refuser")][-1:] == [
@@ -171,13 +173,14 @@ async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_lett
         (2, "failed"),
         (3, "dead_lettered"),
     ]
-    assert {d["error"] for d in attempts} == {"ValueError: no such article"}
+    assert {d["error"] for d in attempts} == {"ValueError: no such source"}
     # The first from the aggregate stream, the retries from the group's retry stream.
     streams = [d["stream"] for d in attempts]
-    assert streams[0] == resources.keys.stream("articles")
+    assert streams[0] == resources.keys.stream("pings")
     assert set(streams[1:]) == {resources.keys.retry("refuser")}
 
 
+@pytest.mark.apps(APPS)
 async def test_a_handler_past_its_deadline_is_cancelled_and_the_attempt_fails(
     admin: Client,
     make_config: Callable[..., Config],
@@ -206,9 +209,9 @@ async def test_a_handler_past_its_deadline_is_cancelled_and_the_attempt_fails(
     assert config.handler_timeout("mail") == 600.0
     before = HANDLER_TIMEOUTS.labels("sleeper")._value.get()
     async with resources.store.transaction() as tx:
-        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="slow-trace-1"))
+        await tx.append(Pinged(source="a1", trace_id="slow-trace-1"))
     start_relay()
-    start_worker(spec=GroupSpec("sleeper", ("articles",), hangs), config=config, name="s1")
+    start_worker(spec=GroupSpec("sleeper", ("pings",), hangs), config=config, name="s1")
 
     async def given_up() -> bool:
         return [o for _, o in await outcomes(admin, "slow-trace-1", "sleeper")] == [

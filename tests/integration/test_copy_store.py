@@ -20,7 +20,6 @@ from aiohttp.test_utils import TestClient
 
 from sluice.app.assembly import all_tasks, create_app, default_apps
 from sluice.app.testing import child_env, wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated, LinkVisited
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
@@ -36,6 +35,7 @@ from sluice.store.postgres import PostgresStore
 from sluice.store.postgres_tx import PostgresTx
 from sluice.store.sqlite import SqliteStore
 from tests.databases import TEMPLATE, Databases, new_database
+from tests.engine_app import APPS, Pinged
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
 
@@ -298,13 +298,14 @@ async def test_a_copy_that_loses_a_row_fails_naming_the_table_and_commits_nothin
 
 
 @pytest.mark.stores("postgres")
+@pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 async def test_postgresql_moves_to_sqlite_page_by_page(
     config: Config, resources: Resources, tmp_path: Path
 ) -> None:
     store = resources.store
     await add_link(store, "pg-1", "https://example.org/pg")
     async with store.transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id=f"a{i % 3}", viewer=f"v{i}") for i in range(40)))
+        await tx.append(*(Pinged(source=f"a{i % 3}", note=f"v{i}") for i in range(40)))
         await tx.execute(
             "INSERT INTO jobs (id, kind, owner_id, code, status, created_at, snapshot_seq,"
             " trace_id) VALUES ('job-1', 'visits-csv', ?, 'pg-1', 'succeeded', '', 41, 't')",
@@ -325,13 +326,14 @@ async def test_postgresql_moves_to_sqlite_page_by_page(
     try:
         assert await moved.position(POSITION) == 17
         async with moved.transaction() as tx:
-            await tx.append(ArticleViewed(article_id="a0", viewer="after the move"))
+            await tx.append(Pinged(source="a0", note="after the move"))
         assert await moved.max_seq() == await store.max_seq() + 1
     finally:
         await moved.close()
 
 
 @pytest.mark.stores("sqlite")
+@pytest.mark.apps(APPS)
 async def test_a_source_still_written_is_copied_as_one_snapshot(
     config: Config, resources: Resources, empty_database: Callable[..., str]
 ) -> None:
@@ -342,9 +344,7 @@ async def test_a_source_still_written_is_copied_as_one_snapshot(
 
     async def write(n: int, events: int = 1) -> None:
         async with store.transaction() as tx:
-            await tx.append(
-                *(ArticleViewed(article_id="busy", viewer=f"v{n}") for _ in range(events))
-            )
+            await tx.append(*(Pinged(source="busy", note=f"v{n}") for _ in range(events)))
             await tx.execute(
                 "INSERT INTO positions (name, seq) VALUES ('writer', ?)"
                 " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",

@@ -35,10 +35,11 @@ from sluice.store.postgres import PostgresStore
 from sluice.store.postgres_tx import PostgresTx
 from sluice.store.sqlite import SqliteStore
 from tests.databases import TEMPLATE, Databases, new_database
-from tests.engine_app import APPS, Pinged
+from tests.engine_app import Pinged, registered
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
 
+registered()  # the engine's test app (tests/engine_app): its pings are bulk history here
 STEPS = default_apps().migrations  # the default apps' migrations, as `sluice copy-store`
 
 Client = TestClient[Any, Any]
@@ -298,7 +299,6 @@ async def test_a_copy_that_loses_a_row_fails_naming_the_table_and_commits_nothin
 
 
 @pytest.mark.stores("postgres")
-@pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 async def test_postgresql_moves_to_sqlite_page_by_page(
     config: Config, resources: Resources, tmp_path: Path
 ) -> None:
@@ -333,7 +333,6 @@ async def test_postgresql_moves_to_sqlite_page_by_page(
 
 
 @pytest.mark.stores("sqlite")
-@pytest.mark.apps(APPS)
 async def test_a_source_still_written_is_copied_as_one_snapshot(
     config: Config, resources: Resources, empty_database: Callable[..., str]
 ) -> None:

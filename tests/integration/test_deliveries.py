@@ -14,9 +14,8 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
 
-from sluice.app.assembly import create_app, default_apps
+from sluice.app.assembly import create_app, default_apps, loaded_apps
 from sluice.app.testing import wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
 from sluice.events import utcnow
@@ -107,6 +106,7 @@ async def test_a_registrations_trace_shows_the_mail_handled_then_a_redelivery_as
     assert one["seq"] == registered["seq"] and one["type"] == "UserRegistered"
 
 
+@pytest.mark.apps(APPS)
 async def test_a_projection_records_its_attempts_with_its_effect_once_each(
     admin: Client,
     resources: Resources,
@@ -116,29 +116,29 @@ async def test_a_projection_records_its_attempts_with_its_effect_once_each(
     # Projections write their attempts in the transaction of the effect: each attempt
     # is there once (the consumer does not write it again), and a copy is a duplicate.
     async with resources.store.transaction() as tx:
-        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="views-trace-1"))
+        await tx.append(Pinged(source="a1", trace_id="pings-trace-1"))
     start_relay()
-    start_worker("article-views", name="v1")
+    start_worker("ping-counts", name="v1")
 
     async def counted() -> bool:
-        return await outcomes(admin, "views-trace-1", "article-views") == [(1, "handled")]
+        return await outcomes(admin, "pings-trace-1", "ping-counts") == [(1, "handled")]
 
     await wait_for(counted)
-    [event] = await resources.store.events_after(0, 10, types=("ArticleViewed",))
+    [event] = await resources.store.events_after(0, 10, types=("Pinged",))
     async with Relay(resources.store, resources.redis, resources.keys) as publisher:
         await publisher.publish([event])
 
     async def duplicate_seen() -> bool:
-        found = await outcomes(admin, "views-trace-1", "article-views")
+        found = await outcomes(admin, "pings-trace-1", "ping-counts")
         return found == [(1, "handled"), (1, "duplicate")]
 
     await wait_for(duplicate_seen)
-    story = await get(admin, "/v1/admin/traces/views-trace-1")
-    views = [d for d in story["events"][0]["deliveries"] if d["group"] == "article-views"]
-    assert all(d["consumer"] == "v1" and d["error"] is None for d in views)
-    assert len({d["entry_id"] for d in views}) == 2
+    story = await get(admin, "/v1/admin/traces/pings-trace-1")
+    counts = [d for d in story["events"][0]["deliveries"] if d["group"] == "ping-counts"]
+    assert all(d["consumer"] == "v1" and d["error"] is None for d in counts)
+    assert len({d["entry_id"] for d in counts}) == 2
     rows = await resources.store.fetchall(
-        "SELECT views FROM article_views WHERE article_id = ?", ("a1",)
+        "SELECT pings FROM engine_ping_counts WHERE source = ?", ("a1",)
     )
     assert [tuple(r) for r in rows] == [(1,)]
 
@@ -249,6 +249,7 @@ async def test_the_purge_removes_only_records_older_than_the_retention(
     assert await deliveries.purge(resources.store, now, 7 * 86_400) == 0
 
 
+@pytest.mark.apps(APPS)
 async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_events_attempt(
     admin: Client,
     resources: Resources,
@@ -258,35 +259,34 @@ async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_even
     store = resources.store
     async with store.transaction() as tx:
         await tx.append(
-            *(
-                ArticleViewed(article_id="a1", viewer=f"v{i}", trace_id="views-batch")
-                for i in range(40)
-            )
+            *(Pinged(source="a1", note=f"v{i}", trace_id="pings-batch") for i in range(40))
         )
     start_relay()
-    start_worker("article-views", name="v1")
+    start_worker("ping-counts", name="v1")
 
     async def each_handled_once() -> bool:
-        return await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
+        return await outcomes(admin, "pings-batch", "ping-counts") == [(1, "handled")] * 40
 
     await wait_for(each_handled_once)
     # The 40 attempts are in the rows of their batches (one per XREADGROUP), none alone.
     batches = await store.fetchone("SELECT COUNT(*) FROM delivery_batches")
     assert batches is not None and 1 <= batches[0] <= 4
     alone = await store.fetchone(
-        "SELECT COUNT(*) FROM deliveries WHERE group_name = ?", ("article-views",)
+        "SELECT COUNT(*) FROM deliveries WHERE group_name = ?", ("ping-counts",)
     )
     assert alone == (0,)
-    [event, *_] = await store.events_after(0, 1, types=("ArticleViewed",))
+    [event, *_] = await store.events_after(0, 1, types=("Pinged",))
     detail = await get(admin, f"/v1/admin/events/{event.event_id}")
-    [attempt] = [d for d in detail["deliveries"] if d["group"] == "article-views"]
+    [attempt] = [d for d in detail["deliveries"] if d["group"] == "ping-counts"]
     assert attempt["consumer"] == "v1" and attempt["attempt"] == 1 and attempt["error"] is None
     assert {"stream": attempt["stream"], "entry_id": attempt["entry_id"]} in detail[
         "stream_entries"
     ]
 
-    await rebuild(resources, default_apps().projections["article-views"], progress=False)
-    assert await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
+    await rebuild(
+        resources, loaded_apps(resources.config).projections["ping-counts"], progress=False
+    )
+    assert await outcomes(admin, "pings-batch", "ping-counts") == [(1, "handled")] * 40
 
 
 async def test_the_purge_removes_old_batches_of_projection_attempts_too(

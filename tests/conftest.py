@@ -157,22 +157,11 @@ def redis_server(sluice_redis: RedisServer) -> RedisServer:
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """The session's PostgreSQL server, with a migrated template database."""
-    # Under /tmp, not pytest's 0700 base dir: the server may run as another user (root).
-    server = PostgresServer(Path(tempfile.mkdtemp(prefix="sluice-test-pg-")))
-    server.start()
-    try:
-        url = server.create_database(TEMPLATE, template="template0")
-        asyncio.run(_migrate(url))
-        yield server
-    finally:
-        server.remove()
-
-
-@pytest.fixture(scope="session")
-def databases(postgres_server: PostgresServer) -> Iterator[Databases]:
-    made = Databases(postgres_server)
+def databases(sluice_postgres: PostgresServer) -> Iterator[Databases]:
+    """Fresh databases copied from a migrated template, on the session's PostgreSQL server
+    (the app testing plugin's ``sluice_postgres``, as the app harness's templates are)."""
+    asyncio.run(_migrate(sluice_postgres.create_database(TEMPLATE, template="template0")))
+    made = Databases(sluice_postgres)
     try:
         yield made
     finally:

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from sluice.app.assembly import create_app
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.http.app_keys import STORE
 from tests.api.helpers import AiohttpClient, Client, problem
+from tests.engine_app import APPS, Pinged
 from tests.link_helpers import OWNER_TOKEN, add_user
 
 TOKEN = "events-admin-token-0123456789abcdef"
@@ -31,6 +31,7 @@ async def page(admin: Client, **query: str) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 async def test_a_registration_is_found_by_its_trace_id_and_the_pages_cover_everything(
     admin: Client,
 ) -> None:
@@ -41,7 +42,7 @@ async def test_a_registration_is_found_by_its_trace_id_and_the_pages_cover_every
     trace = response.headers["X-Trace-Id"]
     assert admin.app is not None
     async with admin.app[STORE].transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id="a1", viewer=f"v{i}") for i in range(5)))
+        await tx.append(*(Pinged(source="a1", note=f"v{i}") for i in range(5)))
         await tx.append(*(LinkVisited(code="c1", visitor=f"x{i}") for i in range(3)))
 
     found = await page(admin, trace_id=trace)
@@ -61,8 +62,8 @@ async def test_a_registration_is_found_by_its_trace_id_and_the_pages_cover_every
         query = {"limit": "3", "cursor": body["next_cursor"]}
     assert len(seen) == 9 and seen == sorted(seen, reverse=True)  # one page after another
 
-    views = await page(admin, type="ArticleViewed", limit="500")
-    assert len(views["items"]) == 5 and {e["data"]["article_id"] for e in views["items"]} == {"a1"}
+    pings = await page(admin, type="Pinged", limit="500")
+    assert len(pings["items"]) == 5 and {e["data"]["source"] for e in pings["items"]} == {"a1"}
     visits = await page(admin, aggregate="visits")
     assert [e["type"] for e in visits["items"]] == ["LinkVisited"] * 3
     assert (await page(admin, since="2000-01-01T00:00:00Z", until="2000-01-02T00:00:00Z"))[

@@ -13,7 +13,7 @@ from sluice.config import Config
 from sluice.store import Store
 from tests.api.helpers import AiohttpClient, Client, problem, user_token
 from tests.api.link_helpers import GERMANY, NETHERLANDS, PROXY, create, link_events
-from tests.unit.test_targeting import (
+from tests.user_agents import (
     ANDROID_TABLET,
     CURL,
     IPHONE,

@@ -20,7 +20,7 @@ from sluice.store import Store
 from tests.api.helpers import AiohttpClient, Client, stored_events, user_token
 from tests.api.link_helpers import CODE, GERMANY, NETHERLANDS, PROXY, at, create, record, visit
 from tests.link_helpers import GOOGLEBOT, OTHER, add_link, add_user, bearer
-from tests.unit.test_targeting import ANDROID_PHONE, IPAD, WINDOWS_CHROME
+from tests.user_agents import ANDROID_PHONE, IPAD, WINDOWS_CHROME
 
 
 async def stats(client: Client, query: str, code: str = CODE) -> dict[str, Any]:

@@ -10,8 +10,7 @@ from sluice.http.app_keys import CONFIG, STORE
 from tests.api.helpers import Client, stored_events, user_token
 from tests.api.link_helpers import create, record
 from tests.link_helpers import GOOGLEBOT
-from tests.unit.test_agent_cost import unseen
-from tests.unit.test_targeting import ANDROID_PHONE, WINDOWS_CHROME
+from tests.user_agents import ANDROID_PHONE, WINDOWS_CHROME, unseen
 
 
 async def test_random_and_real_agents_are_answered_and_counted_as_what_they_are(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 # The real store, Redis, relay and workers of the integration suite.
-from tests.integration.conftest import (  # noqa: F401
+from tests.integration.engine_fixtures import (  # noqa: F401
     resources,
     running,
     start_relay,

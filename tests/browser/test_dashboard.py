@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sluice.app.assembly import create_app, default_apps
+from sluice.app.assembly import create_app
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
@@ -26,16 +25,13 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
 from sluice.scheduler.cron import parse_cron
 from sluice.scheduler.task_spec import Task, TaskContext
-from sluice.streams.messages import Delivery
-from sluice.streams.spec import GroupSpec
+from tests.browser.admin_page import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in
 from tests.integration.helpers import post_views, views
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
-ADMIN_TOKEN = "browser-admin-token-0123456789abcdef"
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "assets" / "admin.png"
-WAIT_MS = 15_000  # the page refreshes every 3 s
 RELEASE = asyncio.Event()
 
 
@@ -65,38 +61,6 @@ async def admin_url(aiohttp_server: Any, admin_config: Config) -> AsyncIterator[
     server = await aiohttp_server(create_app(admin_config))
     yield str(server.make_url("/admin"))
     RELEASE.set()
-
-
-def broken_for(resources: Resources, article_id: str, broken: dict[str, bool]) -> GroupSpec:
-    """article-views, failing every view of ``article_id`` while ``broken["on"]``."""
-    inner = default_apps().groups["article-views"](resources).handler
-
-    async def handle(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
-        def bad(d: Delivery) -> bool:
-            return broken["on"] and getattr(d.event, "article_id", None) == article_id
-
-        good = [d for d in ds if not bad(d)]
-        failures = dict(await inner(good)) if good else {}
-        error = RuntimeError("article_views is locked by a schema migration")
-        failures.update({d.message.key: error for d in ds if bad(d)})
-        return failures
-
-    return GroupSpec("article-views", ("articles",), handle)
-
-
-async def sign_in(page: Page, url: str, token: str, *, refused: bool = False) -> None:
-    """Sign in and, unless the token is to be ``refused``, wait until the dashboard's
-    first refresh is drawn: its tables filling in move what is below them, and a click
-    during that move can land beside its button (one loaded full-suite run: the events
-    search's click sent no request)."""
-    from playwright.async_api import expect
-
-    await page.goto(url)
-    await page.get_by_label("Admin token").fill(token)
-    await page.get_by_role("button", name="Open dashboard").click()
-    if not refused:
-        drawn = re.compile(r"^(Updated|Last attempt) ")
-        await expect(page.locator("#refreshed")).to_have_text(drawn, timeout=WAIT_MS)
 
 
 async def test_a_dead_letter_is_redriven_with_a_click(

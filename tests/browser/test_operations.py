@@ -29,7 +29,7 @@ from sluice.records.pause import paused_groups
 from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
-from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in
+from tests.browser.admin_page import ADMIN_TOKEN, WAIT_MS, broken_for, sign_in
 from tests.integration.helpers import post_views, views
 from tests.link_helpers import OWNER, add_link, add_user
 

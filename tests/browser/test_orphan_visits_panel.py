@@ -18,7 +18,7 @@ from sluice.app.assembly import create_app
 from sluice.builtin.links.http.keys import ORPHANS
 from sluice.config import Config
 from sluice.events import utcnow
-from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, sign_in
+from tests.browser.admin_page import ADMIN_TOKEN, WAIT_MS, sign_in
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

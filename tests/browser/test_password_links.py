@@ -22,7 +22,7 @@ from sluice.config import Config
 from sluice.http.app_keys import STORE
 from tests.api.helpers import AiohttpClient, Client, stored_events, user_token
 from tests.api.link_helpers import committed, create
-from tests.browser.test_dashboard import WAIT_MS
+from tests.browser.admin_page import WAIT_MS
 
 if TYPE_CHECKING:
     from playwright.async_api import ConsoleMessage, Page, Response

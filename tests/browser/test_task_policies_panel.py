@@ -11,7 +11,7 @@ import pytest
 
 from sluice.app.assembly import create_app
 from sluice.config import Config
-from tests.browser.test_dashboard import ADMIN_TOKEN, WAIT_MS, sign_in
+from tests.browser.admin_page import ADMIN_TOKEN, WAIT_MS, sign_in
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

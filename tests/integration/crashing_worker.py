@@ -1,10 +1,11 @@
 """A worker process whose handler kills it (SIGKILL) whenever a batch holds a poison event.
 
-``python -m tests.integration.crashing_worker CONSUMER POISON_ARTICLE``, with a
-test's ``SLUICE_*`` settings in the environment: the real ``article-views``
-group under the real consumer runtime, built as ``sluice worker`` builds it
-(``sluice.cli.processes.run_worker``), except that a batch holding a view of
-``POISON_ARTICLE`` first records the delivery (``pid deliveries`` pushed to
+``python -m tests.integration.crashing_worker CONSUMER POISON_SOURCE``, with a
+test's ``SLUICE_*`` settings in the environment (its apps among them: the engine's test
+app, tests/engine_app): that app's real ``ping-counts`` projection group under the real
+consumer runtime, built as ``sluice worker`` builds it
+(``sluice.cli.processes.run_worker``), except that a batch holding a ping from
+``POISON_SOURCE`` first records the delivery (``pid deliveries`` pushed to
 ``DELIVERIES_KEY``) and then kills its own process, as a segfault or the OOM
 killer would: no ack, no cleanup.
 """
@@ -24,14 +25,14 @@ DELIVERIES_KEY = "test:poison:deliveries"
 
 
 async def work(consumer_name: str, poison: str) -> None:
-    from sluice.app.assembly import default_apps, open_resources
-    from sluice.builtin.articles.events import ArticleViewed
+    from sluice.app.assembly import loaded_apps, open_resources
     from sluice.consumers.consumer import Consumer
     from sluice.consumers.recovery import RecoveryGate
     from sluice.process.resources import redis_client
     from sluice.process.stop_signals import stop_on_signals
     from sluice.streams.messages import Delivery
     from sluice.streams.spec import GroupSpec, runtime_settings
+    from tests.engine_app import Pinged
 
     config = load_config()
     configure_logging(config)
@@ -39,13 +40,13 @@ async def work(consumer_name: str, poison: str) -> None:
     reader = redis_client(config, socket_timeout=config.worker_block_ms / 1000 + 5)
     try:
         async with open_resources(config) as resources:
-            real = default_apps().groups["article-views"](resources)
+            real = loaded_apps(config).groups["ping-counts"](resources)
 
             async def dies_on_poison(
                 deliveries: Sequence[Delivery],
             ) -> Mapping[tuple[str, str], BaseException]:
                 for d in deliveries:
-                    if isinstance(d.event, ArticleViewed) and d.event.article_id == poison:
+                    if isinstance(d.event, Pinged) and d.event.source == poison:
                         entry = f"{os.getpid()} {d.message.deliveries}"
                         await resources.redis.rpush(DELIVERIES_KEY, entry)
                         os.kill(os.getpid(), signal.SIGKILL)

@@ -28,6 +28,14 @@ async def post_pings(resources: Resources, source: str, n: int, *, start: int = 
             await tx.append(Pinged(source=source, note=f"ping-{i}"))
 
 
+async def pings_counted(resources: Resources, source: str) -> int:
+    """The pings from ``source`` the engine's test app's ``ping-counts`` projection holds."""
+    row = await resources.store.fetchone(
+        "SELECT pings FROM engine_ping_counts WHERE source = ?", (source,)
+    )
+    return int(row[0]) if row else 0
+
+
 async def views(resources: Resources, article_id: str) -> int:
     row = await resources.store.fetchone(
         "SELECT views FROM article_views WHERE article_id = ?", (article_id,)

@@ -12,9 +12,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from sluice.app.assembly import default_apps
+from sluice.app.assembly import loaded_apps
 from sluice.app.testing import wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.links.exports import jobs, visits
 from sluice.builtin.links.exports.runner import ExportDeps, run_export
@@ -27,8 +26,11 @@ from sluice.projections.replay import rebuild
 from sluice.relay.relay import POSITION, Relay
 from sluice.store import Store
 from sluice.store.base import Row
+from tests.engine_app import APPS, Pinged
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import OWNER, add_link, add_user
+
+pytestmark = pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 
 # Projection tables compared after a replay (processed-id tables and times left out).
 SNAPSHOT = (
@@ -38,8 +40,7 @@ SNAPSHOT = (
     "SELECT * FROM link_stats_browsers ORDER BY code, browser",
     "SELECT * FROM link_visitors ORDER BY code, visitor",
     "SELECT * FROM link_day_visitors ORDER BY code, day, visitor",
-    "SELECT article_id, views FROM article_views ORDER BY article_id",
-    "SELECT * FROM article_view_periods ORDER BY period, start, article_id",
+    "SELECT * FROM engine_ping_counts ORDER BY source",
 )
 BROWSERS = ("Chrome", "Firefox", "Googlebot")
 
@@ -55,16 +56,13 @@ def visit(i: int, code: str | None = None) -> LinkVisited:
 
 
 async def traffic(store: Store, rounds: range) -> None:
-    """Per round, 100 visits then 30 views, each in a transaction: aggregates interleave."""
+    """Per round, 100 visits then 30 pings, each in a transaction: aggregates interleave."""
     for r in rounds:
         async with store.transaction() as tx:
             await tx.append(*(visit(i) for i in range(r * 100, r * 100 + 100)))
         async with store.transaction() as tx:
             await tx.append(
-                *(
-                    ArticleViewed(article_id=f"a{i % 4}", viewer=f"v{i}")
-                    for i in range(r * 30, r * 30 + 30)
-                )
+                *(Pinged(source=f"a{i % 4}", note=f"v{i}") for i in range(r * 30, r * 30 + 30))
             )
 
 
@@ -72,11 +70,11 @@ async def snapshot(store: Store) -> list[list[Row]]:
     return [await store.fetchall(sql) for sql in SNAPSHOT]
 
 
-async def counted(store: Store, visits_: int, views: int) -> None:
+async def counted(store: Store, visits_: int, pings: int) -> None:
     async def caught_up() -> bool:
         v = await store.fetchone("SELECT COALESCE(SUM(total), 0) FROM link_stats")
-        a = await store.fetchone("SELECT COALESCE(SUM(views), 0) FROM article_views")
-        return v is not None and a is not None and (int(v[0]), int(a[0])) == (visits_, views)
+        p = await store.fetchone("SELECT COALESCE(SUM(pings), 0) FROM engine_ping_counts")
+        return v is not None and p is not None and (int(v[0]), int(p[0])) == (visits_, pings)
 
     await wait_for(caught_up)
 
@@ -86,22 +84,21 @@ async def test_replay_after_archiving_gives_the_live_numbers(
 ) -> None:
     store = resources.store
     start_relay()
-    start_worker("article-views")
+    start_worker("ping-counts")
     start_worker("link-stats", name="w2")
     await traffic(store, range(6))
     await counted(store, 600, 180)
     await make_old(store, await store.max_seq())
     moved = await run_archive(store, segment_events=70)
-    assert {m.aggregate for m in moved} == {"visits", "articles"}
+    assert {m.aggregate for m in moved} == {"visits", "pings"}
     assert sum(m.events for m in moved) == 779  # all but the head
     await traffic(store, range(6, 8))  # hot, after the archived ones
     await counted(store, 800, 240)
     live = await snapshot(store)
 
-    for name, events in (("link-stats", 800), ("article-views", 240)):
-        result = await rebuild(
-            resources, default_apps().projections[name], chunk=64, tail=16, progress=False
-        )
+    for name, events in (("link-stats", 800), ("ping-counts", 240)):
+        projection = loaded_apps(resources.config).projections[name]
+        result = await rebuild(resources, projection, chunk=64, tail=16, progress=False)
         assert result.events == events
         assert result.watermark == await store.max_seq()
     assert await snapshot(store) == live
@@ -117,7 +114,7 @@ async def test_the_history_reader_gives_archived_and_hot_rows_once_in_seq_order(
     await store.set_position(POSITION, everything[-1].seq)
     await run_archive(store, segment_events=45)
     # Both aggregates' types at once: segments interleave with each other and the table.
-    types = ("LinkVisited", "ArticleViewed")
+    types = ("LinkVisited", "Pinged")
     read = [row async for chunk in read_history(store, types, chunk=33) for row in chunk]
     assert read == [(e.seq, e.payload) for e in everything]
     middle = everything[300].seq
@@ -133,27 +130,27 @@ async def test_the_packed_reader_gives_every_event_once_while_an_archive_run_mov
     store = resources.store
     await traffic(store, range(6))
     everything = await store.events_after(0, 10_000)
-    views = [e for e in everything if e.type == "ArticleViewed"]
+    pings = [e for e in everything if e.type == "Pinged"]
     await make_old(store, everything[-1].seq)
     await store.set_position(POSITION, everything[200].seq)
-    assert await run_archive(store, segment_events=25)  # the oldest first, views among them
+    assert await run_archive(store, segment_events=25)  # the oldest first, pings among them
 
     def payloads(chunk: Packed) -> list[dict[str, object]]:
         return sorted(msgspec.json.decode(chunk.payloads), key=str)  # type: ignore[no-any-return]
 
     chunks: list[Packed] = []
-    reader = read_history_packed(store, ("ArticleViewed",), chunk=20, short=20)
+    reader = read_history_packed(store, ("Pinged",), chunk=20, short=20)
     async for chunk in reader:
         chunks.append(chunk)
         if len(chunks) == 2:  # mid-read, an archive run takes the rest of the table
             await store.set_position(POSITION, everything[-1].seq)
             assert await run_archive(store, segment_events=25)
     read = [p for chunk in chunks for p in payloads(chunk)]
-    assert len(read) == len(views) == sum(c.count for c in chunks)
-    assert sorted(read, key=str) == sorted((msgspec.json.decode(e.payload) for e in views), key=str)
+    assert len(read) == len(pings) == sum(c.count for c in chunks)
+    assert sorted(read, key=str) == sorted((msgspec.json.decode(e.payload) for e in pings), key=str)
     # Chunks follow each other in seq order without a gap or an overlap.
     assert [c.after for c in chunks[1:]] == [c.last for c in chunks[:-1]]
-    assert chunks[-1].last == views[-1].seq
+    assert chunks[-1].last == pings[-1].seq
 
 
 async def test_an_export_of_visits_spanning_segments_and_the_table_lists_each_once(
@@ -205,11 +202,12 @@ async def test_a_corrupt_segment_stops_replay_and_export_naming_it(resources: Re
             "UPDATE history_segments SET data = ? WHERE id = ?", (bytes(data), damaged.id)
         )
 
+    projections = loaded_apps(resources.config).projections
     with pytest.raises(CorruptSegment, match=f"history segment {damaged.id} "):
-        await rebuild(resources, default_apps().projections["link-stats"], progress=False)
+        await rebuild(resources, projections["link-stats"], progress=False)
     with pytest.raises(CorruptSegment, match=f"history segment {damaged.id} "):
         await visits.scan(store, "c1", 0, head)
     # The live tables are untouched and the other aggregate's replay still works.
     assert await store.fetchone("SELECT COUNT(*) FROM link_stats") == (0,)
-    result = await rebuild(resources, default_apps().projections["article-views"], progress=False)
+    result = await rebuild(resources, projections["ping-counts"], progress=False)
     assert result.events == 90

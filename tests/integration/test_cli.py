@@ -6,7 +6,6 @@ what it prints and its exit status are what is checked.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from importlib import metadata
 from typing import Any
 
 from sluice.app.assembly import default_apps, open_store
-from sluice.app.testing import Child, child_env, wait_for
+from sluice.app.testing import Child, sluice_command, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.process.resources import Resources
@@ -31,19 +30,8 @@ app.migration(1, "orders", "CREATE TABLE shop_orders (id TEXT PRIMARY KEY)")
 """
 
 
-async def sluice(config: Config, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "sluice", *args],
-        env=child_env(config, **env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 async def status(config: Config) -> dict[str, Any]:
-    done = await sluice(config, "status", "--json")
+    done = await sluice_command(config, "status", "--json")
     assert done.returncode == 0, done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report
@@ -60,7 +48,7 @@ async def test_migrate_says_what_it_applied_and_when_there_was_nothing(
     make_config: Callable[..., Config], empty_database_url: str | None, app_dir: AppDir
 ) -> None:
     config = make_config(database_url=empty_database_url or "")
-    done = await sluice(config, "migrate")
+    done = await sluice_command(config, "migrate")
     assert done.returncode == 0, done.stderr
     store = await open_store(config)
     try:
@@ -81,14 +69,14 @@ async def test_migrate_says_what_it_applied_and_when_there_was_nothing(
     for owner in {step.owner for step in steps}:
         assert f" {owner}:1" in said, owner
 
-    again = await sluice(config, "migrate")  # nothing left to apply: said so, still fine
+    again = await sluice_command(config, "migrate")  # nothing left to apply: said so, still fine
     assert (again.returncode, again.stdout) == (0, "database is up to date: nothing to apply\n")
 
     app_dir.module("shop_app", SHOP)  # an app added later, on purpose: its step alone
     with_shop = make_config(database_url=empty_database_url or "", apps="default,shop_app")
-    refused = await sluice(with_shop, "migrate")  # not by accident
+    refused = await sluice_command(with_shop, "migrate")  # not by accident
     assert refused.returncode == 2 and "it loads shop" in refused.stderr, refused.stderr
-    added = await sluice(with_shop, "migrate", "--change-apps")
+    added = await sluice_command(with_shop, "migrate", "--change-apps")
     assert (added.returncode, added.stdout) == (
         0,
         "database migrated: 1 migration step applied (shop:1)\n"
@@ -120,7 +108,7 @@ async def test_status_shows_the_relay_backlog_and_then_the_stream(
         "webhooks": 7,
     }
     assert all(s["length"] == 0 for name, s in streams.items() if name != visits)
-    text = await sluice(config, "status")
+    text = await sluice_command(config, "status")
     assert "relay backlog: 0" in text.stdout and f"{visits}  length=7" in text.stdout
 
 
@@ -129,12 +117,12 @@ async def test_replay_rebuilds_link_stats_and_refuses_an_unknown_projection(
 ) -> None:
     async with resources.store.transaction() as tx:
         await tx.append(*(LinkVisited(code=CODE, visitor=f"v{i % 3}") for i in range(9)))
-    done = await sluice(config, "replay", "link-stats", "--no-progress")
+    done = await sluice_command(config, "replay", "link-stats", "--no-progress")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("link-stats: rebuilt from 9 events")
     row = await resources.store.fetchone("SELECT total FROM link_stats WHERE code = ?", (CODE,))
     assert row is not None and row[0] == 9
-    unknown = await sluice(config, "replay", "nope")
+    unknown = await sluice_command(config, "replay", "nope")
     assert unknown.returncode == 2
     assert (
         f"unknown projection 'nope'; known: {', '.join(sorted(default_apps().projections))}"
@@ -143,7 +131,7 @@ async def test_replay_rebuilds_link_stats_and_refuses_an_unknown_projection(
 
 
 async def test_a_bad_setting_stops_a_command_with_the_variable_named(config: Config) -> None:
-    done = await sluice(config, "status", SLUICE_LOG_LEVEL="verbose")
+    done = await sluice_command(config, "status", SLUICE_LOG_LEVEL="verbose")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "sluice: SLUICE_LOG_LEVEL must be one of debug, info, warning, error, critical"

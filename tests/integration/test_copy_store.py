@@ -20,11 +20,9 @@ from aiohttp.test_utils import TestClient
 
 from sluice.app.assembly import all_tasks, create_app, default_apps
 from sluice.app.testing import child_env, wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkCreated, LinkVisited
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
-from sluice.embedded.postgres_server import PostgresServer
 from sluice.events import decode, utcnow
 from sluice.history.reader import read_history
 from sluice.http.app_keys import STORE
@@ -36,10 +34,12 @@ from sluice.store.copy import CopyError, CopyStore, copy_store, quoted
 from sluice.store.postgres import PostgresStore
 from sluice.store.postgres_tx import PostgresTx
 from sluice.store.sqlite import SqliteStore
-from tests.databases import TEMPLATE, new_database
+from tests.databases import TEMPLATE, Databases, new_database
+from tests.engine_app import Pinged, registered
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.link_helpers import CHROME, FIREFOX, GOOGLEBOT, OWNER, add_link, add_user
 
+registered()  # the engine's test app (tests/engine_app): its pings are bulk history here
 STEPS = default_apps().migrations  # the default apps' migrations, as `sluice copy-store`
 
 Client = TestClient[Any, Any]
@@ -57,8 +57,9 @@ def config(make_config: Callable[..., Config]) -> Config:
 
 
 @pytest.fixture
-def empty_database(postgres_server: PostgresServer) -> Iterator[Callable[..., str]]:
+def empty_database(databases: Databases) -> Iterator[Callable[..., str]]:
     """Make a PostgreSQL database (by default as ``createdb`` makes it: nothing in it)."""
+    postgres_server = databases.server
     names: list[str] = []
 
     def make(template: str = "template0") -> str:
@@ -304,7 +305,7 @@ async def test_postgresql_moves_to_sqlite_page_by_page(
     store = resources.store
     await add_link(store, "pg-1", "https://example.org/pg")
     async with store.transaction() as tx:
-        await tx.append(*(ArticleViewed(article_id=f"a{i % 3}", viewer=f"v{i}") for i in range(40)))
+        await tx.append(*(Pinged(source=f"a{i % 3}", note=f"v{i}") for i in range(40)))
         await tx.execute(
             "INSERT INTO jobs (id, kind, owner_id, code, status, created_at, snapshot_seq,"
             " trace_id) VALUES ('job-1', 'visits-csv', ?, 'pg-1', 'succeeded', '', 41, 't')",
@@ -325,7 +326,7 @@ async def test_postgresql_moves_to_sqlite_page_by_page(
     try:
         assert await moved.position(POSITION) == 17
         async with moved.transaction() as tx:
-            await tx.append(ArticleViewed(article_id="a0", viewer="after the move"))
+            await tx.append(Pinged(source="a0", note="after the move"))
         assert await moved.max_seq() == await store.max_seq() + 1
     finally:
         await moved.close()
@@ -342,9 +343,7 @@ async def test_a_source_still_written_is_copied_as_one_snapshot(
 
     async def write(n: int, events: int = 1) -> None:
         async with store.transaction() as tx:
-            await tx.append(
-                *(ArticleViewed(article_id="busy", viewer=f"v{n}") for _ in range(events))
-            )
+            await tx.append(*(Pinged(source="busy", note=f"v{n}") for _ in range(events)))
             await tx.execute(
                 "INSERT INTO positions (name, seq) VALUES ('writer', ?)"
                 " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq",

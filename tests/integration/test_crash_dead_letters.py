@@ -8,10 +8,11 @@ dead-letter it instead of handling it once more, and the other entries flow,
 including those read in the same batch as it (a restarted worker handles the
 entries it held one at a time, so only the killer is charged its deaths).
 
-The worker is tests/integration/crashing_worker.py: the real ``article-views``
-group and consumer runtime, whose handler SIGKILLs its own process on a view of
-the article ``poison``. It is restarted under the same consumer name after each
-death, as a supervisor (systemd, compose) would restart ``sluice worker``.
+The worker is tests/integration/crashing_worker.py: the real ``ping-counts``
+group of the engine's test app (tests/engine_app) and consumer runtime, whose handler
+SIGKILLs its own process on a ping from the source ``poison``. It is restarted under
+the same consumer name after each death, as a supervisor (systemd, compose) would
+restart ``sluice worker``.
 """
 
 from __future__ import annotations
@@ -29,16 +30,17 @@ from sluice.app.testing import Child, child_env, wait_for
 from sluice.config import Config
 from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION, Relay
+from tests.engine_app import APPS
 from tests.integration.crashing_worker import DELIVERIES_KEY
 from tests.integration.faults_helpers import pending_of
-from tests.integration.helpers import post_views, views
+from tests.integration.helpers import pings_counted, post_pings
 
-pytestmark = pytest.mark.topologies("single", "cluster")
+pytestmark = [pytest.mark.topologies("single", "cluster"), pytest.mark.apps(APPS)]
 
-GROUP = "article-views"
+GROUP = "ping-counts"
 CONSUMER = "crasher"
 MAX_DELIVERIES = 4  # not the default (5): the setting is what counts
-FINE = 20  # views of other articles, 10 before the poison entry and 10 after it
+FINE = 20  # pings from another source, 10 before the poison entry and 10 after it
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ class Outcome:
 async def crash_until_dead_lettered(
     config: Config, resources: Resources, workers: list[Child], log: Path, **settings: str
 ) -> Outcome:
-    """Commit the views, then start the worker again after every death until the poison
+    """Commit the pings, then start the worker again after every death until the poison
     entry is dead-lettered (failing if it is still killing workers after more starts
     than ``MAX_DELIVERIES``)."""
     env = child_env(
@@ -73,9 +75,9 @@ async def crash_until_dead_lettered(
         SLUICE_LOG_LEVEL="info",
         **settings,
     )
-    await post_views(resources, "fine", FINE // 2)
-    await post_views(resources, "poison", 1)
-    await post_views(resources, "fine", FINE // 2, start=FINE // 2)
+    await post_pings(resources, "fine", FINE // 2)
+    await post_pings(resources, "poison", 1)
+    await post_pings(resources, "fine", FINE // 2, start=FINE // 2)
     poison = await resources.store.fetchone(
         "SELECT event_id FROM events WHERE seq = ?", (FINE // 2 + 1,)
     )
@@ -107,8 +109,8 @@ async def crash_until_dead_lettered(
 def others_handled(resources: Resources) -> Callable[[], Awaitable[bool]]:
     async def handled() -> bool:  # counted, and acked after their commit
         keys = resources.keys
-        counted = await views(resources, "fine") == FINE
-        streams = [keys.stream("articles", p) for p in keys.numbers]
+        counted = await pings_counted(resources, "fine") == FINE
+        streams = [keys.stream("pings", p) for p in keys.numbers]
         left = [await pending_of(resources.redis, stream, CONSUMER) for stream in streams]
         return counted and sum(left) == 0
 
@@ -143,8 +145,8 @@ async def test_an_entry_killing_its_worker_on_every_delivery_is_dead_lettered(
     assert letter[b"event_id"].decode() == outcome.poison_event_id
     assert letter[b"group"] == GROUP.encode()
     assert b"without an outcome" in letter[b"error"]
-    assert await views(resources, "poison") == 0
-    assert await views(resources, "fine") == FINE
+    assert await pings_counted(resources, "poison") == 0
+    assert await pings_counted(resources, "fine") == FINE
 
 
 async def test_entries_batched_with_a_worker_killing_entry_are_still_handled(
@@ -166,7 +168,7 @@ async def test_entries_batched_with_a_worker_killing_entry_are_still_handled(
     )
     await wait_for(others_handled(resources))
     assert outcome.worker.terminate() == 0
-    assert await views(resources, "fine") == FINE
+    assert await pings_counted(resources, "fine") == FINE
     # The poison entry was charged once per death, as when alone in its batch.
     raw = await resources.redis.lrange(DELIVERIES_KEY, 0, -1)
     assert [int(entry.split()[1]) for entry in raw] == list(range(1, MAX_DELIVERIES + 1))

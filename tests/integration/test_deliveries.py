@@ -14,9 +14,8 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient
 
-from sluice.app.assembly import create_app, default_apps
+from sluice.app.assembly import create_app, default_apps, loaded_apps
 from sluice.app.testing import wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
 from sluice.events import utcnow
@@ -28,6 +27,7 @@ from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec
 from sluice.telemetry.prometheus import HANDLER_TIMEOUTS
+from tests.engine_app import APPS, Pinged
 
 pytestmark = pytest.mark.topologies("single")
 
@@ -106,6 +106,7 @@ async def test_a_registrations_trace_shows_the_mail_handled_then_a_redelivery_as
     assert one["seq"] == registered["seq"] and one["type"] == "UserRegistered"
 
 
+@pytest.mark.apps(APPS)
 async def test_a_projection_records_its_attempts_with_its_effect_once_each(
     admin: Client,
     resources: Resources,
@@ -115,33 +116,34 @@ async def test_a_projection_records_its_attempts_with_its_effect_once_each(
     # Projections write their attempts in the transaction of the effect: each attempt
     # is there once (the consumer does not write it again), and a copy is a duplicate.
     async with resources.store.transaction() as tx:
-        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="views-trace-1"))
+        await tx.append(Pinged(source="a1", trace_id="pings-trace-1"))
     start_relay()
-    start_worker("article-views", name="v1")
+    start_worker("ping-counts", name="v1")
 
     async def counted() -> bool:
-        return await outcomes(admin, "views-trace-1", "article-views") == [(1, "handled")]
+        return await outcomes(admin, "pings-trace-1", "ping-counts") == [(1, "handled")]
 
     await wait_for(counted)
-    [event] = await resources.store.events_after(0, 10, types=("ArticleViewed",))
+    [event] = await resources.store.events_after(0, 10, types=("Pinged",))
     async with Relay(resources.store, resources.redis, resources.keys) as publisher:
         await publisher.publish([event])
 
     async def duplicate_seen() -> bool:
-        found = await outcomes(admin, "views-trace-1", "article-views")
+        found = await outcomes(admin, "pings-trace-1", "ping-counts")
         return found == [(1, "handled"), (1, "duplicate")]
 
     await wait_for(duplicate_seen)
-    story = await get(admin, "/v1/admin/traces/views-trace-1")
-    views = [d for d in story["events"][0]["deliveries"] if d["group"] == "article-views"]
-    assert all(d["consumer"] == "v1" and d["error"] is None for d in views)
-    assert len({d["entry_id"] for d in views}) == 2
+    story = await get(admin, "/v1/admin/traces/pings-trace-1")
+    counts = [d for d in story["events"][0]["deliveries"] if d["group"] == "ping-counts"]
+    assert all(d["consumer"] == "v1" and d["error"] is None for d in counts)
+    assert len({d["entry_id"] for d in counts}) == 2
     rows = await resources.store.fetchall(
-        "SELECT views FROM article_views WHERE article_id = ?", ("a1",)
+        "SELECT pings FROM engine_ping_counts WHERE source = ?", ("a1",)
     )
     assert [tuple(r) for r in rows] == [(1,)]
 
 
+@pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_letter(
     admin: Client,
     make_config: Callable[..., Config],
@@ -150,13 +152,13 @@ async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_lett
     start_worker: Callable[..., Consumer],
 ) -> None:
     async def refuses(ds: Sequence[Delivery]) -> Mapping[tuple[str, str], BaseException]:
-        return {d.message.key: ValueError("no such article") for d in ds}
+        return {d.message.key: ValueError("no such source") for d in ds}
 
     async with resources.store.transaction() as tx:
-        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="poison-trace-1"))
+        await tx.append(Pinged(source="a1", trace_id="poison-trace-1"))
     start_relay()
     config = make_config(retry_base_ms=40, max_deliveries=3)
-    start_worker(spec=GroupSpec("refuser", ("articles",), refuses), config=config, name="r1")
+    start_worker(spec=GroupSpec("refuser", ("pings",), refuses), config=config, name="r1")
 
     async def dead() -> bool:
         return [o for _, o in await outcomes(admin, "poison-trace-1", "refuser")][-1:] == [
@@ -171,13 +173,14 @@ async def test_a_poison_events_trace_shows_each_failed_attempt_and_the_dead_lett
         (2, "failed"),
         (3, "dead_lettered"),
     ]
-    assert {d["error"] for d in attempts} == {"ValueError: no such article"}
+    assert {d["error"] for d in attempts} == {"ValueError: no such source"}
     # The first from the aggregate stream, the retries from the group's retry stream.
     streams = [d["stream"] for d in attempts]
-    assert streams[0] == resources.keys.stream("articles")
+    assert streams[0] == resources.keys.stream("pings")
     assert set(streams[1:]) == {resources.keys.retry("refuser")}
 
 
+@pytest.mark.apps(APPS)
 async def test_a_handler_past_its_deadline_is_cancelled_and_the_attempt_fails(
     admin: Client,
     make_config: Callable[..., Config],
@@ -206,9 +209,9 @@ async def test_a_handler_past_its_deadline_is_cancelled_and_the_attempt_fails(
     assert config.handler_timeout("mail") == 600.0
     before = HANDLER_TIMEOUTS.labels("sleeper")._value.get()
     async with resources.store.transaction() as tx:
-        await tx.append(ArticleViewed(article_id="a1", viewer="v1", trace_id="slow-trace-1"))
+        await tx.append(Pinged(source="a1", trace_id="slow-trace-1"))
     start_relay()
-    start_worker(spec=GroupSpec("sleeper", ("articles",), hangs), config=config, name="s1")
+    start_worker(spec=GroupSpec("sleeper", ("pings",), hangs), config=config, name="s1")
 
     async def given_up() -> bool:
         return [o for _, o in await outcomes(admin, "slow-trace-1", "sleeper")] == [
@@ -246,6 +249,7 @@ async def test_the_purge_removes_only_records_older_than_the_retention(
     assert await deliveries.purge(resources.store, now, 7 * 86_400) == 0
 
 
+@pytest.mark.apps(APPS)
 async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_events_attempt(
     admin: Client,
     resources: Resources,
@@ -255,35 +259,34 @@ async def test_a_projection_batch_is_one_record_row_and_a_replay_keeps_each_even
     store = resources.store
     async with store.transaction() as tx:
         await tx.append(
-            *(
-                ArticleViewed(article_id="a1", viewer=f"v{i}", trace_id="views-batch")
-                for i in range(40)
-            )
+            *(Pinged(source="a1", note=f"v{i}", trace_id="pings-batch") for i in range(40))
         )
     start_relay()
-    start_worker("article-views", name="v1")
+    start_worker("ping-counts", name="v1")
 
     async def each_handled_once() -> bool:
-        return await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
+        return await outcomes(admin, "pings-batch", "ping-counts") == [(1, "handled")] * 40
 
     await wait_for(each_handled_once)
     # The 40 attempts are in the rows of their batches (one per XREADGROUP), none alone.
     batches = await store.fetchone("SELECT COUNT(*) FROM delivery_batches")
     assert batches is not None and 1 <= batches[0] <= 4
     alone = await store.fetchone(
-        "SELECT COUNT(*) FROM deliveries WHERE group_name = ?", ("article-views",)
+        "SELECT COUNT(*) FROM deliveries WHERE group_name = ?", ("ping-counts",)
     )
     assert alone == (0,)
-    [event, *_] = await store.events_after(0, 1, types=("ArticleViewed",))
+    [event, *_] = await store.events_after(0, 1, types=("Pinged",))
     detail = await get(admin, f"/v1/admin/events/{event.event_id}")
-    [attempt] = [d for d in detail["deliveries"] if d["group"] == "article-views"]
+    [attempt] = [d for d in detail["deliveries"] if d["group"] == "ping-counts"]
     assert attempt["consumer"] == "v1" and attempt["attempt"] == 1 and attempt["error"] is None
     assert {"stream": attempt["stream"], "entry_id": attempt["entry_id"]} in detail[
         "stream_entries"
     ]
 
-    await rebuild(resources, default_apps().projections["article-views"], progress=False)
-    assert await outcomes(admin, "views-batch", "article-views") == [(1, "handled")] * 40
+    await rebuild(
+        resources, loaded_apps(resources.config).projections["ping-counts"], progress=False
+    )
+    assert await outcomes(admin, "pings-batch", "ping-counts") == [(1, "handled")] * 40
 
 
 async def test_the_purge_removes_old_batches_of_projection_attempts_too(

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from sluice.app.testing import sluice_command
 from sluice.builtin.accounts.events import UserRegistered
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
@@ -28,7 +29,6 @@ from sluice.history.search import (
 )
 from sluice.store import Store
 from tests.engine_app import APPS, Pinged
-from tests.integration.test_cli import sluice
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -226,14 +226,14 @@ async def test_sluice_events_prints_a_page_and_the_cursor_to_the_next(
     config: Config, store: Store
 ) -> None:
     made = await seed(store, 6)
-    done = await sluice(config, "events", "--type", "Pinged", "--limit", "1")
+    done = await sluice_command(config, "events", "--type", "Pinged", "--limit", "1")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     newest = _newest_first([m for m in made if isinstance(m[1], Pinged)])
     assert lines[0].split()[0] == str(newest[0])
     assert lines[1].startswith("more: --cursor ")
     cursor = lines[1].removeprefix("more: --cursor ")
-    done = await sluice(config, "events", "--type", "Pinged", "--cursor", cursor, "--json")
+    done = await sluice_command(config, "events", "--type", "Pinged", "--cursor", cursor, "--json")
     assert done.returncode == 0, done.stderr
     page = msgspec.json.decode(done.stdout)
     assert [item["seq"] for item in page["items"]] == newest[1:]
@@ -253,6 +253,6 @@ async def test_sluice_events_prints_a_page_and_the_cursor_to_the_next(
 async def test_sluice_events_refuses_bad_filters_with_the_reason(
     config: Config, args: list[str], named: str
 ) -> None:
-    done = await sluice(config, "events", *args)
+    done = await sluice_command(config, "events", *args)
     assert done.returncode == 2
     assert named in done.stderr

@@ -23,7 +23,7 @@ from sluice.config import Config
 from sluice.events import decode
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
-from tests.integration.test_exports import CODE, all_published, seed, small_export
+from tests.integration.export_helpers import CODE, all_published, seed, small_export
 from tests.link_helpers import bearer
 
 pytestmark = pytest.mark.topologies("single", "cluster")

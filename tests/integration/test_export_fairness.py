@@ -23,7 +23,7 @@ from sluice.builtin.links.exports.job_limits import TooManyJobs
 from sluice.config import Config
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
-from tests.integration.test_exports import all_published
+from tests.integration.export_helpers import all_published
 from tests.link_helpers import OTHER, OWNER, add_link
 
 pytestmark = pytest.mark.topologies("single", "cluster")

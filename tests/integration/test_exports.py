@@ -12,7 +12,7 @@ import asyncio
 import csv
 import io
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -29,71 +29,29 @@ from sluice.consumers.consumer import Consumer
 from sluice.errors import HandlerError
 from sluice.events import decode, utcnow
 from sluice.process.resources import Resources
-from sluice.relay.relay import POSITION, Relay
+from sluice.relay.relay import Relay
 from sluice.store import Store
 from sluice.streams.messages import BatchHandler, Delivery, Message, fields_from_redis
 from sluice.streams.spec import GroupSpec, runtime_settings
+from tests.integration.export_helpers import (
+    CODE,
+    OTHERS,
+    VISITS,
+    all_published,
+    seed,
+    small_export,
+    visit,
+)
 from tests.link_helpers import OWNER, add_link, add_user
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
-CODE = "bigone"
-OTHER_CODE = "another"
-VISITS = 50_000
-OTHERS = 5_000  # visits of another link, interleaved: never in the CSV
-PER_TX = 5_000
 BATCH = 1_000  # sequence numbers per export window: about 57 windows here
-BASE = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 @pytest.fixture
 def config(make_config: Callable[..., Config]) -> Config:
     return make_config(export_batch=BATCH)
-
-
-def visit(i: int, code: str) -> LinkVisited:
-    browser = ("Chrome", "Firefox", "Googlebot")[i % 3]
-    return LinkVisited(
-        code=code,
-        visitor=f"visitor-{i}",
-        referrer_host=(None, "news.example.com", "t.co")[i % 3],
-        browser=browser,
-        is_bot=browser == "Googlebot",
-        occurred_at=BASE + timedelta(milliseconds=i),
-    )
-
-
-async def seed(store: Store) -> None:
-    """The two links, then VISITS + OTHERS visits, the other link's every 11th."""
-    await add_link(store, CODE, "https://example.org/big")
-    await add_link(store, OTHER_CODE, "https://example.org/other")
-    await add_user(store)
-    total = VISITS + OTHERS
-    for start in range(0, total, PER_TX):
-        async with store.transaction() as tx:
-            await tx.append(
-                *(
-                    visit(i, OTHER_CODE if i % 11 == 10 else CODE)
-                    for i in range(start, min(total, start + PER_TX))
-                )
-            )
-
-
-async def small_export(store: Store) -> Job:
-    """The link with 3,000 visits and an export of it requested."""
-    await add_link(store, CODE, "https://example.org/big")
-    await add_user(store)
-    async with store.transaction() as tx:
-        await tx.append(*(visit(i, CODE) for i in range(3_000)))
-    job, _ = await jobs.request_export(store, OWNER, CODE, "trace-export")
-    return job
-
-
-async def all_published(store: Store) -> None:
-    async def published() -> bool:
-        return await store.position(POSITION) == await store.max_seq()
-
-    await wait_for(published)
 
 
 async def expected_rows(store: Store, upto: int) -> list[tuple[datetime, str, str, str, str]]:

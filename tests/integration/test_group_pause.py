@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from sluice.app.assembly import create_app
-from sluice.app.testing import Child, wait_for
+from sluice.app.testing import Child, sluice_command, wait_for
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
 from sluice.process.resources import Resources, redis_client
@@ -27,7 +27,6 @@ from sluice.relay.relay import Relay
 from sluice.streams.messages import Delivery
 from sluice.streams.spec import GroupSpec, runtime_settings
 from tests.integration.helpers import Running, post_views, views
-from tests.integration.test_cli import sluice
 
 GROUP = "article-views"
 ARTICLE = "a1"
@@ -297,16 +296,16 @@ async def test_a_paused_group_reclaims_nothing_until_resumed(
 async def test_the_groups_command_pauses_lists_and_resumes(
     config: Config, resources: Resources
 ) -> None:
-    done = await sluice(config, "groups", "pause", "mail")
+    done = await sluice_command(config, "groups", "pause", "mail")
     assert done.returncode == 0, done.stderr
     assert "mail" in await pause.paused_groups(resources.store)
-    listed = await sluice(config, "groups", "list")
+    listed = await sluice_command(config, "groups", "list")
     lines = {line.split()[0]: line for line in listed.stdout.splitlines()}
     assert "paused since" in lines["mail"] and lines["exports"].split()[1] == "running"
-    status = await sluice(config, "status")
+    status = await sluice_command(config, "status")
     assert "paused groups: mail" in status.stdout
-    done = await sluice(config, "groups", "resume", "mail")
+    done = await sluice_command(config, "groups", "resume", "mail")
     assert done.returncode == 0, done.stderr
     assert await pause.paused_groups(resources.store) == {}
-    unknown = await sluice(config, "groups", "pause", "nope")
+    unknown = await sluice_command(config, "groups", "pause", "nope")
     assert unknown.returncode == 2 and "unknown group 'nope'" in unknown.stderr

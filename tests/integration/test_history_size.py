@@ -23,10 +23,7 @@ from sluice.scheduler.runner import Runner
 from sluice.store import Store
 from tests.engine_app import APPS, Pinged
 from tests.integration.archive_helpers import LONG_AGO, hot_rows, make_old, run_archive
-from tests.integration.test_metrics import ADMIN, scrape, value
-
-TOKEN = ADMIN["Authorization"].removeprefix("Bearer ")
-
+from tests.integration.metrics_helpers import ADMIN, ADMIN_TOKEN, scrape, value
 
 pytestmark = pytest.mark.apps(APPS)  # the engine's test app (tests/engine_app)
 
@@ -88,7 +85,7 @@ async def test_status_the_admin_route_and_metrics_show_the_size(
     redis_server: RedisServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    config = make_config(admin_token=TOKEN)
+    config = make_config(admin_token=ADMIN_TOKEN)
     client = await aiohttp_client(create_app(config))
     store = client.server.app[STORE]
     await seed(store)

@@ -32,7 +32,7 @@ from sluice.scheduler.runner import Runner
 from sluice.streams.failures import Failures
 from tests.integration.archive_helpers import hot_rows, make_old
 from tests.integration.helpers import post_views
-from tests.integration.test_metrics import ADMIN, scrape, value
+from tests.integration.metrics_helpers import ADMIN, ADMIN_TOKEN, scrape, value
 
 # Four partitions on one Redis (the tests set them), and the same on a cluster.
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -55,7 +55,7 @@ def config(make_config: Callable[..., Config]) -> Config:
     return make_config(
         stream_partitions=4,
         history_segment_events=5,
-        admin_token=ADMIN["Authorization"].removeprefix("Bearer "),
+        admin_token=ADMIN_TOKEN,
     )
 
 

@@ -17,29 +17,12 @@ from sluice.process.resources import Resources
 from sluice.telemetry import prometheus
 from sluice.telemetry.metrics_dir import ENV, metrics_dir
 from tests.integration.helpers import post_views, views
-
-ADMIN = {"Authorization": "Bearer metrics-admin-token-0123456789abcdef"}
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+from tests.integration.metrics_helpers import ADMIN, ADMIN_TOKEN, scrape, value
 
 
 @pytest.fixture
 def config(make_config: Callable[..., Config]) -> Config:
-    return make_config(admin_token="metrics-admin-token-0123456789abcdef")
-
-
-async def scrape(client: Any) -> Samples:
-    response = await client.get("/metrics", headers=ADMIN)
-    assert response.status == 200, await response.text()
-    assert response.content_type == "text/plain"
-    samples: Samples = {}
-    for family in text_string_to_metric_families(await response.text()):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+    return make_config(admin_token=ADMIN_TOKEN)
 
 
 async def test_metrics_need_the_admin_token(

@@ -22,17 +22,19 @@ from typing import Any
 import pytest
 
 from sluice.app.testing import Child, wait_for
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.process.resources import Resources
 from sluice.relay.relay import POSITION
-from tests.integration.faults_helpers import commit_views_at_once
+from tests.engine_app import APPS, Pinged
 
-pytestmark = pytest.mark.topologies("single", "cluster")
+pytestmark = [
+    pytest.mark.topologies("single", "cluster"),
+    pytest.mark.apps(APPS),  # the engine's test app (tests/engine_app)
+]
 
 BATCH = 50
 BURST = 5000
-AGGREGATES = ("articles", "visits")
+AGGREGATES = ("pings", "visits")
 LEADING = '"relay: leading"'
 
 
@@ -49,7 +51,7 @@ class Traffic:
         while not self._stop.is_set():
             i = self.committed
             event = (
-                ArticleViewed(article_id="a", viewer=f"viewer-{i}")
+                Pinged(source="a", note=f"ping-{i}")
                 if i % 2
                 else LinkVisited(code="relay", visitor=f"visitor-{i}")
             )
@@ -129,10 +131,11 @@ async def test_relay_replicas_publish_one_at_a_time_and_a_standby_takes_over(
     await wait_for(publishing, timeout=20)
     [first] = leaders(relays)  # the other two stand by
     # A burst the leader needs a hundred batches for: it dies in the middle of it.
-    await commit_views_at_once(resources, "burst", BURST, start=0)
-    article = store.dialect.payload_field("article_id")
+    async with store.transaction() as tx:
+        await tx.append(*(Pinged(source="burst", note=f"ping-{i}") for i in range(BURST)))
+    source = store.dialect.payload_field("source")
     row = await store.fetchone(
-        f"SELECT MIN(seq), MAX(seq) FROM events WHERE type = 'ArticleViewed' AND {article} = ?",
+        f"SELECT MIN(seq), MAX(seq) FROM events WHERE type = 'Pinged' AND {source} = ?",
         ("burst",),
     )
     assert row is not None

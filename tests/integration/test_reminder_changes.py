@@ -30,7 +30,7 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
 from sluice.store.users import from_db_time
 from tests.integration.mail_helpers import Received, smtp_server
-from tests.integration.test_reminders import create, drained, fired_at_least, verify_address
+from tests.integration.reminder_helpers import create, drained, fired_at_least, verify_address
 
 SECOND = timedelta(seconds=1)
 

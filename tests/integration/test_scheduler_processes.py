@@ -27,14 +27,14 @@ from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
 from sluice.scheduler.loop import slot_id
 from sluice.scheduler.runs import ABANDONED
-from tests.integration.scheduler_tasks import effects_key
-from tests.integration.test_reminders import (
+from tests.integration.reminder_helpers import (
     assert_none_fired_after_deletion,
     assert_once_each,
     create,
     delete,
     fired_at_least,
 )
+from tests.integration.scheduler_tasks import effects_key
 
 TASKS_ENV = {
     "SLUICE_EXTRA_TASKS": "tests.integration.scheduler_tasks:tasks",

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import random
-import string
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,12 +15,13 @@ from sluice.builtin.links import agent_patterns, visits
 from sluice.builtin.links.agent_patterns import PREFIX, systems
 from sluice.builtin.links.agents import describe
 from sluice.builtin.links.targeting import platform
+from tests import user_agents
 from tests.link_helpers import CHROME, FACEBOOK, FIREFOX, GOOGLEBOT, SLACKBOT
-from tests.unit import test_targeting
+from tests.user_agents import ANDROID_PHONE, MAC_SAFARI, unseen
 
 # Real agents: the browsers and bots the other tests use, ...
 BROWSERS = [CHROME, FIREFOX, GOOGLEBOT, SLACKBOT, FACEBOOK] + [
-    value for name, value in vars(test_targeting).items() if name.isupper() and type(value) is str
+    value for name, value in vars(user_agents).items() if name.isupper() and type(value) is str
 ]
 # ... and every example the crawler list ships with its patterns (~2,000).
 CRAWLERS = [
@@ -78,7 +77,7 @@ def visits_os(agent: str) -> str | None:
 
 
 def test_a_real_agent_still_gets_its_browser_os_and_device() -> None:
-    agent = describe(test_targeting.ANDROID_PHONE)
+    agent = describe(ANDROID_PHONE)
     assert (agent.browser, agent.is_bot, agent.os, agent.device) == (
         "Chrome Mobile",
         False,
@@ -87,14 +86,7 @@ def test_a_real_agent_still_gets_its_browser_os_and_device() -> None:
     )
     bot = describe(GOOGLEBOT)
     assert (bot.browser, bot.is_bot) == ("Googlebot", True)
-    assert platform(test_targeting.MAC_SAFARI) == ("desktop", "macos")
-
-
-def unseen(n: int, length: int = 500, seed: int | None = None) -> list[str]:
-    """``n`` User-Agents of random characters no cache has seen."""
-    rnd = random.Random(seed)
-    alphabet = string.ascii_letters + string.digits + " ;/()._-"
-    return ["".join(rnd.choices(alphabet, k=length)) for _ in range(n)]
+    assert platform(MAC_SAFARI) == ("desktop", "macos")
 
 
 def cpu_seconds(classify: Callable[[str], Any], agents: list[str]) -> float:

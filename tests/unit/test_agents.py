@@ -7,7 +7,7 @@ import pytest
 
 from sluice.builtin.links.agents import Agent, cache_info, describe
 from tests.link_helpers import GOOGLEBOT
-from tests.unit.test_targeting import ANDROID_PHONE, IPAD, MAC_SAFARI, WINDOWS_CHROME
+from tests.user_agents import ANDROID_PHONE, IPAD, MAC_SAFARI, WINDOWS_CHROME
 
 
 @pytest.mark.parametrize(

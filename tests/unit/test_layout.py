@@ -16,6 +16,7 @@ import sluice
 from tests.module_imports import imports
 
 ROOT = Path(sluice.__file__).parent
+TESTS = ROOT.parent / "tests"
 
 
 def _contract(name: str) -> dict[str, object]:
@@ -57,3 +58,25 @@ def test_a_built_in_app_imports_only_the_app_api_even_inside_a_function() -> Non
         and not name.startswith(("sluice.app", "sluice.builtin"))
     ]
     assert wrong == []
+
+
+def _test_module(name: str) -> str | None:
+    """The test module (``test_*.py`` or ``conftest.py``) that importing ``name`` runs, if any."""
+    parts = name.split(".")
+    for end in range(2, len(parts) + 1):
+        path = ROOT.parent.joinpath(*parts[:end]).with_suffix(".py")
+        if path.is_file() and (path.name.startswith("test_") or path.name == "conftest.py"):
+            return str(path.relative_to(ROOT.parent))
+    return None
+
+
+def test_no_test_module_imports_another() -> None:
+    """What tests share lives in a module named by what it holds, never in a test module
+    (docs/development/testing.md, "What each directory holds")."""
+    wrong = {
+        f"{path.relative_to(ROOT.parent)}:{line}: {module}"
+        for path in TESTS.rglob("*.py")
+        for line, name in imports(ast.parse(path.read_text()), for_annotations=True)
+        if name.startswith("tests.") and (module := _test_module(name))
+    }
+    assert sorted(wrong) == []

@@ -10,7 +10,6 @@ import pytest
 from redis.crc import key_slot
 
 from sluice.builtin.accounts.events import UserRegistered
-from sluice.builtin.articles.events import ArticleViewed
 from sluice.builtin.links.events import LinkVisited
 from sluice.builtin.reminders.events import ReminderDue
 from sluice.config import load_config
@@ -18,12 +17,15 @@ from sluice.errors import ConfigError
 from sluice.events import encode
 from sluice.streams.engine_keys import Keys
 from sluice.streams.partitions import partition_of, payload_partition
+from tests.engine_app import Pinged, registered
+
+registered()  # the engine's test app (tests/engine_app): its events encode
 
 
 def test_an_aggregate_always_maps_to_the_partition_of_its_id() -> None:
     events = [
         ("visits", LinkVisited(code="promo", visitor="v1"), "promo"),
-        ("articles", ArticleViewed(article_id="a7", viewer="x"), "a7"),
+        ("pings", Pinged(source="a7"), "a7"),
         ("users", UserRegistered(user_id="u1", email="a@example.org"), "u1"),
     ]
     for aggregate, event, key in events:

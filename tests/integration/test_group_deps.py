@@ -1,12 +1,14 @@
 """A group's ``deps=``, ``@group.batch`` and ``turns=`` (docs/guides/write-an-app.md,
 "What a group's handlers are handed" and "A batch handler"): deps built once per worker
-process and closed with it, a batch handler's failures retried per event, a read's
-events started in turns, and a misdeclared group refused naming the app."""
+process and closed with it (by a worker, by the harness), a batch handler's failures
+retried per event, a read's events started in turns, and a misdeclared group refused
+naming the app."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -14,8 +16,11 @@ import pytest
 
 from sluice.app import App, Event, HandlerContext, JobContext, Resources, Tx
 from sluice.app.running import group_spec
+from sluice.app.testing import open_harness
 from sluice.cli.processes import _close_groups
+from sluice.config import Config
 from sluice.streams.messages import Delivery, Message
+from tests.app_helpers import AppDir
 
 
 class ParcelSent(Event, frozen=True, kw_only=True, tag="test.deps.ParcelSent"):
@@ -170,3 +175,58 @@ def test_a_misdeclared_group_is_refused_naming_the_app() -> None:
         app.group("shape").batch(ParcelSent)(_job)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="app 'parcels': group 'deps', deps= must be a function"):
         app.group("deps", deps="a courier")  # type: ignore[arg-type]
+
+
+COURIERS = """
+from typing import ClassVar
+
+from sluice.app import App, Event, HandlerContext, Resources
+
+app = App("couriers")
+app.aggregate("couriers", key="courier_id")
+# Every Courier built, in the order they were: the test reads them after the harness.
+BUILT: list["Courier"] = []
+
+
+class Courier:
+    def __init__(self, group: str) -> None:
+        self.group, self.carried, self.closed = group, [], False
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@app.event
+class CourierCalled(Event, frozen=True, kw_only=True, tag=True):
+    aggregate: ClassVar[str] = "couriers"
+    courier_id: str
+
+
+def courier(resources: Resources) -> Courier:
+    BUILT.append(Courier("couriers"))
+    return BUILT[-1]
+
+
+couriers = app.group("couriers", deps=courier)
+
+
+@couriers.on(CourierCalled)
+async def call(event: CourierCalled, ctx: HandlerContext[Courier]) -> None:
+    ctx.deps.carried.append(event.courier_id)
+"""
+
+
+async def test_the_harness_runs_a_group_with_its_deps_and_closes_them_at_its_end(
+    app_dir: AppDir, make_config: Callable[..., Config]
+) -> None:
+    app_dir.module("couriers_app", COURIERS)
+    async with open_harness(make_config(apps="couriers_app")) as harness:
+        module = importlib.import_module("couriers_app")
+        called = module.CourierCalled
+        async with harness.store.transaction() as tx:
+            await tx.append(called(courier_id="c1"), called(courier_id="c2"))
+        await harness.drain()
+        assert len(await harness.handled("couriers")) == 2
+        [built] = module.BUILT
+        assert (sorted(built.carried), built.closed) == (["c1", "c2"], False)
+    assert built.closed

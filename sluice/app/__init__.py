@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
-from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection
+from sluice.app.groups import Group, GroupSettings, Projection
 from sluice.app.jobs import Job
 from sluice.app.redis_keys import RedisKeys
 from sluice.app.settings import Settings
@@ -80,6 +80,7 @@ from sluice.scheduler.task_spec import TaskContext
 from sluice.store import Store, Tx
 from sluice.store.base import Row
 from sluice.store.users import User, db_time, from_db_time, optional_db_time, user_by_id
+from sluice.streams.messages import Cancelled, Duplicate
 
 __all__ = [
     "ADMIN",
@@ -88,11 +89,12 @@ __all__ = [
     "UNAUTHORIZED",
     "USER",
     "App",
-    "BatchGroup",
+    "Cancelled",
     "Config",
     "ConfigError",
     "Conflict",
     "DependencyDown",
+    "Duplicate",
     "Event",
     "FieldError",
     "Forbidden",

@@ -1,8 +1,8 @@
 """Advanced hooks: the lower-level parts of the engine the built-in apps stand on.
 
 ``sluice.app`` is what a team's app needs; this module is what only an app reaching
-into the engine's own machinery does: the redirect fast path's wire helpers, batch
-handler groups and their outcomes, the operations records (deliveries, dead letters,
+into the engine's own machinery does: the redirect fast path's wire helpers, the
+dead letters' messages, the operations records (deliveries, dead letters,
 pauses, group history), the event history's reader and search, the keys of the API
 process's state, Redis topology and the cron parser. It is public and versioned like
 the rest of ``sluice.app`` (a name here changes only with a release note and an upgrade
@@ -27,9 +27,6 @@ from sluice.aio.waiting import cancel_and_wait, first_of, wait_or_stop
 
 # links
 from sluice.config.networks import Network, trusted_networks
-
-# accounts, links
-from sluice.consumers.dispatch import EventHandler, event_group
 
 # links, operations, reminders
 from sluice.events import EVENT_TYPES, decode
@@ -183,18 +180,8 @@ from sluice.streams.engine_keys import Keys
 # operations
 from sluice.streams.failures import Failures
 
-# accounts, links
-from sluice.streams.messages import (
-    Cancelled,
-    Delivery,
-    Duplicate,
-    Message,
-    NoOutcome,
-    PoisonMessage,
-)
-
-# accounts, links
-from sluice.streams.spec import DeadLetterHook, GroupSpec
+# links
+from sluice.streams.messages import Message, NoOutcome, PoisonMessage
 
 __all__ = [
     "APPS",
@@ -226,27 +213,21 @@ __all__ = [
     "WINDOW_SECONDS",
     "Caller",
     "CancelWatch",
-    "Cancelled",
     "Claim",
     "ClaimantBusy",
     "CronError",
     "CronSchedule",
     "DeadLetter",
-    "DeadLetterHook",
-    "Delivery",
     "DeliveryView",
     "Doc",
     "Due",
-    "Duplicate",
     "EngineProjection",
-    "EventHandler",
     "EventPage",
     "EventQuery",
     "Failures",
     "Form",
     "FoundEvent",
     "GroupHistory",
-    "GroupSpec",
     "HistorySize",
     "Invalid",
     "Keys",
@@ -275,7 +256,6 @@ __all__ = [
     "decode",
     "deliveries",
     "email_key",
-    "event_group",
     "event_search",
     "first_of",
     "forget_signal",

@@ -89,6 +89,7 @@ def check_context(app: str, context: object) -> None:
 SHAPES: dict[str, tuple[str, ...]] = {
     "on": ("event", "ctx"),
     "once": ("event", "tx", "ctx"),
+    "batch": ("events", "ctx"),
     "job": ("payload", "tx", "ctx"),
     "task": ("ctx",),
     "apply": ("tx", "events", "ctx"),
@@ -96,6 +97,7 @@ SHAPES: dict[str, tuple[str, ...]] = {
     "publish": ("resources", "events"),
     "republish": ("resources",),
     "on_dead_letter": ("message", "error"),
+    "on_dead_letter_ctx": ("message", "error", "ctx"),
     "purge": ("store", "now"),
 }
 
@@ -105,11 +107,14 @@ SHAPES: dict[str, tuple[str, ...]] = {
 
 def check_handled_types(apps: Iterable[App], core: Iterable[type[Event]]) -> None:
     """Every event type a group or a projection of ``apps`` handles is declared by one of
-    them (or is sluice's own): an undeclared type could never be appended nor read."""
+    them (or is sluice's own): an undeclared type could never be appended nor read. A
+    handler another app joined is that app's: it is left out where that app is not."""
     apps = tuple(apps)
     declared = {*core, *(cls for app in apps for cls in app.events)}
+    names = {app.name for app in apps}
     for app in apps:
-        handled = [(f"group {g.name!r}", t) for g in app.groups.values() for t in g.event_types]
+        groups = [g.loaded_part(names) for g in app.groups.values()]
+        handled = [(f"group {g.name!r}", t) for g in groups for t in g.event_types]
         handled += [
             (f"projection {p.name!r}", t) for p in app.projections.values() for t in p.events
         ]

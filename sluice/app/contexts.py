@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import structlog
 from redis.asyncio import Redis
@@ -12,17 +13,29 @@ from sluice.config import Config
 from sluice.process.resources import Resources
 from sluice.store import Store
 
+if TYPE_CHECKING:
+    # For mypy alone: a bare ``HandlerContext`` is ``HandlerContext[None]`` (a group
+    # without ``deps=``); at run time the default changes nothing.
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    D = DefaultedTypeVar("D", default=None)
+else:
+    D = TypeVar("D")
+
 
 @dataclass(frozen=True)
-class HandlerContext:
+class HandlerContext(Generic[D]):
     """One delivery of an event to a group's handler: the process's resources, the
-    group, the attempt (1 for the first delivery), and a logger bound to all of it and
-    to the event's trace id."""
+    group, the attempt (1 for the first delivery), the group's ``deps`` (what its
+    ``deps=`` factory built in this process; None for a group without one), and a
+    logger bound to all of it and to the event's trace id. A batch handler's context
+    has the batch's highest attempt and no trace id."""
 
     resources: Resources
     group: str
     attempt: int
     trace_id: str
+    deps: D
 
     @property
     def store(self) -> Store:
@@ -47,7 +60,7 @@ class HandlerContext:
 
 
 @dataclass(frozen=True)
-class JobContext(HandlerContext):
+class JobContext(HandlerContext[D]):
     """A delayed job's run: a delivery of its ``JobDue``, with the job's name and key."""
 
     job: str = ""

@@ -23,8 +23,18 @@ from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 
 from sluice.app.checks import SHAPES, check_context, check_shape, check_view
-from sluice.app.contexts import JobContext
-from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection, check_name
+from sluice.app.contexts import D, JobContext
+from sluice.app.groups import (
+    EVENT_APPS,
+    DeadLetterWithContext,
+    DepsFactory,
+    Group,
+    GroupRun,
+    GroupSettings,
+    Projection,
+    TurnKey,
+    check_name,
+)
 from sluice.app.jobs import Job
 from sluice.app.redis_keys import RedisKeys
 from sluice.app.settings import Settings
@@ -39,7 +49,7 @@ from sluice.scheduler.builtin import Purge
 from sluice.scheduler.task_spec import TaskDeclaration, TaskFunction, declare_task
 from sluice.store import Tx
 from sluice.store.migrate import Migration
-from sluice.streams.spec import DeadLetterHook, GroupSpec
+from sluice.streams.spec import DeadLetterHook
 from sluice.telemetry import prometheus
 
 E = TypeVar("E", bound=Event)
@@ -95,8 +105,7 @@ class App:
     upcasters: dict[type[Event], dict[int, Upcaster]] = field(
         default_factory=dict, init=False, repr=False
     )
-    groups: dict[str, Group] = field(default_factory=dict, init=False, repr=False)
-    batch_groups: dict[str, BatchGroup] = field(default_factory=dict, init=False, repr=False)
+    groups: dict[str, Group[Any]] = field(default_factory=dict, init=False, repr=False)
     projections: dict[str, Projection] = field(default_factory=dict, init=False, repr=False)
     tasks: dict[str, TaskDeclaration] = field(default_factory=dict, init=False, repr=False)
     jobs: dict[str, Job[Any]] = field(default_factory=dict, init=False, repr=False)
@@ -130,6 +139,7 @@ class App:
         ``frozen=True, kw_only=True, tag=True``, names its ``aggregate`` in a ClassVar,
         and is named in the past tense; its name is its type in the history."""
         self.events.append(cls)
+        EVENT_APPS[cls] = self.name
         return cls
 
     def upcaster(
@@ -159,32 +169,46 @@ class App:
         timeout_seconds: float | None = None,
         concurrency: int | None = None,
         batch: int | None = None,
-        on_dead_letter: DeadLetterHook | None = None,
-    ) -> Group:
+        on_dead_letter: DeadLetterHook | DeadLetterWithContext | None = None,
+        deps: DepsFactory[D] | None = None,
+        turns: TurnKey | None = None,
+    ) -> Group[D]:
         """Declare a handler group (``sluice worker NAME``); add handlers with
-        ``@group.on(EventType)`` and ``@group.once(EventType)``."""
+        ``@group.on(EventType)`` and ``@group.once(EventType)``, or one
+        ``@group.batch(EventType, ...)``.
+
+        ``deps``: ``deps(resources)``, called once per worker process as the group
+        starts (a bad setting fails the start), gives what its handlers reach as
+        ``ctx.deps`` (an ``async def close()`` or ``aclose()`` of it is awaited when the
+        worker stops). ``turns``: ``turns(event)``, a key (an owner's id, say) by which
+        the events of one read start in rounds, each key's first, then each key's
+        second, ... so that one key's many events never stand in front of another's
+        first. ``on_dead_letter``: ``async def hook(message, error)`` or
+        ``hook(message, error, ctx)``, called once an entry went to the dead letters."""
         if name in self.groups:
             raise ValueError(f"app {self.name!r} declares group {name!r} twice")
+        with_ctx = False
         if on_dead_letter is not None:
-            what = f"group {name!r}, on_dead_letter"
-            check_shape(self.name, what, on_dead_letter, SHAPES["on_dead_letter"])
+            with_ctx = self._dead_letter_shape(name, on_dead_letter)
+        for what, value in (("deps", deps), ("turns", turns)):
+            if value is not None and not callable(value):
+                raise TypeError(
+                    f"app {self.name!r}: group {name!r}, {what}= must be a function, not {value!r}"
+                )
         settings = GroupSettings(retry_base_ms, max_deliveries, timeout_seconds, concurrency, batch)
-        group = Group(self, name, settings, on_dead_letter)
+        group = Group(self, name, settings, GroupRun(deps, turns, on_dead_letter, with_ctx))
         self.groups[name] = group
         return group
 
-    def batch_group(
-        self,
-        name: str,
-        aggregates: Sequence[str],
-        build: Callable[[Resources], GroupSpec],
-    ) -> BatchGroup:
-        """Declare a group whose batch handler is built by ``build`` (advanced: it gets
-        every delivery of a read and answers their outcomes, as sluice's own do); other
-        apps join it with ``@group.handler(EventType)``."""
-        group = BatchGroup(self, name, aggregates, build)
-        self.batch_groups[group.name] = group
-        return group
+    def _dead_letter_shape(self, group: str, hook: object) -> bool:
+        """Check ``hook``'s shape; True when it takes the group's ``ctx`` too."""
+        what = f"group {group!r}, on_dead_letter"
+        try:
+            check_shape(self.name, what, hook, SHAPES["on_dead_letter_ctx"])
+        except TypeError:
+            check_shape(self.name, what, hook, SHAPES["on_dead_letter"])
+            return False
+        return True
 
     def projection(
         self,
@@ -240,7 +264,7 @@ class App:
         )
 
     def job(
-        self, name: str, *, payload: type[P], group: Group | None = None
+        self, name: str, *, payload: type[P], group: Group[Any] | None = None
     ) -> Callable[[JobFunction[P]], Job[P]]:
         """Declare a delayed job: ``async def run(payload, tx, ctx)``, applied once in a
         transaction when it falls due. The decorator gives the ``Job``, whose
@@ -252,6 +276,11 @@ class App:
         def declare(function: JobFunction[P]) -> Job[P]:
             check_shape(self.name, f"job {name!r}", function, SHAPES["job"])
             owner = group or self._jobs_group()
+            if owner.batch_function is not None:
+                raise ValueError(
+                    f"app {self.name!r}: job {name!r} cannot run in group {owner.name!r},"
+                    " whose only handler is its @batch"
+                )
             job: Job[P] = Job(name, payload, function, owner.name)
             if name in self.jobs:
                 raise ValueError(f"app {self.name!r} declares job {name!r} twice")
@@ -261,7 +290,7 @@ class App:
 
         return declare
 
-    def _jobs_group(self) -> Group:
+    def _jobs_group(self) -> Group[Any]:
         name = f"{self.name}-jobs"
         return self.groups.get(name) or self.group(name)
 

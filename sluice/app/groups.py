@@ -1,47 +1,61 @@
 """What an app's handler groups and projections declare (``App.group``,
-``App.projection``): per-event functions and their settings, kept apart from ``App``
-so that each module stays one thing. ``sluice.app.running`` turns them into what the
-engine runs."""
+``App.projection``): per-event functions or a batch handler and their settings, kept
+apart from ``App`` so that each module stays one thing. ``sluice.app.running`` turns
+them into what the engine runs."""
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sluice.app.checks import SHAPES, check_shape
-from sluice.app.contexts import HandlerContext, ProjectionContext
+from sluice.app.contexts import D, HandlerContext, ProjectionContext
 from sluice.app.jobs import Job
 from sluice.events import Event
 from sluice.process.resources import Resources
 from sluice.store import Tx
-from sluice.streams.spec import DeadLetterHook, GroupSpec
+from sluice.streams.messages import Message
+from sluice.streams.spec import DeadLetterHook
 
 if TYPE_CHECKING:
     from sluice.app.declare import App
 
 E = TypeVar("E", bound=Event)
 T = TypeVar("T")
-# A batch group's handler: ``async def handler(event, deps)``, ``deps`` being what the
-# group's owner hands its handlers.
-B = TypeVar("B", bound=Callable[..., Awaitable[None]])
 
 NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
 
 # A plain handler: an effect outside the database (a mail, a call), which must be
 # idempotent by itself (key it by ``event.event_id``); the group retries it until it
 # succeeds or goes to the dead letters.
-OnHandler = Callable[[E, HandlerContext], Awaitable[None]]
+OnHandler = Callable[[E, HandlerContext[D]], Awaitable[None]]
 # A handler applied once: called inside a store transaction that also records the
 # event as handled by the group, so its writes (and the events it appends) commit once
 # whatever the redeliveries; a redelivery after the commit is acked without a call.
-OnceHandler = Callable[[E, Tx, HandlerContext], Awaitable[None]]
-Handler = OnHandler[Any]
+OnceHandler = Callable[[E, Tx, HandlerContext[D]], Awaitable[None]]
+Handler = OnHandler[Any, Any]
+# A batch handler: every event of a read that it handles, in the read's order; it
+# returns the failed ones by event id (the others are acked).
+BatchFunction = Callable[[Sequence[E], HandlerContext[D]], Awaitable[Mapping[str, BaseException]]]
+# What a group's ``deps=`` is: called once per worker process as the group starts.
+DepsFactory = Callable[[Resources], D]
+# ``turns=``: the key by which the events of a read take turns.
+TurnKey = Callable[[Any], Hashable]
+# ``on_dead_letter`` may take the group's context too (its store, its deps).
+DeadLetterWithContext = Callable[[Message, BaseException, HandlerContext[Any]], Awaitable[None]]
 ProjectionApply = Callable[[Tx, Sequence[Any], ProjectionContext], Awaitable[None]]
 ProjectionPayloads = Callable[[Tx, bytes | str, ProjectionContext], Awaitable[None]]
 Publish = Callable[[Resources, Sequence[Any]], Awaitable[None]]
 Republish = Callable[[Resources], Awaitable[None]]
+
+
+# The app that declared each event type, loaded or not: a handler that an app joined to
+# another's group (the reminders app's ``mail_group.on(ReminderDue)``) belongs to the
+# app of its event type, and runs only where that app is loaded.
+EVENT_APPS: dict[type[Event], str] = {}
 
 
 def check_name(kind: str, name: str) -> str:
@@ -64,40 +78,88 @@ class GroupSettings:
     batch: int | None = None  # entries per read
 
 
-class Group:
+@dataclass(frozen=True)
+class GroupRun(Generic[D]):
+    """How a group runs beyond its settings (``App.group``'s ``deps``, ``turns`` and
+    ``on_dead_letter``)."""
+
+    deps: DepsFactory[D] | None = None
+    turns: TurnKey | None = None
+    on_dead_letter: DeadLetterHook | DeadLetterWithContext | None = None
+    # Whether ``on_dead_letter`` takes ``ctx`` too.
+    dead_letter_ctx: bool = False
+
+
+class Group(Generic[D]):
     """A handler group: functions per event type, consumed by ``sluice worker NAME`` with
-    competing consumers, retries with backoff, and dead letters after the last attempt."""
+    competing consumers, retries with backoff, and dead letters after the last attempt.
+    ``D``: what its ``deps=`` factory returns (``ctx.deps``), None without one."""
 
     def __init__(
-        self,
-        app: App,
-        name: str,
-        settings: GroupSettings,
-        on_dead_letter: DeadLetterHook | None,
+        self, app: App, name: str, settings: GroupSettings, run: GroupRun[D] | None = None
     ) -> None:
         self.app = app
         self.name = check_name("group", name)
         self.settings = settings
-        self.on_dead_letter = on_dead_letter
+        self.run: GroupRun[D] = run or GroupRun()
         self.handlers: dict[type[Event], Handler] = {}
-        self.once_handlers: dict[type[Event], OnceHandler[Any]] = {}
+        self.once_handlers: dict[type[Event], OnceHandler[Any, Any]] = {}
+        self.batch_types: tuple[type[Event], ...] = ()
+        self.batch_function: BatchFunction[Any, D] | None = None
         self.jobs: dict[str, Job[Any]] = {}
 
-    def on(self, event_type: type[E]) -> Callable[[OnHandler[E]], OnHandler[E]]:
+    @property
+    def on_dead_letter(self) -> DeadLetterHook | DeadLetterWithContext | None:
+        """What the group calls once one of its entries went to the dead letters."""
+        return self.run.on_dead_letter
+
+    def on(self, event_type: type[E]) -> Callable[[OnHandler[E, D]], OnHandler[E, D]]:
         """Declare ``async def handler(event, ctx)`` for ``event_type``: an effect outside
         the database, retried until it succeeds (make it idempotent by the event's id)."""
         return self._declare(event_type, "on", self.handlers)
 
-    def once(self, event_type: type[E]) -> Callable[[OnceHandler[E]], OnceHandler[E]]:
+    def once(self, event_type: type[E]) -> Callable[[OnceHandler[E, D]], OnceHandler[E, D]]:
         """Declare ``async def handler(event, tx, ctx)`` for ``event_type``, applied exactly
         once: ``tx`` commits the handler's writes (and the events it appends) together
         with the record that this group handled the event."""
         return self._declare(event_type, "once", self.once_handlers)
 
+    def batch(self, *event_types: type[E]) -> Callable[[BatchFunction[E, D]], BatchFunction[E, D]]:
+        """Declare ``async def handle(events, ctx)``, the group's one handler: it gets
+        every event of ``event_types`` a read brought (in the read's order, events of
+        other types are acked without a call) and returns the failed ones as a mapping
+        of event id to exception; those are retried (or dead-lettered) one by one, the
+        others acked. An exception it raises fails the whole read."""
+        where = f"app {self.app.name!r}: group {self.name!r}"
+        if self.batch_function is not None:
+            raise ValueError(f"{where} declares @batch twice: a group has one batch handler")
+        if self.handlers or self.once_handlers or self.run.turns is not None:
+            raise ValueError(
+                f"{where}: @batch is the group's only handler: it takes no @on, @once nor"
+                " turns= (declare another group for them)"
+            )
+        if not event_types:
+            raise ValueError(f"{where}: @batch() names no event type")
+
+        def declare(function: BatchFunction[E, D]) -> BatchFunction[E, D]:
+            kinds = ", ".join(t.__name__ for t in event_types)
+            check_shape(
+                self.app.name, f"group {self.name!r}, @batch({kinds})", function, SHAPES["batch"]
+            )
+            self.batch_types, self.batch_function = tuple(event_types), function
+            return function
+
+        return declare
+
     def _declare(
         self, event_type: type[Event], kind: str, into: dict[type[Event], Any]
     ) -> Callable[[T], T]:
         """The decorator of ``kind``: checks the function's shape, then keeps it."""
+        if self.batch_function is not None:
+            raise ValueError(
+                f"app {self.app.name!r}: group {self.name!r} has a @batch handler, its only"
+                f" one: @{kind}({event_type.__name__}) belongs in another group"
+            )
         if event_type in self.handlers or event_type in self.once_handlers:
             raise ValueError(f"group {self.name!r} handles {event_type.__name__} twice")
 
@@ -111,41 +173,20 @@ class Group:
 
     @property
     def event_types(self) -> tuple[type[Event], ...]:
-        """The event types the group has a handler for (``on`` and ``once``)."""
-        return (*self.handlers, *self.once_handlers)
+        """The event types the group has a handler for (``on``, ``once`` and ``batch``)."""
+        return (*self.handlers, *self.once_handlers, *self.batch_types)
 
-
-class BatchGroup:
-    """A group whose handler gets every delivery of a read and answers their outcomes
-    (advanced: ``build(resources)`` returns the engine's ``GroupSpec``), declared by
-    ``App.batch_group``. Its owner decides what its handlers are handed; any app that
-    requires the owner joins the group with ``@group.handler(EventType)`` (the reminders
-    app's mail, in the accounts app's ``mail`` group)."""
-
-    def __init__(
-        self,
-        app: App,
-        name: str,
-        aggregates: Sequence[str],
-        build: Callable[[Resources], GroupSpec],
-    ) -> None:
-        self.app = app
-        self.name = check_name("group", name)
-        self.aggregates = tuple(aggregates)
-        self.build = build
-        self.handlers: dict[type[Event], Callable[..., Awaitable[None]]] = {}
-
-    def handler(self, event_type: type[Event]) -> Callable[[B], B]:
-        """Declare ``async def handler(event, deps)`` for ``event_type`` in this group,
-        ``deps`` being what the group's owner documents; one handler per event type."""
-        if event_type in self.handlers:
-            raise ValueError(f"group {self.name!r} handles {event_type.__name__} twice")
-
-        def declare(function: B) -> B:
-            self.handlers[event_type] = function
-            return function
-
-        return declare
+    def loaded_part(self, apps: Container[str]) -> Group[D]:
+        """The group as a deployment of ``apps`` runs it: without the handlers joined for
+        the event types of an app it does not load (their events never come)."""
+        gone = {t for t in self.event_types if t in EVENT_APPS and EVENT_APPS[t] not in apps}
+        if not gone:
+            return self
+        part = copy.copy(self)
+        part.handlers = {t: f for t, f in self.handlers.items() if t not in gone}
+        part.once_handlers = {t: f for t, f in self.once_handlers.items() if t not in gone}
+        part.batch_types = tuple(t for t in self.batch_types if t not in gone)
+        return part
 
 
 @dataclass

@@ -293,7 +293,7 @@ def _unique(kind: str, owners: Iterable[tuple[str, str]], core: Iterable[str] = 
 
 
 def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
-    group_names = [(g, a.name) for a in apps for g in [*a.groups, *a.batch_groups]]
+    group_names = [(g, a.name) for a in apps for g in a.groups]
     projections = [(p, a.name) for a in apps for p in [*a.projections, *a.engine_projections]]
     _unique("group", [*group_names, *projections])
     _unique("projection", projections)
@@ -311,17 +311,17 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             " one app of a deployment may declare it"
         )
     words = route_words(apps, ROUTES)
+    loaded = {app.name for app in apps}
     groups: dict[str, GroupFactory] = {}
     aggregates: dict[str, tuple[str, ...]] = {}
     engine_projections: dict[str, EngineProjection] = {}
     migrations: list[Migration] = []
     for app in apps:
         migrations += sorted(app.migrations, key=lambda m: m.version)
-        for name, group in app.groups.items():
+        for name, declared in app.groups.items():
+            group = declared.loaded_part(loaded)
             groups[name] = functools.partial(group_spec, group)
             aggregates[name] = group_aggregates(group)
-        for name, batch in app.batch_groups.items():
-            groups[name], aggregates[name] = batch.build, batch.aggregates
         for name, engine in app.engine_projections.items():
             engine_projections[name] = engine
         for name, projection in app.projections.items():

@@ -2,23 +2,32 @@
 
 An app's group is an ``event_group`` (``sluice.consumers.dispatch``) like sluice's own:
 the consumer runtime reads its streams, reclaims, retries with backoff and dead-letters
-exactly as it does for ``mail``. Two kinds of handler run in it:
+exactly as it does for sluice's own. Three kinds of handler run in it:
 
 - ``@group.on``: ``handler(event, ctx)``, an effect outside the database;
 - ``@group.once`` and delayed jobs: ``handler(event, tx, ctx)`` inside a transaction
   that first inserts the group's record of the event (``handled_events``, keyed by
   group and event id). The record and the handler's writes commit together, so an
   event redelivered after the commit finds its record and is acked as a duplicate
-  without a call, and one whose handler failed left nothing behind to retry over.
+  without a call, and one whose handler failed left nothing behind to retry over;
+- ``@group.batch``: ``handle(events, ctx)``, once per read, its failures by event id
+  mapped back to their entries.
+
+The group's ``deps`` are built here, once per process and group (``group_spec``), and
+handed to every call in ``ctx.deps``; ``turns`` reorders each read before the calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+import inspect
+from collections.abc import Awaitable, Callable, Container, Hashable, Sequence
+from itertools import zip_longest
+from typing import Any, Final, cast
+
+import structlog
 
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
-from sluice.app.groups import Group, Projection
+from sluice.app.groups import DeadLetterWithContext, Group, Projection, TurnKey
 from sluice.config import Config
 from sluice.consumers.dispatch import event_group
 from sluice.errors import ConfigError
@@ -28,8 +37,13 @@ from sluice.projections.base import EngineProjection
 from sluice.store import Tx
 from sluice.store.migrate import Migration
 from sluice.store.users import db_time
-from sluice.streams.messages import Delivery, Duplicate
-from sluice.streams.spec import GroupSpec
+from sluice.streams.messages import BatchHandler, Delivery, Duplicate, Message, Outcomes
+from sluice.streams.spec import DeadLetterHook, GroupSpec
+
+# ``group_spec``'s default: build the group's deps from its factory.
+BUILD: Final = object()
+# The turn of the events a group does not handle (acked without a call).
+_UNHANDLED: Final = object()
 
 
 class _Once:
@@ -61,16 +75,63 @@ async def handled_first_time(tx: Tx, group: str, event_id: str) -> bool:
     return bool(fresh)
 
 
-def group_aggregates(group: Group) -> tuple[str, ...]:
+def group_aggregates(group: Group[Any]) -> tuple[str, ...]:
     aggregates = {event_type.aggregate for event_type in group.event_types}
     if group.jobs:
         aggregates.add(JobDue.aggregate)
     return tuple(sorted(aggregates))
 
 
-def group_spec(group: Group, resources: Resources) -> GroupSpec:
-    """The engine's group for an app's ``group``."""
-    name, settings = group.name, group.settings
+def _closer(deps: object) -> Callable[[], Awaitable[None]] | None:
+    """The deps' ``async def aclose()`` (or ``close()``), awaited as the worker stops."""
+    for name in ("aclose", "close"):
+        method = getattr(deps, name, None)
+        if method is not None and inspect.iscoroutinefunction(method):
+            return cast(Callable[[], Awaitable[None]], method)
+    return None
+
+
+def group_spec(group: Group[Any], resources: Resources, deps: Any = BUILD) -> GroupSpec:
+    """The engine's group for an app's ``group``, its ``deps`` built now (once per worker
+    process) unless given."""
+    name, settings, run = group.name, group.settings, group.run
+    close = None
+    if deps is BUILD:
+        deps = None if run.deps is None else run.deps(resources)
+        close = _closer(deps)
+    if group.batch_function is not None:
+        handler = batch_handler(group, resources, deps)
+    else:
+        handler = _per_event(group, resources, deps)
+    return GroupSpec(
+        name,
+        group_aggregates(group),
+        handler,
+        _dead_letter_hook(group, resources, deps),
+        batch=settings.batch,
+        retry_base_ms=settings.retry_base_ms,
+        max_deliveries=settings.max_deliveries,
+        handler_timeout_s=settings.timeout_seconds,
+        close=close,
+    )
+
+
+def _dead_letter_hook(group: Group[Any], resources: Resources, deps: Any) -> DeadLetterHook | None:
+    hook, run = group.on_dead_letter, group.run
+    if hook is None or not run.dead_letter_ctx:
+        return cast(DeadLetterHook | None, hook)
+    with_ctx = cast(DeadLetterWithContext, hook)
+
+    async def on_dead_letter(message: Message, error: BaseException) -> None:
+        ctx = HandlerContext(resources, group.name, message.deliveries, message.trace_id, deps)
+        await with_ctx(message, error, ctx)
+
+    return on_dead_letter
+
+
+def _per_event(group: Group[Any], resources: Resources, deps: Any) -> BatchHandler:
+    """The batch handler of a group of per-event handlers (``on``, ``once``, jobs)."""
+    name = group.name
     handlers: dict[type[Event], Any] = dict(group.handlers)
     handlers.update({t: _Once(f) for t, f in group.once_handlers.items()})
     if group.jobs:
@@ -84,7 +145,7 @@ def group_spec(group: Group, resources: Resources) -> GroupSpec:
 
     async def invoke(handler: Any, delivery: Delivery, _: object) -> None:
         message, event = delivery.message, delivery.event
-        ctx = HandlerContext(resources, name, message.deliveries, message.trace_id)
+        ctx = HandlerContext(resources, name, message.deliveries, message.trace_id, deps)
         if isinstance(handler, _Once):
             await once(event, lambda tx: handler.function(event, tx, ctx))
         elif isinstance(handler, _Jobs):
@@ -94,26 +155,68 @@ def group_spec(group: Group, resources: Resources) -> GroupSpec:
                 return  # another group's job: it reads the same stream
             payload = job.decode(event)
             job_ctx = JobContext(
-                resources, name, message.deliveries, message.trace_id, job=event.job, key=event.key
+                resources,
+                name,
+                message.deliveries,
+                message.trace_id,
+                deps,
+                job=event.job,
+                key=event.key,
             )
             await once(event, lambda tx: job.run(payload, tx, job_ctx))
         else:
             await handler(event, ctx)
 
-    concurrency = settings.concurrency or resources.config.worker_concurrency
-    spec = event_group(
-        name, group_aggregates(group), handlers, None, concurrency, group.on_dead_letter, invoke
-    )
-    return GroupSpec(
-        spec.name,
-        spec.aggregates,
-        spec.handler,
-        spec.on_dead_letter,
-        batch=settings.batch,
-        retry_base_ms=settings.retry_base_ms,
-        max_deliveries=settings.max_deliveries,
-        handler_timeout_s=settings.timeout_seconds,
-    )
+    concurrency = group.settings.concurrency or resources.config.worker_concurrency
+    spec = event_group(name, (), handlers, None, concurrency, None, invoke)
+    turns = group.run.turns
+    if turns is None:
+        return spec.handler
+    run_batch = spec.handler
+
+    async def taking_turns(deliveries: Sequence[Delivery]) -> Outcomes:
+        # event_group starts them in this order, each waiting for a free place.
+        return await run_batch(in_turns(deliveries, turns, handlers))
+
+    return taking_turns
+
+
+def in_turns(
+    deliveries: Sequence[Delivery], key: TurnKey, handled: Container[type[Event]]
+) -> list[Delivery]:
+    """The read in rounds by ``key(event)`` (each key keeps its own order): every key's
+    first, then every key's second, ...; keys in the order their first event came.
+    Events the group does not handle (acked without a call) make one key of their own."""
+    queues: dict[Hashable, list[Delivery]] = {}
+    for delivery in deliveries:
+        event = delivery.event
+        turn = key(event) if type(event) in handled else _UNHANDLED
+        queues.setdefault(turn, []).append(delivery)
+    rounds = zip_longest(*queues.values())
+    return [delivery for turn in rounds for delivery in turn if delivery is not None]
+
+
+def batch_handler(group: Group[Any], resources: Resources, deps: Any) -> BatchHandler:
+    """The batch handler of a group declared with ``@group.batch``: the events of its
+    types, one call; the failures it names by event id, mapped back to their entries."""
+    name, function, types = group.name, group.batch_function, frozenset(group.batch_types)
+    assert function is not None
+
+    async def handle(deliveries: Sequence[Delivery]) -> Outcomes:
+        wanted = [d for d in deliveries if type(d.event) in types]
+        if not wanted:
+            return {}
+        attempt = max(d.message.deliveries for d in wanted)
+        ctx = HandlerContext(resources, name, attempt, "", deps)
+        with structlog.contextvars.bound_contextvars(group=name):
+            failed = await function([d.event for d in wanted], ctx)
+        if not failed:
+            return {}
+        return {
+            d.message.key: failed[d.event.event_id] for d in wanted if d.event.event_id in failed
+        }
+
+    return handle
 
 
 def _processed_ddl(projection: Projection) -> str:

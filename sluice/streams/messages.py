@@ -87,14 +87,15 @@ class Delivery:
 
 
 class Duplicate(Exception):
-    """Not a failure: the entry's effect was applied before (a redelivery). Named in a
-    handler's outcomes, the entry is acked and its delivery recorded ``duplicate``."""
+    """Not a failure: the entry's effect was applied before (a redelivery). Raised by a
+    handler (named among a batch handler's failures), the entry is acked and its
+    delivery recorded ``duplicate``."""
 
 
 class Cancelled(Exception):
-    """Not a failure: an operator cancelled the work the entry asked for (a job). Named
-    in a handler's outcomes, the entry is acked, never retried, and its delivery
-    recorded ``cancelled``."""
+    """Not a failure: an operator cancelled the work the entry asked for (a job). Raised
+    by a handler (named among a batch handler's failures), the entry is acked, never
+    retried, and its delivery recorded ``cancelled``."""
 
 
 class Recorded(Exception):

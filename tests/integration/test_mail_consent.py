@@ -26,6 +26,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import REGISTRY
 
 from sluice.app.assembly import create_app, open_resources
+from sluice.app.running import group_spec
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.keys import AccountsKeys
 from sluice.builtin.accounts.mail import group as mail
@@ -110,7 +111,8 @@ async def test_an_unverified_address_gets_no_reminder_mail_and_one_click_pauses_
         mail_config = make_config(smtp_url=server.url, reminder_min_interval=1)
         start_relay()
         start_worker(
-            spec=mail.group(dataclasses.replace(resources, config=mail_config)), config=mail_config
+            spec=group_spec(mail.mail_group, dataclasses.replace(resources, config=mail_config)),
+            config=mail_config,
         )
         # Learning of changes from the stream only (the reload is far away).
         runners = await start_runners(2, reload_seconds=600)
@@ -200,7 +202,7 @@ async def test_the_mail_budget_holds_across_two_mail_workers(
     async with AsyncExitStack() as stack:
         for name in ("w1", "w2"):  # two replicas: their own Redis clients and budgets
             own = await stack.enter_async_context(open_resources(config))
-            start_worker(spec=mail.group(own), name=name, config=config)
+            start_worker(spec=group_spec(mail.mail_group, own), name=name, config=config)
         start_relay()
         before = withheld("over_budget")
         start = utcnow().replace(microsecond=0)

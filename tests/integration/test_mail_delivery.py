@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sluice.app.running import group_spec
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.settings import AccountsSettings
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.topologies("single", "cluster")
 
 
 def mail_spec(resources: Resources, config: Config) -> GroupSpec:
-    return mail.group(dataclasses.replace(resources, config=config))
+    return group_spec(mail.mail_group, dataclasses.replace(resources, config=config))
 
 
 async def until_drained(resources: Resources) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from sluice.app.running import group_spec
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.config import Config
@@ -128,7 +129,10 @@ async def test_a_registration_committed_while_redis_is_down_is_mailed_once_it_is
 ) -> None:
     config = make_config(smtp_url=server.url)
     start_relay()
-    start_worker(spec=mail.group(dataclasses.replace(resources, config=config)), config=config)
+    start_worker(
+        spec=group_spec(mail.mail_group, dataclasses.replace(resources, config=config)),
+        config=config,
+    )
     await register(resources, 1)
 
     async def first_mail() -> bool:
@@ -174,7 +178,8 @@ async def test_two_workers_over_duplicated_entries_never_send_a_mail_twice(
 
     res = dataclasses.replace(resources, config=config)
     workers = [
-        start_worker(spec=mail.group(res), name=name, config=config) for name in ("w1", "w2")
+        start_worker(spec=group_spec(mail.mail_group, res), name=name, config=config)
+        for name in ("w1", "w2")
     ]
     await until_drained(resources)
 

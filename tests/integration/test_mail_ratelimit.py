@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from sluice.app.running import group_spec
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.ratelimit import Grant, RateLimiter
@@ -63,7 +64,9 @@ async def test_two_workers_share_one_limit_of_mails_per_second(
             deps = dataclasses.replace(
                 deps, mailer=dataclasses.replace(deps.mailer, limiter=limiter)
             )
-            workers.append(start_worker(spec=mail.group(res, deps), name=name, config=config))
+            workers.append(
+                start_worker(spec=group_spec(mail.mail_group, res, deps), name=name, config=config)
+            )
         # Both workers read new entries before the mails come: a worker still starting on
         # a loaded machine would otherwise find them all taken by the other. (A consumer
         # reads its own pending entries first, then sets ``_drained`` and reads new ones.)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sluice.app.assembly import create_app
+from sluice.app.running import group_spec
 from sluice.app.testing import Child, patience, wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.sending import reminder_key
@@ -266,7 +267,8 @@ async def test_two_hundred_one_shots_due_together_mail_once_each_across_three_sc
         )
         start_relay()
         start_worker(
-            spec=mail.group(dataclasses.replace(resources, config=mail_config)), config=mail_config
+            spec=group_spec(mail.mail_group, dataclasses.replace(resources, config=mail_config)),
+            config=mail_config,
         )
         await verify_address(client, headers, resources)
         logs = [tmp_path / f"{name}.log" for name in "abc"]

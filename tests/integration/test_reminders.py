@@ -18,6 +18,7 @@ from typing import Any, cast
 import pytest
 
 from sluice.app.assembly import create_app, open_resources
+from sluice.app.running import group_spec
 from sluice.app.testing import wait_for
 from sluice.builtin.accounts.mail import group as mail
 from sluice.builtin.accounts.mail.sending import reminder_key
@@ -103,7 +104,7 @@ async def test_a_new_reminder_is_followed_and_each_occurrence_mails_once(
 ) -> None:
     with smtp_server() as server:
         mail_config = make_config(smtp_url=server.url, mail_from="Sluice <hi@sluice.test>")
-        spec = mail.group(dataclasses.replace(resources, config=mail_config))
+        spec = group_spec(mail.mail_group, dataclasses.replace(resources, config=mail_config))
         start_relay()
         start_worker(spec=spec, config=mail_config)
         # The periodic reload is far away: a runner learns of the reminder from the stream.

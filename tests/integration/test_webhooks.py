@@ -20,10 +20,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from standardwebhooks.webhooks import Webhook as Verifier
 
 from sluice.app.assembly import create_app
+from sluice.app.running import group_spec
 from sluice.app.testing import Child, wait_for
 from sluice.builtin.links.events import LinkUpdated
 from sluice.builtin.links.webhooks import repository
-from sluice.builtin.links.webhooks.group import NAME, WebhookDeps, build_deps, group
+from sluice.builtin.links.webhooks.group import NAME, WebhookDeps, build_deps, webhooks_group
 from sluice.builtin.links.webhooks.repository import Webhook
 from sluice.builtin.links.webhooks.sender import Sender
 from sluice.builtin.links.webhooks.signing import generate_secret
@@ -102,7 +103,7 @@ def worker(
 ) -> Callable[[WebhookDeps], Consumer]:
     def start(deps: WebhookDeps) -> Consumer:
         start_relay()
-        return start_worker(NAME, spec=group(resources, deps))
+        return start_worker(NAME, spec=group_spec(webhooks_group, resources, deps))
 
     return start
 

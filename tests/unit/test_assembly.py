@@ -39,7 +39,8 @@ def test_the_relay_reads_each_groups_aggregates_without_building_the_group() -> 
     apps = default_apps()
     assert set(apps.aggregates) == set(apps.groups)
     assert apps.aggregates["article-views"] == ("articles",)
-    assert apps.aggregates["mail"] == ("users",)
+    # The reminders app's mails join the accounts app's group, and its stream with them.
+    assert apps.aggregates["mail"] == ("reminders", "users")
 
 
 def test_a_process_is_assembled_once_per_set_of_apps() -> None:

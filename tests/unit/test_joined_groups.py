@@ -9,7 +9,6 @@ from typing import ClassVar
 import pytest
 
 from sluice.app import App, Event, HandlerContext, Resources, Tx
-from sluice.app.advanced import GroupSpec
 from sluice.app.running import group_aggregates
 
 
@@ -40,20 +39,20 @@ def test_another_apps_handler_joins_a_group_and_its_streams() -> None:
         tracking.once(CardRedeemed)
 
 
-def test_a_batch_group_is_joined_through_the_object_its_declaration_returns() -> None:
-    def build(resources: Resources) -> GroupSpec:
+def test_a_group_with_deps_is_joined_through_the_object_its_declaration_returns() -> None:
+    def build(resources: Resources) -> str:
         raise AssertionError("not built here")
 
     owner = App("parcels")
-    outbox = owner.batch_group("outbox", ("parcels",), build)
+    outbox = owner.group("outbox", deps=build)
 
-    @outbox.handler(CardRedeemed)
-    async def redeemed(event: CardRedeemed, deps: object) -> None: ...
+    @outbox.on(CardRedeemed)
+    async def redeemed(event: CardRedeemed, ctx: HandlerContext[str]) -> None: ...
 
-    assert owner.batch_groups == {"outbox": outbox}
+    assert owner.groups == {"outbox": outbox}
     assert outbox.handlers == {CardRedeemed: redeemed}
     with pytest.raises(ValueError, match="handles CardRedeemed twice"):
-        outbox.handler(CardRedeemed)
+        outbox.on(CardRedeemed)
 
 
 def test_the_reminders_app_mails_through_the_accounts_apps_mail_group() -> None:
@@ -62,5 +61,5 @@ def test_the_reminders_app_mails_through_the_accounts_apps_mail_group() -> None:
     from sluice.builtin.reminders.events import ReminderDue
     from sluice.builtin.reminders.mail import on_reminder_due
 
-    assert accounts.batch_groups["mail"] is mail_group
+    assert accounts.groups["mail"] is mail_group
     assert mail_group.handlers[ReminderDue] is on_reminder_due

@@ -75,9 +75,9 @@ class Deployment:
         if any are given): for a ``once`` handler or a job, those whose effect committed
         (with the group's record that it handled them); for a projection, those applied
         to its tables; for an ``on`` handler, those its call returned for (an attempt
-        recorded as handled). Events of types the group has no handler for are not
-        listed, though the group reads and acks them (a built-in app's batch group, whose
-        handlers the engine declares, lists every entry it acked)."""
+        recorded as handled); for a ``batch`` handler, those it did not name failed.
+        Events of types the group has no handler for are not listed, though the group
+        reads and acks them."""
         if group not in self.apps.groups:
             known = ", ".join(sorted(self.apps.groups))
             raise ValueError(f"no group {group!r} in this deployment; its groups: {known}")
@@ -105,12 +105,14 @@ class Deployment:
         return await list_dead_letters(self.redis, keys, names, limit=10_000)
 
     def _on_types(self, group: str) -> set[str] | None:
-        """The event types of ``group``'s ``on`` handlers; None for a group the engine
-        declares itself (a built-in app's batch group), whose every handled entry counts."""
+        """The event types of ``group``'s ``on`` and ``batch`` handlers (whose handled
+        deliveries are the only record of an event handled); None for a group the engine
+        declares itself, whose every handled entry counts."""
         for app in self.apps.apps:
             declared = app.groups.get(group)
             if declared is not None:
-                return {event_type.__name__ for event_type in declared.handlers}
+                types = (*declared.handlers, *declared.batch_types)
+                return {event_type.__name__ for event_type in types}
         if group in self.apps.projections:
             return set()
         return None

@@ -136,6 +136,8 @@ class Harness(Deployment):
             retention_s=config.stream_retention,
             groups={name: spec.aggregates for name, spec in specs.items()},
         )
+        # What the groups hold (their deps' close), let go as a worker does at its stop.
+        self._closes = [spec.close for spec in specs.values() if spec.close is not None]
         self._deliveries = deliveries = DeliveryLog(resources.store)
         settings = replace(runtime_settings(config), block_ms=None)  # reads return at once
         gate, self._stop = RecoveryGate(), asyncio.Event()
@@ -271,6 +273,8 @@ class Harness(Deployment):
     async def _close(self) -> None:
         await self._relay.close()
         await self._deliveries.flush()
+        for close in self._closes:
+            await close()
 
 
 # The type of the ``sluice_harness`` fixture: ``await sluice_harness(apps, **settings)``.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sluice.app import TaskContext
 from sluice.builtin.links import pool
 from sluice.builtin.links.app import app
-from sluice.builtin.links.exports import group as exports
+from sluice.builtin.links.exports import group as exports_group  # noqa: F401  (declares it)
 from sluice.builtin.links.exports.retention import purge_exports
 from sluice.builtin.links.http import (
     counters,
@@ -26,10 +26,10 @@ from sluice.builtin.links.http import (
     webhooks,
 )
 from sluice.builtin.links.http.fast import Redirects
-from sluice.builtin.links.imports import group as imports
+from sluice.builtin.links.imports import group as imports_group  # noqa: F401  (declares it)
 from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.stats.projection import PROJECTION
-from sluice.builtin.links.webhooks import group as webhook_group
+from sluice.builtin.links.webhooks import group as webhooks_group  # noqa: F401  (declares it)
 from sluice.builtin.tags import tagged
 
 REFILL_BATCH = 1000
@@ -68,9 +68,6 @@ for context in (
     app.api_context(context)
 app.fast_path(Redirects)
 
-app.batch_group(exports.NAME, ("exports",), exports.group)
-app.batch_group(imports.NAME, ("exports",), imports.group)
-app.batch_group(webhook_group.NAME, ("links", "visits"), webhook_group.group)
 app.engine_projection(PROJECTION)
 
 

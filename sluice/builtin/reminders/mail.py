@@ -1,5 +1,5 @@
 """The reminders app's mail: one per reminder occurrence, sent through the accounts app's
-``mail`` group (``@mail_group.handler``, the group the accounts app exports), with a one-click
+``mail`` group (``@mail_group.on``, the group the accounts app exports), with a one-click
 unsubscribe link (RFC 8058) that pauses the reminder.
 
 Nothing goes to an address that is not verified: a reminder occurrence of an unverified
@@ -13,7 +13,7 @@ import structlog
 
 from sluice.builtin.accounts import mail_group
 from sluice.builtin.accounts.mail import links, templates
-from sluice.builtin.accounts.mail.group import MailDeps, send
+from sluice.builtin.accounts.mail.group import Context, send
 from sluice.builtin.accounts.mail.sending import Outgoing, reminder_key
 from sluice.builtin.accounts.metrics import MAILS_WITHHELD
 from sluice.builtin.reminders.events import ReminderDue
@@ -33,10 +33,11 @@ def _withheld(reason: str, message: str, event: ReminderDue) -> None:
     )
 
 
-@mail_group.handler(ReminderDue)
-async def on_reminder_due(event: ReminderDue, deps: MailDeps) -> None:
+@mail_group.on(ReminderDue)
+async def on_reminder_due(event: ReminderDue, ctx: Context) -> None:
     """One mail per occurrence, keyed by reminder and slot, to the owner's address as stored
     now (never one an entry names), only when it is verified and the reminder not paused."""
+    deps = ctx.deps
     target = await mail_target(deps.store, event.reminder_id)
     if target is None:
         log.warning(

@@ -1,6 +1,6 @@
 """The ``mail`` handler group: the welcome mail once per registered user (with the link
 that verifies the address), new verification links asked for, and what other apps
-add (``mail_group.handler``: the reminders app's one mail per reminder occurrence).
+add (``mail_group.on``: the reminders app's one mail per reminder occurrence).
 
 Each handler renders a template and hands the mail to ``Mailer.send_once``,
 which does the rest (idempotency key, the user's budget, rate limit, transport,
@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from sluice.app import Resources, Store, user_by_id, utcnow
-from sluice.app.advanced import Duplicate, GroupSpec, event_group
+from sluice.app import Duplicate, HandlerContext, Resources, Store, user_by_id, utcnow
 from sluice.builtin.accounts.app import app
 from sluice.builtin.accounts.events import UserRegistered, VerificationRequested
 from sluice.builtin.accounts.keys import AccountsKeys
@@ -54,59 +53,6 @@ async def send(deps: MailDeps, outgoing: Outgoing) -> None:
         raise Duplicate(f"mail {outgoing.key} was sent before")
 
 
-def _build(resources: Resources) -> GroupSpec:
-    return group(resources)
-
-
-# The group, which other apps join with ``@mail_group.handler(EventType)``: ``async def
-# handler(event, deps)`` (``MailDeps``: the mailer, the signed-link key), called once per
-# delivery. The reminders app, which requires this one, mails each occurrence through it.
-mail_group = app.batch_group(NAME, ("users",), _build)
-HANDLERS = mail_group.handlers
-
-
-async def _verify_url(deps: MailDeps, user_id: str, email: str) -> str:
-    token = links.verify_token(
-        await deps.link_key.get(), user_id, email, utcnow() + links.VERIFY_TTL
-    )
-    return links.link(deps.base_url, links.VERIFY_PATH, token)
-
-
-@mail_group.handler(UserRegistered)
-async def on_user_registered(event: UserRegistered, deps: MailDeps) -> None:
-    url = await _verify_url(deps, event.user_id, event.email)
-    await send(
-        deps,
-        Outgoing(
-            key=welcome_key(event.user_id),
-            recipient=event.email,
-            recipient_name=event.name,
-            content=templates.welcome(event.name, deps.base_url, url),
-            user_id=event.user_id,
-        ),
-    )
-
-
-@mail_group.handler(VerificationRequested)
-async def on_verification_requested(event: VerificationRequested, deps: MailDeps) -> None:
-    """A new link to the address the user has now, unless it was verified meanwhile."""
-    user = await user_by_id(deps.store, event.user_id)
-    if user is None or user.verified_at is not None:
-        log.info("verification mail not needed", user_id=event.user_id, verified=user is not None)
-        return
-    url = await _verify_url(deps, user.id, user.email)
-    await send(
-        deps,
-        Outgoing(
-            key=verification_key(event.event_id),
-            recipient=user.email,
-            recipient_name=user.name,
-            content=templates.verification(user.name, url),
-            user_id=user.id,
-        ),
-    )
-
-
 def build_deps(resources: Resources) -> MailDeps:
     """Transport from the config (an invalid ``SLUICE_SMTP_URL`` fails here, at start)."""
     mail = AccountsSettings.of(resources)
@@ -136,12 +82,52 @@ def build_deps(resources: Resources) -> MailDeps:
     )
 
 
-def group(resources: Resources, deps: MailDeps | None = None) -> GroupSpec:
-    aggregates = tuple(sorted({event_type.aggregate for event_type in HANDLERS}))
-    return event_group(
-        NAME,
-        aggregates,
-        HANDLERS,
-        deps or build_deps(resources),
-        resources.config.worker_concurrency,
+# The group, which other apps join with ``@mail_group.on(EventType)``: ``async def
+# handler(event, ctx)``, ``ctx.deps`` a ``MailDeps`` (the mailer, the signed-link key).
+# The reminders app, which requires this one, mails each occurrence through it.
+mail_group = app.group(NAME, deps=build_deps)
+Context = HandlerContext[MailDeps]
+
+
+async def _verify_url(deps: MailDeps, user_id: str, email: str) -> str:
+    token = links.verify_token(
+        await deps.link_key.get(), user_id, email, utcnow() + links.VERIFY_TTL
+    )
+    return links.link(deps.base_url, links.VERIFY_PATH, token)
+
+
+@mail_group.on(UserRegistered)
+async def on_user_registered(event: UserRegistered, ctx: Context) -> None:
+    deps = ctx.deps
+    url = await _verify_url(deps, event.user_id, event.email)
+    await send(
+        deps,
+        Outgoing(
+            key=welcome_key(event.user_id),
+            recipient=event.email,
+            recipient_name=event.name,
+            content=templates.welcome(event.name, deps.base_url, url),
+            user_id=event.user_id,
+        ),
+    )
+
+
+@mail_group.on(VerificationRequested)
+async def on_verification_requested(event: VerificationRequested, ctx: Context) -> None:
+    """A new link to the address the user has now, unless it was verified meanwhile."""
+    deps = ctx.deps
+    user = await user_by_id(deps.store, event.user_id)
+    if user is None or user.verified_at is not None:
+        log.info("verification mail not needed", user_id=event.user_id, verified=user is not None)
+        return
+    url = await _verify_url(deps, user.id, user.email)
+    await send(
+        deps,
+        Outgoing(
+            key=verification_key(event.event_id),
+            recipient=user.email,
+            recipient_name=user.name,
+            content=templates.verification(user.name, url),
+            user_id=user.id,
+        ),
     )

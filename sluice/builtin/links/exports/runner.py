@@ -33,10 +33,9 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 import structlog
 
-from sluice.app import HandlerError, Resources, Store
+from sluice.app import Cancelled, HandlerError, Resources, Store
 from sluice.app.advanced import (
     REDIS_DOWN,
-    Cancelled,
     CancelWatch,
     Keys,
     RedisLock,

@@ -9,28 +9,19 @@ delivery is marked failed (its upload is kept: a redrive resumes it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from sluice.app import Event, Resources
-from sluice.app.advanced import EventHandler, GroupSpec, event_group
+from sluice.app import HandlerContext
+from sluice.builtin.links.app import app
 from sluice.builtin.links.events import ImportRequested
 from sluice.builtin.links.exports.dead_letters import give_up_job
 from sluice.builtin.links.imports.runner import ImportDeps, run_import
 
 NAME = "imports"
 
-
-async def on_import_requested(event: ImportRequested, deps: ImportDeps) -> None:
-    await run_import(event.job_id, deps)
-
-
-HANDLERS: Mapping[type[Event], EventHandler] = {ImportRequested: on_import_requested}
+imports_group = app.group(
+    NAME, deps=ImportDeps.from_resources, on_dead_letter=give_up_job(ImportRequested, "import")
+)
 
 
-def group(resources: Resources, deps: ImportDeps | None = None) -> GroupSpec:
-    aggregates = tuple(sorted({event_type.aggregate for event_type in HANDLERS}))
-    deps = deps or ImportDeps.from_resources(resources)
-    on_dead_letter = give_up_job(deps.store, ImportRequested, "import")
-    return event_group(
-        NAME, aggregates, HANDLERS, deps, resources.config.worker_concurrency, on_dead_letter
-    )
+@imports_group.on(ImportRequested)
+async def on_import_requested(event: ImportRequested, ctx: HandlerContext[ImportDeps]) -> None:
+    await run_import(event.job_id, ctx.deps)

@@ -24,8 +24,8 @@ import msgspec
 import redis.asyncio as aioredis
 import structlog
 
-from sluice.app import Resources, Store, utcnow
-from sluice.app.advanced import REDIS_DOWN, Cancelled, Keys, forget_signal
+from sluice.app import Cancelled, Resources, Store, utcnow
+from sluice.app.advanced import REDIS_DOWN, Keys, forget_signal
 from sluice.builtin.links.exports import jobs as job_rows
 from sluice.builtin.links.exports.jobs import Job
 from sluice.builtin.links.imports import jobs

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from sluice.app import Event, Resources, SluiceError, Store, utcnow, uuid7
-from sluice.app.advanced import Delivery, GroupSpec
+from sluice.app import Event, HandlerContext, Resources, SluiceError, Store, utcnow, uuid7
+from sluice.builtin.links.app import app
 from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
 from sluice.builtin.links.settings import LinksSettings
 from sluice.builtin.links.webhooks import repository
@@ -51,10 +51,8 @@ from sluice.builtin.links.webhooks.sender import Sender
 log = structlog.get_logger(__name__)
 
 NAME = "webhooks"
-AGGREGATES = ("links", "visits")
 PURGE_EVERY_S = 3600.0
 
-Key = tuple[str, str]
 Outcomes = dict[str, BaseException | None]  # by event id, for one webhook
 
 
@@ -70,6 +68,10 @@ class WebhookDeps:
     retention_s: int
     background: set[asyncio.Task[None]] = field(default_factory=set)
     next_purge: float = 0.0
+
+    async def close(self) -> None:
+        """The sender's HTTP client, closed with the worker, not left to the collector."""
+        await self.sender.close()
 
 
 async def _owners(store: Store, events: Sequence[Event]) -> dict[str, str]:
@@ -157,12 +159,8 @@ def _failure(errors: Sequence[BaseException]) -> BaseException:
     return next((e for e in errors if not getattr(e, "permanent", False)), errors[0])
 
 
-async def handle_batch(
-    deps: WebhookDeps, deliveries: Sequence[Delivery]
-) -> dict[Key, BaseException]:
-    """The batch handler (see the module docstring); the failed entries, by key."""
-    wanted = [d for d in deliveries if type(d.event) in EVENT_TYPES]
-    events = [d.event for d in wanted]
+async def handle_batch(deps: WebhookDeps, events: Sequence[Event]) -> dict[str, BaseException]:
+    """The batch handler (see the module docstring); the failed events, by id."""
     if not events:
         return {}
     owners = await _owners(deps.store, events)
@@ -190,9 +188,9 @@ async def handle_batch(
         hook_id: {e.event_id for e in hook_events} for hook_id, (_, hook_events) in plan.items()
     }
     still = StillSending(f"the call was still running after {deps.wait_s:g} s; retried")
-    failures: dict[Key, BaseException] = {}
-    for delivery in wanted:
-        event_id = delivery.event.event_id
+    failures: dict[str, BaseException] = {}
+    for event in events:
+        event_id = event.event_id
         errors = [
             outcome
             for hook_id, results in outcomes.items()
@@ -200,7 +198,7 @@ async def handle_batch(
             and (outcome := results.get(event_id, still)) is not None
         ]
         if errors:
-            failures[delivery.message.key] = _failure(errors)
+            failures[event_id] = _failure(errors)
     _purge_now_and_then(deps)
     return failures
 
@@ -236,11 +234,11 @@ def build_deps(resources: Resources) -> WebhookDeps:
     )
 
 
-def group(resources: Resources, deps: WebhookDeps | None = None) -> GroupSpec:
-    deps = deps or build_deps(resources)
+webhooks_group = app.group(NAME, deps=build_deps)
 
-    async def handler(deliveries: Sequence[Delivery]) -> Mapping[Key, BaseException]:
-        return await handle_batch(deps, deliveries)
 
-    # The sender's HTTP client is closed with the worker, not left to the collector.
-    return GroupSpec(NAME, AGGREGATES, handler, close=deps.sender.close)
+@webhooks_group.batch(*EVENT_TYPES)
+async def on_events(
+    events: Sequence[Event], ctx: HandlerContext[WebhookDeps]
+) -> Mapping[str, BaseException]:
+    return await handle_batch(ctx.deps, events)

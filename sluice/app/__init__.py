@@ -26,6 +26,7 @@ the example app (``examples/orders``); ``sluice.app.testing`` helps test one.
 
 from __future__ import annotations
 
+from sluice.app.aggregates import Aggregate, VersionConflict, applies, retry_on_conflict
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
 from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection
@@ -87,6 +88,7 @@ __all__ = [
     "FORBIDDEN",
     "UNAUTHORIZED",
     "USER",
+    "Aggregate",
     "App",
     "BatchGroup",
     "Config",
@@ -122,6 +124,8 @@ __all__ = [
     "Unprocessable",
     "UnsupportedMediaType",
     "User",
+    "VersionConflict",
+    "applies",
     "bearer_token",
     "config",
     "db_time",
@@ -142,6 +146,7 @@ __all__ = [
     "require_admin",
     "require_user",
     "require_user_or_admin",
+    "retry_on_conflict",
     "store",
     "token_query",
     "too_many",

@@ -1,0 +1,275 @@
+"""Event-sourced aggregates (docs/concepts/aggregates.md): fold, optimistic concurrency,
+snapshots, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import ClassVar, TypeVar
+
+import pytest
+
+from sluice.app import (
+    Aggregate,
+    Conflict,
+    NotFound,
+    Tx,
+    VersionConflict,
+    applies,
+    retry_on_conflict,
+)
+from sluice.builtin.links.events import LinkVisited
+from sluice.store import Store
+from tests.engine_app import APPS, PingAnswered, Pinged, registered
+from tests.integration.archive_helpers import make_old, run_archive
+
+pytestmark = pytest.mark.apps(APPS)
+
+
+class Pings(Aggregate):
+    """The pings of one source: how many, and their notes in order."""
+
+    aggregate: ClassVar[str] = "pings"
+    snapshot_every: ClassVar[int] = 0
+    count: int = 0
+    notes: list[str] = []  # noqa: RUF012 (copied for each aggregate)
+    answered: int = 0
+
+    @applies(Pinged)
+    def _pinged(self, event: Pinged) -> None:
+        self.count += 1
+        self.notes.append(event.note)
+
+    @applies(PingAnswered)
+    def _answered(self, event: PingAnswered) -> None:
+        self.answered += 1
+
+    def ping(self, note: str) -> None:
+        self.record(Pinged(source=self.id, note=note))
+
+    def answer_once(self) -> None:
+        if self.answered:
+            raise Conflict(f"{self.id} was answered")
+        self.record(PingAnswered(source=self.id, ping_id="p"))
+
+
+class SnappedPings(Pings):
+    snapshot_every: ClassVar[int] = 5
+
+
+class SnappedPingsV2(SnappedPings):
+    state_version: ClassVar[int] = 2
+
+
+P = TypeVar("P", bound=Pings)
+
+
+@pytest.fixture(autouse=True)
+def _events() -> None:
+    registered()
+
+
+def pinged(aggregate: P, count: int) -> P:
+    """``aggregate`` with ``count`` more pings recorded, noted "0", "1", ..."""
+    for n in range(count):
+        aggregate.ping(str(n))
+    return aggregate
+
+
+async def saved(store: Store, aggregate: Aggregate) -> None:
+    async with store.transaction() as tx:
+        await aggregate.save(tx)
+
+
+async def history_count(store: Store, source: str, kind: str) -> int:
+    rows = await store.fetchall("SELECT payload FROM events WHERE type = ?", (kind,))
+    return sum(1 for (payload,) in rows if f'"source":"{source}"' in bytes(payload).decode())
+
+
+async def test_saved_events_fold_back_into_the_same_state(store: Store) -> None:
+    pings = Pings("a")
+    pings.ping("one")
+    pings.ping("two")
+    assert (pings.version, pings.count, pings.notes) == (2, 2, ["one", "two"])
+    await saved(store, pings)
+    assert pings.pending == ()
+
+    loaded = await Pings.load(store, "a")
+    assert loaded.state() == {"count": 2, "notes": ["one", "two"], "answered": 0}
+    assert loaded.version == 2
+    assert await history_count(store, "a", "Pinged") == 2
+    # A new aggregate's mutable default is its own.
+    assert Pings("b").notes == []
+
+
+async def test_an_unknown_id_is_not_found_rather_than_empty(store: Store) -> None:
+    assert await Pings.find(store, "nobody") is None
+    with pytest.raises(NotFound):
+        await Pings.load(store, "nobody")
+
+
+async def test_of_concurrent_saves_of_one_version_exactly_one_commits(store: Store) -> None:
+    first = Pings("hot")
+    first.ping("placed")
+    await saved(store, first)
+    loaded = [await Pings.load(store, "hot") for _ in range(20)]
+    assert {p.version for p in loaded} == {1}
+
+    async def answer(pings: Pings) -> str:
+        try:
+            async with store.transaction() as tx:
+                pings.answer_once()
+                await pings.save(tx)
+        except VersionConflict:
+            return "conflict"
+        return "saved"
+
+    outcomes = await asyncio.gather(*(answer(p) for p in loaded))
+    assert sorted(outcomes) == ["conflict"] * 19 + ["saved"]
+    assert await history_count(store, "hot", "PingAnswered") == 1
+    assert (await Pings.load(store, "hot")).version == 2
+
+
+async def test_a_swallowed_conflict_commits_nothing_of_the_aggregate(store: Store) -> None:
+    base = Pings("s")
+    base.ping("0")
+    await saved(store, base)
+    stale, fresh = await Pings.load(store, "s"), await Pings.load(store, "s")
+    fresh.ping("fresh")
+    await saved(store, fresh)
+    stale.ping("stale-1")
+    stale.ping("stale-2")  # version 3 is free: only 2 clashes
+    async with store.transaction() as tx:
+        with pytest.raises(VersionConflict):
+            await stale.save(tx)
+    # The transaction committed (the caller swallowed the conflict): nothing of it did.
+    again = await Pings.load(store, "s")
+    assert (again.version, again.notes) == (2, ["0", "fresh"])
+    assert await history_count(store, "s", "Pinged") == 2
+
+
+async def test_retry_on_conflict_decides_again_on_the_new_state(store: Store) -> None:
+    base = Pings("r")
+    base.ping("0")
+    await saved(store, base)
+    calls = 0
+
+    # SQLite runs one write transaction at a time: the other writer's transaction would
+    # wait for ours, so it writes through a load made before ours begins.
+    stale = await Pings.load(store, "r")
+    other = await Pings.load(store, "r")
+    other.ping("other")
+    await saved(store, other)
+
+    async def with_stale_first(tx: Tx) -> int:
+        nonlocal calls
+        calls += 1
+        pings = stale if calls == 1 else await Pings.load(tx, "r")
+        pings.ping(f"attempt {calls}")
+        await pings.save(tx)
+        return pings.version
+
+    assert await retry_on_conflict(store, with_stale_first) == 3
+    assert calls == 2
+    assert (await Pings.load(store, "r")).notes == ["0", "other", "attempt 2"]
+
+
+async def test_a_commands_own_conflict_is_not_retried(store: Store) -> None:
+    base = Pings("c")
+    base.ping("0")
+    base.answer_once()
+    await saved(store, base)
+    calls = 0
+
+    async def answer(tx: Tx) -> None:
+        nonlocal calls
+        calls += 1
+        pings = await Pings.load(tx, "c")
+        pings.answer_once()
+        await pings.save(tx)
+
+    with pytest.raises(Conflict) as raised:
+        await retry_on_conflict(store, answer)
+    assert not isinstance(raised.value, VersionConflict)
+    assert calls == 1
+
+
+async def test_snapshot_and_tail_equal_the_full_fold_at_every_boundary(store: Store) -> None:
+    pings = SnappedPings("snap")
+    for n in range(1, 22):
+        pings.ping(str(n))
+        if n % 3 == 0 or n in (5, 10, 11, 15, 20):
+            await saved(store, pings)
+            snapped = await SnappedPings.load(store, "snap")
+            folded = await Pings.load(store, "snap")  # no snapshots: every event
+            assert snapped.state() == folded.state() == pings.state()
+            assert snapped.version == folded.version == n
+    row = await store.fetchone(
+        "SELECT version FROM aggregate_snapshots WHERE aggregate_id = ?", ("snap",)
+    )
+    assert row is not None and int(row[0]) == 20  # the save that crossed 20
+
+    async with store.transaction() as tx:
+        await tx.execute("DELETE FROM aggregate_snapshots")
+    assert (await SnappedPings.load(store, "snap")).state() == pings.state()
+
+
+async def test_a_snapshot_of_another_state_version_is_set_aside_and_rebuilt(
+    store: Store,
+) -> None:
+    pings = pinged(SnappedPings("v"), 6)
+    await saved(store, pings)
+    # Forge the snapshot: were it trusted, the state would show it.
+    async with store.transaction() as tx:
+        await tx.execute("UPDATE aggregate_snapshots SET state = ?", (b'{"count":999}',))
+    assert (await SnappedPings.load(store, "v")).count == 999  # same class: trusted
+    newer = await SnappedPingsV2.load(store, "v")
+    assert newer.count == 6  # another state version: folded from the events
+    newer.ping("6")
+    async with store.transaction() as tx:
+        await newer.save(tx)  # and the next save replaces the snapshot
+    row = await store.fetchone("SELECT version, state_version FROM aggregate_snapshots")
+    assert row is not None and (int(row[0]), int(row[1])) == (7, 2)
+    assert (await SnappedPingsV2.load(store, "v")).count == 7
+
+
+async def test_mistakes_are_refused_before_anything_is_written(store: Store) -> None:
+    pings = Pings("mine")
+    with pytest.raises(ValueError, match="source is 'theirs'"):
+        pings.record(Pinged(source="theirs"))
+    assert pings.version == 0 and pings.pending == ()
+    with pytest.raises(TypeError, match="aggregate 'orders'"):
+
+        class Wrong(Aggregate):
+            aggregate: ClassVar[str] = "orders"
+
+            @applies(Pinged)
+            def _pinged(self, event: Pinged) -> None: ...
+
+    class Partial(Aggregate):
+        aggregate: ClassVar[str] = "pings"
+
+        @applies(Pinged)
+        def _pinged(self, event: Pinged) -> None: ...
+
+    with pytest.raises(TypeError, match="no @applies\\(PingAnswered\\)"):
+        Partial("x").record(PingAnswered(source="x", ping_id="p"))
+
+
+async def test_the_archive_keeps_an_event_sourced_aggregate_type_in_the_table(
+    store: Store,
+) -> None:
+    pings = pinged(Pings("kept"), 30)
+    async with store.transaction() as tx:
+        await pings.save(tx)
+        await tx.append(*(LinkVisited(code="c", visitor=f"x{i}") for i in range(30)))
+    async with store.transaction() as tx:
+        await tx.append(LinkVisited(code="c", visitor="newest"))  # the head stays hot
+    head = await store.fetchone("SELECT MAX(seq) FROM events")
+    assert head is not None
+    await make_old(store, int(head[0]))
+
+    moved = await run_archive(store, segment_events=100, min_events=1, published=int(head[0]))
+
+    assert [(m.aggregate, m.events) for m in moved] == [("visits", 30)]
+    loaded = await Pings.load(store, "kept")
+    assert (loaded.version, loaded.notes) == (30, [str(n) for n in range(30)])

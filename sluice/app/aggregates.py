@@ -208,16 +208,21 @@ class Aggregate:
             " WHERE aggregate = ? AND aggregate_id = ?",
             (cls.aggregate, aggregate_id),
         )
+        state = None
         if snapshot is not None and (snapshot[1], snapshot[2]) == (
             cls.state_version,
             cls._schema(),
         ):
-            state = msgspec.json.decode(snapshot[3], type=cls._state_struct())
+            try:
+                state = msgspec.json.decode(snapshot[3], type=cls._state_struct())
+            except msgspec.DecodeError:  # ValidationError too: set aside, as a stale one
+                state = None
+        if state is None or snapshot is None:
+            snapshot = None
+        else:
             for name, _, _ in cls._state_fields():
                 setattr(aggregate, name, getattr(state, name))
             aggregate.version = int(snapshot[0])
-        else:
-            snapshot = None
         start = aggregate.version
         rows = await db.fetchall(
             "SELECT a.version, e.payload FROM aggregate_events a"

@@ -232,6 +232,14 @@ async def test_a_snapshot_of_another_state_version_is_set_aside_and_rebuilt(
     assert (await SnappedPingsV2.load(store, "v")).count == 7
 
 
+async def test_a_snapshot_that_no_longer_decodes_is_set_aside(store: Store) -> None:
+    await saved(store, pinged(SnappedPings("d"), 6))
+    async with store.transaction() as tx:  # a field of another type than the class's
+        await tx.execute("UPDATE aggregate_snapshots SET state = ?", (b'{"count":"six"}',))
+    loaded = await SnappedPings.load(store, "d")
+    assert (loaded.count, loaded.version) == (6, 6)
+
+
 async def test_mistakes_are_refused_before_anything_is_written(store: Store) -> None:
     pings = Pings("mine")
     with pytest.raises(ValueError, match="source is 'theirs'"):

@@ -255,6 +255,16 @@ class Aggregate:
             raise NotFound(f"no {cls.__name__.lower()} {aggregate_id}")
         return aggregate
 
+    @classmethod
+    async def ids(cls, db: Tx | Store) -> list[str]:
+        """The id of every aggregate of this type that has saved events, in id order."""
+        rows = await db.fetchall(
+            "SELECT aggregate_id FROM aggregate_events WHERE aggregate = ? AND version = 1"
+            " ORDER BY aggregate_id",
+            (cls.aggregate,),
+        )
+        return [str(row[0]) for row in rows]
+
     async def save(self, tx: Tx) -> None:
         """Append the recorded events in ``tx``, each at its version; ``VersionConflict``
         (nothing of them written) when another transaction saved a version first."""

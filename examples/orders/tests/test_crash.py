@@ -9,8 +9,8 @@ from collections.abc import Callable
 from sluice.app import utcnow, uuid7
 from sluice.app.testing import Child, Deployment, wait_for
 
-from sluice_orders.events import OrderPaid, OrderPlaced, PointsCredited
-from sluice_orders.store import db_time
+from sluice_orders.events import PointsCredited
+from sluice_orders.order import Order
 
 ORDERS = 1500
 CUSTOMERS = 7
@@ -23,18 +23,10 @@ async def _paid_orders(deployment: Deployment) -> int:
     for start in range(0, ORDERS, 250):
         async with deployment.store.transaction() as tx:
             for n in range(start, min(start + 250, ORDERS)):
-                order_id, customer, cents, now = uuid7(), f"k{n % CUSTOMERS}", 100 + n * 7, utcnow()
-                await tx.execute(
-                    "INSERT INTO orders (id, customer_id, total_cents, status, placed_at,"
-                    " closes_at, paid_at) VALUES (?, ?, ?, 'paid', ?, ?, ?)",
-                    (order_id, customer, cents, db_time(now), db_time(now), db_time(now)),
-                )
-                await tx.append(
-                    OrderPlaced(
-                        order_id=order_id, customer_id=customer, total_cents=cents, closes_at=now
-                    ),
-                    OrderPaid(order_id=order_id, customer_id=customer, total_cents=cents),
-                )
+                order, cents = Order(uuid7()), 100 + n * 7
+                order.place(f"k{n % CUSTOMERS}", cents, utcnow())
+                order.pay()
+                await order.save(tx)
                 points += cents // 100
     return points
 

@@ -54,6 +54,11 @@ app.migration(
     ) WITHOUT ROWID;
     """,
 )
+# The orders became an ``Order`` aggregate (sluice_orders/order.py): their state is folded
+# from their events, and the table that held it goes. This example has no deployment to
+# carry; an app moving a state table that holds live rows to an aggregate keeps the table
+# until each row's aggregate has saved events (docs/concepts/aggregates.md).
+app.migration(2, "orders as an aggregate: the orders table goes", "DROP TABLE orders;")
 
 
 def close_after(config: Config) -> timedelta:

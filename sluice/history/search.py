@@ -233,3 +233,24 @@ async def search(store: Store, query: EventQuery) -> EventPage:
         next_cursor=encode_cursor(items[-1]) if more else None,
         hot_since=None if oldest is None else str(oldest[0]),
     )
+
+
+def aggregate_id(raw: str) -> tuple[str, str]:
+    """``TYPE:ID``: one aggregate of a known type."""
+    kind, colon, ident = raw.partition(":")
+    if not colon or not ident:
+        raise Invalid("is not TYPE:ID (orders:01J..., an aggregate type and an id)")
+    return aggregate(kind), ident
+
+
+async def of_aggregate(store: Store, kind: str, ident: str) -> list[tuple[int, FoundEvent]]:
+    """The events an event-sourced aggregate saved (``sluice.app.Aggregate``), each with
+    its version, in version order (one range of ``aggregate_events``' key)."""
+    columns = ", ".join(f"e.{c.strip()}" for c in COLUMNS.split(","))
+    rows = await store.fetchall(
+        f"SELECT a.version, {columns} FROM aggregate_events a"
+        " JOIN events e ON e.event_id = a.event_id"
+        " WHERE a.aggregate = ? AND a.aggregate_id = ? ORDER BY a.version",
+        (kind, ident),
+    )
+    return [(int(row[0]), found(row[1:])) for row in rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar, TypeVar
 
+import msgspec
 import pytest
 
 from sluice.app import (
@@ -18,9 +19,11 @@ from sluice.app import (
     retry_on_conflict,
 )
 from sluice.builtin.links.events import LinkVisited
+from sluice.config import Config
 from sluice.store import Store
 from tests.engine_app import APPS, PingAnswered, Pinged, registered
 from tests.integration.archive_helpers import make_old, run_archive
+from tests.integration.test_cli import sluice
 
 pytestmark = pytest.mark.apps(APPS)
 
@@ -281,3 +284,31 @@ async def test_the_archive_keeps_an_event_sourced_aggregate_type_in_the_table(
     assert [(m.aggregate, m.events) for m in moved] == [("visits", 30)]
     loaded = await Pings.load(store, "kept")
     assert (loaded.version, loaded.notes) == (30, [str(n) for n in range(30)])
+
+
+async def test_sluice_events_shows_one_aggregates_events_in_version_order(
+    config: Config, store: Store
+) -> None:
+    await saved(store, pinged(Pings("one"), 2))
+    await saved(store, pinged(Pings("other"), 1))
+    async with store.transaction() as tx:
+        await tx.append(Pinged(source="one", note="appended, not saved"))
+    answered = Pings("one")
+    answered.version = answered._saved = 2
+    answered.answer_once()
+    await saved(store, answered)
+
+    done = await sluice(config, "events", "--aggregate", "pings:one")
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert [(line[0], line[3]) for line in lines] == [
+        ("v1", "Pinged"),
+        ("v2", "Pinged"),
+        ("v3", "PingAnswered"),
+    ]
+    done = await sluice(config, "events", "--aggregate", "pings:one", "--json")
+    items = msgspec.json.decode(done.stdout)["items"]
+    assert [(i["version"], i["data"].get("note")) for i in items] == [(1, "0"), (2, "1"), (3, None)]
+
+    refused = await sluice(config, "events", "--aggregate", "nope:1")
+    assert refused.returncode == 2 and "is not an aggregate" in refused.stderr

@@ -312,3 +312,21 @@ async def test_sluice_events_shows_one_aggregates_events_in_version_order(
 
     refused = await sluice(config, "events", "--aggregate", "nope:1")
     assert refused.returncode == 2 and "is not an aggregate" in refused.stderr
+
+
+class LongPings(Pings):
+    snapshot_every: ClassVar[int] = 1000
+
+
+async def test_a_ten_thousand_event_aggregate_loads_the_same_with_and_without_snapshots(
+    store: Store,
+) -> None:
+    pings = LongPings("long")
+    for _ in range(10):  # ten saves of a thousand: each crosses an interval
+        pinged(pings, 1000)
+        await saved(store, pings)
+    from_snapshot = await LongPings.load(store, "long")
+    folded = await Pings.load(store, "long")  # every event
+    assert from_snapshot.version == folded.version == 10_000
+    assert from_snapshot.state() == folded.state() == pings.state()
+    assert folded.count == 10_000 and folded.notes[-1] == "999"

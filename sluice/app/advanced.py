@@ -55,6 +55,7 @@ from sluice.history.search import (
     EventQuery,
     FoundEvent,
     Invalid,
+    SavedVersion,
     found,
 )
 
@@ -261,6 +262,7 @@ __all__ = [
     "Place",
     "PoisonMessage",
     "RedisLock",
+    "SavedVersion",
     "SegmentRef",
     "Validators",
     "VisitorHasher",

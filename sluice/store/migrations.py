@@ -290,7 +290,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         30,
         "event-sourced aggregates: versions and snapshots",
         # sluice/app/aggregates.py: each event an aggregate saved, at its version (the
-        # key is the optimistic concurrency check); each aggregate's newest snapshot.
+        # key is the optimistic concurrency check; the index finds an event's version
+        # for /admin); each aggregate's newest snapshot.
         """
         CREATE TABLE aggregate_events (
             aggregate TEXT NOT NULL,
@@ -299,6 +300,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             event_id TEXT NOT NULL,
             PRIMARY KEY (aggregate, aggregate_id, version)
         ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX aggregate_events_event ON aggregate_events (event_id);
         CREATE TABLE aggregate_snapshots (
             aggregate TEXT NOT NULL,
             aggregate_id TEXT NOT NULL,

@@ -4,7 +4,8 @@ snapshots, on both stores."""
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 import pytest
@@ -17,10 +18,13 @@ from sluice.app import (
     VersionConflict,
     applies,
     retry_on_conflict,
+    store,
 )
+from sluice.app.assembly import create_app
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.store import Store
+from tests.api.helpers import AiohttpClient
 from tests.engine_app import APPS, PingAnswered, Pinged, registered
 from tests.integration.archive_helpers import make_old, run_archive
 from tests.integration.test_cli import sluice
@@ -81,6 +85,13 @@ def pinged(aggregate: P, count: int) -> P:
 async def saved(store: Store, aggregate: Aggregate) -> None:
     async with store.transaction() as tx:
         await aggregate.save(tx)
+
+
+async def events_of(store: Store, source: str) -> list[Pinged]:
+    """The pings of ``source`` in the history, oldest first."""
+    rows = await store.fetchall("SELECT payload FROM events WHERE type = 'Pinged' ORDER BY seq")
+    pings = [msgspec.json.decode(bytes(payload), type=Pinged) for (payload,) in rows]
+    return [p for p in pings if p.source == source]
 
 
 async def history_count(store: Store, source: str, kind: str) -> int:
@@ -330,3 +341,37 @@ async def test_a_ten_thousand_event_aggregate_loads_the_same_with_and_without_sn
     assert from_snapshot.version == folded.version == 10_000
     assert from_snapshot.state() == folded.state() == pings.state()
     assert folded.count == 10_000 and folded.notes[-1] == "999"
+
+
+async def test_the_admin_event_shows_its_aggregate_version_and_snapshot(
+    aiohttp_client: AiohttpClient, make_config: Callable[..., Config]
+) -> None:
+    token = "aggregates-admin-token-0123456789abcdef"
+    client = await aiohttp_client(create_app(make_config(admin_token=token)))
+    assert client.app is not None
+    db = store(client.app)
+    pings = pinged(SnappedPings("shown"), 7)  # a snapshot at 7
+    await saved(db, pings)
+    shown = await events_of(db, "shown")
+    first, seventh = shown[0].event_id, shown[6].event_id
+    await saved(db, pinged(pings, 1))
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def story(event_id: str) -> dict[str, Any]:
+        response = await client.get(f"/v1/admin/events/{event_id}", headers=headers)
+        assert response.status == 200, await response.text()
+        body: dict[str, Any] = await response.json()
+        return body
+
+    assert (await story(first))["saved"] == {
+        "aggregate_id": "shown",
+        "version": 1,
+        "latest": 8,
+        "snapshot_version": 7,
+        "snapshot_state_version": 1,
+    }
+    assert (await story(seventh))["saved"]["version"] == 7
+    async with db.transaction() as tx:
+        await tx.append(Pinged(source="shown", note="appended"))
+    (appended,) = [e for e in await events_of(db, "shown") if e.note == "appended"]
+    assert (await story(appended.event_id))["saved"] is None

@@ -12,7 +12,10 @@ import pytest
 
 from sluice.app import (
     Aggregate,
+    App,
     Conflict,
+    HandlerContext,
+    HandlerError,
     NotFound,
     Tx,
     VersionConflict,
@@ -21,8 +24,13 @@ from sluice.app import (
     store,
 )
 from sluice.app.assembly import create_app
+from sluice.app.running import group_spec
+from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
+from sluice.consumers.consumer import Consumer
+from sluice.process.resources import Resources
+from sluice.relay.relay import Relay
 from sluice.store import Store
 from tests.api.helpers import AiohttpClient
 from tests.engine_app import APPS, PingAnswered, Pinged, registered
@@ -375,3 +383,56 @@ async def test_the_admin_event_shows_its_aggregate_version_and_snapshot(
         await tx.append(Pinged(source="shown", note="appended"))
     (appended,) = [e for e in await events_of(db, "shown") if e.note == "appended"]
     assert (await story(appended.event_id))["saved"] is None
+
+
+class Answers(Aggregate):
+    """The answers given to one source's pings."""
+
+    aggregate: ClassVar[str] = "pings"
+    snapshot_every: ClassVar[int] = 0
+    answered: list[str] = []  # noqa: RUF012 (copied for each aggregate)
+
+    @applies(PingAnswered)
+    def _answered(self, event: PingAnswered) -> None:
+        self.answered.append(event.ping_id)
+
+    def answer(self, ping_id: str) -> None:
+        self.record(PingAnswered(source=self.id, ping_id=ping_id))
+
+
+@pytest.mark.topologies("single", "cluster")
+async def test_a_once_handler_that_saves_an_aggregate_saves_each_event_once(
+    resources: Resources, start_relay: Callable[..., Relay], start_worker: Callable[..., Consumer]
+) -> None:
+    group = App("aggregates-once").group("answers", retry_base_ms=10)
+    failed: set[str] = set()
+
+    @group.once(Pinged)
+    async def answer(event: Pinged, tx: Tx, ctx: HandlerContext) -> None:
+        answers = await Answers.find(tx, event.source) or Answers(event.source)
+        answers.answer(event.event_id)
+        await answers.save(tx)
+        if event.note.startswith("flaky") and event.event_id not in failed:
+            failed.add(event.event_id)  # after the save, before the commit: undone, retried
+            raise HandlerError("the mailbox was full")
+
+    notes = ["a", "flaky-b", "c", "flaky-d", "e"]
+    pings = [Pinged(source="answered", note=note) for note in notes]
+    for ping in pings:  # a transaction each: the group takes them in order
+        async with resources.store.transaction() as tx:
+            await tx.append(ping)
+    start_relay()
+    start_worker(spec=group_spec(group, resources))
+
+    async def all_handled() -> bool:
+        row = await resources.store.fetchone(
+            "SELECT COUNT(*) FROM handled_events WHERE group_name = 'answers'"
+        )
+        return row is not None and int(row[0]) == len(pings)
+
+    await wait_for(all_handled)
+    assert len(failed) == 2
+    answers = await Answers.load(resources.store, "answered")
+    assert sorted(answers.answered) == sorted(p.event_id for p in pings)  # each once
+    assert answers.version == len(pings)
+    assert await history_count(resources.store, "answered", "PingAnswered") == len(pings)

@@ -13,7 +13,8 @@ app's events), folded into a count and the last viewer.
 - **Save**: ``--seconds`` of one-event transactions, one after the other: a new
   aggregate saved per transaction, against the same event appended with ``tx.append``
   (the ratio is what an aggregate's version row and check cost); then 100 per
-  transaction, as a batch of work would.
+  transaction, as a batch of work would (``save_all``: one insert of the versions, one
+  append).
 - **Contention**: 8 writers at once for ``--seconds``, each loading, recording one
   event and saving in a transaction of its own, again on conflict
   (``retry_on_conflict``): all on one aggregate, then each on its own.
@@ -33,7 +34,7 @@ from typing import ClassVar
 from readme import record
 from stores import Stores, parse_stores
 
-from sluice.app import Aggregate, Tx, VersionConflict, applies, retry_on_conflict
+from sluice.app import Aggregate, Tx, VersionConflict, applies, retry_on_conflict, save_all
 from sluice.app.assembly import open_store
 from sluice.builtin.articles.events import ArticleViewed
 from sluice.config import load_config
@@ -102,11 +103,11 @@ async def saves(store: Store, seconds: float, per_tx: int) -> tuple[float, float
     """(aggregate saves/s, plain appends/s) with ``per_tx`` events per transaction."""
 
     async def saved(n: int) -> int:
+        tallies = [Tally(f"save-{per_tx}-{n}-{k}") for k in range(per_tx)]
+        for tally in tallies:
+            tally.view("v")
         async with store.transaction() as tx:
-            for k in range(per_tx):
-                tally = Tally(f"save-{per_tx}-{n}-{k}")
-                tally.view("v")
-                await tally.save(tx)
+            await save_all(tx, *tallies)
         return per_tx
 
     async def appended(n: int) -> int:

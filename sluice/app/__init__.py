@@ -26,7 +26,13 @@ the example app (``examples/orders``); ``sluice.app.testing`` helps test one.
 
 from __future__ import annotations
 
-from sluice.app.aggregates import Aggregate, VersionConflict, applies, retry_on_conflict
+from sluice.app.aggregates import (
+    Aggregate,
+    VersionConflict,
+    applies,
+    retry_on_conflict,
+    save_all,
+)
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
 from sluice.app.groups import BatchGroup, Group, GroupSettings, Projection
@@ -147,6 +153,7 @@ __all__ = [
     "require_user",
     "require_user_or_admin",
     "retry_on_conflict",
+    "save_all",
     "store",
     "token_query",
     "too_many",

@@ -268,48 +268,22 @@ class Aggregate:
     async def save(self, tx: Tx) -> None:
         """Append the recorded events in ``tx``, each at its version; ``VersionConflict``
         (nothing of them written) when another transaction saved a version first."""
-        if not self._pending:
-            return
-        kind, first = type(self).aggregate, self._saved + 1
-        rows = [(kind, self.id, first + n, event.event_id) for n, event in enumerate(self._pending)]
-        columns = ("aggregate", "aggregate_id", "version", "event_id")
-        inserted = await tx.insert_new("aggregate_events", columns, rows, "version")
-        if len(inserted) != len(rows):
-            if inserted:  # only some: give them back, so a swallowed conflict commits none
-                await tx.execute(
-                    "DELETE FROM aggregate_events WHERE aggregate = ? AND aggregate_id = ?"
-                    f" AND event_id IN ({', '.join('?' * len(rows))})",
-                    (kind, self.id, *(row[3] for row in rows)),
-                )
-            raise VersionConflict(
-                f"{type(self).__name__.lower()} {self.id} moved on from version"
-                f" {self._saved}: load it again"
-            )
-        await tx.append(*self._pending)
-        every = type(self).snapshot_every
-        if every and (self._snapshot_due or self._saved // every != self.version // every):
-            await self._snapshot(tx)
-            self._snapshot_due = False
-        self._pending.clear()
-        self._saved = self.version
+        await save_all(tx, self)
 
-    async def _snapshot(self, tx: Tx) -> None:
+    def _snapshot_row(self) -> tuple[Any, ...] | None:
+        """The snapshot this save stores, if it crosses an interval (or none fitted)."""
+        every = type(self).snapshot_every
+        if not every or not (self._snapshot_due or self._saved // every != self.version // every):
+            return None
         state = self._state_struct()(**self.state())
-        await tx.upsert_rows(
-            "aggregate_snapshots",
-            ("aggregate", "aggregate_id", "version", "state_version", "schema", "state"),
-            [
-                (
-                    type(self).aggregate,
-                    self.id,
-                    self.version,
-                    type(self).state_version,
-                    self._schema(),
-                    msgspec.json.encode(state),
-                )
-            ],
-            keys=("aggregate", "aggregate_id"),
-            replace=("version", "state_version", "schema", "state"),
+        kind = type(self).aggregate
+        return (
+            kind,
+            self.id,
+            self.version,
+            self.state_version,
+            self._schema(),
+            msgspec.json.encode(state),
         )
 
     @classmethod
@@ -318,6 +292,55 @@ class Aggregate:
         snapshot taken under other versions (another upcaster chain) is not trusted."""
         names = sorted(f"{t.__name__}:{current_version(t)}" for t in cls._appliers)
         return hashlib.sha256(",".join(names).encode()).hexdigest()[:16]
+
+
+_VERSION_COLUMNS = ("aggregate", "aggregate_id", "version", "event_id")
+_SNAPSHOT_COLUMNS = ("aggregate", "aggregate_id", "version", "state_version", "schema", "state")
+_DELETE_CHUNK = 300  # event ids per DELETE: far below SQLite's bound on parameters
+
+
+async def save_all(tx: Tx, *aggregates: Aggregate) -> None:
+    """Save ``aggregates`` in ``tx`` at about the cost of one: one insert of all their
+    versions, one append of all their events, one write of the snapshots due.
+    ``VersionConflict`` when any of them moved on, with nothing of any written."""
+    changed = [a for a in aggregates if a._pending]
+    if not changed:
+        return
+    rows = [
+        (type(a).aggregate, a.id, a._saved + n, event.event_id)
+        for a in changed
+        for n, event in enumerate(a._pending, start=1)
+    ]
+    inserted = await tx.insert_new("aggregate_events", _VERSION_COLUMNS, rows, "event_id")
+    if len(inserted) != len(rows):
+        got = {str(row[0]) for row in inserted}
+        # Give back what was inserted, so a swallowed conflict commits none of it.
+        ids = [event_id for event_id in (row[3] for row in rows) if event_id in got]
+        for start in range(0, len(ids), _DELETE_CHUNK):
+            chunk = ids[start : start + _DELETE_CHUNK]
+            await tx.execute(
+                f"DELETE FROM aggregate_events WHERE event_id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+        late = next(a for a in changed if any(e.event_id not in got for e in a._pending))
+        raise VersionConflict(
+            f"{type(late).__name__.lower()} {late.id} moved on from version {late._saved}:"
+            " load it again"
+        )
+    await tx.append(*(event for a in changed for event in a._pending))
+    snapshots = {(row[0], row[1]): row for a in changed if (row := a._snapshot_row())}
+    if snapshots:
+        await tx.upsert_rows(
+            "aggregate_snapshots",
+            _SNAPSHOT_COLUMNS,
+            [snapshots[key] for key in sorted(snapshots)],
+            keys=("aggregate", "aggregate_id"),
+            replace=("version", "state_version", "schema", "state"),
+        )
+    for a in changed:
+        a._pending.clear()
+        a._saved = a.version
+        a._snapshot_due = False
 
 
 async def retry_on_conflict(
@@ -351,4 +374,4 @@ def _factory(default: Any) -> Callable[[], Any]:
     return lambda: _fresh(default)
 
 
-__all__ = ["Aggregate", "VersionConflict", "applies", "retry_on_conflict"]
+__all__ = ["Aggregate", "VersionConflict", "applies", "retry_on_conflict", "save_all"]

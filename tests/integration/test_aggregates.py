@@ -21,6 +21,7 @@ from sluice.app import (
     VersionConflict,
     applies,
     retry_on_conflict,
+    save_all,
     store,
 )
 from sluice.app.assembly import create_app
@@ -167,6 +168,24 @@ async def test_a_swallowed_conflict_commits_nothing_of_the_aggregate(store: Stor
     again = await Pings.load(store, "s")
     assert (again.version, again.notes) == (2, ["0", "fresh"])
     assert await history_count(store, "s", "Pinged") == 2
+
+
+async def test_save_all_saves_many_in_one_go_or_none_of_them(store: Store) -> None:
+    many = [pinged(Pings(f"m{n}"), 2) for n in range(50)]
+    async with store.transaction() as tx:
+        await save_all(tx, *many)
+    assert [(await Pings.load(store, f"m{n}")).version for n in (0, 49)] == [2, 2]
+    assert all(p.pending == () for p in many)
+
+    stale = await Pings.load(store, "m7")
+    moved = await Pings.load(store, "m7")
+    await saved(store, pinged(moved, 1))
+    batch = [pinged(Pings(f"n{n}"), 1) for n in range(20)] + [pinged(stale, 1)]
+    async with store.transaction() as tx:  # the caller swallows the conflict and commits
+        with pytest.raises(VersionConflict, match="m7 moved on from version 2"):
+            await save_all(tx, *batch)
+    assert await Pings.find(store, "n0") is None  # nothing of the batch was written
+    assert (await Pings.load(store, "m7")).version == 3
 
 
 async def test_retry_on_conflict_decides_again_on_the_new_state(store: Store) -> None:

@@ -24,6 +24,8 @@ from sluice.store.postgres import PostgresStore
 from sluice.store.sqlite import SqliteStore
 
 BEFORE_SPLIT = Path(__file__).parent / "data" / "migrations_before_split.txt"
+# The last version of sluice's history before the split; the steps after it came later.
+SPLIT = 29
 # The apps whose steps the split gave them: each of their steps replaces a version of
 # the history above. The articles app's steps (and their replaces) came before it.
 SPLIT_APPS = ("accounts", "links", "reminders")
@@ -40,13 +42,18 @@ def migrations_before_split() -> tuple[tuple[int, str, str], ...]:
     return tuple(module.MIGRATIONS)
 
 
+def since_split() -> list[str]:
+    """sluice's own steps after the split, as ``migrate`` says them when it runs them."""
+    return [f"sluice:{v}" for v, _, _ in sorted(migrations.MIGRATIONS) if v > SPLIT]
+
+
 def split_owners() -> set[str]:
     """The owners of the steps the split made (the apps', their projections')."""
     apps = [app for app in default_apps().apps if app.name in SPLIT_APPS]
     return {app.name for app in apps} | {f"projection:{p}" for app in apps for p in app.projections}
 
 
-def steps_before_split(upto: int = 29) -> list[Migration]:
+def steps_before_split(upto: int = SPLIT) -> list[Migration]:
     """The default apps' steps a release with sluice's history up to ``upto`` had: the
     articles app's, those whose replaced versions it had (a release before the articles
     app made the same tables in sluice's own steps)."""
@@ -62,7 +69,7 @@ async def migrate_as_before_split(
     store: SqliteStore | PostgresStore,
     monkeypatch: pytest.MonkeyPatch,
     *,
-    upto: int = 29,
+    upto: int = SPLIT,
     steps: Sequence[Migration] | None = None,
 ) -> list[str]:
     """Migrate ``store`` (opened with ``migrate=False``) as a release before the split

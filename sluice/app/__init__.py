@@ -26,6 +26,13 @@ the example app (``examples/orders``); ``sluice.app.testing`` helps test one.
 
 from __future__ import annotations
 
+from sluice.app.aggregates import (
+    Aggregate,
+    VersionConflict,
+    applies,
+    retry_on_conflict,
+    save_all,
+)
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.declare import App
 from sluice.app.groups import Group, GroupSettings, Projection
@@ -88,6 +95,7 @@ __all__ = [
     "FORBIDDEN",
     "UNAUTHORIZED",
     "USER",
+    "Aggregate",
     "App",
     "Cancelled",
     "Config",
@@ -124,6 +132,8 @@ __all__ = [
     "Unprocessable",
     "UnsupportedMediaType",
     "User",
+    "VersionConflict",
+    "applies",
     "bearer_token",
     "config",
     "db_time",
@@ -144,6 +154,8 @@ __all__ = [
     "require_admin",
     "require_user",
     "require_user_or_admin",
+    "retry_on_conflict",
+    "save_all",
     "store",
     "token_query",
     "too_many",

@@ -52,6 +52,7 @@ from sluice.history.search import (
     EventQuery,
     FoundEvent,
     Invalid,
+    SavedVersion,
     found,
 )
 
@@ -242,6 +243,7 @@ __all__ = [
     "Place",
     "PoisonMessage",
     "RedisLock",
+    "SavedVersion",
     "SegmentRef",
     "Validators",
     "VisitorHasher",

@@ -220,7 +220,11 @@ def _events_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     # Checked by the command, once the apps (SLUICE_APPS) have added theirs.
     events.add_argument("--type", help="events of this type (UserRegistered, LinkVisited, ...)")
-    events.add_argument("--aggregate", help="events of this aggregate type (users, links, ...)")
+    events.add_argument(
+        "--aggregate",
+        help="events of this aggregate type (users, links, ...); TYPE:ID: the events one"
+        " event-sourced aggregate saved, in version order",
+    )
     events.add_argument(
         "--trace-id",
         type=_searched(event_search.trace_id),

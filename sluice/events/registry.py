@@ -112,7 +112,7 @@ class Registry(Generic[E]):
             self._check_versions(owner, cls, (upcasters or {}).get(cls, {}))
 
     def _check_versions(self, owner: str, cls: type[E], upcasters: Mapping[int, Upcaster]) -> None:
-        current = _current_version(cls)
+        current = current_version(cls)
         missing = [n for n in range(1, current) if n not in upcasters]
         extra = [n for n in upcasters if not 1 <= n < current]
         if missing or extra:
@@ -141,7 +141,7 @@ class Registry(Generic[E]):
             ups = dict((upcasters or {}).get(cls, {}))
             if ups:
                 self._upcasters[cls] = ups
-                self._current[cls] = _current_version(cls)
+                self._current[cls] = current_version(cls)
         union: Any = tuple(self.types.values())
         self._decoder = msgspec.json.Decoder(union[0] if len(union) == 1 else _union(union))
 
@@ -190,7 +190,7 @@ class Registry(Generic[E]):
         return upcast
 
 
-def _current_version(cls: type[msgspec.Struct]) -> int:
+def current_version(cls: type[msgspec.Struct]) -> int:
     """The default of ``v``: the version events of ``cls`` are written at now."""
     for field in msgspec.structs.fields(cls):
         if field.name == "v" and isinstance(field.default, int):

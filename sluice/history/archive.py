@@ -14,6 +14,11 @@ never in neither.
 (c) keeps the head of the history in the table, so that ``copy-store`` (which
 moves PostgreSQL's identity past the largest ``events.seq`` it copied) never hands
 out a number a segment already holds.
+
+An aggregate type that event-sourced aggregates save (``sluice.app.Aggregate``: it has
+rows in ``aggregate_events``) is not archived at all: its events are the state of
+those aggregates, read back by every load, so they stay in the table while the
+aggregates live (a snapshot shortens a load, it does not replace the history).
 """
 
 from __future__ import annotations
@@ -116,12 +121,22 @@ async def archive(
     """
     moved: list[Moved] = []
     for aggregate in sorted(AGGREGATES):
+        if await _event_sourced(store, aggregate):
+            continue
         while (rows := await _next_rows(store, aggregate, limits)) is not None:
             done = await _move(store, rows)
             moved.append(done)
             if after_segment is not None:
                 await after_segment(done)
     return moved
+
+
+async def _event_sourced(store: Store, aggregate: str) -> bool:
+    """Whether an event-sourced aggregate saved events of ``aggregate`` (a key lookup)."""
+    row = await store.fetchone(
+        "SELECT 1 FROM aggregate_events WHERE aggregate = ? LIMIT 1", (aggregate,)
+    )
+    return row is not None
 
 
 async def _next_rows(store: Store, aggregate: str, limits: Limits) -> list[EventRow] | None:

@@ -233,3 +233,60 @@ async def search(store: Store, query: EventQuery) -> EventPage:
         next_cursor=encode_cursor(items[-1]) if more else None,
         hot_since=None if oldest is None else str(oldest[0]),
     )
+
+
+def aggregate_id(raw: str) -> tuple[str, str]:
+    """``TYPE:ID``: one aggregate of a known type."""
+    kind, colon, ident = raw.partition(":")
+    if not colon or not ident:
+        raise Invalid("is not TYPE:ID (orders:01J..., an aggregate type and an id)")
+    return aggregate(kind), ident
+
+
+async def of_aggregate(store: Store, kind: str, ident: str) -> list[tuple[int, FoundEvent]]:
+    """The events an event-sourced aggregate saved (``sluice.app.Aggregate``), each with
+    its version, in version order (one range of ``aggregate_events``' key)."""
+    columns = ", ".join(f"e.{c.strip()}" for c in COLUMNS.split(","))
+    rows = await store.fetchall(
+        f"SELECT a.version, {columns} FROM aggregate_events a"
+        " JOIN events e ON e.event_id = a.event_id"
+        " WHERE a.aggregate = ? AND a.aggregate_id = ? ORDER BY a.version",
+        (kind, ident),
+    )
+    return [(int(row[0]), found(row[1:])) for row in rows]
+
+
+class SavedVersion(msgspec.Struct, frozen=True):
+    """An event an event-sourced aggregate saved: which aggregate, at which version, the
+    aggregate's version now, and its snapshot's (version and the class's state version)
+    if it has one."""
+
+    aggregate_id: str
+    version: int
+    latest: int
+    snapshot_version: int | None
+    snapshot_state_version: int | None
+
+
+async def saved_version(store: Store, event_id: str) -> SavedVersion | None:
+    """What ``aggregate_events`` says of ``event_id``; None for an event no aggregate saved."""
+    row = await store.fetchone(
+        "SELECT a.aggregate, a.aggregate_id, a.version,"
+        " (SELECT MAX(b.version) FROM aggregate_events b"
+        "  WHERE b.aggregate = a.aggregate AND b.aggregate_id = a.aggregate_id),"
+        " s.version, s.state_version"
+        " FROM aggregate_events a LEFT JOIN aggregate_snapshots s"
+        " ON s.aggregate = a.aggregate AND s.aggregate_id = a.aggregate_id"
+        " WHERE a.event_id = ?",
+        (event_id,),
+    )
+    if row is None:
+        return None
+    _, ident, version, latest, snapshot, state = row
+    return SavedVersion(
+        str(ident),
+        int(version),
+        int(latest),
+        None if snapshot is None else int(snapshot),
+        None if state is None else int(state),
+    )

@@ -286,4 +286,30 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX handled_events_at ON handled_events (handled_at);
         """,
     ),
+    (
+        30,
+        "event-sourced aggregates: versions and snapshots",
+        # sluice/app/aggregates.py: each event an aggregate saved, at its version (the
+        # key is the optimistic concurrency check; the index finds an event's version
+        # for /admin); each aggregate's newest snapshot.
+        """
+        CREATE TABLE aggregate_events (
+            aggregate TEXT NOT NULL,
+            aggregate_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            event_id TEXT NOT NULL,
+            PRIMARY KEY (aggregate, aggregate_id, version)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX aggregate_events_event ON aggregate_events (event_id);
+        CREATE TABLE aggregate_snapshots (
+            aggregate TEXT NOT NULL,
+            aggregate_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            state_version INTEGER NOT NULL,
+            schema TEXT NOT NULL,
+            state BLOB NOT NULL,
+            PRIMARY KEY (aggregate, aggregate_id)
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]

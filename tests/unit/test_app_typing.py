@@ -22,7 +22,8 @@ import msgspec
 from aiohttp import web
 
 from sluice.app import (
-    App, Event, HandlerContext, JobContext, Payload, ProjectionContext, TaskContext, Tx,
+    Aggregate, App, Event, HandlerContext, JobContext, Payload, ProjectionContext,
+    TaskContext, Tx, applies,
 )
 
 app = App("typed")
@@ -136,6 +137,22 @@ async def wrong_upcaster(payload: Payload) -> Payload:
     return payload
 
 
+class RightThing(Aggregate):
+    aggregate: ClassVar[str] = "typed"
+    made: int = 0
+    @applies(ThingMade)
+    def _made(self, event: ThingMade) -> None:
+        self.made += 1
+
+
+# wrong: an aggregate's apply takes another event type than it is declared for
+class WrongThing(Aggregate):
+    aggregate: ClassVar[str] = "typed"
+    @applies(ThingMade)
+    def _lost(self, event: ThingLost) -> None:
+        pass
+
+
 def unused(value: Any) -> None:
     pass
 """
@@ -190,4 +207,4 @@ def test_mypy_strict_reports_the_wrong_handlers_of_an_app_and_only_them(tmp_path
     flagged = {(a, b) for a, b, _ in _blocks(APP) if any(a <= e[0] <= b for e in errors)}
     wrong = {(a, b) for a, b, marked in _blocks(APP) if marked}
     assert flagged == wrong, "\n".join(f"{line}: {text}" for line, text in errors)
-    assert len(wrong) == 8
+    assert len(wrong) == 9

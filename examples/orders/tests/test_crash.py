@@ -1,16 +1,27 @@
-"""``kill -9`` of the loyalty worker in the middle of its work: each payment's points are
-credited once, whatever the worker had done, committed or acked when it died. Real
-processes, on both stores."""
+"""``kill -9`` in the middle of the work: of the loyalty worker (each payment's points are
+credited once, whatever the worker had done, committed or acked when it died) and of
+the API (each order's versions and events stay one set). Real processes, on both
+stores."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
-from sluice.app import utcnow, uuid7
-from sluice.app.testing import Child, Deployment, wait_for
+import aiohttp
+from sluice.app import Config, utcnow, uuid7
+from sluice.app.testing import (
+    Child,
+    Deployment,
+    free_port,
+    open_deployment,
+    wait_answering,
+    wait_for,
+)
 
 from sluice_orders.events import OrderPaid, OrderPlaced, PointsCredited
-from sluice_orders.store import db_time
+from sluice_orders.order import Order
+from tests.shop import APPS
 
 ORDERS = 1500
 CUSTOMERS = 7
@@ -23,18 +34,10 @@ async def _paid_orders(deployment: Deployment) -> int:
     for start in range(0, ORDERS, 250):
         async with deployment.store.transaction() as tx:
             for n in range(start, min(start + 250, ORDERS)):
-                order_id, customer, cents, now = uuid7(), f"k{n % CUSTOMERS}", 100 + n * 7, utcnow()
-                await tx.execute(
-                    "INSERT INTO orders (id, customer_id, total_cents, status, placed_at,"
-                    " closes_at, paid_at) VALUES (?, ?, ?, 'paid', ?, ?, ?)",
-                    (order_id, customer, cents, db_time(now), db_time(now), db_time(now)),
-                )
-                await tx.append(
-                    OrderPlaced(
-                        order_id=order_id, customer_id=customer, total_cents=cents, closes_at=now
-                    ),
-                    OrderPaid(order_id=order_id, customer_id=customer, total_cents=cents),
-                )
+                order, cents = Order(uuid7()), 100 + n * 7
+                order.place(f"k{n % CUSTOMERS}", cents, utcnow())
+                order.pay()
+                await order.save(tx)
                 points += cents // 100
     return points
 
@@ -68,3 +71,59 @@ async def test_kill_9_of_the_loyalty_worker_mid_batch_credits_each_payment_once(
     credited = await deployment.events(PointsCredited)
     assert len(credited) == ORDERS
     assert len({e.order_id for e in credited}) == ORDERS  # each order's points once
+
+
+async def test_kill_9_of_the_api_mid_payment_loses_and_doubles_nothing(
+    sluice_config: Callable[..., Config], sluice_spawn: Callable[..., Child]
+) -> None:
+    """Orders placed and paid at full speed while the API process is killed: what was
+    answered is there, and every order's saved versions and its events are the same
+    set, once each, whatever the kill cut (a transaction between its save and its
+    commit leaves neither)."""
+    config = sluice_config(APPS, port=free_port())
+    url = f"http://127.0.0.1:{config.port}"
+    async with open_deployment(config) as deployment:
+        api = sluice_spawn(config, "api")
+        await wait_answering([url])
+        placed: set[str] = set()
+        paid: set[str] = set()
+
+        async def shop(http: aiohttp.ClientSession, n: int) -> None:
+            while True:
+                try:
+                    body = {"customer_id": f"k{n}", "total_cents": 100 + n}
+                    async with http.post("/v1/orders", json=body) as r:
+                        if r.status != 201:
+                            return
+                        order_id = (await r.json())["id"]
+                    placed.add(order_id)
+                    async with http.post(f"/v1/orders/{order_id}/payment") as r:
+                        if r.status == 200:
+                            paid.add(order_id)
+                except aiohttp.ClientError:
+                    return
+
+        async with aiohttp.ClientSession(url) as http:
+            shoppers = [asyncio.create_task(shop(http, n)) for n in range(8)]
+
+            async def busy() -> bool:
+                return len(paid) >= 50
+
+            await wait_for(busy, timeout=60)
+            api.kill()
+            await asyncio.gather(*shoppers)
+
+        versions = await deployment.store.fetchall(
+            "SELECT a.aggregate_id, a.version, e.type FROM aggregate_events a"
+            " LEFT JOIN events e ON e.event_id = a.event_id WHERE a.aggregate = 'orders'"
+        )
+        assert all(kind is not None for _, _, kind in versions)  # no version without its event
+        saved = {(str(i), int(v)) for i, v, _ in versions}
+        events = await deployment.events(OrderPlaced, OrderPaid)
+        assert len(events) == len(saved)  # no event without its version, none twice
+        orders = {str(i) for i, _, _ in versions}
+        assert placed <= orders
+        for order_id in orders:
+            order = await Order.load(deployment.store, order_id)
+            assert order.status == ("paid" if order.version == 2 else "placed")
+            assert order_id not in paid or order.status == "paid"

@@ -3,7 +3,9 @@ version 2 expects, live (the group decodes the stream's old entries) and by repl
 
 from __future__ import annotations
 
-from sluice.app import utcnow, uuid7
+from typing import ClassVar
+
+from sluice.app import Aggregate, applies, utcnow, uuid7
 
 from sluice_orders.events import OrderPlaced
 from tests import version_1
@@ -46,3 +48,25 @@ async def test_a_version_1_history_builds_the_version_2_totals_live_and_by_repla
     assert await totals() == expected
     assert await shop.h.replay("customer-totals") == 5
     assert await totals() == expected
+
+
+class OrderSavedByVersion1(Aggregate):
+    """An order as version 1 of the app saved it: its ``OrderPlaced`` in euros."""
+
+    aggregate: ClassVar[str] = "orders"
+
+    @applies(version_1.OrderPlaced)
+    def _placed(self, event: version_1.OrderPlaced) -> None:
+        pass
+
+
+async def test_an_order_saved_by_version_1_loads_through_the_upcaster(shop: Shop) -> None:
+    old = OrderSavedByVersion1("o-1")
+    old.record(
+        version_1.OrderPlaced(order_id="o-1", customer_id="eve", amount=19.99, closes_at=utcnow())
+    )
+    async with shop.h.store.transaction() as tx:
+        await old.save(tx)
+    order = await shop.order("o-1")  # the Order aggregate, folded from the stored version 1
+    assert (order["status"], order["total_cents"]) == ("placed", 1999)
+    assert (await shop.pay("o-1"))["status"] == "paid"  # and its next version saves

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.app.advanced import COLUMNS, DeliveryView, FoundEvent, deliveries, found
+from sluice.app.advanced import (
+    COLUMNS,
+    DeliveryView,
+    FoundEvent,
+    SavedVersion,
+    deliveries,
+    event_search,
+    found,
+)
 
 if TYPE_CHECKING:
     from sluice.app import Row, Store
@@ -36,6 +44,8 @@ class EventStory(FoundEvent, frozen=True):
 
     stream_entries: list[StreamEntry]
     deliveries: list[DeliveryView]
+    # Saved by an event-sourced aggregate: its version (one event's story only).
+    saved: SavedVersion | None = None
 
 
 class TraceStory(msgspec.Struct, frozen=True):
@@ -63,7 +73,9 @@ async def event_story(store: Store, event_id: str, processed: Sequence[str]) -> 
     if row is None:
         return None
     found = await deliveries.of_events(store, [event_id], processed)
-    return _story(row, found[event_id])
+    story = _story(row, found[event_id])
+    saved = await event_search.saved_version(store, event_id)
+    return story if saved is None else msgspec.structs.replace(story, saved=saved)
 
 
 async def trace_story(store: Store, trace_id: str, processed: Sequence[str]) -> TraceStory:

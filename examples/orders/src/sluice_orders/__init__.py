@@ -1,10 +1,11 @@
 """Orders on sluice, the seed articles' own example: an order is placed, closed after 15
 minutes unless it is paid, and its payment credits loyalty points exactly once.
 
-- ``POST /v1/orders`` commits the order with its ``OrderPlaced`` and a delayed job that
-  closes it (``close-order``), all in one transaction;
-- ``POST /v1/orders/{id}/payment`` commits the payment with its ``OrderPaid`` and
-  cancels the job, in one transaction;
+- an order is an event-sourced ``Order`` aggregate (``order.py``), folded from its events;
+- ``POST /v1/orders`` commits the order's ``OrderPlaced`` and a delayed job that closes
+  it (``close-order``), in one transaction;
+- ``POST /v1/orders/{id}/payment`` commits its ``OrderPaid`` and cancels the job, in one
+  transaction; of payments racing, one saves and the others are 409s;
 - the ``loyalty`` group credits points once per paid order (``@group.once``);
 - the ``customer-totals`` projection keeps per-customer totals, rebuilt by
   ``sluice replay customer-totals``;

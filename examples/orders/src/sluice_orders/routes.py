@@ -1,19 +1,18 @@
 """The HTTP routes of the ``orders`` app, each beside its OpenAPI operation.
 
-Each write commits the order's state, its event and its job in one transaction: an
-answered 201 means the order, its ``OrderPlaced`` and its ``close-order`` job are all
-durable; a failure leaves none of them.
+Each write saves the ``Order`` aggregate's new event and its job in one transaction: an
+answered 201 means the ``OrderPlaced`` and its ``close-order`` job are both durable; a
+failure leaves neither. Two payments of one order racing: the first saves, the other
+finds the order moved on (``VersionConflict``) or already paid, a 409 either way.
 """
 
 from __future__ import annotations
 
 import re
 
-import msgspec
 from aiohttp import web
 from sluice.app import (
     BAD_BODY,
-    Conflict,
     FieldError,
     NotFound,
     Unprocessable,
@@ -29,10 +28,9 @@ from sluice.app import (
 )
 
 from sluice_orders.app import app, close_after
-from sluice_orders.events import OrderPaid, OrderPlaced
 from sluice_orders.jobs import CloseOrder, close_order
+from sluice_orders.order import Order
 from sluice_orders.schemas import CUSTOMER_ID, MAX_CENTS, CustomerTotals, OrderOut, PlaceOrder
-from sluice_orders.store import db_time, order, order_for_update
 
 _CUSTOMER_ID = re.compile(CUSTOMER_ID)
 _ORDER_ID = {"name": "order_id", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -71,30 +69,12 @@ async def place_order(request: web.Request) -> web.Response:
     _check(body)
     order_id, now = uuid7(), utcnow()
     closes_at = now + close_after(config(request))
+    order = Order(order_id)
+    order.place(body.customer_id, body.total_cents, closes_at)
     async with store(request).transaction() as tx:
-        await tx.execute(
-            "INSERT INTO orders (id, customer_id, total_cents, status, placed_at, closes_at)"
-            " VALUES (?, ?, ?, 'placed', ?, ?)",
-            (order_id, body.customer_id, body.total_cents, db_time(now), db_time(closes_at)),
-        )
-        await tx.append(
-            OrderPlaced(
-                order_id=order_id,
-                customer_id=body.customer_id,
-                total_cents=body.total_cents,
-                closes_at=closes_at,
-            )
-        )
+        await order.save(tx)
         await close_order.schedule(tx, CloseOrder(order_id=order_id), key=order_id, at=closes_at)
-    placed = OrderOut(
-        id=order_id,
-        customer_id=body.customer_id,
-        total_cents=body.total_cents,
-        status="placed",
-        placed_at=now,
-        closes_at=closes_at,
-    )
-    return json_response(placed, 201)
+    return json_response(order.out(), 201)
 
 
 @app.route(
@@ -109,10 +89,10 @@ async def place_order(request: web.Request) -> web.Response:
     structs=(OrderOut,),
 )
 async def get_order(request: web.Request) -> web.Response:
-    found = await order(store(request), request.match_info["order_id"])
+    found = await Order.find(store(request), request.match_info["order_id"])
     if found is None:
         raise NotFound("no such order")
-    return json_response(found)
+    return json_response(found.out())
 
 
 @app.route(
@@ -125,31 +105,23 @@ async def get_order(request: web.Request) -> web.Response:
         "responses": {
             "200": ok(OrderOut, "the order, paid"),
             "404": _NO_ORDER,
-            "409": problem("the order was paid already, or closed unpaid"),
+            "409": problem(
+                "the order was paid already, or closed unpaid, or another payment came first"
+            ),
         },
     },
     structs=(OrderOut,),
 )
 async def pay_order(request: web.Request) -> web.Response:
-    order_id, now = request.match_info["order_id"], utcnow()
+    order_id = request.match_info["order_id"]
     async with store(request).transaction() as tx:
-        found = await order_for_update(tx, order_id)
-        if found is None:
+        order = await Order.find(tx, order_id)
+        if order is None:
             raise NotFound("no such order")
-        if found.status != "placed":
-            raise Conflict(f"the order is {found.status}")
-        await tx.execute(
-            "UPDATE orders SET status = 'paid', paid_at = ? WHERE id = ?", (db_time(now), order_id)
-        )
-        await tx.append(
-            OrderPaid(
-                order_id=order_id,
-                customer_id=found.customer_id,
-                total_cents=found.total_cents,
-            )
-        )
+        order.pay()  # Conflict: paid already, or closed
+        await order.save(tx)  # VersionConflict: another payment saved first
         await close_order.cancel(tx, order_id)
-    return json_response(msgspec.structs.replace(found, status="paid", paid_at=now))
+    return json_response(order.out())
 
 
 @app.route(

@@ -12,7 +12,7 @@ import pytest
 from sluice.app import Aggregate, applies, store
 from sluice.app.assembly import create_app
 from sluice.config import Config
-from tests.browser.test_dashboard import ADMIN_TOKEN, sign_in
+from tests.browser.admin_page import ADMIN_TOKEN, sign_in
 from tests.engine_app import APPS, Pinged, registered
 
 if TYPE_CHECKING:

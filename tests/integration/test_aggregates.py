@@ -26,7 +26,7 @@ from sluice.app import (
 )
 from sluice.app.assembly import create_app
 from sluice.app.running import group_spec
-from sluice.app.testing import wait_for
+from sluice.app.testing import sluice_command, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.consumers.consumer import Consumer
@@ -36,7 +36,6 @@ from sluice.store import Store
 from tests.api.helpers import AiohttpClient
 from tests.engine_app import APPS, PingAnswered, Pinged, registered
 from tests.integration.archive_helpers import make_old, run_archive
-from tests.integration.test_cli import sluice
 
 pytestmark = pytest.mark.apps(APPS)
 
@@ -336,7 +335,7 @@ async def test_sluice_events_shows_one_aggregates_events_in_version_order(
     answered.answer_once()
     await saved(store, answered)
 
-    done = await sluice(config, "events", "--aggregate", "pings:one")
+    done = await sluice_command(config, "events", "--aggregate", "pings:one")
     assert done.returncode == 0, done.stderr
     lines = [line.split() for line in done.stdout.splitlines()]
     assert [(line[0], line[3]) for line in lines] == [
@@ -344,11 +343,11 @@ async def test_sluice_events_shows_one_aggregates_events_in_version_order(
         ("v2", "Pinged"),
         ("v3", "PingAnswered"),
     ]
-    done = await sluice(config, "events", "--aggregate", "pings:one", "--json")
+    done = await sluice_command(config, "events", "--aggregate", "pings:one", "--json")
     items = msgspec.json.decode(done.stdout)["items"]
     assert [(i["version"], i["data"].get("note")) for i in items] == [(1, "0"), (2, "1"), (3, None)]
 
-    refused = await sluice(config, "events", "--aggregate", "nope:1")
+    refused = await sluice_command(config, "events", "--aggregate", "nope:1")
     assert refused.returncode == 2 and "is not an aggregate" in refused.stderr
 
 

@@ -122,9 +122,6 @@ from sluice.http.visitors import VisitorHasher, visitor_hash
 # links
 from sluice.process.resources import redis_client
 
-# links
-from sluice.projections.base import EngineProjection
-
 # operations
 from sluice.records import deliveries, pause
 
@@ -246,7 +243,6 @@ __all__ = [
     "Doc",
     "Due",
     "Duplicate",
-    "EngineProjection",
     "EventHandler",
     "EventPage",
     "EventQuery",

@@ -28,7 +28,7 @@ from sluice.builtin.links.http import (
 from sluice.builtin.links.http.fast import Redirects
 from sluice.builtin.links.imports import group as imports
 from sluice.builtin.links.settings import LinksSettings
-from sluice.builtin.links.stats.projection import PROJECTION
+from sluice.builtin.links.stats import projection  # noqa: F401  (declares link-stats)
 from sluice.builtin.links.webhooks import group as webhook_group
 from sluice.builtin.tags import tagged
 
@@ -71,7 +71,6 @@ app.fast_path(Redirects)
 app.batch_group(exports.NAME, ("exports",), exports.group)
 app.batch_group(imports.NAME, ("exports",), imports.group)
 app.batch_group(webhook_group.NAME, ("links", "visits"), webhook_group.group)
-app.engine_projection(PROJECTION)
 
 
 @app.task(

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from sluice.app.assembly import default_apps
+from sluice.builtin.links.stats.schema import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
 from sluice.store import migrations
 from sluice.store.migrate import Migration
 from sluice.store.postgres import PostgresStore
@@ -82,3 +83,36 @@ async def migrate_as_before_split(
         # moved tables (schema_migrations_moved stays empty, as on such a database).
         patch.setattr(migrations, "MOVED_OUT", frozenset())
         return await store.migrate(steps_before_split(upto) if steps is None else steps)
+
+
+# The links app's steps of release 3 that made the link-stats tables, which the
+# projection's schema steps make since (sluice/builtin/links/stats/projection.py).
+LINKS_STATS_STEPS = (
+    Migration("links", 2, "link statistics projection", LINK_STATS_DDL.format(s=""), (6,)),
+    Migration(
+        "links",
+        12,
+        "link statistics of any day range",
+        LINK_STATS_RANGES_DDL.format(s=""),
+        (24,),
+    ),
+    Migration(
+        "links",
+        14,
+        "link statistics' processed rows name their batch",
+        "ALTER TABLE link_stats_processed ADD COLUMN batch_id INTEGER;",
+        (28,),
+    ),
+)
+
+
+def release_3_steps() -> list[Migration]:
+    """The default apps' steps as release 3 had them: the link-stats tables made by the
+    links app's steps 2, 12 and 14 among its others, no step of the projection's own."""
+    steps = [s for s in default_apps().migrations if s.owner != "projection:link-stats"]
+    first = next(i for i, step in enumerate(steps) if step.owner == "links")
+    links = sorted(
+        [*(s for s in steps if s.owner == "links"), *LINKS_STATS_STEPS], key=lambda s: s.version
+    )
+    others = [s for s in steps if s.owner != "links"]
+    return [*others[:first], *links, *others[first:]]

@@ -116,9 +116,6 @@ from sluice.http.visitors import VisitorHasher, visitor_hash
 # links
 from sluice.process.resources import redis_client
 
-# links
-from sluice.projections.base import EngineProjection
-
 # operations
 from sluice.records import deliveries, pause
 
@@ -222,7 +219,6 @@ __all__ = [
     "DeliveryView",
     "Doc",
     "Due",
-    "EngineProjection",
     "EventPage",
     "EventQuery",
     "Failures",

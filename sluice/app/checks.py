@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -85,21 +86,65 @@ def check_context(app: str, context: object) -> None:
     check_shape(app, "api_context", context, ("app",), coroutine=False)
 
 
-# What sluice passes each kind of function, by the names the guide gives them.
+# What sluice passes each kind of function, by the names the guide gives them: what is
+# handled first, then the transaction (or what else it writes with), then the context.
 SHAPES: dict[str, tuple[str, ...]] = {
     "on": ("event", "ctx"),
     "once": ("event", "tx", "ctx"),
     "batch": ("events", "ctx"),
     "job": ("payload", "tx", "ctx"),
     "task": ("ctx",),
-    "apply": ("tx", "events", "ctx"),
-    "apply_payloads": ("tx", "payloads", "ctx"),
-    "publish": ("resources", "events"),
+    "apply": ("events", "tx", "ctx"),
+    "apply_payloads": ("payloads", "tx", "ctx"),
+    "publish": ("events", "resources"),
     "republish": ("resources",),
     "on_dead_letter": ("message", "error"),
     "on_dead_letter_ctx": ("message", "error", "ctx"),
     "purge": ("store", "now"),
 }
+
+# Release 3's order of a projection's functions, which took what they write in first: a
+# function whose first parameter has that name or annotation is still taken, swapped.
+RELEASE_3_FIRST: dict[str, tuple[str, str]] = {
+    "apply": ("tx", "Tx"),
+    "apply_payloads": ("tx", "Tx"),
+    "publish": ("resources", "Resources"),
+}
+
+
+def check_projection_shape(app: str, what: str, function: object, kind: str) -> bool:
+    """``check_shape`` for a projection's ``kind`` of function; True when it takes its
+    arguments in release 3's order (still taken, with a ``DeprecationWarning`` naming
+    ``app``, ``what`` and the function): the caller swaps the first two."""
+    check_shape(app, what, function, SHAPES[kind])  # positional: either order binds
+    if not _in_release_3_order(kind, function):
+        return False
+    first, second, *rest = SHAPES[kind]
+    old, new = ", ".join((second, first, *rest)), ", ".join(SHAPES[kind])
+    warnings.warn(
+        f"app {app!r}: {what}: {_name(function)} takes ({old}), release 3's order, which"
+        f" sluice still swaps: declare it `async def"
+        f" {getattr(function, '__name__', 'f')}({new})` (docs/guides/upgrades.md)",
+        DeprecationWarning,
+        stacklevel=4,  # the decorator's line in the app
+    )
+    return True
+
+
+def _in_release_3_order(kind: str, function: object) -> bool:
+    first = RELEASE_3_FIRST.get(kind)
+    if first is None or not callable(function):
+        return False
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not parameters:
+        return False
+    name, annotation = first
+    given = parameters[0].annotation
+    spelled = given if isinstance(given, str) else getattr(given, "__name__", "")
+    return parameters[0].name == name or spelled.rpartition(".")[2] == annotation
 
 
 # At load -------------------------------------------------------------------------------

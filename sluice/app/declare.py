@@ -44,7 +44,6 @@ from sluice.events.registry import Payload, Upcaster
 from sluice.http.client_address import Caller
 from sluice.http.route_docs import Doc, Route
 from sluice.process.resources import Resources
-from sluice.projections.base import EngineProjection
 from sluice.scheduler.builtin import Purge
 from sluice.scheduler.task_spec import TaskDeclaration, TaskFunction, declare_task
 from sluice.store import Tx
@@ -63,7 +62,7 @@ JobFunction = Callable[[P, Tx, JobContext], Awaitable[None]]
 ApiContext = Callable[[web.Application], AsyncIterator[None]]
 # The hooks sluice's own apps use beyond the above (docs/guides/write-an-app.md, "Beyond
 # the usual"): the core's redirect fast path, purges of expired rows, services of the
-# scheduler process, and projections written against the engine itself.
+# scheduler process.
 FastPath = Callable[[web.Application], "FastAnswers"]
 SchedulerService = Callable[[Resources, str], "Service"]
 
@@ -115,9 +114,6 @@ class App:
     fast_paths: list[FastPath] = field(default_factory=list, init=False, repr=False)
     purges: list[Purge] = field(default_factory=list, init=False, repr=False)
     scheduler_services: list[SchedulerService] = field(default_factory=list, init=False, repr=False)
-    engine_projections: dict[str, EngineProjection] = field(
-        default_factory=dict, init=False, repr=False
-    )
     metrics: list[str] = field(default_factory=list, init=False, repr=False)
     tags: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
@@ -218,16 +214,26 @@ class App:
         schema: str | Sequence[str],
         tables: Sequence[str],
         replaces: Sequence[Sequence[int]] = (),
+        replaces_migrations: Sequence[Sequence[int]] = (),
     ) -> Projection:
         """Declare a projection; give it its apply function with ``@projection.apply``.
         Each entry of ``schema`` is applied once, in order, as a migration of its own
         (so a later version adds to the tables: ALTER, CREATE INDEX); a replay applies
         them all to fresh tables. The processed table that makes each event count once
-        (``<name>_processed``) is made for you unless ``schema`` makes it."""
+        (``<name>_processed``) is made for you unless ``schema`` makes it.
+        ``replaces_migrations``: per schema step, the app's own migrations (``migration``)
+        that made its tables before the projection held them; a database that applied
+        them keeps its tables, and records the step as done without running it."""
         check_name("projection", name)
         steps = (schema,) if isinstance(schema, str) else tuple(schema)
         declared = Projection(
-            self, name, tuple(events), steps, tuple(tables), tuple(map(tuple, replaces))
+            self,
+            name,
+            tuple(events),
+            steps,
+            tuple(tables),
+            tuple(map(tuple, replaces)),
+            tuple(map(tuple, replaces_migrations)),
         )
         self.projections[name] = declared
         return declared
@@ -373,12 +379,6 @@ class App:
         holder names the process in the locks and claims it takes."""
         self.scheduler_services.append(factory)
         return factory
-
-    def engine_projection(self, projection: EngineProjection) -> None:
-        """Declare a projection written against the engine itself
-        (``sluice.projections.base.EngineProjection``: its own batch SQL, processed table and
-        replay), run and replayed like those of ``projection``."""
-        self.engine_projections[check_name("projection", projection.name)] = projection
 
     def migration(self, version: int, name: str, sql: str, *, replaces: Sequence[int] = ()) -> None:
         """Declare step ``version`` (1, 2, ...) of the app's own tables: DDL in SQLite's

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Container, Hashable, Mapping, S
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sluice.app.checks import SHAPES, check_shape
+from sluice.app.checks import SHAPES, check_projection_shape, check_shape
 from sluice.app.contexts import D, HandlerContext, ProjectionContext
 from sluice.app.jobs import Job
 from sluice.events import Event
@@ -46,9 +46,9 @@ DepsFactory = Callable[[Resources], D]
 TurnKey = Callable[[Any], Hashable]
 # ``on_dead_letter`` may take the group's context too (its store, its deps).
 DeadLetterWithContext = Callable[[Message, BaseException, HandlerContext[Any]], Awaitable[None]]
-ProjectionApply = Callable[[Tx, Sequence[Any], ProjectionContext], Awaitable[None]]
-ProjectionPayloads = Callable[[Tx, bytes | str, ProjectionContext], Awaitable[None]]
-Publish = Callable[[Resources, Sequence[Any]], Awaitable[None]]
+ProjectionApply = Callable[[Sequence[Any], Tx, ProjectionContext], Awaitable[None]]
+ProjectionPayloads = Callable[[bytes | str, Tx, ProjectionContext], Awaitable[None]]
+Publish = Callable[[Sequence[Any], Resources], Awaitable[None]]
 Republish = Callable[[Resources], Awaitable[None]]
 
 
@@ -202,26 +202,27 @@ class Projection:
     schema: tuple[str, ...]
     tables: tuple[str, ...]
     replaces: tuple[tuple[int, ...], ...] = ()
+    replaces_migrations: tuple[tuple[int, ...], ...] = ()
     apply_function: ProjectionApply | None = None
     payloads_function: ProjectionPayloads | None = None
     publish_function: Publish | None = None
     republish_function: Republish | None = None
 
     def apply(self, function: ProjectionApply) -> ProjectionApply:
-        """Declare ``async def apply(tx, events, ctx)``: the effect of a batch of events
-        not applied before, written into ``ctx.table(name)`` (the live table, or the one
-        a replay is building)."""
+        """Declare ``async def apply(events, tx, ctx)``: the effect of a batch of events
+        not applied before, written with ``tx`` into ``ctx.table(name)`` (the live table,
+        or the one a replay is building)."""
         self.apply_function = self._checked(function, "apply")
         return function
 
     def apply_payloads(self, function: ProjectionPayloads) -> ProjectionPayloads:
-        """Optional, for speed: ``async def apply(tx, payloads, ctx)`` takes the stored
+        """Optional, for speed: ``async def apply(payloads, tx, ctx)`` takes the stored
         payloads of a replay's chunk as one JSON array, in no guaranteed order."""
         self.payloads_function = self._checked(function, "apply_payloads")
         return function
 
     def publish(self, function: Publish) -> Publish:
-        """Optional: ``async def publish(resources, events)`` writes derived state outside
+        """Optional: ``async def publish(events, resources)`` writes derived state outside
         the database (absolute values: it may run again for the same events)."""
         self.publish_function = self._checked(function, "publish")
         return function
@@ -231,8 +232,11 @@ class Projection:
         self.republish_function = self._checked(function, "republish")
         return function
 
-    def _checked(self, function: T, kind: str) -> T:
-        check_shape(self.app.name, f"projection {self.name!r}, @{kind}", function, SHAPES[kind])
+    def _checked(self, function: Any, kind: str) -> Any:
+        """``function``, checked; one in release 3's order, with its first two swapped."""
+        what = f"projection {self.name!r}, @{kind}"
+        if check_projection_shape(self.app.name, what, function, kind):
+            return _swapped(function)
         return function
 
     @property
@@ -240,3 +244,12 @@ class Projection:
         """The table where the projection records each event it applied (its dedupe
         record, written in the same transaction as the projection's rows)."""
         return f"{self.name.replace('-', '_')}_processed"
+
+
+def _swapped(function: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """A function declared in release 3's order, called in this release's."""
+
+    async def swapped(first: Any, second: Any, *rest: Any) -> None:
+        await function(second, first, *rest)
+
+    return swapped

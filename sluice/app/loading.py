@@ -294,9 +294,9 @@ def _unique(kind: str, owners: Iterable[tuple[str, str]], core: Iterable[str] = 
 
 def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
     group_names = [(g, a.name) for a in apps for g in a.groups]
-    projections = [(p, a.name) for a in apps for p in [*a.projections, *a.engine_projections]]
-    _unique("group", [*group_names, *projections])
-    _unique("projection", projections)
+    projection_names = [(p, a.name) for a in apps for p in a.projections]
+    _unique("group", [*group_names, *projection_names])
+    _unique("projection", projection_names)
     _unique("task", [(t, a.name) for a in apps for t in a.tasks], list(CORE_TASKS))
     _unique("job", [(j, a.name) for a in apps for j in a.jobs])
     _unique(
@@ -314,7 +314,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
     loaded = {app.name for app in apps}
     groups: dict[str, GroupFactory] = {}
     aggregates: dict[str, tuple[str, ...]] = {}
-    engine_projections: dict[str, EngineProjection] = {}
+    projections: dict[str, EngineProjection] = {}
     migrations: list[Migration] = []
     for app in apps:
         migrations += sorted(app.migrations, key=lambda m: m.version)
@@ -322,20 +322,16 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             group = declared.loaded_part(loaded)
             groups[name] = functools.partial(group_spec, group)
             aggregates[name] = group_aggregates(group)
-        for name, engine in app.engine_projections.items():
-            engine_projections[name] = engine
         for name, projection in app.projections.items():
-            engine_projections[name] = engine_projection(projection)
+            engine = projections[name] = engine_projection(projection)
             migrations += projection_migrations(projection)
-        for name in [*app.engine_projections, *app.projections]:
-            engine = engine_projections[name]
             groups[name], aggregates[name] = _projection_group(engine), engine.aggregates
     check_tables(CORE_MIGRATIONS, migrations, step_owners(apps))
     return Apps(
         apps=apps,
         groups=groups,
         aggregates=aggregates,
-        projections=engine_projections,
+        projections=projections,
         routes=tuple(route for app in apps for route in app.routes),
         migrations=tuple(migrations),
         jobs={name: job for app in apps for name, job in app.jobs.items()},

@@ -237,8 +237,8 @@ def _schema(projection: Projection) -> tuple[str, ...]:
 
 def projection_migrations(projection: Projection) -> list[Migration]:
     """The live tables of ``projection``: each schema step, applied once."""
-    owner = f"projection:{projection.name}"
-    replaces = projection.replaces
+    owner, app = f"projection:{projection.name}", projection.app.name
+    replaces, moved = projection.replaces, projection.replaces_migrations
     return [
         Migration(
             owner,
@@ -246,6 +246,7 @@ def projection_migrations(projection: Projection) -> list[Migration]:
             f"{projection.name} schema {n}",
             step.format(s=""),
             replaces[n - 1] if n <= len(replaces) else (),
+            tuple((app, version) for version in moved[n - 1]) if n <= len(moved) else (),
         )
         for n, step in enumerate(_schema(projection), start=1)
     ]
@@ -263,12 +264,12 @@ def engine_projection(projection: Projection) -> EngineProjection:
     def context(suffix: str, config: Config) -> ProjectionContext:
         return ProjectionContext(tables, suffix, config)
 
-    async def apply(tx: Tx, events: Sequence[Event], suffix: str, config: Config) -> None:
-        await apply_function(tx, events, context(suffix, config))
+    async def apply(events: Sequence[Event], tx: Tx, suffix: str, config: Config) -> None:
+        await apply_function(events, tx, context(suffix, config))
 
-    async def apply_payloads(tx: Tx, data: bytes | str, suffix: str, config: Config) -> None:
+    async def apply_payloads(data: bytes | str, tx: Tx, suffix: str, config: Config) -> None:
         assert payloads is not None
-        await payloads(tx, data, context(suffix, config))
+        await payloads(data, tx, context(suffix, config))
 
     return EngineProjection(
         name=projection.name,

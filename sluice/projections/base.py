@@ -1,4 +1,6 @@
-"""What a projection declares so the live worker and ``sluice replay`` share it."""
+"""What the engine runs of a projection, so the live worker and ``sluice replay`` share
+it: made from an app's ``App.projection`` by ``sluice.app.running.engine_projection``.
+Its functions take what they handle first, as the app's do."""
 
 from __future__ import annotations
 
@@ -10,23 +12,22 @@ from sluice.events import Event
 from sluice.process.resources import Resources
 from sluice.store import Tx
 
-# apply(tx, fresh events, table suffix, config): write the effect of events not seen before.
-Apply = Callable[[Tx, Sequence[Event], str, Config], Awaitable[None]]
-# apply_payloads(tx, payloads, table suffix, config): apply's effect for the stored payloads
+# apply(fresh events, tx, table suffix, config): write the effect of events not seen before.
+Apply = Callable[[Sequence[Event], Tx, str, Config], Awaitable[None]]
+# apply_payloads(payloads, tx, table suffix, config): apply's effect for the stored payloads
 # of the projection's event types, for a rebuild (faster when it skips making events):
 # one JSON array of them, in no guaranteed order (sluice.history.packed), so only for
 # a projection whose effect does not depend on the order of the events of a chunk.
-ApplyPayloads = Callable[[Tx, bytes | str, str, Config], Awaitable[None]]
-# publish(resources, events): derived state outside the database, idempotent (absolute values).
-Publish = Callable[[Resources, Sequence[Event]], Awaitable[None]]
+ApplyPayloads = Callable[[bytes | str, Tx, str, Config], Awaitable[None]]
+# publish(events, resources): derived state outside the database, idempotent (absolute values).
+Publish = Callable[[Sequence[Event], Resources], Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class EngineProjection:
-    """A projection written against the engine: its tables' DDL, its batch ``apply`` (and
+    """A projection as the engine runs it: its tables' DDL, its batch ``apply`` (and
     optionally ``apply_payloads`` for a faster rebuild, ``publish`` for state outside
-    the database), run live and by ``sluice replay``; declared with
-    ``App.engine_projection``."""
+    the database), run live and by ``sluice replay``."""
 
     name: str
     aggregates: tuple[str, ...]

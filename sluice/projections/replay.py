@@ -98,9 +98,9 @@ async def _apply(
 ) -> None:
     if isinstance(chunk, Packed):
         assert projection.apply_payloads is not None
-        await projection.apply_payloads(tx, chunk.payloads, suffix, config)
+        await projection.apply_payloads(chunk.payloads, tx, suffix, config)
     else:
-        await projection.apply(tx, _decode_all(chunk), suffix, config)
+        await projection.apply(_decode_all(chunk), tx, suffix, config)
 
 
 async def rebuild(

@@ -103,14 +103,14 @@ def projection_group(projection: EngineProjection, resources: Resources) -> Grou
             batch_id = None if batch is None else batch.id
             fresh = await fresh_events(tx, projection, relevant, batch_id)
             if fresh:
-                await projection.apply(tx, fresh, "", resources.config)
+                await projection.apply(fresh, tx, "", resources.config)
             applied, duplicates = _split(relevant, {event.event_id for event in fresh})
             if batch is not None:
                 await record_in(tx, batch, applied, duplicates)
         if projection.publish is not None:
             # Every relevant event, fresh or not: a redelivery after a crash
             # between commit and publish must still publish.
-            await projection.publish(resources, [d.event for d in relevant])
+            await projection.publish([d.event for d in relevant], resources)
         return _outcomes(applied, duplicates, recorded=batch is not None)
 
     return GroupSpec(

@@ -20,6 +20,10 @@ app's tables when that app is first loaded, months later.
 
 The caller makes the transaction exclusive (SQLite's write lock, PostgreSQL's advisory
 lock), so processes starting together apply each step once.
+
+Tables may move between an app's owners too: a step naming other owners' steps in
+``replaces_steps`` (a projection's schema taking the tables its app's migrations made)
+is recorded as done without running when they all were, before this start.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ class Migration:
     name: str
     sql: str
     replaces: tuple[int, ...] = ()
+    # Steps of other owners, (owner, version), that made these tables before this owner
+    # held them (an app's migrations, before its projection's schema took their tables):
+    # when they are all recorded as done, so is this step, without running.
+    replaces_steps: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,7 @@ async def _apply_app_steps(tx: Tx, steps: Sequence[Migration], before: set[int])
     for step in steps:
         if (step.owner, step.version) in done:
             continue
-        if not (step.replaces and set(step.replaces) <= before):
+        if not _made_before(step, before, done):
             await _run(tx, _whose(step), step.sql)
             applied.append(f"{step.owner}:{step.version}")
         await tx.execute(
@@ -130,6 +138,14 @@ async def _apply_app_steps(tx: Tx, steps: Sequence[Migration], before: set[int])
             (step.owner, step.version, step.name, utcnow().isoformat()),
         )
     return applied
+
+
+def _made_before(step: Migration, before: set[int], done: set[tuple[str, int]]) -> bool:
+    """Whether the steps ``step`` replaces had made its tables before this start: sluice's
+    versions (``before``), or other owners' steps (``done``)."""
+    if step.replaces and set(step.replaces) <= before:
+        return True
+    return bool(step.replaces_steps) and set(step.replaces_steps) <= done
 
 
 def _whose(step: Migration) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sluice.app.assembly import default_apps
 from sluice.app.testing import wait_for
 from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
 from sluice.builtin.links.http.keys import VISITS
-from sluice.builtin.links.stats import projection as link_stats
 from sluice.config import Config
 from sluice.store import Store
 from tests.api.helpers import (
@@ -65,11 +65,12 @@ def visit(day: str, visitor: str, code: str = CODE, **fields: Any) -> LinkVisite
 async def record(store: Store, config: Config, *events: LinkVisited, stored: bool = False) -> None:
     """Commit ``events`` to the history (unless ``stored`` already) and apply them as the
     link-stats worker does, in batches of three (the history lets a replay rebuild them)."""
+    link_stats = default_apps().projections["link-stats"]
     for i in range(0, len(events), 3):
         async with store.transaction() as tx:
             if not stored:
                 await tx.append(*events[i : i + 3])
-            await link_stats.apply(tx, events[i : i + 3], "", config)
+            await link_stats.apply(events[i : i + 3], tx, "", config)
 
 
 PROXY = "127.0.0.1/32"  # the test client's address: X-Forwarded-For then names the client

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from sluice.app.assembly import default_apps
 from sluice.builtin.links.events import LinkVisited
-from sluice.builtin.links.stats import projection as link_stats
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.store import Store
@@ -31,9 +31,10 @@ def visited(when: datetime, visitor: str, **extra: Any) -> LinkVisited:
 
 async def project(store: Store, config: Config, *events: LinkVisited) -> None:
     """Apply ``events`` as the link-stats worker would, in batches of two."""
+    link_stats = default_apps().projections["link-stats"]
     for i in range(0, len(events), 2):
         async with store.transaction() as tx:
-            await link_stats.apply(tx, events[i : i + 2], "", config)
+            await link_stats.apply(events[i : i + 2], tx, "", config)
 
 
 async def get_stats(client: Client, query: str = "", token: str | None = None) -> Any:

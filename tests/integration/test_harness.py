@@ -113,7 +113,7 @@ counts = app.projection("crate-counts", events=(CrateSent, CrateStamped), schema
 
 
 @counts.apply
-async def apply(tx: Tx, events: Sequence[Event], ctx: ProjectionContext) -> None:
+async def apply(events: Sequence[Event], tx: Tx, ctx: ProjectionContext) -> None:
     table = ctx.table("crate_counts")
     for event in events:
         await tx.execute(

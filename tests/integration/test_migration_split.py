@@ -19,17 +19,24 @@ import pytest
 
 from sluice.app.assembly import create_app, default_apps
 from sluice.app.loading import load_apps
+from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config, load_config
+from sluice.events import utcnow
+from sluice.projections.runtime import fresh_events
 from sluice.store import Store, migrations
 from sluice.store.postgres import PostgresStore
 from sluice.store.sqlite import SqliteStore
+from sluice.streams.messages import Delivery, Message
 from tests.api.helpers import user_token
 from tests.databases import Databases
+from tests.link_helpers import add_link, add_user
 from tests.migration_history import (
+    LINKS_STATS_STEPS,
     SPLIT,
     SPLIT_APPS,
     migrate_as_before_split,
     migrations_before_split,
+    release_3_steps,
     since_split,
     split_owners,
     steps_before_split,
@@ -145,7 +152,7 @@ def test_every_step_of_the_split_apps_replaces_steps_of_sluices_history() -> Non
     assert {(v, name) for v, name, _ in migrations.MIGRATIONS if v <= SPLIT} == before
     versions = {version for version, _ in before}
     split = [step for step in default_apps().migrations if step.owner in split_owners()]
-    assert {step.owner for step in split} == set(SPLIT_APPS)
+    assert {step.owner for step in split} == {*SPLIT_APPS, "projection:link-stats"}
     for step in split:
         assert step.replaces and set(step.replaces) <= versions, step
 
@@ -244,3 +251,41 @@ async def test_a_database_from_an_earlier_release_ends_with_the_new_schema(
         and not (step.replaces and max(step.replaces) <= upto)
     ]
     assert applied == ran
+
+
+def _visit(event: LinkVisited) -> Delivery:
+    fields = {"event_id": event.event_id}
+    return Delivery(Message("sluice:visits", "1-1", fields, 1), event)
+
+
+async def _project(store: Store, *events: LinkVisited) -> None:
+    """Apply ``events`` as the link-stats worker does: each once, by its processed row."""
+    projection = default_apps().projections["link-stats"]
+    async with store.transaction() as tx:
+        fresh = await fresh_events(tx, projection, [_visit(e) for e in events])
+        await projection.apply(fresh, tx, "", load_config({}))
+
+
+async def test_a_release_3_database_keeps_its_link_stats_and_counts_a_visit_once(
+    open_empty: Opener,
+) -> None:
+    """Release 3's links app made the link-stats tables (its steps 2, 12 and 14); the
+    projection's schema steps make them now, and take them over: none runs there, the
+    counts stay, and a visit counted before the upgrade and redelivered after it is not
+    counted again."""
+    old = await open_empty("release-3")
+    await old.migrate(release_3_steps())
+    await add_user(old)
+    await add_link(old, "kept", "https://example.org/")
+    first, second = (LinkVisited(code="kept", visitor=v, occurred_at=utcnow()) for v in "ab")
+    await _project(old, first)
+
+    assert await old.migrate(default_apps().migrations) == []  # every step: as done
+    new = await new_database(open_empty)
+    assert differences(await catalog(new), await catalog(old)) == SAME
+    moved = [(step.owner, step.version) for step in LINKS_STATS_STEPS]
+    assert await app_steps(old) == sorted([*await app_steps(new), *moved])
+
+    await _project(old, first, second)  # the first again: a redelivery
+    totals = "SELECT total, unique_visitors FROM link_stats WHERE code = 'kept'"
+    assert await old.fetchall(totals) == [(2, 2)]

@@ -4,7 +4,9 @@ declares, a table another owner creates, a route that would answer every short l
 
 from __future__ import annotations
 
+import sys
 from textwrap import dedent
+from typing import Any
 
 import pytest
 
@@ -58,14 +60,14 @@ WRONG = {
         " it takes (event, tx, ctx)",
     ),
     "a projection's apply, a plain def": (
-        PROJECTION + "@projection.apply\ndef h(tx, events, ctx):\n    pass",
-        "projection 'shape-totals', @apply: shapes_app.h must be `async def h(tx, events, ctx)`",
+        PROJECTION + "@projection.apply\ndef h(events, tx, ctx):\n    pass",
+        "projection 'shape-totals', @apply: shapes_app.h must be `async def h(events, tx, ctx)`",
     ),
     "publish, a required keyword": (
-        PROJECTION + "@projection.apply\nasync def apply(tx, events, ctx):\n    pass\n"
-        "@projection.publish\nasync def h(resources, events, *, extra):\n    pass",
+        PROJECTION + "@projection.apply\nasync def apply(events, tx, ctx):\n    pass\n"
+        "@projection.publish\nasync def h(events, resources, *, extra):\n    pass",
         "projection 'shape-totals', @publish: shapes_app.h must be"
-        " `async def h(resources, events)`",
+        " `async def h(events, resources)`",
     ),
     "a task, no parameter": (
         "@app.task('shape-task', cron='0 0 0 * * *')\nasync def h():\n    pass",
@@ -120,7 +122,7 @@ def test_right_shapes_of_every_kind_load(app_dir: AppDir) -> None:
         async def on(*args): pass
 
         @projection.apply
-        async def apply(tx, events, ctx): pass
+        async def apply(events, tx, ctx): pass
 
         @app.task("shape-task", cron="0 0 0 * * *")
         async def task(ctx): pass
@@ -139,6 +141,56 @@ def test_right_shapes_of_every_kind_load(app_dir: AppDir) -> None:
     )
     apps = load_apps(load_config({"SLUICE_APPS": "shapes_app"}))
     assert {"shape-group", "shape-others", "shape-totals"} <= set(apps.groups)
+
+
+# Release 3's order: what they write in (or with) first, by the parameter's name or its
+# annotation.
+RELEASE_3 = """
+calls = []
+
+@projection.apply
+async def apply(tx, events, ctx):
+    calls.append(("apply", tx, events, ctx.suffix))
+
+@projection.apply_payloads
+async def payloads(writer: "Tx", payloads, ctx):
+    calls.append(("apply_payloads", writer, payloads, ctx.suffix))
+
+@projection.publish
+async def publish(resources, events):
+    calls.append(("publish", resources, events))
+"""
+
+
+async def test_a_projection_in_release_3s_order_runs_with_a_warning_naming_the_new_one(
+    app_dir: AppDir,
+) -> None:
+    app_dir.module("shapes_app", HEAD + PROJECTION + RELEASE_3)
+    with pytest.warns(DeprecationWarning) as warned:
+        apps = load_apps(load_config({"SLUICE_APPS": "shapes_app"}))
+    said = {str(w.message).split(": ")[1].split(", ")[1]: str(w.message) for w in warned}
+    assert sorted(said) == ["@apply", "@apply_payloads", "@publish"]
+    assert said["@apply"].startswith(
+        "app 'shapes': projection 'shape-totals', @apply: shapes_app.apply takes"
+        " (tx, events, ctx), release 3's order, which sluice still swaps:"
+    )
+    assert "declare it `async def apply(events, tx, ctx)`" in said["@apply"]
+    assert "`async def payloads(payloads, tx, ctx)`" in said["@apply_payloads"]
+    assert "`async def publish(events, resources)`" in said["@publish"]
+    assert {w.filename.rpartition("/")[2] for w in warned} == {"shapes_app.py"}
+
+    projection, config = apps.projections["shape-totals"], load_config({})
+    tx: Any = object()
+    resources: Any = object()
+    await projection.apply(["drawn"], tx, "_g1", config)
+    assert projection.apply_payloads is not None and projection.publish is not None
+    await projection.apply_payloads(b"[]", tx, "_g1", config)
+    await projection.publish(["drawn"], resources)
+    assert sys.modules["shapes_app"].calls == [
+        ("apply", tx, ["drawn"], "_g1"),
+        ("apply_payloads", tx, b"[]", "_g1"),
+        ("publish", resources, ["drawn"]),
+    ]
 
 
 UNDECLARED = """
@@ -165,7 +217,7 @@ def test_a_handler_of_an_event_type_no_loaded_app_declares_is_refused_at_start(
         "async def noticed(event: ThingForgotten, ctx: HandlerContext) -> None: ...",
         "projection": "@app.projection('forgotten-totals', events=(ThingForgotten,),"
         " schema='CREATE TABLE forgotten_totals{s} (n INTEGER)',"
-        " tables=('forgotten_totals',)).apply\nasync def apply(tx, events, ctx): ...",
+        " tables=('forgotten_totals',)).apply\nasync def apply(events, tx, ctx): ...",
     }[kind]
     app_dir.module("forgetful_app", UNDECLARED.replace("KIND", declaration))
     with pytest.raises(ConfigError) as refused:
@@ -201,7 +253,7 @@ def test_a_table_two_apps_create_is_refused_naming_both(app_dir: AppDir) -> None
         load_apps(load_config({"SLUICE_APPS": "default,stats_app"}))
     assert str(refused.value).startswith(
         "table 'link_stats': app 'stats' creates it (migration 1 'its table' of stats),"
-        " and app 'links' (migration 2 of links) does too"
+        " and app 'links' (migration 1 of projection:link-stats) does too"
     )
 
 

@@ -65,7 +65,7 @@ async def right_on(event: Event, ctx: HandlerContext) -> None:  # a wider event 
 
 
 @totals.apply
-async def right_apply(tx: Tx, events: Sequence[Event], ctx: ProjectionContext) -> None:
+async def right_apply(events: Sequence[Event], tx: Tx, ctx: ProjectionContext) -> None:
     pass
 
 
@@ -125,7 +125,7 @@ def wrong_view(request: web.Request) -> web.Response:
     return web.Response()
 
 
-# wrong: apply takes (tx, events, ctx)
+# wrong: apply takes (events, tx, ctx)
 @app.projection("typed-more", events=(ThingMade,), schema="", tables=()).apply
 async def wrong_apply(tx: Tx, ctx: ProjectionContext) -> None:
     pass

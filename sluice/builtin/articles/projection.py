@@ -102,12 +102,12 @@ PROJECTION = app.projection(
 
 
 @PROJECTION.apply
-async def apply(tx: Tx, events: Sequence[Event], ctx: ProjectionContext) -> None:
+async def apply(events: Sequence[Event], tx: Tx, ctx: ProjectionContext) -> None:
     await _write(tx, _views_by_day(events, ctx.config.zone), ctx)
 
 
 @PROJECTION.apply_payloads
-async def apply_payloads(tx: Tx, payloads: bytes | str, ctx: ProjectionContext) -> None:
+async def apply_payloads(payloads: bytes | str, tx: Tx, ctx: ProjectionContext) -> None:
     await _write(tx, _payload_views_by_day(payloads, ctx.config.zone), ctx)
 
 
@@ -145,7 +145,7 @@ def _leaderboard_expiry(period: str, start: date, zone: ZoneInfo) -> int:
 
 
 @PROJECTION.publish
-async def publish(resources: Resources, events: Sequence[Event]) -> None:
+async def publish(events: Sequence[Event], resources: Resources) -> None:
     """Copy the absolute period counts of the touched articles into the sorted sets,
     read for every period the batch touched in one query (a primary-key lookup each)."""
     zone = resources.config.zone

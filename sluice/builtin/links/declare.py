@@ -28,7 +28,7 @@ from sluice.builtin.links.http import (
 from sluice.builtin.links.http.fast import Redirects
 from sluice.builtin.links.imports import group as imports_group  # noqa: F401  (declares it)
 from sluice.builtin.links.settings import LinksSettings
-from sluice.builtin.links.stats.projection import PROJECTION
+from sluice.builtin.links.stats import projection  # noqa: F401  (declares link-stats)
 from sluice.builtin.links.webhooks import group as webhooks_group  # noqa: F401  (declares it)
 from sluice.builtin.tags import tagged
 
@@ -67,8 +67,6 @@ for context in (
 ):
     app.api_context(context)
 app.fast_path(Redirects)
-
-app.engine_projection(PROJECTION)
 
 
 @app.task(

@@ -1,6 +1,8 @@
 """The links app's schema history: the code pool and links (with their fields, tags,
-rules and passwords), the ``link-stats`` projection's tables, export jobs and their
-results, imports, webhooks and orphan visits.
+rules and passwords), export jobs and their results, imports, webhooks and orphan visits.
+Steps 2, 12 and 14 (release 3) made the ``link-stats`` projection's tables, which the
+projection's own schema steps make now (``sluice.builtin.links.stats.projection``, whose
+steps name them in ``replaces_migrations``); their numbers are not used again.
 
 Each step made these tables as one of sluice's own migrations did before the app held
 them, and names that version in ``replaces``: a database made by an earlier release has
@@ -11,7 +13,6 @@ core's did (sluice/store/migrations.py says which of its versions each replaces)
 from __future__ import annotations
 
 from sluice.builtin.links.app import app
-from sluice.builtin.links.stats.schema import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
 
 app.migration(
     1,
@@ -35,9 +36,6 @@ app.migration(
     """,
     replaces=(5,),
 )
-
-# Link statistics (sluice/builtin/links/stats/projection.py), pre-aggregated per link.
-app.migration(2, "link statistics projection", LINK_STATS_DDL.format(s=""), replaces=(6,))
 
 # snapshot_seq: the history's head when the export was requested (the CSV covers
 # visits up to it); cursor_seq/cursor_bytes: the checkpoint (last seq scanned, part
@@ -262,12 +260,6 @@ app.migration(
     replaces=(23,),
 )
 
-# docs/guides/links.md (sluice/builtin/links/stats/projection.py). The new rows start empty for the
-# visits before it: `sluice replay link-stats` fills them from the history.
-app.migration(
-    12, "link statistics of any day range", LINK_STATS_RANGES_DDL.format(s=""), replaces=(24,)
-)
-
 # docs/guides/links.md orphan visits: GETs of codes no link has, per UTC day ('YYYY-MM-DD').
 # A day keeps at most SLUICE_ORPHAN_CODES_PER_DAY code rows; `other` counts the
 # visits of codes beyond them (sluice/builtin/links/orphans.py).
@@ -288,15 +280,4 @@ app.migration(
     ) WITHOUT ROWID;
     """,
     replaces=(25,),
-)
-
-# The batch of each processed row (sluice/records/delivery_batches.py), a column sluice's
-# migration 28 added beside its delivery_batches table.
-app.migration(
-    14,
-    "link statistics' processed rows name their batch",
-    """
-    ALTER TABLE link_stats_processed ADD COLUMN batch_id INTEGER;
-    """,
-    replaces=(28,),
 )

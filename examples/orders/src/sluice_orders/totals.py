@@ -31,7 +31,7 @@ totals = app.projection(
 
 
 @totals.apply
-async def apply(tx: Tx, events: Sequence[Event], ctx: ProjectionContext) -> None:
+async def apply(events: Sequence[Event], tx: Tx, ctx: ProjectionContext) -> None:
     """A batch's events summed per customer, then added to their rows in one statement."""
     sums: dict[str, Counter[str]] = {}
     for event in events:

@@ -24,10 +24,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sluice.app import Config, Event, Tx, utcnow
-from sluice.app.advanced import EngineProjection as Projection
+from sluice.app import Event, ProjectionContext, Tx, utcnow
+from sluice.builtin.links.app import app
 from sluice.builtin.links.events import LinkVisited
-from sluice.builtin.links.stats.schema import LINK_STATS_DDL, LINK_STATS_RANGES_DDL
+from sluice.builtin.links.stats.schema import BATCH_IDS, LINK_STATS_DDL, LINK_STATS_RANGES_DDL
 
 # Rows per multi-row statement: far below SQLite's bound on statement parameters.
 _CHUNK = 300
@@ -92,20 +92,45 @@ async def _owners(tx: Tx, codes: Sequence[str]) -> dict[str, str]:
     return owners
 
 
-async def apply(tx: Tx, events: Sequence[Event], s: str, config: Config) -> None:
+TABLES = (
+    "link_stats",
+    "link_stats_days",
+    "link_stats_referrers",
+    "link_stats_browsers",
+    "link_visitors",
+    "link_day_visitors",
+    "link_day_facets",
+    "link_owner_days",
+)
+
+PROJECTION = app.projection(
+    "link-stats",
+    events=(LinkVisited,),
+    # A replay builds the tables as a fresh database gets them, step by step.
+    schema=(LINK_STATS_DDL, LINK_STATS_RANGES_DDL, BATCH_IDS),
+    tables=TABLES,
+    # Each step made these tables before the projection held them: sluice's migrations
+    # 6, 24 and 28 (release 2), then the links app's migrations 2, 12 and 14 (release 3).
+    replaces=((6,), (24,), (28,)),
+    replaces_migrations=((2,), (12,), (14,)),
+)
+
+
+@PROJECTION.apply
+async def apply(events: Sequence[Event], tx: Tx, ctx: ProjectionContext) -> None:
     batch = _aggregate(e for e in events if isinstance(e, LinkVisited))
     if not batch.totals:
         return
     new_visitors = Counter(
         str(code)
         for (code,) in await tx.insert_new(
-            f"link_visitors{s}", ("code", "visitor"), sorted(batch.visitors), "code"
+            ctx.table("link_visitors"), ("code", "visitor"), sorted(batch.visitors), "code"
         )
     )
     new_day_visitors = Counter(
         (str(code), str(day))
         for code, day in await tx.insert_new(
-            f"link_day_visitors{s}",
+            ctx.table("link_day_visitors"),
             ("code", "day", "visitor"),
             sorted(batch.day_visitors),
             "code, day",
@@ -113,7 +138,7 @@ async def apply(tx: Tx, events: Sequence[Event], s: str, config: Config) -> None
     )
     now = utcnow().isoformat()
     await tx.upsert_rows(
-        f"link_stats{s}",
+        ctx.table("link_stats"),
         ("code", "total", "bots", "unique_visitors", "updated_at"),
         [(c, n, batch.bots[c], new_visitors[c], now) for c, n in sorted(batch.totals.items())],
         keys=("code",),
@@ -121,7 +146,7 @@ async def apply(tx: Tx, events: Sequence[Event], s: str, config: Config) -> None
         replace=("updated_at",),
     )
     await tx.upsert_rows(
-        f"link_stats_days{s}",
+        ctx.table("link_stats_days"),
         ("code", "day", "visits", "unique_visitors", "bots"),
         [
             (c, d, n, new_day_visitors[(c, d)], batch.day_bots[(c, d)])
@@ -135,23 +160,23 @@ async def apply(tx: Tx, events: Sequence[Event], s: str, config: Config) -> None
         ("link_stats_browsers", "browser", batch.browsers),
     ):
         await tx.upsert_rows(
-            f"{table}{s}",
+            ctx.table(table),
             ("code", column, "visits"),
             [(c, key, n) for (c, key), n in sorted(counts.items())],
             keys=("code", column),
             add=("visits",),
         )
     await tx.upsert_rows(
-        f"link_day_facets{s}",
+        ctx.table("link_day_facets"),
         ("code", "day", "facet", "value", "visits"),
         [(*key, n) for key, n in sorted(batch.facets.items())],
         keys=("code", "day", "facet", "value"),
         add=("visits",),
     )
-    await _add_owner_days(tx, batch, s)
+    await _add_owner_days(tx, batch, ctx)
 
 
-async def _add_owner_days(tx: Tx, batch: _Batch, s: str) -> None:
+async def _add_owner_days(tx: Tx, batch: _Batch, ctx: ProjectionContext) -> None:
     owners = await _owners(tx, sorted(batch.totals))
     rows = sorted(
         (owners[c], d, c, n, batch.day_bots[(c, d)])
@@ -161,33 +186,9 @@ async def _add_owner_days(tx: Tx, batch: _Batch, s: str) -> None:
     if not rows:
         return
     await tx.upsert_rows(
-        f"link_owner_days{s}",
+        ctx.table("link_owner_days"),
         ("owner_id", "day", "code", "visits", "bots"),
         rows,
         keys=("owner_id", "day", "code"),
         add=("visits", "bots"),
     )
-
-
-TABLES = (
-    "link_stats",
-    "link_stats_days",
-    "link_stats_referrers",
-    "link_stats_browsers",
-    "link_visitors",
-    "link_day_visitors",
-    "link_stats_processed",
-    "link_day_facets",
-    "link_owner_days",
-)
-
-PROJECTION = Projection(
-    name="link-stats",
-    aggregates=("visits",),
-    event_types=("LinkVisited",),
-    # A replay builds the tables as a fresh database gets them: the links app's
-    # migrations 2, then 12 (sluice.builtin.links.migrations).
-    ddl=LINK_STATS_DDL + LINK_STATS_RANGES_DDL,
-    tables=TABLES,
-    apply=apply,
-)

@@ -1,7 +1,8 @@
-"""The ``link-stats`` projection's tables, as templates with ``{s}``: the suffix is empty
-for the live tables and a generation tag while ``sluice replay`` rebuilds them. The links
-app's migrations (``sluice.builtin.links.migrations``) make the live ones; the
-projection (``sluice.builtin.links.stats.projection``) builds fresh copies in a replay."""
+"""The ``link-stats`` projection's tables, its schema steps as templates with ``{s}``: the
+suffix is empty for the live tables and a generation tag while ``sluice replay`` rebuilds
+them (``sluice.builtin.links.stats.projection``). Each step is as the links app's
+migrations 2, 12 and 14 of release 3 made it (sluice's 6, 24 and 28 before them), so a
+database made by an earlier release keeps its tables and records the steps as done."""
 
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ CREATE TABLE link_stats_processed{s} (
 ) WITHOUT ROWID;
 """
 
-# Link statistics of any UTC day range (docs/guides/links.md), added by the links app's step 12
-# (which replaces sluice's migration 24) to the tables above, which stay as its step 2 (sluice's 6)
-# made them: a fresh database runs 2, then 12; a replay runs both templates. Per day: the bots;
+# Link statistics of any UTC day range (docs/guides/links.md), added by the second step (the
+# links app's step 12 of release 3, sluice's migration 24 before it) to the tables above, which
+# stay as the first step made them. Per day: the bots;
 # link_day_facets counts visits per (day, facet, value), facet one of referrer, browser, country,
 # os, device, value '' when unknown; link_owner_days counts each owner's links per day, for the
 # owner's busiest links of a range.
@@ -75,3 +76,7 @@ CREATE TABLE link_owner_days{s} (
     PRIMARY KEY (owner_id, day, code)
 ) WITHOUT ROWID;
 """
+
+# The batch of each processed row (sluice/records/delivery_batches.py), the third step (the
+# links app's step 14 of release 3, beside sluice's migration 28's delivery_batches table).
+BATCH_IDS = "ALTER TABLE link_stats_processed{s} ADD COLUMN batch_id INTEGER;\n"

@@ -32,12 +32,12 @@ class _Source(msgspec.Struct):
 
 
 @PROJECTION.apply
-async def apply(tx: Tx, events: Sequence[Event], ctx: ProjectionContext) -> None:
+async def apply(events: Sequence[Event], tx: Tx, ctx: ProjectionContext) -> None:
     await _write(tx, Counter(e.source for e in events if isinstance(e, Pinged)), ctx)
 
 
 @PROJECTION.apply_payloads
-async def apply_payloads(tx: Tx, payloads: bytes | str, ctx: ProjectionContext) -> None:
+async def apply_payloads(payloads: bytes | str, tx: Tx, ctx: ProjectionContext) -> None:
     sources = msgspec.json.decode(payloads, type=list[_Source])
     await _write(tx, Counter(p.source for p in sources), ctx)
 

@@ -1,8 +1,10 @@
 """CPU instructions per event of one ``article-views`` consumer draining its stream.
 
 Run by hand: ``.venv/bin/python bench/consumer_cost.py [N] [--store sqlite,postgres]
-[--log-level warning|info|debug]`` (default 20,000 events, SQLite, level warning: the
-figures of earlier runs; ``info`` is a deployment's default, whose log lines count too).
+[--log-level warning|info|debug] [--group article-views|link-stats]`` (default 20,000
+events, SQLite, level warning: the figures of earlier runs; ``info`` is a deployment's
+default, whose log lines count too). ``--group link-stats`` drains ``LinkVisited``
+events (50 codes, every visitor new) through the ``link-stats`` projection instead.
 Needs ``valgrind`` (``apt-get install -y valgrind``).
 
 The two worker processes are most of the CPU of ``bench/peers.py``'s pipeline, whose
@@ -44,6 +46,7 @@ async def drain(n: int, env: dict[str, str]) -> None:
     from deliveries import publish
 
     from sluice.app.assembly import default_apps, open_resources
+    from sluice.builtin.links.events import LinkVisited
     from sluice.config import load_config
     from sluice.consumers.consumer import Consumer
     from sluice.process.resources import redis_client
@@ -53,11 +56,15 @@ async def drain(n: int, env: dict[str, str]) -> None:
 
     config = load_config(env, log_level=env.get("BENCH_LOG_LEVEL", "warning"), log_format="json")
     configure_logging(config)
+    name = env.get("BENCH_GROUP", "article-views")
     async with open_resources(config) as res:
-        await publish(res, n)
+        if name == "link-stats":
+            await publish(res, n, lambda j: LinkVisited(code=f"c{j % 50}", visitor=str(j)))
+        else:
+            await publish(res, n)
         stop = asyncio.Event()
         reader = redis_client(config, socket_timeout=120)
-        group, log = default_apps().groups["article-views"](res), DeliveryLog(res.store)
+        group, log = default_apps().groups[name](res), DeliveryLog(res.store)
         consumer = Consumer(
             group, reader, res.keys, "bench", runtime_settings(config), deliveries=log
         )
@@ -71,7 +78,9 @@ async def drain(n: int, env: dict[str, str]) -> None:
         await reader.aclose()
 
 
-def measure(stores: Stores, store: str, n: int, log_level: str = "warning") -> float:
+def measure(
+    stores: Stores, store: str, n: int, log_level: str = "warning", group: str = "article-views"
+) -> float:
     """Instructions per event of one consumer draining ``n`` events on ``store``."""
     from sluice.embedded.redis_server import RedisServer
 
@@ -81,6 +90,7 @@ def measure(stores: Stores, store: str, n: int, log_level: str = "warning") -> f
             stores.env(store, Path(tmp) / "data"),
             SLUICE_REDIS_URL=server.url,
             BENCH_LOG_LEVEL=log_level,
+            BENCH_GROUP=group,
         )
         out = Path(tmp) / "callgrind.out"
         command = [
@@ -104,10 +114,10 @@ def main(args: argparse.Namespace) -> None:
         raise SystemExit("valgrind is not on PATH: apt-get install -y valgrind")
     with Stores(args.store) as stores:
         for store in args.store:
-            per_event = measure(stores, store, args.n, args.log_level)
+            per_event = measure(stores, store, args.n, args.log_level, args.group)
             print(
                 f"{store}: {per_event:,.0f} instructions per event ({args.n:,} events, one "
-                f"article-views consumer, log level {args.log_level})",
+                f"{args.group} consumer, log level {args.log_level})",
                 flush=True,
             )
 
@@ -120,4 +130,5 @@ if __name__ == "__main__":
     parser.add_argument("n", nargs="?", type=int, default=20_000)
     parser.add_argument("--store", type=parse_stores, default=["sqlite"])
     parser.add_argument("--log-level", choices=("warning", "info", "debug"), default="warning")
+    parser.add_argument("--group", choices=("article-views", "link-stats"), default="article-views")
     main(parser.parse_args())

@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -34,21 +35,23 @@ from sluice.cli.processes import runtime_settings
 from sluice.config import Config, load_config
 from sluice.consumers.consumer import Consumer
 from sluice.embedded.redis_server import RedisServer
+from sluice.events import Event
 from sluice.process.resources import Resources, redis_client
 from sluice.records.deliveries import DeliveryLog
 from sluice.relay.relay import Relay
 from sluice.telemetry.logs import configure_logging
 
 
-async def publish(res: Resources, n: int) -> None:
+def _view(j: int) -> Event:
+    return ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
+
+
+async def publish(res: Resources, n: int, make: Callable[[int], Event] = _view) -> None:
+    """Commit ``n`` events (the ``j``-th ``make(j)``: by default a view of one of 50
+    articles), then publish them with the relay."""
     for i in range(0, n, 500):
         async with res.store.transaction() as tx:
-            await tx.append(
-                *(
-                    ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
-                    for j in range(i, min(n, i + 500))
-                )
-            )
+            await tx.append(*(make(j) for j in range(i, min(n, i + 500))))
     stop = asyncio.Event()
     relay = Relay(res.store, res.redis, res.keys, batch=2_000)
     task = asyncio.create_task(relay.run(stop))

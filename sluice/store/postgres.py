@@ -48,6 +48,7 @@ from sluice.store.postgres_session import (
     PooledConnection,
     commit,
     drop_if_broken,
+    mark_session_kept,
     reset,
     roll_back,
 )
@@ -236,14 +237,18 @@ class PostgresStore:
             return conn
         raise AssertionError("unreachable")
 
-    async def _read(self, method: str, sql: str, *args: Any) -> Any:
+    async def _read(self, method: str, sql: str, *args: Any, own: bool = True) -> Any:
         """One statement on a pooled connection (``fetch``, ``fetchrow``...), tried once
         more on another when the first connection had died with a restart: a read (or
-        an upsert of a position) can run twice harmlessly."""
+        an upsert of a position) can run twice harmlessly. sluice's ``own`` statements
+        set nothing on the session: the pool's reset query is skipped after them."""
         for attempt in (1, 2):
             conn = await self._acquire()
             try:
-                return await getattr(conn, method)(sql, *args)
+                result = await getattr(conn, method)(sql, *args)
+                if own:
+                    mark_session_kept(conn)
+                return result
             except BaseException as exc:
                 drop_if_broken(conn, exc)
                 if attempt == 2 or not _stale(exc):
@@ -263,11 +268,11 @@ class PostgresStore:
             yield PostgresTx(conn, self._column_types)
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        row = await self._read("fetchrow", numbered(sql), *params)
+        row = await self._read("fetchrow", numbered(sql), *params, own=False)
         return None if row is None else tuple(row)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return [tuple(r) for r in await self._read("fetch", numbered(sql), *params)]
+        return [tuple(r) for r in await self._read("fetch", numbered(sql), *params, own=False)]
 
     async def events_after(
         self, seq: int, limit: int, *, types: Sequence[str] = ()

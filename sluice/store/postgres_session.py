@@ -6,10 +6,14 @@ Round trips. asyncpg resets a connection given back to its pool by a query of it
 that reset in the COMMIT's own message instead (``commit_message``), so nothing an
 app's SQL left on the session (a session ``SET``, a ``LISTEN``, a session advisory
 lock, a cursor ``WITH HOLD``) outlives its transaction, and the pool skips its query
-for a connection so committed (``reset``). A connection given back any other way (a
-rollback, an error, a read) is reset as asyncpg always did. A transaction's connection
-is acquired and its BEGIN sent with its first statement (``PostgresSession``): a
-transaction that only appends sends BEGIN and the history lock in one message.
+for a connection so committed (``reset``); and for one that ran only a statement of
+sluice's own outside a transaction (``PostgresStore._read``: the relay's reads, a
+position's upsert), which sets nothing on the session. A connection given back any
+other way (a rollback, an error, a caller's own SQL) is reset as asyncpg always did.
+
+A transaction's connection is acquired and its BEGIN sent with its first statement
+(``PostgresSession``): a transaction that only appends sends BEGIN and the history
+lock in one message, and one that runs no statement sends nothing.
 """
 
 from __future__ import annotations
@@ -41,9 +45,9 @@ def commit_message(reset_query: str) -> str:
 
 class PooledConnection(asyncpg.Connection):
     """The pool's connections (``create_pool(connection_class=...)``): each knows whether
-    the message that committed its last transaction reset its session too."""
+    its session is as a reset would leave it (``reset``)."""
 
-    _reset_by_commit = False
+    _session_kept = False
     _commit_message: str | None = None
 
     async def commit_and_reset(self) -> None:
@@ -51,17 +55,21 @@ class PooledConnection(asyncpg.Connection):
         if self._commit_message is None:
             self._commit_message = commit_message(self.get_reset_query())
         await self.execute(self._commit_message)
-        self._reset_by_commit = True
+        self._session_kept = True
 
-    def take_reset_by_commit(self) -> bool:
-        reset, self._reset_by_commit = self._reset_by_commit, False
-        return reset
+    def keep_session(self) -> None:
+        """What ran since the last reset set nothing on the session (sluice's own SQL)."""
+        self._session_kept = True
+
+    def take_session_kept(self) -> bool:
+        kept, self._session_kept = self._session_kept, False
+        return kept
 
 
 async def reset(conn: asyncpg.Connection[Any]) -> None:
     """The pool's reset on release (asyncpg has already rolled back a transaction left
-    open): its query, unless the COMMIT just before ran it."""
-    if isinstance(conn, PooledConnection) and conn.take_reset_by_commit():
+    open): its query, unless the session holds nothing it would undo."""
+    if isinstance(conn, PooledConnection) and conn.take_session_kept():
         return
     query = conn.get_reset_query()
     if query:
@@ -93,10 +101,17 @@ async def roll_back(conn: Connection, exc: BaseException) -> None:
         conn.terminate()
 
 
+# A pool proxy hands these calls on to its PooledConnection.
+
+
 async def commit(conn: Connection) -> None:
     """COMMIT ``conn``'s transaction, its session reset in the same message."""
-    # A pool proxy hands the call on to its PooledConnection.
     await conn.commit_and_reset()  # type: ignore[attr-defined]
+
+
+def mark_session_kept(conn: Connection) -> None:
+    """Only sluice's own SQL ran on ``conn`` since its last reset: none is needed."""
+    conn.keep_session()  # type: ignore[attr-defined]
 
 
 class PostgresSession:

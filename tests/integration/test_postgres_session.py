@@ -115,3 +115,14 @@ async def test_a_commit_that_fails_commits_nothing_and_the_connection_is_reset(
     assert "pg_advisory_unlock_all" in sent[-1]
     assert await store.fetchone("SELECT to_regclass('kept')") == (None,)
     assert await store.fetchone(SESSION_STATE) == ("", 0, 0)
+
+
+async def test_sluice_s_own_reads_skip_the_reset_and_a_caller_s_sql_does_not(
+    store: PostgresStore, sent: list[str]
+) -> None:
+    await store.max_seq()
+    await store.set_position("session-test", 1)
+    assert not any("pg_advisory_unlock_all" in query for query in sent), sent
+    await store.fetchone("SET application_name = 'leaked'")
+    assert "pg_advisory_unlock_all" in sent[-1]
+    assert await store.fetchone(SESSION_STATE) == ("", 0, 0)

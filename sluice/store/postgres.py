@@ -19,6 +19,12 @@ whole deployment, each holding the lock for its events' COPY and its COMMIT
 of visits under one lock); transactions that append nothing never take it.
 The relay is woken after the commit (Redis pub/sub), never by a NOTIFY inside
 the transaction.
+
+Round trips. A transaction that only appends costs three: BEGIN with the history
+lock in one message (its connection is acquired and begun by its first statement),
+the COPY, and COMMIT with the session reset asyncpg's pool would otherwise send as a
+query of its own on release (``sluice.store.postgres_session``; five before issue 45,
+bench/pg_round_trips.py).
 """
 
 from __future__ import annotations
@@ -32,12 +38,20 @@ from typing import Any
 import asyncpg
 import structlog
 from asyncpg.pool import PoolConnectionProxy
-from asyncpg.transaction import Transaction
 
 from sluice.store.base import HEAD, Row, StoredEvent
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.postgres_dialect import DIALECT, numbered
+from sluice.store.postgres_session import (
+    CORRUPTED,
+    PooledConnection,
+    commit,
+    drop_if_broken,
+    mark_session_kept,
+    reset,
+    roll_back,
+)
 from sluice.store.postgres_tx import PostgresTx
 from sluice.telemetry.prometheus import EVENTS_COMMITTED
 
@@ -75,21 +89,9 @@ class PoolExhausted(DatabaseUnavailable):
 
 def _stale(exc: BaseException) -> bool:
     """A pooled connection that had already died (a database restart), before it ran."""
-    if isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError | _CORRUPTED):
+    if isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError | CORRUPTED):
         return True
     return isinstance(exc, asyncpg.InterfaceError) and "connection is closed" in str(exc)
-
-
-# What asyncpg raises when a connection died in the middle of a statement and its
-# protocol state no longer adds up (MagicStack/asyncpg#1069): the connection must not
-# go back to the pool as it is.
-_CORRUPTED = asyncpg.exceptions.InternalClientError
-
-
-def _drop_if_broken(conn: PoolConnectionProxy, exc: BaseException) -> None:
-    """Close a connection the failure left unusable; the pool opens a new one."""
-    if isinstance(exc, _CORRUPTED):
-        conn.terminate()
 
 
 class PostgresStore:
@@ -150,6 +152,10 @@ class PostgresStore:
             # A pooled connection idle for a minute is closed: after a database restart
             # the pool does not keep handing out connections that died with it.
             max_inactive_connection_lifetime=60.0,
+            # A connection's COMMIT resets its session in the same message: the pool's
+            # own reset query runs only for the others (sluice.store.postgres_session).
+            connection_class=PooledConnection,
+            reset=reset,
         )
         store = cls(pool)
         try:
@@ -178,28 +184,26 @@ class PostgresStore:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresTx]:
-        conn, transaction = await self._begin()
+        # The connection is acquired and begun by the first statement (PostgresTx): a
+        # transaction that ran none has nothing to commit and holds no connection.
+        tx = PostgresTx(None, self._column_types, opener=self._begin)
         try:
-            tx = PostgresTx(conn, self._column_types)
             try:
                 yield tx
                 types = await tx.flush_events()
             except BaseException as exc:
-                _drop_if_broken(conn, exc)
+                if tx.connection is not None:
+                    await roll_back(tx.connection, exc)
+                raise
+            if tx.connection is not None:
                 try:
-                    await transaction.rollback()
-                except Exception:
-                    # Gone, or busy with the statement the caller abandoned: never let
-                    # it back into the pool with its transaction (and locks) open.
-                    conn.terminate()
-                raise
-            try:
-                await transaction.commit()
-            except BaseException as exc:
-                _drop_if_broken(conn, exc)
-                raise
+                    await commit(tx.connection)
+                except BaseException as exc:
+                    await roll_back(tx.connection, exc)
+                    raise
         finally:
-            await self._pool.release(conn)
+            if tx.connection is not None:
+                await self._pool.release(tx.connection)
         if types:
             for kind, n in types.items():
                 EVENTS_COMMITTED.labels(kind).inc(n)
@@ -215,34 +219,38 @@ class PostgresStore:
                 " (SLUICE_DATABASE_POOL is too small, or the database is not keeping up)"
             ) from None
 
-    async def _begin(self) -> tuple[PoolConnectionProxy, Transaction]:
-        """A pooled connection in a new transaction. A connection that died with a
-        database restart fails its BEGIN, before anything ran: it is dropped and the
-        BEGIN tried once on another, so a restart costs only the work in flight."""
+    async def _begin(self, then: str) -> PoolConnectionProxy:
+        """A pooled connection in a new transaction, ``then`` (SQL without parameters)
+        sent in BEGIN's message. A connection that died with a database restart fails
+        its BEGIN, before anything ran: it is dropped and the BEGIN tried once on
+        another, so a restart costs only the work in flight."""
         for attempt in (1, 2):
             conn = await self._acquire()
-            transaction = conn.transaction()
             try:
-                await transaction.start()
+                await conn.execute(f"BEGIN;{then}")
             except BaseException as exc:
-                _drop_if_broken(conn, exc)
+                await roll_back(conn, exc)  # a BEGIN that went through, then its lock failed
                 await self._pool.release(conn)
                 if attempt == 2 or not _stale(exc):
                     raise
                 continue
-            return conn, transaction
+            return conn
         raise AssertionError("unreachable")
 
-    async def _read(self, method: str, sql: str, *args: Any) -> Any:
+    async def _read(self, method: str, sql: str, *args: Any, own: bool = True) -> Any:
         """One statement on a pooled connection (``fetch``, ``fetchrow``...), tried once
         more on another when the first connection had died with a restart: a read (or
-        an upsert of a position) can run twice harmlessly."""
+        an upsert of a position) can run twice harmlessly. sluice's ``own`` statements
+        set nothing on the session: the pool's reset query is skipped after them."""
         for attempt in (1, 2):
             conn = await self._acquire()
             try:
-                return await getattr(conn, method)(sql, *args)
+                result = await getattr(conn, method)(sql, *args)
+                if own:
+                    mark_session_kept(conn)
+                return result
             except BaseException as exc:
-                _drop_if_broken(conn, exc)
+                drop_if_broken(conn, exc)
                 if attempt == 2 or not _stale(exc):
                     raise
             finally:
@@ -260,11 +268,11 @@ class PostgresStore:
             yield PostgresTx(conn, self._column_types)
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        row = await self._read("fetchrow", numbered(sql), *params)
+        row = await self._read("fetchrow", numbered(sql), *params, own=False)
         return None if row is None else tuple(row)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return [tuple(r) for r in await self._read("fetch", numbered(sql), *params)]
+        return [tuple(r) for r in await self._read("fetch", numbered(sql), *params, own=False)]
 
     async def events_after(
         self, seq: int, limit: int, *, types: Sequence[str] = ()

@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
 from sluice.store.base import Row, field_name, upsert_clause
+from sluice.store.postgres_session import PostgresSession
 
 # Each column's type as SQL (``bigint``, ``text``), for the casts of ``unnest`` arrays.
 _COLUMN_TYPES = (
@@ -19,10 +17,9 @@ _COLUMN_TYPES = (
 )
 
 
-class PostgresBulkWrites:
+class PostgresBulkWrites(PostgresSession):
     """Mixed into ``PostgresTx``: ``Tx.insert_rows``, ``upsert_rows`` and ``insert_new``."""
 
-    _conn: asyncpg.Connection | PoolConnectionProxy
     _column_types: dict[str, dict[str, str]]  # the store's: table -> column -> type
 
     async def insert_rows(
@@ -30,7 +27,8 @@ class PostgresBulkWrites:
     ) -> None:
         """``COPY`` in binary: a quarter cheaper than an INSERT of ``unnest`` arrays."""
         if rows:
-            await self._conn.copy_records_to_table(
+            conn = await self._session()
+            await conn.copy_records_to_table(
                 field_name(table), records=rows, columns=[field_name(c) for c in columns]
             )
 
@@ -49,7 +47,8 @@ class PostgresBulkWrites:
         upserts took two thirds of the server's statement time so)."""
         if rows:
             sql = await self._unnest_insert(table, columns)
-            await self._conn.execute(
+            conn = await self._session()
+            await conn.execute(
                 sql + upsert_clause(table, keys, add, replace), *zip(*rows, strict=True)
             )
 
@@ -63,14 +62,16 @@ class PostgresBulkWrites:
             return []
         sql = await self._unnest_insert(table, columns)
         sql += f" ON CONFLICT DO NOTHING RETURNING {returning}"
-        return [tuple(r) for r in await self._conn.fetch(sql, *zip(*rows, strict=True))]
+        conn = await self._session()
+        return [tuple(r) for r in await conn.fetch(sql, *zip(*rows, strict=True))]
 
     async def _unnest_insert(self, table: str, columns: Sequence[str]) -> str:
         """``INSERT ... SELECT * FROM unnest(...)`` of one array per column, each cast to
         its column's type (read from the catalog once per table and store)."""
         types = self._column_types.get(table)
         if types is None:
-            rows = await self._conn.fetch(_COLUMN_TYPES, field_name(table))
+            conn = await self._session()
+            rows = await conn.fetch(_COLUMN_TYPES, field_name(table))
             types = self._column_types[table] = {str(c): str(t) for c, t in rows}
         arrays = ", ".join(f"${i}::{types[c]}[]" for i, c in enumerate(columns, 1))
         return (

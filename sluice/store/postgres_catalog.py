@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
 from sluice.store.base import Row
+from sluice.store.postgres_session import PostgresSession
 
 # For copy-store: the tables of the schema in use, their columns (generated ones left
 # out: they cannot be written) and each column's place in the primary key (0: none).
@@ -40,33 +38,35 @@ WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_sch
 """
 
 
-class PostgresCatalog:
+class PostgresCatalog(PostgresSession):
     """Mixed into ``PostgresTx``: copy-store's methods, on the transaction's connection."""
-
-    _conn: asyncpg.Connection | PoolConnectionProxy
 
     # What pages through a table that has no primary key.
     row_address = "ctid"
 
     async def table_columns(self) -> list[tuple[str, str, int]]:
         """Every column of every table: (table, column, place in the primary key or 0)."""
-        rows = await self._conn.fetch(_TABLE_COLUMNS)
+        conn = await self._session()
+        rows = await conn.fetch(_TABLE_COLUMNS)
         return [(str(table), str(column), int(pk)) for table, column, pk in rows]
 
     async def table_references(self) -> list[tuple[str, str]]:
         """(table, table it references) for every foreign key."""
-        rows = await self._conn.fetch(_TABLE_REFERENCES)
+        conn = await self._session()
+        rows = await conn.fetch(_TABLE_REFERENCES)
         return [(str(table), str(parent)) for table, parent in rows]
 
     async def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Row]) -> None:
         """Insert ``rows`` (values for ``columns``, in that order) into ``table``, by COPY."""
-        await self._conn.copy_records_to_table(table, records=rows, columns=list(columns))
+        conn = await self._session()
+        await conn.copy_records_to_table(table, records=rows, columns=list(columns))
 
     async def reset_identities(self) -> None:
         """Move every identity (and serial) sequence past the largest value its column
         holds: rows written with their own numbers (``events.seq``) leave it behind."""
-        for table, column, name in await self._conn.fetch(_IDENTITY_COLUMNS):
-            await self._conn.execute(
+        conn = await self._session()
+        for table, column, name in await conn.fetch(_IDENTITY_COLUMNS):
+            await conn.execute(
                 f"SELECT setval(pg_get_serial_sequence($1, $2), COALESCE(MAX({column}), 0) + 1,"
                 f" false) FROM {table}",
                 table,

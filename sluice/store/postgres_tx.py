@@ -1,6 +1,8 @@
 """A PostgreSQL transaction: statements on one connection, and the events it appends,
 buffered and inserted last thing before COMMIT under the history lock (the outbox order,
-``sluice.store.postgres``)."""
+``sluice.store.postgres``). Its connection is acquired and begun by its first statement
+(``sluice.store.postgres_session``): a transaction that only appends begins with the
+history lock, in one message."""
 
 from __future__ import annotations
 
@@ -8,14 +10,12 @@ import collections
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
 from sluice.store.base import Row
 from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 from sluice.store.postgres_dialect import DIALECT, numbered, translate_ddl
+from sluice.store.postgres_session import Connection, Opener
 
 # pg_advisory_xact_lock keys: "sluice" in ASCII, then one byte per purpose.
 HISTORY_LOCK = 0x736C75696365_01
@@ -24,6 +24,7 @@ MIGRATIONS_LOCK = 0x736C75696365_02
 # What an append writes of each event, in this order (seq comes from its identity).
 _APPENDED = ("event_id", "type", "aggregate", "payload", "trace_id", "created_at")
 _LOCK_HISTORY = "SELECT pg_advisory_xact_lock($1)"
+_BEGIN_LOCKED = f"SELECT pg_advisory_xact_lock({HISTORY_LOCK})"  # sent with BEGIN
 APPEND_ROWS = 500  # events per COPY of an append (flush_events)
 
 
@@ -36,27 +37,33 @@ def _rowcount(status: str) -> int:
 class PostgresTx(PostgresCatalog, PostgresBulkWrites):
     def __init__(
         self,
-        conn: asyncpg.Connection | PoolConnectionProxy,
+        conn: Connection | None,
         column_types: dict[str, dict[str, str]],
+        *,
+        opener: Opener | None = None,
     ) -> None:
-        self._conn = conn
+        super().__init__(conn, opener)
         self._column_types = column_types  # the store's, shared by its transactions
         self._events: list[Event] = []
         self._history_locked = False
         self.dialect = DIALECT
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return _rowcount(await self._conn.execute(numbered(sql), *params))
+        conn = await self._session()
+        return _rowcount(await conn.execute(numbered(sql), *params))
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self._conn.executemany(numbered(sql), rows)
+        conn = await self._session()
+        await conn.executemany(numbered(sql), rows)
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        row = await self._conn.fetchrow(numbered(sql), *params)
+        conn = await self._session()
+        row = await conn.fetchrow(numbered(sql), *params)
         return None if row is None else tuple(row)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return [tuple(r) for r in await self._conn.fetch(numbered(sql), *params)]
+        conn = await self._session()
+        return [tuple(r) for r in await conn.fetch(numbered(sql), *params)]
 
     async def append(self, *events: Event) -> None:
         # Inserted at commit, under the history lock: see the module docstring.
@@ -68,18 +75,25 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
     async def lock_history(self) -> None:
         """Hold back every other append until this transaction ends: the history's head,
         read after this, stays the head until then."""
-        if not self._history_locked:
-            await self._conn.execute(_LOCK_HISTORY, HISTORY_LOCK)
-            self._history_locked = True
+        if self._history_locked:
+            return
+        if self.connection is None:  # nothing ran yet: one message, BEGIN and the lock
+            await self._open(_BEGIN_LOCKED)
+        else:
+            await self.connection.execute(_LOCK_HISTORY, HISTORY_LOCK)
+        self._history_locked = True
 
     async def serialize(self, name: str) -> None:
-        await self._conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)
+        conn = await self._session()
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", name)
 
     async def execute_script(self, script: str) -> None:
-        await self._conn.execute(translate_ddl(script))
+        conn = await self._session()
+        await conn.execute(translate_ddl(script))
 
     async def lock_migrations(self) -> None:
-        await self._conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATIONS_LOCK)
+        conn = await self._session()
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATIONS_LOCK)
 
     async def flush_events(self) -> collections.Counter[str]:
         """Insert the buffered events, last thing before COMMIT; their counts per type.
@@ -108,5 +122,6 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
                 )
             ]
             await self.lock_history()
-            await self._conn.copy_records_to_table("events", records=rows, columns=_APPENDED)
+            conn = await self._session()
+            await conn.copy_records_to_table("events", records=rows, columns=_APPENDED)
         return collections.Counter(kinds)

@@ -36,11 +36,11 @@ again in a fresh transaction where that is what the caller wants.
 **Snapshots** are an optimisation, never the truth: every ``snapshot_every`` events (a
 class attribute; 0 turns them off) the save that crosses the interval stores the state
 in ``aggregate_snapshots``, in its transaction. A load starts from the snapshot when it
-was taken by the same ``state_version`` of the class and the same schema versions of the
-aggregate's event types (so a changed upcaster chain, which comes with a new version,
-sets it aside); otherwise it folds every event and stores a fresh snapshot. Deleting
-every snapshot changes no result. Bump ``state_version`` when the fold itself changes
-(a new field, an apply that computes differently): older snapshots are then ignored.
+was taken by the same class, with the same state fields and ``state_version``, under the
+same schema versions of the event types it applies (so a changed upcaster chain, which
+comes with a new version, sets it aside); otherwise it folds every event and the next
+save stores a fresh snapshot. Deleting every snapshot changes no result. Bump
+``state_version`` when an apply computes differently: older snapshots are then ignored.
 """
 
 from __future__ import annotations
@@ -288,10 +288,13 @@ class Aggregate:
 
     @classmethod
     def _schema(cls) -> str:
-        """The schema versions of the event types the aggregate applies, in short: a
-        snapshot taken under other versions (another upcaster chain) is not trusted."""
-        names = sorted(f"{t.__name__}:{current_version(t)}" for t in cls._appliers)
-        return hashlib.sha256(",".join(names).encode()).hexdigest()[:16]
+        """What a snapshot must have been taken under to be trusted, in short: this class
+        (another class of the same aggregate type keeps other state), its state fields
+        and the schema versions of the event types it applies (another upcaster chain)."""
+        fields = [f"{name}:{hint!r}" for name, hint, _ in cls._state_fields()]
+        events = sorted(f"{t.__name__}:{current_version(t)}" for t in cls._appliers)
+        parts = [f"{cls.__module__}.{cls.__qualname__}", *fields, *events]
+        return hashlib.sha256(",".join(parts).encode()).hexdigest()[:16]
 
 
 _VERSION_COLUMNS = ("aggregate", "aggregate_id", "version", "event_id")

@@ -272,6 +272,30 @@ async def test_a_snapshot_of_another_state_version_is_set_aside_and_rebuilt(
     assert (await SnappedPingsV2.load(store, "v")).count == 7
 
 
+async def test_a_snapshot_of_another_class_of_the_aggregate_type_is_not_trusted(
+    store: Store,
+) -> None:
+    class Counted(Aggregate):  # the same events and state version as SnappedPings
+        aggregate: ClassVar[str] = "pings"
+        snapshot_every: ClassVar[int] = 5
+        count: int = 0
+
+        @applies(Pinged)
+        def _pinged(self, event: Pinged) -> None:
+            self.count += 1
+
+        @applies(PingAnswered)
+        def _answered(self, event: PingAnswered) -> None:
+            pass
+
+    counted = Counted("shared")
+    for _ in range(6):
+        counted.record(Pinged(source="shared"))
+    await saved(store, counted)  # its snapshot at 6: {"count": 6}, no notes
+    pings = await SnappedPings.load(store, "shared")
+    assert (pings.count, pings.notes) == (6, [""] * 6)  # folded, not the other's snapshot
+
+
 async def test_a_snapshot_that_no_longer_decodes_is_set_aside(store: Store) -> None:
     await saved(store, pinged(SnappedPings("d"), 6))
     async with store.transaction() as tx:  # a field of another type than the class's

@@ -81,6 +81,17 @@ def html_page(description: str) -> Doc:
     return {"description": description, "content": HTML_PAGE}
 
 
+def limit_query(default: int, maximum: int) -> Doc:
+    """The ``limit`` query parameter of a list, as ``query_limit(request, default,
+    maximum)`` reads it: an integer from 1 to ``maximum``, ``default`` when absent."""
+    return {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": maximum, "default": default},
+    }
+
+
 def token_query(description: str) -> Doc:
     """The ``token`` of a link sluice mailed."""
     return {

@@ -23,7 +23,16 @@ from sluice.http.app_keys import APPS, CONFIG, KEYS, REDIS, STORE, TASK_RUNNER, 
 from sluice.http.auth import require_admin
 from sluice.http.bodies import JSON, json_response, query_limit
 from sluice.http.degrade import REDIS_ERRORS, REDIS_TIMEOUT
-from sluice.http.route_docs import ADMIN, FORBIDDEN, UNAUTHORIZED, Route, ok, problem, ref
+from sluice.http.route_docs import (
+    ADMIN,
+    FORBIDDEN,
+    UNAUTHORIZED,
+    Route,
+    limit_query,
+    ok,
+    problem,
+    ref,
+)
 from sluice.process.resources import Resources
 from sluice.scheduler import runs
 from sluice.scheduler.loop import default_holder
@@ -214,17 +223,7 @@ ROUTES = (
             "security": ADMIN,
             "parameters": [
                 _TASK_NAME,
-                {
-                    "name": "limit",
-                    "in": "query",
-                    "required": False,
-                    "schema": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": RUNS_MAX,
-                        "default": RUNS_DEFAULT,
-                    },
-                },
+                limit_query(RUNS_DEFAULT, RUNS_MAX),
                 {
                     "name": "status",
                     "in": "query",

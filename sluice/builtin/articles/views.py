@@ -21,6 +21,7 @@ from sluice.app import (
     config,
     from_db_time,
     json_response,
+    limit_query,
     ok,
     optional_user,
     parse_limit,
@@ -218,17 +219,7 @@ app.add_routes(
                         "required": False,
                         "schema": {"enum": ["day", "week", "month"], "default": "day"},
                     },
-                    {
-                        "name": "limit",
-                        "in": "query",
-                        "required": False,
-                        "schema": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "maximum": TOP_LIMIT_MAX,
-                            "default": TOP_LIMIT_DEFAULT,
-                        },
-                    },
+                    limit_query(TOP_LIMIT_DEFAULT, TOP_LIMIT_MAX),
                 ],
                 "responses": {
                     "200": ok(TopArticles, "the leaderboard; `start` is the period's first day"),

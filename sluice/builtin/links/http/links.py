@@ -20,6 +20,7 @@ from sluice.app import (
     Route,
     config,
     json_response,
+    limit_query,
     ok,
     parse_limit,
     problem,
@@ -273,17 +274,7 @@ ROUTES = (
             "description": "With `tag`, only the links that have that tag.",
             "security": USER,
             "parameters": [
-                {
-                    "name": "limit",
-                    "in": "query",
-                    "required": False,
-                    "schema": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": PAGE_MAX,
-                        "default": PAGE_DEFAULT,
-                    },
-                },
+                limit_query(PAGE_DEFAULT, PAGE_MAX),
                 {
                     "name": "cursor",
                     "in": "query",

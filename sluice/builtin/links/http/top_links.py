@@ -17,6 +17,7 @@ from sluice.app import (
     Route,
     Unprocessable,
     json_response,
+    limit_query,
     ok,
     parse_limit,
     problem,
@@ -79,17 +80,7 @@ ROUTES = (
             "security": USER,
             "parameters": [
                 *RANGE,
-                {
-                    "name": "limit",
-                    "in": "query",
-                    "required": False,
-                    "schema": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": LIMIT_MAX,
-                        "default": LIMIT_DEFAULT,
-                    },
-                },
+                limit_query(LIMIT_DEFAULT, LIMIT_MAX),
             ],
             "responses": {
                 "200": ok(TopLinksOut, "the links, most visits first"),

@@ -31,6 +31,7 @@ from sluice.app import (
     Route,
     Unprocessable,
     json_response,
+    limit_query,
     ok,
     problem,
     query_limit,
@@ -224,17 +225,7 @@ ROUTES = (
                     "description": "one group's dead letters; absent or empty: every group's",
                     "schema": {"type": "string"},
                 },
-                {
-                    "name": "limit",
-                    "in": "query",
-                    "required": False,
-                    "schema": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": DEAD_LETTERS_MAX,
-                        "default": DEAD_LETTERS_DEFAULT,
-                    },
-                },
+                limit_query(DEAD_LETTERS_DEFAULT, DEAD_LETTERS_MAX),
             ],
             "responses": {
                 "200": {

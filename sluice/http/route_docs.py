@@ -82,8 +82,8 @@ def html_page(description: str) -> Doc:
 
 
 def limit_query(default: int, maximum: int) -> Doc:
-    """The ``limit`` query parameter of a list, as ``query_limit(request, default,
-    maximum)`` reads it: an integer from 1 to ``maximum``, ``default`` when absent."""
+    """The ``limit`` query parameter of a list, as ``query_limit`` reads it: an integer
+    from 1 to ``maximum``, ``default`` when absent."""
     return {
         "name": "limit",
         "in": "query",

@@ -117,6 +117,16 @@ class Settler:
         permanent = bool(getattr(error, "permanent", False))
         return permanent or message.deliveries >= self.settings.max_deliveries
 
+    def _about(self, message: Message) -> dict[str, object]:
+        """What a failure's log line says of its entry."""
+        return {
+            "group": self.group,
+            "event_id": message.event_id,
+            "event_type": message.type,
+            "trace_id": message.trace_id,
+            "deliveries": message.deliveries,
+        }
+
     async def _fail(self, message: Message, error: BaseException) -> None:
         text = _text(error)
         if self._given_up(message, error):
@@ -125,15 +135,7 @@ class Settler:
             )
             self.counters.dead += 1
             DEAD_LETTERED.labels(self.group).inc()
-            log.error(
-                "event dead-lettered",
-                group=self.group,
-                event_id=message.event_id,
-                event_type=message.type,
-                trace_id=message.trace_id,
-                deliveries=message.deliveries,
-                error=text,
-            )
+            log.error("event dead-lettered", **self._about(message), error=text)
             if self.spec.on_dead_letter is not None:
                 try:
                     await self.spec.on_dead_letter(message, error)
@@ -148,13 +150,4 @@ class Settler:
         )
         self.counters.retried += 1
         RETRIES.labels(self.group).inc()
-        log.warning(
-            "event failed, retrying",
-            group=self.group,
-            event_id=message.event_id,
-            event_type=message.type,
-            trace_id=message.trace_id,
-            deliveries=message.deliveries,
-            retry_in_ms=delay,
-            error=text,
-        )
+        log.warning("event failed, retrying", **self._about(message), retry_in_ms=delay, error=text)

@@ -187,6 +187,14 @@ _DEAD_GROUP = {
     "description": "the group holding the dead letter; without it, every group is searched",
     "schema": {"type": "string"},
 }
+# The ``group`` filter of the list and of the bulk redrive.
+_GROUPS = {
+    "name": "group",
+    "in": "query",
+    "required": False,
+    "description": "one group's dead letters; absent or empty: every group's",
+    "schema": {"type": "string"},
+}
 _DEAD_ERRORS = {
     "401": UNAUTHORIZED,
     "403": FORBIDDEN,
@@ -218,13 +226,7 @@ ROUTES = (
             ),
             "security": ADMIN,
             "parameters": [
-                {
-                    "name": "group",
-                    "in": "query",
-                    "required": False,
-                    "description": "one group's dead letters; absent or empty: every group's",
-                    "schema": {"type": "string"},
-                },
+                _GROUPS,
                 limit_query(DEAD_LETTERS_DEFAULT, DEAD_LETTERS_MAX),
             ],
             "responses": {
@@ -256,13 +258,7 @@ ROUTES = (
             ),
             "security": ADMIN,
             "parameters": [
-                {
-                    "name": "group",
-                    "in": "query",
-                    "required": False,
-                    "description": "one group's dead letters; absent or empty: every group's",
-                    "schema": {"type": "string"},
-                },
+                _GROUPS,
                 {
                     "name": "event_type",
                     "in": "query",

@@ -34,13 +34,15 @@ through the API), with nothing of its own written. ``retry_on_conflict`` runs a 
 again in a fresh transaction where that is what the caller wants.
 
 **Snapshots** are an optimisation, never the truth: every ``snapshot_every`` events (a
-class attribute; 0 turns them off) the save that crosses the interval stores the state
-in ``aggregate_snapshots``, in its transaction. A load starts from the snapshot when it
-was taken by the same class, with the same state fields and ``state_version``, under the
-same schema versions of the event types it applies (so a changed upcaster chain, which
-comes with a new version, sets it aside); otherwise it folds every event and the next
-save stores a fresh snapshot. Deleting every snapshot changes no result. Bump
-``state_version`` when an apply computes differently: older snapshots are then ignored.
+class attribute; 0 turns them off; a deployment's ``SLUICE_SNAPSHOT_EVERY`` overrides it
+per aggregate type, handed down with the store) the save that crosses the interval
+stores the state in ``aggregate_snapshots``, in its transaction. A load starts from the
+snapshot when it was taken by the same class, with the same state fields and
+``state_version``, under the same schema versions of the event types it applies (so a
+changed upcaster chain, which comes with a new version, sets it aside); otherwise it
+folds every event and the next save stores a fresh snapshot. Deleting every snapshot
+changes no result. Bump ``state_version`` when an apply computes differently: older
+snapshots are then ignored.
 """
 
 from __future__ import annotations
@@ -243,7 +245,7 @@ class Aggregate:
         aggregate._saved = aggregate.version
         # None fitted (set aside, or never taken): the next save takes one, so a load
         # stays a read.
-        every = cls.snapshot_every
+        every = cls._every(db)
         aggregate._snapshot_due = snapshot is None and 0 < every <= aggregate.version
         return aggregate
 
@@ -270,9 +272,15 @@ class Aggregate:
         (nothing of them written) when another transaction saved a version first."""
         await save_all(tx, self)
 
-    def _snapshot_row(self) -> tuple[Any, ...] | None:
+    @classmethod
+    def _every(cls, db: Tx | Store) -> int:
+        """Events between two snapshots: the deployment's SLUICE_SNAPSHOT_EVERY for this
+        aggregate type (handed down with the store), else the class's."""
+        return db.snapshot_every.get(cls.aggregate, cls.snapshot_every)
+
+    def _snapshot_row(self, tx: Tx) -> tuple[Any, ...] | None:
         """The snapshot this save stores, if it crosses an interval (or none fitted)."""
-        every = type(self).snapshot_every
+        every = self._every(tx)
         if not every or not (self._snapshot_due or self._saved // every != self.version // every):
             return None
         state = self._state_struct()(**self.state())
@@ -331,7 +339,7 @@ async def save_all(tx: Tx, *aggregates: Aggregate) -> None:
             " load it again"
         )
     await tx.append(*(event for a in changed for event in a._pending))
-    snapshots = {(row[0], row[1]): row for a in changed if (row := a._snapshot_row())}
+    snapshots = {(row[0], row[1]): row for a in changed if (row := a._snapshot_row(tx))}
     if snapshots:
         await tx.upsert_rows(
             "aggregate_snapshots",

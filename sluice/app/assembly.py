@@ -26,6 +26,7 @@ from sluice import http, store
 from sluice.app.loading import Apps, load_named, register_events
 from sluice.app.settings import read_settings
 from sluice.config import Config
+from sluice.errors import ConfigError
 from sluice.process import resources
 from sluice.scheduler import registry
 from sluice.scheduler.task_spec import Task
@@ -78,7 +79,21 @@ def loaded_apps(config: Config) -> Apps:
     read from ``config``."""
     apps = _loaded(config.apps)
     read_settings(apps.apps, config)
+    _check_snapshot_types(apps, config)
     return apps
+
+
+def _check_snapshot_types(apps: Apps, config: Config) -> None:
+    """``SLUICE_SNAPSHOT_EVERY`` names only aggregate types these apps (or sluice)
+    declare: a misspelt one would silently leave the class's interval in force."""
+    declared = {kind for app in apps.apps for kind in app.aggregates}
+    declared.update(event_type.aggregate for event_type in apps.event_types)
+    unknown = sorted(set(config.snapshot_intervals) - declared)
+    if unknown:
+        raise ConfigError(
+            f"SLUICE_SNAPSHOT_EVERY names {', '.join(map(repr, unknown))}, which no loaded app"
+            f" declares as an aggregate type; declared: {', '.join(sorted(declared))}"
+        )
 
 
 def default_apps() -> Apps:

@@ -14,7 +14,7 @@ import msgspec
 
 from sluice.config import database_url as urls
 from sluice.config.networks import cluster_nodes
-from sluice.config.validation import validate
+from sluice.config.validation import snapshot_intervals, validate
 from sluice.errors import ConfigError
 
 
@@ -118,6 +118,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Events per archive segment, at most; a segment is made only from a tenth of this
     # or more (each hourly run would otherwise write small, poorly compressed ones).
     history_segment_events: int = 100_000
+    # Events between two snapshots of an event-sourced aggregate, by aggregate type
+    # ("orders=50,carts=0"; 0: none), over the Aggregate classes' own snapshot_every.
+    snapshot_every: str = ""
     # Deprecated (declare tasks with @app.task): more tasks, comma-separated
     # "module:callable", each callable(config) -> iterable of Task.
     extra_tasks: str = ""
@@ -182,6 +185,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def cluster_seeds(self) -> list[tuple[str, int]]:
         """The cluster's seed nodes as ``(host, port)`` pairs."""
         return cluster_nodes(self.redis_cluster_nodes)
+
+    @property
+    def snapshot_intervals(self) -> dict[str, int]:
+        """``SLUICE_SNAPSHOT_EVERY`` by aggregate type."""
+        return snapshot_intervals(self.snapshot_every)
 
     @property
     def zone(self) -> ZoneInfo:

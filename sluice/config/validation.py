@@ -76,8 +76,24 @@ def validate(config: Config) -> None:
             env_name = group.upper().replace("-", "_")
             raise ConfigError(f"SLUICE_{env_name}_TIMEOUT_SECONDS must be more than 0")
     _validate_overlaps(config)
+    snapshot_intervals(config.snapshot_every)
     trusted_networks(config.trusted_proxies)
     urls.check(config.database_url)
+
+
+def snapshot_intervals(text: str) -> dict[str, int]:
+    """``SLUICE_SNAPSHOT_EVERY`` (``orders=50,carts=0``) by aggregate type; whether each
+    type is declared is checked where the apps are loaded (``sluice.app.assembly``)."""
+    found: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, equals, raw = (s.strip() for s in item.partition("="))
+        if not (name and equals and raw.isdigit() and raw.isascii()) or name in found:
+            raise ConfigError(
+                "SLUICE_SNAPSHOT_EVERY must be comma-separated TYPE=EVENTS (0 or more, each"
+                f" aggregate type once), such as orders=50,carts=0; got {text!r}"
+            )
+        found[name] = int(raw)
+    return found
 
 
 def _validate_overlaps(config: Config) -> None:

@@ -5,6 +5,7 @@ apps' migrations are handed to it (``Schema``) by the process's assembly."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from sluice.config.database_url import is_postgres
@@ -25,7 +26,9 @@ __all__ = ["Row", "Schema", "Store", "StoredEvent", "Tx", "migrate_store", "open
 async def open_store(config: Config, schema: Schema) -> Store:
     """Open the configured backend and bring its schema up to date: sluice's tables and
     the apps' (``schema``, from the process's assembly), checking the app set."""
-    return await _backend(config, steps=schema.steps, apps=schema.apps)
+    store = await _backend(config, steps=schema.steps, apps=schema.apps)
+    store.snapshot_every = MappingProxyType(config.snapshot_intervals)
+    return store
 
 
 async def migrate_store(config: Config, schema: Schema, *, change_apps: bool = False) -> list[str]:

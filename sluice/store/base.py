@@ -8,8 +8,9 @@ gives the SQL fragments, ``Tx.lock_history`` the one lock that differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -25,6 +26,10 @@ HEAD = (
     "SELECT COALESCE(MAX(m), 0) FROM (SELECT MAX(seq) AS m FROM events"
     " UNION ALL SELECT MAX(last_seq) AS m FROM history_segments) AS heads"
 )
+
+
+# A store's ``snapshot_every`` unless the deployment sets SLUICE_SNAPSHOT_EVERY.
+NO_OVERRIDES: Mapping[str, int] = MappingProxyType({})
 
 
 class StoredEvent(msgspec.Struct, frozen=True):
@@ -92,6 +97,9 @@ class Tx(Protocol):
     def dialect(self) -> Dialect:
         """What differs between the backends' SQL (placeholders, locking clauses)."""
 
+    # Its store's ``snapshot_every``.
+    snapshot_every: Mapping[str, int]
+
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns the number of rows it changed."""
 
@@ -157,6 +165,11 @@ class Store(Protocol):
     @property
     def dialect(self) -> Dialect:
         """What differs between the backends' SQL (placeholders, locking clauses)."""
+
+    # The deployment's SLUICE_SNAPSHOT_EVERY: events between two snapshots by aggregate
+    # type, over the Aggregate classes' own (docs/concepts/aggregates.md); set once by
+    # the process's assembly when it opens the store, handed to each transaction.
+    snapshot_every: Mapping[str, int]
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A unit of work, ``async with store.transaction() as tx``: it commits when the

@@ -39,7 +39,7 @@ import asyncpg
 import structlog
 from asyncpg.pool import PoolConnectionProxy
 
-from sluice.store.base import HEAD, Row, StoredEvent
+from sluice.store.base import HEAD, NO_OVERRIDES, Row, StoredEvent
 from sluice.store.errors import DatabaseUnavailable, database_unavailable
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.postgres_dialect import DIALECT, numbered
@@ -98,6 +98,7 @@ class PostgresStore:
     """A connection pool; each transaction holds one connection from BEGIN to COMMIT."""
 
     dialect = DIALECT
+    snapshot_every = NO_OVERRIDES
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -187,6 +188,7 @@ class PostgresStore:
         # The connection is acquired and begun by the first statement (PostgresTx): a
         # transaction that ran none has nothing to commit and holds no connection.
         tx = PostgresTx(None, self._column_types, opener=self._begin)
+        tx.snapshot_every = self.snapshot_every
         try:
             try:
                 yield tx

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
-from sluice.store.base import Row
+from sluice.store.base import NO_OVERRIDES, Row
 from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 from sluice.store.postgres_dialect import DIALECT, numbered, translate_ddl
@@ -35,6 +35,8 @@ def _rowcount(status: str) -> int:
 
 
 class PostgresTx(PostgresCatalog, PostgresBulkWrites):
+    snapshot_every = NO_OVERRIDES  # its store's, for a write transaction
+
     def __init__(
         self,
         conn: Connection | None,

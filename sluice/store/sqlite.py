@@ -17,7 +17,7 @@ import aiosqlite
 import structlog
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
-from sluice.store.base import HEAD, Row, StoredEvent, field_name, upsert_clause
+from sluice.store.base import HEAD, NO_OVERRIDES, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
 from sluice.store.sqlite_dialect import DIALECT
@@ -51,10 +51,8 @@ async def _pragma(db: aiosqlite.Connection, pragma: str) -> None:
 
 
 async def _enable_wal(db: aiosqlite.Connection) -> None:
-    """Switch a new database to WAL; the switch skips the busy handler, so retry it.
-
-    Processes starting together on a fresh file (``sluice up``) race for it.
-    """
+    """Switch a new database to WAL; the switch skips the busy handler, so retry it:
+    processes starting together on a fresh file (``sluice up``) race for it."""
     for attempt in range(100):
         try:
             await _pragma(db, "PRAGMA journal_mode=WAL")
@@ -73,6 +71,7 @@ _EVENT_ROW = "(?, ?, ?, ?, ?, ?)"
 
 
 class SqliteTx(SqliteCatalog):
+    snapshot_every = NO_OVERRIDES  # its store's, for a write transaction
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
         self.dialect = DIALECT
@@ -214,6 +213,7 @@ class SqliteStore:
     reads use a second one."""
 
     dialect = DIALECT
+    snapshot_every = NO_OVERRIDES
 
     def __init__(
         self, writer: aiosqlite.Connection, reader: aiosqlite.Connection, lock: asyncio.Lock
@@ -276,6 +276,7 @@ class SqliteStore:
         await self._lock.acquire()
         held = _HeldReport(asyncio.current_task())
         tx = SqliteTx(self._writer)
+        tx.snapshot_every = self.snapshot_every
         try:
             if not durable:
                 self._lazy = True
@@ -328,7 +329,6 @@ class SqliteStore:
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self._reader.execute(sql, params) as cursor:
-            # A list of plain tuples already (no row_factory): returned as it is.
             return cast(list[Row], await cursor.fetchall())
 
     async def events_after(

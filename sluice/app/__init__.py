@@ -26,6 +26,7 @@ the example app (``examples/orders``); ``sluice.app.testing`` helps test one.
 
 from __future__ import annotations
 
+from sluice.app.adoption import Adoption, AdoptionRefused, adopt_history
 from sluice.app.aggregates import (
     Aggregate,
     VersionConflict,
@@ -96,6 +97,8 @@ __all__ = [
     "FORBIDDEN",
     "UNAUTHORIZED",
     "USER",
+    "Adoption",
+    "AdoptionRefused",
     "Aggregate",
     "App",
     "Cancelled",
@@ -134,6 +137,7 @@ __all__ = [
     "UnsupportedMediaType",
     "User",
     "VersionConflict",
+    "adopt_history",
     "applies",
     "bearer_token",
     "config",

@@ -133,6 +133,10 @@ async def dispatch(config: Config, args: argparse.Namespace) -> int:
         return await copy_store_command(config, args)
     if command == "events":  # the store alone: no Redis needed
         return await events_command(config, args)
+    if command == "aggregates":  # the store alone too
+        from sluice.cli.aggregate_commands import aggregates_command
+
+        return await aggregates_command(parts, args)
     if command == "groups":  # the store alone too
         from sluice.cli.group_commands import groups_command
 

@@ -165,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     _dead_letter_commands(sub)
     _group_commands(sub)
     _events_command(sub)
+    _aggregate_commands(sub)
     return parser
 
 
@@ -207,6 +208,28 @@ def _group_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     groups_pause.add_argument("name", metavar="GROUP", help="the group to pause")
     groups_resume = _command(groups_sub, "resume", "let a paused group take entries again")
     groups_resume.add_argument("name", metavar="GROUP", help="the group to resume")
+
+
+def _aggregate_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    aggregates = _command(
+        sub, "aggregates", "event-sourced aggregates: adopt an existing history", guide=_AGGREGATES
+    )
+    aggregates_sub = aggregates.add_subparsers(dest="action", required=True)
+    adopt = _command(
+        aggregates_sub,
+        "adopt",
+        "give versions to the events an aggregate type had before its Aggregate class",
+        guide=_AGGREGATES,
+        detail="Every id of TYPE that has no version yet gets the versions 1..n of its events"
+        " in the events table, in seq order, so that its Aggregate class loads them. Safe"
+        " to run again: a second run adopts nothing and says so. Ids that already have"
+        " versions are left alone; events of theirs without a version are reported, not"
+        " changed. Refused, with nothing written, when the archive holds events of TYPE.",
+    )
+    adopt.add_argument("aggregate", metavar="TYPE", help="the aggregate type (orders, ...)")
+
+
+_AGGREGATES = "concepts/aggregates.md#adopting-an-existing-history"
 
 
 def _events_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -18,7 +18,8 @@ out a number a segment already holds.
 An aggregate type that event-sourced aggregates save (``sluice.app.Aggregate``: it has
 rows in ``aggregate_events``) is not archived at all: its events are the state of
 those aggregates, read back by every load, so they stay in the table while the
-aggregates live (a snapshot shortens a load, it does not replace the history).
+aggregates live (a snapshot shortens a load, it does not replace the history). A type
+whose history is being adopted meanwhile is checked again under its lock.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import msgspec
 
 from sluice.events import AGGREGATES
 from sluice.history.segment import EventRow, decode, encode, read_info
-from sluice.store.base import Store
+from sluice.store.base import Store, Tx
 
 # Events per segment, at most: about 5 MB of segment for 100,000 visits (49.8 bytes
 # each, bench/history.py), decoded in a third of a second; a reader holds one at a time.
@@ -131,7 +132,12 @@ async def archive(
     return moved
 
 
-async def _event_sourced(store: Store, aggregate: str) -> bool:
+def archive_lock(aggregate: str) -> str:
+    """The lock (``Tx.serialize``) of moving ``aggregate``'s events into segments."""
+    return f"archive:{aggregate}"
+
+
+async def _event_sourced(store: Store | Tx, aggregate: str) -> bool:
     """Whether an event-sourced aggregate saved events of ``aggregate`` (a key lookup)."""
     row = await store.fetchone(
         "SELECT 1 FROM aggregate_events WHERE aggregate = ? LIMIT 1", (aggregate,)
@@ -172,6 +178,11 @@ async def _move(store: Store, rows: Sequence[EventRow]) -> Moved:
     info = read_info(data)
     aggregate = rows[0][3]
     async with store.transaction() as tx:
+        # Adopting the type's history (sluice.app.adoption) takes the same lock: either
+        # it sees this segment and refuses, or this sees its versions and moves nothing.
+        await tx.serialize(archive_lock(aggregate))
+        if await _event_sourced(tx, aggregate):
+            raise ArchiveError(f"{aggregate} became event-sourced during the run; nothing moved")
         inserted = await tx.fetchone(
             "INSERT INTO history_segments (aggregate, first_seq, last_seq, first_at, last_at,"
             " events, types, bytes, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",

@@ -72,6 +72,7 @@ _EVENT_ROW = "(?, ?, ?, ?, ?, ?)"
 
 class SqliteTx(SqliteCatalog):
     snapshot_every = NO_OVERRIDES  # its store's, for a write transaction
+
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
         self.dialect = DIALECT

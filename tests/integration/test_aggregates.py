@@ -35,40 +35,10 @@ from sluice.relay.relay import Relay
 from sluice.store import Store
 from tests.api.helpers import AiohttpClient
 from tests.engine_app import APPS, PingAnswered, Pinged, registered
+from tests.integration.aggregate_helpers import Pings, SnappedPings
 from tests.integration.archive_helpers import make_old, run_archive
 
 pytestmark = pytest.mark.apps(APPS)
-
-
-class Pings(Aggregate):
-    """The pings of one source: how many, and their notes in order."""
-
-    aggregate: ClassVar[str] = "pings"
-    snapshot_every: ClassVar[int] = 0
-    count: int = 0
-    notes: list[str] = []  # noqa: RUF012 (copied for each aggregate)
-    answered: int = 0
-
-    @applies(Pinged)
-    def _pinged(self, event: Pinged) -> None:
-        self.count += 1
-        self.notes.append(event.note)
-
-    @applies(PingAnswered)
-    def _answered(self, event: PingAnswered) -> None:
-        self.answered += 1
-
-    def ping(self, note: str) -> None:
-        self.record(Pinged(source=self.id, note=note))
-
-    def answer_once(self) -> None:
-        if self.answered:
-            raise Conflict(f"{self.id} was answered")
-        self.record(PingAnswered(source=self.id, ping_id="p"))
-
-
-class SnappedPings(Pings):
-    snapshot_every: ClassVar[int] = 5
 
 
 class SnappedPingsV2(SnappedPings):

@@ -14,7 +14,7 @@ from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.store import Store
 from tests.engine_app import APPS, registered
-from tests.integration.test_aggregates import Pings, SnappedPings
+from tests.integration.aggregate_helpers import Pings, SnappedPings
 
 pytestmark = pytest.mark.apps(APPS)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sluice.app import Aggregate, applies, utcnow, uuid7
+from sluice.app import Aggregate, adopt_history, applies, utcnow, uuid7
 
 from sluice_orders.events import OrderPlaced
 from tests import version_1
@@ -70,3 +70,19 @@ async def test_an_order_saved_by_version_1_loads_through_the_upcaster(shop: Shop
     order = await shop.order("o-1")  # the Order aggregate, folded from the stored version 1
     assert (order["status"], order["total_cents"]) == ("placed", 1999)
     assert (await shop.pay("o-1"))["status"] == "paid"  # and its next version saves
+
+
+async def test_orders_placed_before_the_aggregate_load_once_adopted(shop: Shop) -> None:
+    placed = version_1.OrderPlaced(
+        order_id="o-9", customer_id="eve", amount=5.0, closes_at=utcnow()
+    )
+    async with shop.h.store.transaction() as tx:  # appended, as before the Order aggregate
+        await tx.append(placed)
+    await shop.call("GET", "/v1/orders/o-9", 404)  # no version: the aggregate sees nothing
+
+    adoption = await adopt_history(shop.h.store, "orders")  # `sluice aggregates adopt orders`
+
+    assert (adoption.ids, adoption.events) == (1, 1)
+    assert (await shop.order("o-9"))["total_cents"] == 500
+    assert (await shop.pay("o-9"))["status"] == "paid"  # saved at version 2
+    assert (await adopt_history(shop.h.store, "orders")).ids == 0

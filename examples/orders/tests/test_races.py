@@ -2,7 +2,8 @@
 aggregate lets exactly one commit (docs/concepts/aggregates.md); the others are 409s,
 the history holds one ``OrderPaid`` and the points are credited once. On SQLite and on
 PostgreSQL (where the transactions really overlap and the losers meet the version
-already taken)."""
+already taken), each on one Redis and on a Redis Cluster (``sluice_topology``: the
+processes' Redis is the cluster, and the payment is relayed and credited through it)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ PAYMENTS = 20
 
 
 async def test_of_twenty_payments_at_once_exactly_one_commits_and_credits_once(
-    sluice_config: Callable[..., Config], sluice_spawn: Callable[..., Child]
+    sluice_config: Callable[..., Config], sluice_spawn: Callable[..., Child], sluice_topology: str
 ) -> None:
     config = sluice_config(APPS, port=free_port())
     async with open_deployment(config) as deployment:
@@ -53,6 +54,7 @@ async def test_of_twenty_payments_at_once_exactly_one_commits_and_credits_once(
                 assert (await r.json())["status"] == "paid"
 
         assert [e.order_id for e in await deployment.events(OrderPaid)] == [order_id]
+        assert config.cluster == (sluice_topology == "cluster")
         sluice_spawn(config, "relay")
         sluice_spawn(config, "worker", "loyalty")
 

@@ -22,9 +22,11 @@ from sluice.app.testkit.harness import Harness, open_harness
 from sluice.app.testkit.processes import Child, child_env, slowdown
 from sluice.config import Config, load_config
 from sluice.embedded.postgres_server import PostgresServer
+from sluice.embedded.redis_cluster_server import RedisCluster
 from sluice.embedded.redis_server import RedisServer
 
 STORES = ("sqlite", "postgres")
+TOPOLOGIES = ("single", "cluster")
 # What every test configuration has: a fixed visitor key (no secret file to make), the
 # logs of a process in a test, and timings a test can wait for (retries after 50 ms,
 # stalled entries reclaimed after 1 s).
@@ -39,14 +41,18 @@ TEST_SETTINGS: dict[str, Any] = {
 }
 
 
-def _stores_wanted() -> tuple[str, ...]:
-    wanted = os.environ.get("SLUICE_TEST_STORES")
+def _wanted(variable: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    wanted = os.environ.get(variable)
     if not wanted:
-        return STORES
+        return known
     chosen = tuple(s.strip() for s in wanted.split(",") if s.strip())
-    if set(chosen) - set(STORES):
-        raise pytest.UsageError(f"SLUICE_TEST_STORES: {wanted!r}; known: {STORES}")
+    if set(chosen) - set(known):
+        raise pytest.UsageError(f"{variable}: {wanted!r}; known: {known}")
     return chosen
+
+
+def _stores_wanted() -> tuple[str, ...]:
+    return _wanted("SLUICE_TEST_STORES", STORES)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
@@ -65,6 +71,10 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> object:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "sluice_store_kind" in metafunc.fixturenames:
         metafunc.parametrize("sluice_store_kind", _stores_wanted())
+    if "sluice_topology" in metafunc.fixturenames:
+        # The variable also narrows sluice's own suite, which knows "partitioned" too.
+        wanted = _wanted("SLUICE_TEST_TOPOLOGIES", (*TOPOLOGIES, "partitioned"))
+        metafunc.parametrize("sluice_topology", [t for t in wanted if t in TOPOLOGIES])
 
 
 def _running(server: RedisServer) -> Iterator[RedisServer]:
@@ -102,20 +112,52 @@ def sluice_database_url(sluice_store_kind: str, request: pytest.FixtureRequest) 
     return server.create_database(f"t_{uuid.uuid4().hex[:16]}", template="template0")
 
 
+@pytest.fixture(scope="session")
+def sluice_redis_cluster() -> Iterator[RedisCluster]:
+    """A private Redis Cluster for the session (3 primaries, 3 replicas, a password),
+    started on first use and removed after the session."""
+    cluster = RedisCluster(Path(tempfile.mkdtemp(prefix="sluice-app-test-cluster-")))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.data_dir, ignore_errors=True)
+
+
+def _redis_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The Redis of the test's ``sluice_topology`` if it has one (the session's cluster,
+    every primary flushed for this test), else its private ``sluice_redis``."""
+    in_topology = "sluice_topology" in request.fixturenames
+    if in_topology and request.getfixturevalue("sluice_topology") == "cluster":
+        cluster: RedisCluster = request.getfixturevalue("sluice_redis_cluster")
+        cluster.wait_ready()
+        cluster.flush()
+        # As deployed: the cluster's nodes alone, no SLUICE_REDIS_URL beside them.
+        return {
+            "redis_cluster_nodes": cluster.seeds,
+            "redis_password": cluster.password,
+            "redis_url": None,
+        }
+    server: RedisServer = request.getfixturevalue("sluice_redis")
+    return {"redis_url": server.url}
+
+
 @pytest.fixture
 def sluice_config(
-    tmp_path: Path, sluice_redis: RedisServer, sluice_database_url: str
+    tmp_path: Path, sluice_database_url: str, request: pytest.FixtureRequest
 ) -> Callable[..., Config]:
     """``sluice_config(apps, **settings)``: the test's configuration (its data dir,
-    database and Redis), with the quick timings tests want; any other setting by its
-    field name (``port=free_port()``)."""
+    database and Redis: a cluster when the test's ``sluice_topology`` is one), with the
+    quick timings tests want; any other setting by its field name (``port=free_port()``)."""
+    redis_settings = _redis_settings(request)
 
     def make(apps: str = "", **settings: Any) -> Config:
         values: dict[str, Any] = {
             "apps": apps,
             "data_dir": tmp_path / "data",
             "database_url": sluice_database_url,
-            "redis_url": sluice_redis.url,
+            **redis_settings,
             **TEST_SETTINGS,
             **settings,
         }

@@ -35,6 +35,7 @@ from aiohttp import web
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from sluice.app.assembly import default_apps
+from sluice.app.testkit.fixtures import cluster_settings
 from sluice.app.testkit.served import ServedAsApi
 from sluice.config import Config
 from sluice.embedded.postgres_server import PostgresServer
@@ -211,15 +212,7 @@ def _topology_config(topology: str, request: pytest.FixtureRequest) -> dict[str,
     if topology == "partitioned":
         return {"stream_partitions": PARTITIONS}
     if topology == "cluster":
-        cluster: RedisCluster = request.getfixturevalue("redis_cluster_server")
-        cluster.wait_ready()
-        cluster.flush()
-        # As deployed: the cluster's nodes alone, no SLUICE_REDIS_URL beside them.
-        return {
-            "redis_cluster_nodes": cluster.seeds,
-            "redis_password": cluster.password,
-            "redis_url": None,
-        }
+        return cluster_settings(request.getfixturevalue("redis_cluster_server"))
     return {}
 
 

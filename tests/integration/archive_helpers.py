@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sluice.builtin.links.events import LinkVisited
 from sluice.events import utcnow
 from sluice.history import archive, catalog
 from sluice.history.segment import EventRow
@@ -44,6 +45,17 @@ async def make_old(store: Store, upto: int) -> None:
     """Every event up to ``upto`` created long before any hot window."""
     async with store.transaction() as tx:
         await tx.execute("UPDATE events SET created_at = ? WHERE seq <= ?", (LONG_AGO, upto))
+
+
+async def all_made_old(store: Store) -> int:
+    """One more event of another aggregate (the head stays hot), and every event before it
+    made old: the head's seq, which the relay is taken to have published."""
+    async with store.transaction() as tx:
+        await tx.append(LinkVisited(code="c", visitor="newest"))
+    head = await store.fetchone("SELECT MAX(seq) FROM events")
+    assert head is not None
+    await make_old(store, int(head[0]))
+    return int(head[0])
 
 
 async def assert_each_once(store: Store, before: list[EventRow]) -> list[EventRow]:

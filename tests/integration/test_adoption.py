@@ -8,14 +8,13 @@ import pytest
 
 from sluice.app import AdoptionRefused, adopt_history
 from sluice.app.testing import sluice_command
-from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.events import utcnow
 from sluice.history.archive import ArchiveError, _move, _next_rows, limits
 from sluice.store import Store
 from tests.engine_app import APPS, Pinged, registered
 from tests.integration.aggregate_helpers import Pings
-from tests.integration.archive_helpers import make_old, run_archive
+from tests.integration.archive_helpers import all_made_old, run_archive
 
 pytestmark = pytest.mark.apps(APPS)
 
@@ -88,12 +87,8 @@ async def test_ids_with_versions_are_left_alone_and_their_stray_events_reported(
 
 async def test_a_history_the_archive_holds_part_of_is_refused(store: Store) -> None:
     await appended(store, *(["old"] * 30))
-    async with store.transaction() as tx:
-        await tx.append(LinkVisited(code="c", visitor="newest"))  # the head stays hot
-    head = await store.fetchone("SELECT MAX(seq) FROM events")
-    assert head is not None
-    await make_old(store, int(head[0]))
-    moved = await run_archive(store, segment_events=100, min_events=1, published=int(head[0]))
+    head = await all_made_old(store)
+    moved = await run_archive(store, segment_events=100, min_events=1, published=head)
     assert [(m.aggregate, m.events) for m in moved] == [("pings", 30)]
     await appended(store, "young")
 
@@ -104,12 +99,8 @@ async def test_a_history_the_archive_holds_part_of_is_refused(store: Store) -> N
 
 async def test_the_archive_moves_nothing_of_a_type_adopted_under_its_feet(store: Store) -> None:
     await appended(store, *(["old"] * 10))
-    async with store.transaction() as tx:
-        await tx.append(LinkVisited(code="c", visitor="newest"))
-    head = await store.fetchone("SELECT MAX(seq) FROM events")
-    assert head is not None
-    await make_old(store, int(head[0]))
-    run = await limits(store, utcnow(), 7, int(head[0]), segment_events=100, min_events=1)
+    head = await all_made_old(store)
+    run = await limits(store, utcnow(), 7, head, segment_events=100, min_events=1)
     rows = await _next_rows(store, "pings", run)  # the archive has read them...
     assert rows is not None and len(rows) == 10
     await adopt_history(store, "pings")  # ...when the adoption commits

@@ -125,20 +125,24 @@ def sluice_redis_cluster() -> Iterator[RedisCluster]:
         shutil.rmtree(cluster.data_dir, ignore_errors=True)
 
 
+def cluster_settings(cluster: RedisCluster) -> dict[str, Any]:
+    """The settings of a deployment on ``cluster``, its primaries flushed for this test."""
+    cluster.wait_ready()
+    cluster.flush()
+    # As deployed: the cluster's nodes alone, no SLUICE_REDIS_URL beside them.
+    return {
+        "redis_cluster_nodes": cluster.seeds,
+        "redis_password": cluster.password,
+        "redis_url": None,
+    }
+
+
 def _redis_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The Redis of the test's ``sluice_topology`` if it has one (the session's cluster,
     every primary flushed for this test), else its private ``sluice_redis``."""
     in_topology = "sluice_topology" in request.fixturenames
     if in_topology and request.getfixturevalue("sluice_topology") == "cluster":
-        cluster: RedisCluster = request.getfixturevalue("sluice_redis_cluster")
-        cluster.wait_ready()
-        cluster.flush()
-        # As deployed: the cluster's nodes alone, no SLUICE_REDIS_URL beside them.
-        return {
-            "redis_cluster_nodes": cluster.seeds,
-            "redis_password": cluster.password,
-            "redis_url": None,
-        }
+        return cluster_settings(request.getfixturevalue("sluice_redis_cluster"))
     server: RedisServer = request.getfixturevalue("sluice_redis")
     return {"redis_url": server.url}
 

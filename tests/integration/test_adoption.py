@@ -4,8 +4,12 @@ stores; the archive's events are refused, not half-adopted."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
+import sluice.app.adoption as adopting
 from sluice.app import AdoptionRefused, adopt_history
 from sluice.app.testing import sluice_command
 from sluice.config import Config
@@ -121,3 +125,27 @@ async def test_sluice_aggregates_adopt_says_what_it_did(config: Config, store: S
     refused = await sluice_command(config, "aggregates", "adopt", "nopes")
     assert refused.returncode == 1
     assert "'nopes' is not an aggregate type; known: " in refused.stderr
+
+
+async def test_an_aggregate_saved_during_an_adoption_stops_it_and_a_rerun_finishes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await appended(store, "a", "b")
+    insert = adopting._insert
+
+    async def saved_first(db: Store, aggregate: str, rows: Sequence[Any]) -> None:
+        live = Pings("b")  # the new code saves "b" between the adoption's read and write
+        live.ping("live")
+        async with store.transaction() as tx:
+            await live.save(tx)
+        await insert(db, aggregate, rows)
+
+    monkeypatch.setattr(adopting, "_insert", saved_first)
+    with pytest.raises(AdoptionRefused, match="was saved while its history was being adopted"):
+        await adopt_history(store, "pings")
+    monkeypatch.setattr(adopting, "_insert", insert)
+    assert await versions(store, "a") == []  # the chunk rolled back whole
+
+    again = await adopt_history(store, "pings")
+    assert (again.ids, again.events, again.left_events, again.examples) == (1, 1, 1, ("b",))
+    assert (await Pings.load(store, "a")).notes == ["0"]

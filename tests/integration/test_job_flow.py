@@ -193,3 +193,19 @@ async def test_rows_an_older_release_wrote_still_fire(flow: Resources) -> None:
     runs = await flow.store.fetchall("SELECT job, note FROM job_runs ORDER BY job")
     assert runs == [("reindex", "moved"), ("report", "old")]
     assert await flow.store.fetchone("SELECT COUNT(*) FROM job_slots") == (0,)
+
+
+async def test_a_dead_lettered_job_gives_its_place_back(flow: Resources) -> None:
+    jobs = loaded_apps(flow.config).jobs
+    report = jobs["report"]
+    firing = JobFlow.of(jobs.values(), backlog=1, aging_seconds=60)
+    async with flow.store.transaction() as tx:
+        for key in ("a", "b"):
+            await report.schedule(tx, report.payload(note=key), key=key, at=utcnow())
+    [fired] = await firing.fire_due(flow.store, utcnow(), 500)
+    assert await firing.fire_due(flow.store, utcnow(), 500) == []  # "a" holds the room
+    group = loaded_apps(flow.config).groups["flow-jobs"](flow)
+    assert group.on_dead_letter is not None
+    fields = {"event_id": fired.event_id, "type": "JobDue", "trace_id": "t"}
+    await group.on_dead_letter(Message("sluice:d", "1-1", fields, 5), RuntimeError("gave up"))
+    assert [e.key for e in await firing.fire_due(flow.store, utcnow(), 500)] == ["b"]

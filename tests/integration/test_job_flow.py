@@ -25,6 +25,7 @@ from tests.app_helpers import AppDir
 from tests.integration.helpers import Running
 
 FLOW = """
+import asyncio
 import msgspec
 from datetime import timedelta
 from sluice.app import App, JobContext, Tx
@@ -36,6 +37,7 @@ app.migration(1, "runs", "CREATE TABLE job_runs (seq INTEGER PRIMARY KEY AUTOINC
 
 class Note(msgspec.Struct, frozen=True):
     note: str
+    pause: float = 0.0  # how long the run takes
 
 
 @app.job("reindex", payload=Note, debounce=timedelta(seconds=2), max_wait=timedelta(seconds=4))
@@ -46,6 +48,7 @@ async def reindex(job: Note, tx: Tx, ctx: JobContext) -> None:
 
 @app.job("report", payload=Note, priority=0)
 async def report(job: Note, tx: Tx, ctx: JobContext) -> None:
+    await asyncio.sleep(job.pause)
     await tx.execute("INSERT INTO job_runs (job, key, note) VALUES (?, ?, ?)",
                      (ctx.job, ctx.key, job.note))
 """

@@ -131,7 +131,12 @@ class JobFlow:
 
 async def _held(tx: Tx, now: datetime) -> dict[str, int]:
     """Fired jobs each group has not run yet; lapsed slots are let go first."""
-    await tx.execute("DELETE FROM job_slots WHERE fired_at < ?", (db_time(now - SLOT_LEASE),))
+    # A lapsed slot a run is deleting just now is left to it, not waited for.
+    await tx.execute(
+        "DELETE FROM job_slots WHERE event_id IN (SELECT event_id FROM job_slots"
+        " WHERE fired_at < ?" + tx.dialect.row_lock("update", skip_locked=True) + ")",
+        (db_time(now - SLOT_LEASE),),
+    )
     rows = await tx.fetchall("SELECT group_name, COUNT(*) FROM job_slots GROUP BY group_name")
     return {str(group): int(count) for group, count in rows}
 

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from sluice.app.assembly import loaded_apps, open_resources
-from sluice.app.job_flow import JobFlow
+from sluice.app.job_flow import SLOT_LEASE, JobFlow
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import JobDue, utcnow
@@ -198,7 +198,9 @@ async def test_rows_an_older_release_wrote_still_fire(flow: Resources) -> None:
     assert await flow.store.fetchone("SELECT COUNT(*) FROM job_slots") == (0,)
 
 
-async def test_a_dead_lettered_job_gives_its_place_back(flow: Resources) -> None:
+async def test_a_dead_lettered_job_gives_its_place_back_and_a_lost_one_lapses(
+    flow: Resources,
+) -> None:
     jobs = loaded_apps(flow.config).jobs
     report = jobs["report"]
     firing = JobFlow.of(jobs.values(), backlog=1, aging_seconds=60)
@@ -212,3 +214,8 @@ async def test_a_dead_lettered_job_gives_its_place_back(flow: Resources) -> None
     fields = {"event_id": fired.event_id, "type": "JobDue", "trace_id": "t"}
     await group.on_dead_letter(Message("sluice:d", "1-1", fields, 5), RuntimeError("gave up"))
     assert [e.key for e in await firing.fire_due(flow.store, utcnow(), 500)] == ["b"]
+    async with flow.store.transaction() as tx:
+        await report.schedule(tx, report.payload(note="c"), key="c", at=utcnow())
+    assert await firing.fire_due(flow.store, utcnow(), 500) == []  # "b" holds it now
+    later = utcnow() + SLOT_LEASE + timedelta(seconds=1)  # b's run never came: it lapsed
+    assert [e.key for e in await firing.fire_due(flow.store, later, 500)] == ["c"]

@@ -13,7 +13,7 @@ from sluice.app.testing import Child, wait_for
 from sluice.config import Config
 from sluice.events import utcnow
 from tests.app_helpers import AppDir
-from tests.integration.test_job_flow import FLOW
+from tests.integration.job_flow_helpers import FLOW
 
 pytestmark = pytest.mark.slow
 

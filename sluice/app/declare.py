@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -35,7 +36,7 @@ from sluice.app.groups import (
     TurnKey,
     check_name,
 )
-from sluice.app.jobs import Job
+from sluice.app.jobs import DEFAULT_PRIORITY, Job, flow_options
 from sluice.app.redis_keys import RedisKeys
 from sluice.app.settings import Settings
 from sluice.config import Config
@@ -270,14 +271,23 @@ class App:
         )
 
     def job(
-        self, name: str, *, payload: type[P], group: Group[Any] | None = None
+        self,
+        name: str,
+        *,
+        payload: type[P],
+        group: Group[Any] | None = None,
+        priority: int = DEFAULT_PRIORITY,
+        debounce: timedelta | None = None,
+        max_wait: timedelta | None = None,
     ) -> Callable[[JobFunction[P]], Job[P]]:
         """Declare a delayed job: ``async def run(payload, tx, ctx)``, applied once in a
         transaction when it falls due. The decorator gives the ``Job``, whose
-        ``schedule(tx, payload, key=..., at=/delay=)`` and ``cancel(tx, key)`` are
-        called inside the transaction that decides them. It runs in ``group`` (by
-        default the app's group ``<app>-jobs``), with that group's retries."""
+        ``schedule(tx, payload, key=..., at=/delay=, priority=)`` and ``cancel(tx, key)``
+        are called inside the transaction that decides them. It runs in ``group`` (by
+        default the app's group ``<app>-jobs``), with that group's retries; ``priority``,
+        ``debounce`` and ``max_wait``: docs/concepts/job-flow.md."""
         check_name("job", name)
+        options = flow_options(f"app {self.name!r}: job {name!r}", priority, debounce, max_wait)
 
         def declare(function: JobFunction[P]) -> Job[P]:
             check_shape(self.name, f"job {name!r}", function, SHAPES["job"])
@@ -287,7 +297,7 @@ class App:
                     f"app {self.name!r}: job {name!r} cannot run in group {owner.name!r},"
                     " whose only handler is its @batch"
                 )
-            job: Job[P] = Job(name, payload, function, owner.name)
+            job: Job[P] = Job(name, payload, function, owner.name, *options)
             if name in self.jobs:
                 raise ValueError(f"app {self.name!r} declares job {name!r} twice")
             self.jobs[name] = job

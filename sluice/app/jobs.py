@@ -4,11 +4,16 @@ A job is scheduled inside the transaction that decides it (``Job.schedule(tx, ..
 one row of ``delayed_jobs`` per job name and key, committed with the state it is
 about, or not at all. Scheduling a key again moves it; ``Job.cancel(tx, key)`` removes
 it, in the transaction that makes it unneeded (the payment). Schedulers fire due jobs
-(``sluice.scheduler.one_shots.DueRunner`` over ``fire_due`` below): one transaction
-deletes the due rows and appends a ``JobDue`` event for each, so a job fires once
+(``sluice.scheduler.one_shots.OneShotRunner`` over ``sluice.app.job_flow``): one
+transaction deletes the due rows and appends a ``JobDue`` event for each, so a job fires once
 whatever the number of schedulers; its group then runs it exactly once, in a
 transaction that records it as handled (``sluice.app.running``), with the group's
 retries and dead letters.
+
+Jobs take priorities and debounce (docs/concepts/job-flow.md): a row holds its priority
+(``PRIORITIES``, highest first when a group has a backlog: ``sluice.app.job_flow``) and
+when its key was first scheduled, so a job given ``debounce`` moves to now + debounce
+at each scheduling but never past the first one + ``max_wait``.
 
 A cancel that comes after the job fired finds nothing (``cancel`` answers False) and
 the run still comes: a job's function checks the state it acts on in its own
@@ -20,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import msgspec
 
-from sluice.events import TRACE, JobDue, new_trace_id, utcnow, uuid7
+from sluice.events import TRACE, JobDue, new_trace_id, utcnow
 from sluice.store import Store, Tx
 from sluice.store.users import db_time, from_db_time
 
@@ -36,14 +41,44 @@ P = TypeVar("P", bound=msgspec.Struct)
 MAX_AHEAD = timedelta(days=366)  # a job further ahead than this is refused (a unit mix-up)
 
 
+PRIORITIES = range(10)  # 0 (lowest) .. 9 (most urgent)
+DEFAULT_PRIORITY = 5
+
+
+def check_priority(priority: int) -> int:
+    if type(priority) is not int or priority not in PRIORITIES:
+        raise ValueError(f"a job's priority is an int from 0 to 9, not {priority!r}")
+    return priority
+
+
+def flow_options(
+    what: str, priority: int, debounce: timedelta | None, max_wait: timedelta | None
+) -> tuple[int, timedelta | None, timedelta | None]:
+    """A job's priority, debounce and max_wait, checked when it is declared."""
+    try:
+        check_priority(priority)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    for option, span in (("debounce", debounce), ("max_wait", max_wait)):
+        if span is not None and not (timedelta() < span <= MAX_AHEAD):
+            raise ValueError(f"{what}: {option} is a positive timedelta, not {span!r}")
+    if debounce is not None and max_wait is not None and max_wait < debounce:
+        raise ValueError(f"{what}: max_wait {max_wait} is shorter than debounce {debounce}")
+    return priority, debounce, max_wait
+
+
 @dataclass(frozen=True)
 class Job(Generic[P]):
-    """A declared delayed job (``App.job``): its name, payload type, function and group."""
+    """A declared delayed job (``App.job``): its name, payload type, function and group,
+    its default priority, and its debounce window and longest wait, if any."""
 
     name: str
     payload: type[P]
     run: Callable[[P, Tx, JobContext], Awaitable[None]]
     group: str
+    priority: int = DEFAULT_PRIORITY
+    debounce: timedelta | None = None
+    max_wait: timedelta | None = None
 
     async def schedule(
         self,
@@ -53,14 +88,20 @@ class Job(Generic[P]):
         key: str,
         at: datetime | None = None,
         delay: timedelta | None = None,
+        priority: int | None = None,
     ) -> datetime:
-        """Run this job with ``payload`` at ``at`` (aware) or after ``delay``, once; the
-        job of the same ``key`` scheduled before is replaced. Commits with ``tx``. The
-        instant it falls due."""
+        """Run this job with ``payload`` at ``at`` (aware) or after ``delay`` (a job
+        declared with ``debounce``: after that, when neither is given), once; the job of
+        the same ``key`` scheduled before is replaced, and with ``max_wait`` falls due no
+        later than ``max_wait`` after the key was first scheduled. ``priority``: 0..9,
+        the job's own when None. Commits with ``tx``. The instant it falls due."""
         if not isinstance(payload, self.payload):
             raise TypeError(f"job {self.name!r} takes {self.payload.__name__}, not {payload!r}")
+        if at is None and delay is None:
+            delay = self.debounce
         if (at is None) == (delay is None):
             raise ValueError("give either at or delay")
+        level = self.priority if priority is None else check_priority(priority)
         now = utcnow()
         due = now + delay if delay is not None else at
         assert due is not None
@@ -68,11 +109,18 @@ class Job(Generic[P]):
             raise ValueError("at must be timezone-aware")
         if due - now > MAX_AHEAD:
             raise ValueError(f"a job at most {MAX_AHEAD.days} days ahead, not {due.isoformat()}")
+        first = now
+        if self.max_wait is not None:
+            first = await first_scheduled(tx, self.name, key) or now
+            due = min(due, max(first + self.max_wait, now))
         await tx.execute(
-            "INSERT INTO delayed_jobs (job, key, due_at, payload, trace_id, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job, key) DO UPDATE SET"
+            "INSERT INTO delayed_jobs"
+            " (job, key, due_at, payload, trace_id, created_at, priority, first_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, key) DO UPDATE SET"
             " due_at = excluded.due_at, payload = excluded.payload,"
-            " trace_id = excluded.trace_id, created_at = excluded.created_at",
+            " trace_id = excluded.trace_id, created_at = excluded.created_at,"
+            " priority = excluded.priority,"
+            " first_at = COALESCE(delayed_jobs.first_at, delayed_jobs.created_at)",
             (
                 self.name,
                 key,
@@ -80,6 +128,8 @@ class Job(Generic[P]):
                 msgspec.json.encode(payload),
                 TRACE.get() or new_trace_id(),
                 db_time(now),
+                level,
+                db_time(first),
             ),
         )
         return due
@@ -105,38 +155,18 @@ async def pending(store: Store, job: str, key: str) -> datetime | None:
     return None if row is None else from_db_time(row[0])
 
 
+async def first_scheduled(tx: Tx, job: str, key: str) -> datetime | None:
+    """When the pending job of ``job`` and ``key`` was first scheduled (an older
+    release's row: when it was last scheduled); None when none is pending."""
+    row = await tx.fetchone(
+        "SELECT COALESCE(first_at, created_at) FROM delayed_jobs WHERE job = ? AND key = ?"
+        + tx.dialect.row_lock("update"),
+        (job, key),
+    )
+    return None if row is None else from_db_time(row[0])
+
+
 async def next_due(store: Store) -> datetime | None:
     """The earliest pending job's instant (one seek of the due index)."""
     row = await store.fetchone("SELECT due_at FROM delayed_jobs ORDER BY due_at LIMIT 1")
     return None if row is None else from_db_time(row[0])
-
-
-async def fire_due(store: Store, now: datetime, limit: int) -> list[Any]:
-    """Claim up to ``limit`` jobs due at ``now``, earliest first, and append their
-    ``JobDue`` events, in one transaction: the DELETE is the claim, so a job fires once
-    however many schedulers ask (PostgreSQL: the picking subquery skips rows another
-    replica locked). The events fired."""
-    async with store.transaction() as tx:
-        due = db_time(now)
-        rows = await tx.fetchall(
-            "DELETE FROM delayed_jobs WHERE (job, key) IN ("
-            " SELECT job, key FROM delayed_jobs WHERE due_at <= ? ORDER BY due_at LIMIT ?"
-            + tx.dialect.row_lock("update", skip_locked=True)
-            + ")"
-            " AND due_at <= ? RETURNING job, key, due_at, payload, trace_id",
-            (due, limit, due),
-        )
-        fired = [
-            JobDue(
-                job=str(job),
-                key=str(key),
-                scheduled_for=from_db_time(due_at),
-                payload=msgspec.Raw(bytes(payload)),
-                trace_id=str(trace_id),
-                event_id=uuid7(),
-            )
-            for job, key, due_at, payload, trace_id in sorted(rows, key=lambda r: str(r[2]))
-        ]
-        if fired:
-            await tx.append(*fired)
-    return fired

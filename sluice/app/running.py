@@ -28,6 +28,7 @@ import structlog
 
 from sluice.app.contexts import HandlerContext, JobContext, ProjectionContext
 from sluice.app.groups import DeadLetterWithContext, Group, Projection, TurnKey
+from sluice.app.job_flow import release, release_now
 from sluice.config import Config
 from sluice.consumers.dispatch import event_group
 from sluice.errors import ConfigError
@@ -116,7 +117,28 @@ def group_spec(group: Group[Any], resources: Resources, deps: Any = BUILD) -> Gr
     )
 
 
+async def _run_job(job: Any, payload: Any, tx: Tx, ctx: JobContext, event_id: str) -> None:
+    await release(tx, event_id)  # the job's room in its group, freed as it commits
+    await job.run(payload, tx, ctx)
+
+
 def _dead_letter_hook(group: Group[Any], resources: Resources, deps: Any) -> DeadLetterHook | None:
+    hook = _app_dead_letter_hook(group, resources, deps)
+    if not group.jobs:
+        return hook
+
+    async def on_dead_letter(message: Message, error: BaseException) -> None:
+        # A job given up on no longer holds a place among its group's fired jobs.
+        await release_now(resources.store, message.event_id)
+        if hook is not None:
+            await hook(message, error)
+
+    return on_dead_letter
+
+
+def _app_dead_letter_hook(
+    group: Group[Any], resources: Resources, deps: Any
+) -> DeadLetterHook | None:
     hook, run = group.on_dead_letter, group.run
     if hook is None or not run.dead_letter_ctx:
         return cast(DeadLetterHook | None, hook)
@@ -163,7 +185,7 @@ def _per_event(group: Group[Any], resources: Resources, deps: Any) -> BatchHandl
                 job=event.job,
                 key=event.key,
             )
-            await once(event, lambda tx: job.run(payload, tx, job_ctx))
+            await once(event, lambda tx: _run_job(job, payload, tx, job_ctx, event.event_id))
         else:
             await handler(event, ctx)
 

@@ -116,17 +116,19 @@ async def run_relay(parts: Parts, stop: asyncio.Event) -> None:
 async def run_scheduler(parts: Parts, stop: asyncio.Event) -> None:
     """Cron tasks, apps' delayed jobs and the apps' scheduler services (the reminders
     app's cron and one-shot reminders); run any number of these."""
-    from sluice.app.jobs import fire_due, next_due
+    from sluice.app.job_flow import JobFlow
     from sluice.scheduler.loop import Scheduler
-    from sluice.scheduler.one_shots import Due, OneShotRunner
+    from sluice.scheduler.one_shots import OneShotRunner
 
     tasks = parts.tasks()
     services = parts.apps.scheduler_services
     async with parts.open_resources() as resources:
         scheduler = Scheduler(resources, list(tasks.values()))
-        jobs = OneShotRunner(
-            resources, holder=scheduler.holder, due=Due("delayed jobs", next_due, fire_due)
+        config = parts.config
+        flow = JobFlow.of(
+            parts.apps.jobs.values(), config.job_group_backlog, config.job_priority_aging_seconds
         )
+        jobs = OneShotRunner(resources, holder=scheduler.holder, due=flow.due())
         await asyncio.gather(
             scheduler.run(stop),
             jobs.run(stop),

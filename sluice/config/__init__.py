@@ -101,6 +101,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     worker_concurrency: int = 16
     worker_block_ms: int = 2_000
     visitor_key: str = ""
+    # Delayed jobs (docs/concepts/job-flow.md): a due job waiting to be fired rises one
+    # priority level per this many seconds; a job group is given at most this many fired
+    # jobs it has not run yet, the rest wait in the table, in priority order.
+    job_priority_aging_seconds: float = 60.0
+    job_group_backlog: int = 100
     # Scheduler: a run's lock lives this long unless its watchdog renews it (every third).
     task_lock_ttl_ms: int = 30_000
     # Built-in tasks: six-field cron and an IANA zone each ("" zone: SLUICE_TIMEZONE).

@@ -34,6 +34,8 @@ def validate(config: Config) -> None:
         "max_deliveries",
         "relay_batch",
         "worker_batch",
+        "job_group_backlog",
+        "job_priority_aging_seconds",
         "projection_batch",
         "worker_concurrency",
         "database_pool",

@@ -81,6 +81,7 @@ class JobDue(Event, frozen=True, kw_only=True, tag=True):
     key: str
     scheduled_for: datetime
     payload: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    priority: int = 5  # 0..9, what it was scheduled with (the default level if older)
 
 
 class TaskRunFinished(Event, frozen=True, kw_only=True, tag=True):

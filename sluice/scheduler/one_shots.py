@@ -43,11 +43,16 @@ FIRST_BACKOFF, MAX_BACKOFF = 0.1, 5.0
 @dataclass(frozen=True)
 class Due:
     """What a runner fires: the earliest pending instant, and the claim of what is due,
-    which returns the events it appended (each with ``scheduled_for`` and ``trace_id``)."""
+    which returns the events it appended (each with ``scheduled_for`` and ``trace_id``),
+    and how long to wait when the claim fired nothing."""
 
     what: str  # for the logs: "one-shot reminders", "delayed jobs"
     next_due: Callable[[Store], Awaitable[datetime | None]]
     fire_due: Callable[[Store, datetime, int], Awaitable[Sequence[Any]]]
+    # The wait after a tick that found something due but fired nothing: another replica
+    # holds it (it commits soon), or it is held back on purpose (delayed jobs whose
+    # groups have no room: sluice.app.job_flow), then a poll.
+    idle: float = 0.02
 
 
 @dataclass
@@ -130,4 +135,4 @@ class OneShotRunner:
                 trace_id=event.trace_id,
             )
         # More may be due: look again at once; or another replica holds them: let it commit.
-        return 0.0 if fired else 0.02
+        return 0.0 if fired else min(self.due.idle, self.poll)

@@ -5,7 +5,8 @@ The core owns what the engine and the core's modules read and write: the event h
 and the outbox positions, users and tokens (``sluice.store.users``, read by every app's
 ``require_user``), the secrets hosts share, the scheduler's task runs and pauses, history
 segments, the event search indexes, deliveries and delivery batches, paused handler
-groups, delayed jobs and the events handled once per group.
+groups, delayed jobs (and the fired ones their groups have yet to run) and the events
+handled once per group.
 
 Each built-in app owns the steps of its own tables, declared on its ``App`` in
 ``sluice/builtin/<app>/migrations.py`` (the articles app through its projection and
@@ -310,6 +311,26 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             state BLOB NOT NULL,
             PRIMARY KEY (aggregate, aggregate_id)
         ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        31,
+        "delayed jobs: priorities, debounce, the fired jobs each group has yet to run",
+        # sluice/app/job_flow.py. A pending job's priority (5, the default level, for a row
+        # an older release wrote) and when its key was first scheduled (NULL: an older
+        # release's row, its created_at stands in); the lane index finds each job's due
+        # rows of one priority, earliest first. job_slots: one row per fired job its group
+        # has not run yet, deleted by the run (or its dead letter); what the firing counts.
+        """
+        ALTER TABLE delayed_jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 5;
+        ALTER TABLE delayed_jobs ADD COLUMN first_at TEXT;
+        CREATE INDEX delayed_jobs_lane ON delayed_jobs (job, priority, due_at);
+        CREATE TABLE job_slots (
+            event_id TEXT PRIMARY KEY,
+            group_name TEXT NOT NULL,
+            fired_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX job_slots_fired ON job_slots (fired_at);
         """,
     ),
 ]

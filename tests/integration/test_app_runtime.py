@@ -12,13 +12,13 @@ import msgspec
 import pytest
 
 from sluice.app.assembly import loaded_apps, open_resources
-from sluice.app.jobs import fire_due, next_due
+from sluice.app.job_flow import JobFlow
 from sluice.app.testing import wait_for
 from sluice.config import Config
 from sluice.events import EVENT_TYPES, Event, JobDue, utcnow
 from sluice.process.resources import Resources
 from sluice.records.dead_letters import list_dead_letters
-from sluice.scheduler.one_shots import Due, OneShotRunner
+from sluice.scheduler.one_shots import OneShotRunner
 from sluice.streams.messages import Delivery, Duplicate, Message
 from tests.app_helpers import AppDir
 from tests.integration.helpers import Running
@@ -152,7 +152,7 @@ async def test_a_delayed_job_fires_once_on_two_schedulers_and_a_cancelled_one_ne
         await deliver.schedule(tx, payload(parcel_id="p3"), key="p3", delay=timedelta(seconds=0.4))
         assert await deliver.cancel(tx, "p2") is True
         assert await deliver.cancel(tx, "nothing-there") is False
-    due = Due("delayed jobs", next_due, fire_due)
+    due = JobFlow.of(jobs.values(), 100, 60).due()
     for holder in ("scheduler-a", "scheduler-b"):  # two replicas racing for each job
         running.start(OneShotRunner(sample, holder=holder, poll=0.05, due=due).run(running.stop))
 

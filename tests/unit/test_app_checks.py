@@ -285,3 +285,29 @@ def test_a_route_whose_first_segment_is_a_variable_outside_v1_is_refused(
     app_dir.module("pages_app", ROUTES.replace("PATH", "/Launchpad/{slug}"))
     words = load_apps(load_config({"SLUICE_APPS": "default,pages_app"})).reserved_words
     assert words["launchpad"] == "route GET /Launchpad/{slug} of pages"
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ("priority=10", "job 'redraw': a job's priority is an int from 0 to 9, not 10"),
+        ("debounce=timedelta(0)", "job 'redraw': debounce is a positive timedelta"),
+        (
+            "debounce=timedelta(minutes=5), max_wait=timedelta(minutes=1)",
+            "job 'redraw': max_wait 0:01:00 is shorter than debounce 0:05:00",
+        ),
+    ],
+)
+def test_a_jobs_priority_debounce_and_max_wait_are_checked_where_it_is_declared(
+    app_dir: AppDir, options: str, said: str
+) -> None:
+    declaration = f"""
+        from datetime import timedelta
+
+        @app.job('redraw', payload=Redraw, {options})
+        async def redraw(job, tx, ctx): pass
+    """
+    app_dir.module("shapes_app", HEAD + dedent(declaration))
+    with pytest.raises(ConfigError) as refused:
+        load_apps(load_config({"SLUICE_APPS": "shapes_app"}))
+    assert f"ValueError: app 'shapes': {said}" in str(refused.value), str(refused.value)

@@ -30,7 +30,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from sluice.app.assembly import assemble
-from sluice.app.jobs import fire_due, next_due
+from sluice.app.job_flow import JobFlow
 from sluice.app.loading import Apps
 from sluice.app.testkit.deployment import Deployment
 from sluice.app.testkit.served import ServedAsApi
@@ -44,7 +44,7 @@ from sluice.process.resources import Resources
 from sluice.projections.replay import rebuild
 from sluice.records.deliveries import DeliveryLog
 from sluice.relay.relay import Relay
-from sluice.scheduler.one_shots import Due, OneShotRunner
+from sluice.scheduler.one_shots import OneShotRunner
 from sluice.scheduler.runner import Runner
 from sluice.streams.messages import Message
 from sluice.streams.spec import GroupSpec, runtime_settings, with_deployment_timeout
@@ -147,8 +147,10 @@ class Harness(Deployment):
             for spec in (self._recording(s) for s in specs.values())
             for p in keys.numbers
         ]
-        due = Due("delayed jobs", next_due, fire_due)
-        self._jobs = OneShotRunner(resources, holder=NAME, due=due, clock=self.now)
+        flow = JobFlow.of(
+            apps.jobs.values(), config.job_group_backlog, config.job_priority_aging_seconds
+        )
+        self._jobs = OneShotRunner(resources, holder=NAME, due=flow.due(), clock=self.now)
         self._tasks = Runner(resources, holder=NAME, clock=self.now)
 
     @property

@@ -59,6 +59,7 @@ from sluice.errors import (
 )
 from sluice.events import Event, new_trace_id, utcnow, uuid7
 from sluice.events.registry import Payload
+from sluice.flow.spec import Flow, Rate
 from sluice.http.auth import (
     bearer_token,
     optional_user,
@@ -106,6 +107,7 @@ __all__ = [
     "Duplicate",
     "Event",
     "FieldError",
+    "Flow",
     "Forbidden",
     "Gone",
     "Group",
@@ -118,6 +120,7 @@ __all__ = [
     "Payload",
     "Projection",
     "ProjectionContext",
+    "Rate",
     "RedisKeys",
     "Resources",
     "Route",

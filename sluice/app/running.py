@@ -20,7 +20,7 @@ handed to every call in ``ctx.deps``; ``turns`` reorders each read before the ca
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Container, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Container, Hashable, Mapping, Sequence
 from itertools import zip_longest
 from typing import Any, Final, cast
 
@@ -32,6 +32,7 @@ from sluice.config import Config
 from sluice.consumers.dispatch import event_group
 from sluice.errors import ConfigError
 from sluice.events import Event, JobDue, utcnow
+from sluice.flow.spec import with_overrides
 from sluice.process.resources import Resources
 from sluice.projections.base import EngineProjection
 from sluice.store import Tx
@@ -113,7 +114,13 @@ def group_spec(group: Group[Any], resources: Resources, deps: Any = BUILD) -> Gr
         max_deliveries=settings.max_deliveries,
         handler_timeout_s=settings.timeout_seconds,
         close=close,
+        flow=None if run.flow is None else with_overrides(name, run.flow, _values(resources)),
     )
+
+
+def _values(resources: Resources) -> Mapping[str, object]:
+    """The deployment's ``SLUICE_*`` values no field of its config reads."""
+    return resources.config.app_values.values
 
 
 def _dead_letter_hook(group: Group[Any], resources: Resources, deps: Any) -> DeadLetterHook | None:

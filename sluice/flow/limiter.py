@@ -108,5 +108,5 @@ class Limiter:
 
     async def stats(self) -> dict[str, int]:
         """The group's counters: entries ``deferred`` (parked) and ``released``."""
-        raw: dict[bytes, bytes] = await self.redis.hgetall(self.base + "stats")
+        raw: dict[Any, Any] = await self.redis.hgetall(self.base + "stats")
         return {k.decode(): int(v) for k, v in raw.items()}

@@ -98,6 +98,10 @@ class Flow:
         return field
 
 
+# The deployment's words on a flow group's limits: SLUICE_<GROUP>_<SUFFIX>.
+FLOW_SUFFIXES = ("key_concurrency", "key_rate", "rate")
+
+
 def variable(group: str, suffix: str) -> str:
     """``SLUICE_<GROUP>_<SUFFIX>`` of a group (``web-hooks``: ``SLUICE_WEB_HOOKS_...``)."""
     return f"SLUICE_{group.upper().replace('-', '_')}_{suffix}"

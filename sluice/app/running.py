@@ -20,7 +20,7 @@ handed to every call in ``ctx.deps``; ``turns`` reorders each read before the ca
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Container, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Hashable, Sequence
 from itertools import zip_longest
 from typing import Any, Final, cast
 
@@ -114,13 +114,8 @@ def group_spec(group: Group[Any], resources: Resources, deps: Any = BUILD) -> Gr
         max_deliveries=settings.max_deliveries,
         handler_timeout_s=settings.timeout_seconds,
         close=close,
-        flow=None if run.flow is None else with_overrides(name, run.flow, _values(resources)),
+        flow=None if run.flow is None else with_overrides(name, run.flow, resources.config),
     )
-
-
-def _values(resources: Resources) -> Mapping[str, object]:
-    """The deployment's ``SLUICE_*`` values no field of its config reads."""
-    return resources.config.app_values.values
 
 
 def _dead_letter_hook(group: Group[Any], resources: Resources, deps: Any) -> DeadLetterHook | None:

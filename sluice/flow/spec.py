@@ -8,11 +8,14 @@ nothing, and a worker checks the overrides before its first read.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sluice.config import Config
 
 # What names an event's key: a field of the event, or a function of it (None: no key).
 KeyOf = str | Callable[[Any], str | None]
@@ -107,24 +110,20 @@ def variable(group: str, suffix: str) -> str:
     return f"SLUICE_{group.upper().replace('-', '_')}_{suffix}"
 
 
-def with_overrides(group: str, flow: Flow, values: Mapping[str, object]) -> Flow:
+def with_overrides(group: str, flow: Flow, config: Config) -> Flow:
     """``flow`` with the deployment's ``SLUICE_<GROUP>_KEY_CONCURRENCY``, ``_KEY_RATE``
-    and ``_RATE`` in ``values`` (the ``SLUICE_*`` values by lower-case name without the
-    prefix); a malformed one is a ``ConfigError`` naming the variable and the group."""
+    and ``_RATE``; a malformed one is a ``ConfigError`` naming the variable and the group."""
     changes: dict[str, Any] = {}
-    for suffix, field in (
-        ("KEY_CONCURRENCY", "concurrency"),
-        ("KEY_RATE", "rate"),
-        ("RATE", "total_rate"),
+    for suffix, field, given in (
+        ("KEY_CONCURRENCY", "concurrency", config.group_key_concurrency),
+        ("KEY_RATE", "rate", config.group_key_rates),
+        ("RATE", "total_rate", config.group_rates),
     ):
-        name = variable(group, suffix)
-        raw = values.get(name.removeprefix("SLUICE_").lower())
-        if raw is None or raw == "":
+        raw = given.get(group)
+        if raw is None:
             continue
         try:
-            changes[field] = (
-                _concurrency(str(raw)) if field == "concurrency" else Rate.parse(str(raw))
-            )
+            changes[field] = _concurrency(raw) if field == "concurrency" else Rate.parse(raw)
         except ValueError:
             expected = (
                 "a whole number, 0 for no limit"
@@ -132,7 +131,8 @@ def with_overrides(group: str, flow: Flow, values: Mapping[str, object]) -> Flow
                 else 'a rate such as "50/s", "600/min" or "0" for no limit'
             )
             raise ConfigError(
-                f"{name} (flow control of group {group!r}) must be {expected}, got {raw!r}"
+                f"{variable(group, suffix)} (flow control of group {group!r}) must be"
+                f" {expected}, got {raw!r}"
             ) from None
     return replace(flow, **changes) if changes else flow
 

@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from sluice.app.testing import open_harness, sluice_command
-from sluice.config import Config
+from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.flow.limiter import Limiter
 from sluice.flow.spec import Flow, Rate, with_overrides
@@ -60,19 +60,26 @@ async def test_a_drain_waits_for_a_rates_tokens(make_config: Callable[..., Confi
 
 def test_overrides_win_and_a_malformed_one_names_the_variable_and_the_group() -> None:
     flow = Flow(key="tenant", concurrency=4, rate=Rate(10))
-    values = {"web_hooks_key_concurrency": "2", "web_hooks_key_rate": "600/min"}
-    changed = with_overrides("web-hooks", flow, {**values, "web_hooks_rate": "5/s"})
+    env = {
+        "SLUICE_WEB_HOOKS_KEY_CONCURRENCY": "2",
+        "SLUICE_WEB_HOOKS_KEY_RATE": "600/min",
+        "SLUICE_WEB_HOOKS_RATE": "5/s",
+    }
+    changed = with_overrides("web-hooks", flow, load_config(env))
     assert changed == Flow(
         key="tenant", concurrency=2, rate=Rate(600, per_seconds=60), total_rate=Rate(5)
     )
-    off = with_overrides(
-        "web-hooks", flow, {"web_hooks_key_concurrency": "0", "web_hooks_key_rate": "0"}
-    )
-    assert off.concurrency is None and off.rate is None
-    for name, raw in (("web_hooks_key_rate", "fast"), ("web_hooks_key_concurrency", "-1")):
+    off = {"SLUICE_WEB_HOOKS_KEY_CONCURRENCY": "0", "SLUICE_WEB_HOOKS_KEY_RATE": "0"}
+    unlimited = with_overrides("web-hooks", flow, load_config(off))
+    assert unlimited.concurrency is None and unlimited.rate is None
+    for name, raw in (
+        ("SLUICE_WEB_HOOKS_KEY_RATE", "fast"),
+        ("SLUICE_WEB_HOOKS_RATE", "5/fortnight"),
+        ("SLUICE_WEB_HOOKS_KEY_CONCURRENCY", "-1"),
+    ):
         with pytest.raises(ConfigError) as caught:
-            with_overrides("web-hooks", flow, {name: raw})
-        assert f"SLUICE_{name.upper()}" in str(caught.value)
+            with_overrides("web-hooks", flow, load_config({name: raw}))
+        assert name in str(caught.value)
         assert "'web-hooks'" in str(caught.value)
 
 

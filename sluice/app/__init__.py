@@ -60,6 +60,7 @@ from sluice.errors import (
 )
 from sluice.events import Event, new_trace_id, utcnow, uuid7
 from sluice.events.registry import Payload
+from sluice.flow.spec import Flow, Rate
 from sluice.http.auth import (
     bearer_token,
     optional_user,
@@ -109,6 +110,7 @@ __all__ = [
     "Duplicate",
     "Event",
     "FieldError",
+    "Flow",
     "Forbidden",
     "Gone",
     "Group",
@@ -121,6 +123,7 @@ __all__ = [
     "Payload",
     "Projection",
     "ProjectionContext",
+    "Rate",
     "RedisKeys",
     "Resources",
     "Route",

@@ -42,6 +42,7 @@ from sluice.app.settings import Settings
 from sluice.config import Config
 from sluice.events import Event
 from sluice.events.registry import Payload, Upcaster
+from sluice.flow.spec import Flow
 from sluice.http.client_address import Caller
 from sluice.http.route_docs import Doc, Route
 from sluice.process.resources import Resources
@@ -169,6 +170,7 @@ class App:
         on_dead_letter: DeadLetterHook | DeadLetterWithContext | None = None,
         deps: DepsFactory[D] | None = None,
         turns: TurnKey | None = None,
+        flow: Flow | None = None,
     ) -> Group[D]:
         """Declare a handler group (``sluice worker NAME``); add handlers with
         ``@group.on(EventType)`` and ``@group.once(EventType)``, or one
@@ -181,7 +183,10 @@ class App:
         the events of one read start in rounds, each key's first, then each key's
         second, ... so that one key's many events never stand in front of another's
         first. ``on_dead_letter``: ``async def hook(message, error)`` or
-        ``hook(message, error, ctx)``, called once an entry went to the dead letters."""
+        ``hook(message, error, ctx)``, called once an entry went to the dead letters.
+        ``flow``: ``Flow(key=..., concurrency=..., rate=..., total_rate=...)``, limits per
+        key of each event across every worker, with fair turns between keys (the
+        deployment's ``SLUICE_<GROUP>_KEY_CONCURRENCY``, ``_KEY_RATE`` and ``_RATE`` win)."""
         if name in self.groups:
             raise ValueError(f"app {self.name!r} declares group {name!r} twice")
         with_ctx = False
@@ -192,8 +197,13 @@ class App:
                 raise TypeError(
                     f"app {self.name!r}: group {name!r}, {what}= must be a function, not {value!r}"
                 )
+        if flow is not None and not isinstance(flow, Flow):
+            raise TypeError(
+                f"app {self.name!r}: group {name!r}, flow= must be a Flow, not {flow!r}"
+            )
         settings = GroupSettings(retry_base_ms, max_deliveries, timeout_seconds, concurrency, batch)
-        group = Group(self, name, settings, GroupRun(deps, turns, on_dead_letter, with_ctx))
+        run = GroupRun(deps, turns, on_dead_letter, with_ctx, flow)
+        group = Group(self, name, settings, run)
         self.groups[name] = group
         return group
 

@@ -15,6 +15,7 @@ from sluice.app.checks import SHAPES, check_projection_shape, check_shape
 from sluice.app.contexts import D, HandlerContext, ProjectionContext
 from sluice.app.jobs import Job
 from sluice.events import Event
+from sluice.flow.spec import Flow
 from sluice.process.resources import Resources
 from sluice.store import Tx
 from sluice.streams.messages import Message
@@ -80,14 +81,16 @@ class GroupSettings:
 
 @dataclass(frozen=True)
 class GroupRun(Generic[D]):
-    """How a group runs beyond its settings (``App.group``'s ``deps``, ``turns`` and
-    ``on_dead_letter``)."""
+    """How a group runs beyond its settings (``App.group``'s ``deps``, ``turns``,
+    ``on_dead_letter`` and ``flow``)."""
 
     deps: DepsFactory[D] | None = None
     turns: TurnKey | None = None
     on_dead_letter: DeadLetterHook | DeadLetterWithContext | None = None
     # Whether ``on_dead_letter`` takes ``ctx`` too.
     dead_letter_ctx: bool = False
+    # Flow control by a key of each event (``App.group``'s ``flow``).
+    flow: Flow | None = None
 
 
 class Group(Generic[D]):

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from sluice.config import Config
 from sluice.errors import ConfigError
+from sluice.flow.spec import FLOW_SUFFIXES
 from sluice.http.app_keys import CONFIG
 
 if TYPE_CHECKING:
@@ -137,9 +138,17 @@ def declared(apps: Iterable[App]) -> dict[str, tuple[App, msgspec.structs.FieldI
 
 def read_settings(apps: Iterable[App], config: Config) -> None:
     """Read every app's settings from ``config`` (the process's loaded apps, at start):
-    a value an app cannot use stops the process here, naming the variable and the app."""
+    a value an app cannot use stops the process here, naming the variable and the app.
+    A flow group's limits (``SLUICE_<GROUP>_KEY_RATE``...) are settings of the group."""
     apps = list(apps)
-    unknown = sorted(config.app_values.given - declared(apps).keys())
+    flows = {
+        f"{group.name.replace('-', '_')}_{suffix}"
+        for app in apps
+        for group in app.groups.values()
+        if group.run.flow is not None
+        for suffix in FLOW_SUFFIXES
+    }
+    unknown = sorted(config.app_values.given - declared(apps).keys() - flows)
     if unknown:
         raise ConfigError(
             f"no setting of sluice or of the apps loaded ({', '.join(a.name for a in apps)})"

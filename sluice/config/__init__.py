@@ -76,6 +76,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Scheduling policies (docs/guides/tasks.md), by task name: SLUICE_<TASK>_OVERLAP,
     # _CATCHUP_SECONDS, _JITTER_SECONDS (sluice/scheduler/policy.py); a task's timeout is its entry
     # in ``group_timeouts`` (the same SLUICE_<NAME>_TIMEOUT_SECONDS words).
+    # Flow control's limits by group name, as written (SLUICE_<GROUP>_KEY_CONCURRENCY,
+    # _KEY_RATE, _RATE): a flow group's worker checks its own as it starts (sluice.flow.spec).
+    group_key_concurrency: dict[str, str] = msgspec.field(default_factory=dict)
+    group_key_rates: dict[str, str] = msgspec.field(default_factory=dict)
+    group_rates: dict[str, str] = msgspec.field(default_factory=dict)
     task_overlaps: dict[str, str] = msgspec.field(default_factory=dict)
     task_catchup_seconds: dict[str, float] = msgspec.field(default_factory=dict)
     task_jitter_seconds: dict[str, float] = msgspec.field(default_factory=dict)
@@ -242,6 +247,9 @@ def load_config(environ: Mapping[str, str] | None = None, **overrides: object) -
     named = {**env, **{f"SLUICE_{name.upper()}": str(value) for name, value in others.items()}}
     for name, found in (
         ("group_timeouts", _group_timeouts(named)),
+        ("group_key_concurrency", _by_name(named, "KEY_CONCURRENCY", str)),
+        ("group_key_rates", _by_name(named, "KEY_RATE", str)),
+        ("group_rates", _group_rates(named)),
         ("task_overlaps", _by_name(named, "OVERLAP", str)),
         ("task_catchup_seconds", _by_name(named, "CATCHUP_SECONDS", _seconds)),
         ("task_jitter_seconds", _by_name(named, "JITTER_SECONDS", _seconds)),
@@ -288,6 +296,12 @@ def _group_timeouts(env: Mapping[str, str]) -> dict[str, float]:
     """``SLUICE_<GROUP>_TIMEOUT_SECONDS`` by group name (``ARTICLE_VIEWS``: article-views);
     the config's own ``*_TIMEOUT_SECONDS`` settings are not groups."""
     return _by_name(env, "TIMEOUT_SECONDS", float, "a number of seconds")
+
+
+def _group_rates(env: Mapping[str, str]) -> dict[str, str]:
+    """``SLUICE_<GROUP>_RATE`` by group name, not the ``SLUICE_<GROUP>_KEY_RATE`` ones."""
+    found = _by_name(env, "RATE", str)
+    return {name: raw for name, raw in found.items() if not name.endswith("-key")}
 
 
 T = TypeVar("T")

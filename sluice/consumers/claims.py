@@ -3,7 +3,8 @@
 While a long batch runs, its entries' idle time is reset so no one reclaims them.
 Entries idle past ``claim_idle_ms`` (their consumer died or hung) are claimed with
 ``XAUTOCLAIM`` one at a time, each charged a delivery; the consumer handles each alone
-once its own pending list is drained.
+once its own pending list is drained. And what the pending list says of entries read:
+whether their data is still there, how often Redis delivered them.
 """
 
 from __future__ import annotations
@@ -83,3 +84,24 @@ class Claims:
         if deleted:
             log.warning("consumer: claimed entries were deleted", stream=stream, n=len(deleted))
         return list(entries), self._cursors[stream] == "0-0"
+
+    async def live_entries(
+        self, stream: str, entries: Sequence[RawEntry]
+    ) -> list[tuple[str, dict[bytes, bytes]]]:
+        """The read entries whose data still exists; pending ids of trimmed entries are acked."""
+        gone = [eid.decode() for eid, fields in entries if not fields]
+        if gone:
+            await self.redis.xack(stream, self.group, *gone)
+            log.warning("consumer: pending entries were deleted", stream=stream, ids=gone)
+        return [(eid.decode(), fields) for eid, fields in entries if fields]
+
+    async def delivery_counts(
+        self, stream: str, entries: Sequence[tuple[str, object]]
+    ) -> dict[str, int]:
+        """Redis's delivery counter of each entry (read from the pending list)."""
+        if not entries:
+            return {}
+        rows: list[dict[str, Any]] = await self.redis.xpending_range(
+            stream, self.group, min=entries[0][0], max=entries[-1][0], count=len(entries) * 4
+        )
+        return {row["message_id"].decode(): int(row["times_delivered"]) for row in rows}

@@ -39,8 +39,9 @@ handling (a call per batch, not per entry):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -51,9 +52,10 @@ import structlog
 from sluice.aio.outage import REDIS_DOWN
 from sluice.aio.waiting import wait_or_stop
 from sluice.consumers.claims import Claims
-from sluice.consumers.handling import Handling, HeldBack, log_batch, log_events
+from sluice.consumers.handling import Handling, HeldBack, every, log_batch, log_events
 from sluice.consumers.outcomes import Settler
 from sluice.consumers.recovery import RecoveryGate
+from sluice.flow.control import FlowControl
 from sluice.records.attempts import Batch
 from sluice.records.deliveries import BATCH, DeliveryLog
 from sluice.records.pause import READ_BLOCK_MS, PauseWatch
@@ -113,7 +115,13 @@ class Consumer:
         self.gate = gate or RecoveryGate()
         self.counters = Counters()
         self.claims = Claims(redis, self.group, name, self.settings, self.streams)
-        self.handling = Handling(spec, self.settings, self.claims.keep)
+        self.flow = (
+            None
+            if spec.flow is None
+            else FlowControl(spec.flow, redis, keys, spec.name, partition, self.settings)
+        )
+        keep = self.claims.keep if self.flow is None else self.flow.keeping(self.claims.keep)
+        self.handling = Handling(spec, self.settings, keep)
         self.settler = Settler(
             spec,
             redis,
@@ -146,12 +154,19 @@ class Consumer:
         """Consume until ``stop`` is set; the batch in hand is finished, then acked."""
         self._stop = stop
         background = [
-            asyncio.create_task(self._every(stop, self.claims.interval(), self.reclaim)),
-            asyncio.create_task(self._every(stop, self._move_interval(), self.failures.move_due)),
+            asyncio.create_task(every(stop, self.claims.interval(), self.reclaim, self.group)),
+            asyncio.create_task(
+                every(stop, self._move_interval(), self.failures.move_due, self.group)
+            ),
         ]
+        if self.flow is not None and self.partition == 0:  # one per worker takes turns
+            background.append(asyncio.create_task(self.flow.run(stop)))
         try:
             await self._consume(stop)
         finally:
+            if self.flow is not None:
+                with contextlib.suppress(HeldBack):  # left pending, as the batch in hand
+                    await self.flow.batches.idle()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
@@ -186,11 +201,15 @@ class Consumer:
             await self.pauses.until_resumed(self.group, self._stop)
             return 0
         if self._drained:
+            if self.flow is not None:
+                await self.flow.batches.room()
             async with self.gate.batch():
                 batch = await self._read_new()
                 if batch:
-                    await self.process(batch)
+                    await self.process(batch, read_on=self.settings.block_ms is not None)
             return len(batch)
+        if self.flow is not None:
+            await self.flow.batches.idle()  # no entry in hand is read again as pending
         if not await self._pending_left():
             self._drained = True
             return 0
@@ -240,7 +259,7 @@ class Consumer:
         messages: list[Message] = []
         for stream_raw, entries in reply or []:
             stream = stream_raw.decode()
-            live = await self._live_entries(stream, entries)
+            live = await self.claims.live_entries(stream, entries)
             messages += [self._message(stream, eid, fields, 1) for eid, fields in live]
         return messages
 
@@ -264,29 +283,9 @@ class Consumer:
 
     async def _redelivered(self, stream: str, entries: Sequence[RawEntry]) -> list[Message]:
         """Entries delivered before, counted with Redis's delivery counter."""
-        live = await self._live_entries(stream, entries)
-        counts = await self._delivery_counts(stream, live)
+        live = await self.claims.live_entries(stream, entries)
+        counts = await self.claims.delivery_counts(stream, live)
         return [self._message(stream, eid, fields, counts.get(eid, 1)) for eid, fields in live]
-
-    async def _live_entries(
-        self, stream: str, entries: Sequence[RawEntry]
-    ) -> list[tuple[str, dict[bytes, bytes]]]:
-        """Entries whose data still exists; pending ids of trimmed entries are acked."""
-        gone = [eid.decode() for eid, fields in entries if not fields]
-        if gone:
-            await self.redis.xack(stream, self.group, *gone)
-            log.warning("consumer: pending entries were deleted", stream=stream, ids=gone)
-        return [(eid.decode(), fields) for eid, fields in entries if fields]
-
-    async def _delivery_counts(
-        self, stream: str, entries: Sequence[tuple[str, object]]
-    ) -> dict[str, int]:
-        if not entries:
-            return {}
-        rows: list[dict[str, Any]] = await self.redis.xpending_range(
-            stream, self.group, min=entries[0][0], max=entries[-1][0], count=len(entries) * 4
-        )
-        return {row["message_id"].decode(): int(row["times_delivered"]) for row in rows}
 
     def _message(
         self, stream: str, entry_id: str, raw: Mapping[bytes, bytes], times_delivered: int
@@ -297,12 +296,14 @@ class Consumer:
 
     # A batch read.
 
-    async def process(self, messages: Sequence[Message]) -> None:
+    async def process(self, messages: Sequence[Message], read_on: bool = False) -> None:
         """Handle a batch and settle its outcomes: a poison entry, or one delivered past
-        ``max_deliveries`` without an outcome, fails without reaching the handler."""
+        ``max_deliveries`` without an outcome, fails without reaching the handler. A flow
+        group's entries wait for their key's turn; ``read_on``: the next read does not
+        wait for these handlers (``sluice.flow.control``)."""
         deliveries: list[Delivery] = []
         failed: dict[EntryKey, BaseException] = {}
-        started, duration_ms = time.time(), 0.0
+        started = time.time()
         for message in messages:
             if message.deliveries > self.settings.max_deliveries:
                 failed[message.key] = NoOutcome(
@@ -313,6 +314,24 @@ class Consumer:
                 deliveries.append(Delivery(message, message.decode()))
             except PoisonMessage as exc:
                 failed[message.key] = exc
+        if self.flow is not None:
+            deliveries, parked = await self.flow.admit(deliveries, failed)
+            messages = [m for m in messages if m.key not in parked]
+            if not messages:  # every entry waits for its turn: nothing to settle or log
+                return None
+            if read_on:
+                handling = self._handle(messages, deliveries, failed, started)
+                return self.flow.batches.start(self.gate.taking(handling), len(deliveries))
+        await self._handle(messages, deliveries, failed, started)
+
+    async def _handle(
+        self,
+        messages: Sequence[Message],
+        deliveries: list[Delivery],
+        failed: dict[EntryKey, BaseException],
+        started: float,
+    ) -> None:
+        duration_ms = 0.0
         if deliveries:
             batch = Batch(self.group, self.name, started) if self.deliveries is not None else None
             token = BATCH.set(batch)
@@ -322,6 +341,8 @@ class Consumer:
                 BATCH.reset(token)
             duration_ms = (time.time() - started) * 1000
         await self.settler.settle(messages, failed, started, duration_ms)
+        if self.flow is not None:
+            await self.flow.settled(messages)
         log_batch(self.group, messages, failed, duration_ms)
         log_events(self.group, deliveries, failed, duration_ms)
 
@@ -370,22 +391,3 @@ class Consumer:
 
     def _move_interval(self) -> float:
         return min(max(self.settings.retry_base_ms / 4000, 0.05), 1.0)
-
-    async def _every(
-        self, stop: asyncio.Event, seconds: float, job: Callable[[], Awaitable[int]]
-    ) -> None:
-        while not stop.is_set():
-            await wait_or_stop(stop, seconds)
-            if stop.is_set():
-                return
-            try:
-                await job()
-            except HeldBack:
-                return
-            except REDIS_DOWN:
-                continue
-            except redis.exceptions.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    log.exception("consumer: background job failed", group=self.group)
-            except Exception:
-                log.exception("consumer: background job failed", group=self.group)

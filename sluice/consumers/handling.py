@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+import redis.exceptions
 import structlog
 
 from sluice.aio.outage import REDIS_DOWN
@@ -179,3 +180,25 @@ _SETTLED_AS = {
     "duplicate": "event applied before, acked without applying it again",
     "cancelled": "event's work cancelled, acked",
 }
+
+
+async def every(
+    stop: asyncio.Event, seconds: float, job: Callable[[], Awaitable[int]], group: str
+) -> None:
+    """Run a consumer's background ``job`` every ``seconds`` until ``stop``; a failure is
+    logged (an outage waits for the next time), a ``HeldBack`` ends it."""
+    while not stop.is_set():
+        await wait_or_stop(stop, seconds)
+        if stop.is_set():
+            return
+        try:
+            await job()
+        except HeldBack:
+            return
+        except REDIS_DOWN:
+            continue
+        except redis.exceptions.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                log.exception("consumer: background job failed", group=group)
+        except Exception:
+            log.exception("consumer: background job failed", group=group)

@@ -18,7 +18,7 @@ read ends within ``SLUICE_WORKER_BLOCK_MS``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 
 
@@ -58,3 +58,8 @@ class RecoveryGate:
             async with self._changed:
                 self._recovering = False
                 self._changed.notify_all()
+
+    async def taking(self, work: Awaitable[None]) -> None:
+        """``work`` as a normal batch (a flow group's handling, run on after its read)."""
+        async with self.batch():
+            await work

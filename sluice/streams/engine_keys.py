@@ -68,6 +68,11 @@ class Keys:
         cluster slot, so one script writes all of a sample."""
         return f"{self.prefix}:history:{{{group}}}:{metric}:{hour}"
 
+    def flow(self, group: str) -> str:
+        """The prefix of one group's flow-control keys (``sluice.flow.scripts``), tagged by
+        the group: all of a group's flow state is in one cluster slot, for its scripts."""
+        return f"{self.prefix}:flow:{{{group}}}:"
+
     def relay_lock(self) -> str:
         """The lock the relay holds: one relay publishes at a time."""
         return f"{self.prefix}:relay:lock"

@@ -10,6 +10,7 @@ from sluice.streams.messages import BatchHandler, Message
 
 if TYPE_CHECKING:
     from sluice.config import Config
+    from sluice.flow.spec import Flow
 
 # Called after an entry of the group went to its dead letters, with the reason: the
 # handler's last exception, PoisonMessage, or NoOutcome (its consumers kept dying).
@@ -36,6 +37,8 @@ class GroupSpec:
     # What the group holds beyond a batch (an HTTP client, say), let go once its consumers
     # have stopped and before the process's store and Redis close.
     close: Callable[[], Awaitable[None]] | None = None
+    # Flow control by a key of each event (``sluice.flow``); None: none, at no cost.
+    flow: Flow | None = None
 
     def settings(self, process: RuntimeSettings) -> RuntimeSettings:
         """The process's settings with this group's own in place of the defaults."""

@@ -108,6 +108,9 @@ RELAY_PUBLISHED = counter("sluice_relay_published_events", "Events the relay pub
 HANDLED = counter("sluice_handled_entries", "Stream entries a group handled and acked", ["group"])
 RETRIES = counter("sluice_retries", "Entries scheduled for another delivery, by group", ["group"])
 DEAD_LETTERED = counter("sluice_dead_lettered", "Entries moved to the dead letters", ["group"])
+FLOW_DEFERRED = counter(
+    "sluice_flow_deferred", "Entries parked to wait for their key's turn (flow control)", ["group"]
+)
 HANDLER_TIMEOUTS = counter(
     "sluice_handler_timeouts", "Batches cancelled at the group's handler deadline", ["group"]
 )

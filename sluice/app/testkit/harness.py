@@ -15,7 +15,9 @@ tasks run by its task runner. What a test does not get is time and concurrency: 
 - cron tasks run when ``run_task`` says, never by their schedule; the built-in apps'
   scheduler services (reminders) do not run;
 - there is one consumer per group and partition, no crash, no reclaim, no Redis or
-  database outage: the process fixtures are for those.
+  database outage: the process fixtures are for those;
+- a group with flow control takes turns until nothing more is released, waiting for a
+  rate's next token in real time when entries wait for one.
 """
 
 from __future__ import annotations
@@ -178,8 +180,9 @@ class Harness(Deployment):
             while True:
                 jobs, sent = await self._fire_jobs(), await self._publish()
                 handled, moved = await self._consume(), await self._move_retries()
+                turned = await self._take_turns()
                 published, fired, retried = published + sent, fired + jobs, retried + moved
-                if not (jobs or sent or handled or moved):
+                if not (jobs or sent or handled or moved or turned):
                     break
                 if self._stop.is_set():
                     raise HeldBack("past the drain's deadline")
@@ -247,6 +250,15 @@ class Harness(Deployment):
             while n := await consumer.step():
                 handled += n
         return handled
+
+    async def _take_turns(self) -> int:
+        """Entries of flow groups released to their retry streams (waiting for a
+        rate's token when entries wait for one)."""
+        released = 0
+        for consumer in self._consumers:
+            if consumer.flow is not None and consumer.partition == 0:
+                released += await consumer.flow.drain()
+        return released
 
     async def _move_retries(self) -> int:
         moved = 0

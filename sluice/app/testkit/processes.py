@@ -23,6 +23,9 @@ from sluice.embedded.redis_server import die_with_parent
 # ``load_config`` from ``SLUICE_<NAME>_<SUFFIX>``.
 BY_NAME = {
     "group_timeouts": "TIMEOUT_SECONDS",
+    "group_key_concurrency": "KEY_CONCURRENCY",
+    "group_key_rates": "KEY_RATE",
+    "group_rates": "RATE",
     "task_overlaps": "OVERLAP",
     "task_catchup_seconds": "CATCHUP_SECONDS",
     "task_jitter_seconds": "JITTER_SECONDS",

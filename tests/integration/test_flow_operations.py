@@ -12,38 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
-from redis.asyncio import Redis
 
 from sluice.app.testing import open_harness, sluice_command
 from sluice.config import Config
 from sluice.flow.limiter import Limiter
-from sluice.flow.spec import Flow
 from sluice.flow.view import flow_status, waiting_entries
 from sluice.streams.engine_keys import Keys
-from tests.flow_app import APPS, throttled
+from tests.flow_app import APPS
+from tests.flow_app.waiting import FLOW, hold_and_park
 
 pytestmark = pytest.mark.topologies("single", "cluster")
-
-FLOW = Flow(key="tenant", concurrency=4)  # as the flow-test app declares it
-assert throttled.run.flow == FLOW
-
-
-def parked(event_id: str, key: str) -> tuple[str, str, str]:
-    """An entry as a consumer parks it (``sluice.flow.control``)."""
-    fields = ["event_id", event_id, "seq", "7", "type", "WorkQueued", "deliveries", "0"]
-    entry = {"id": event_id, "p": 0, "f": fields, "t": int(time.time() * 1000)}
-    return (event_id, key, json.dumps(entry))
-
-
-async def hold_and_park(redis: Redis, keys: Keys) -> Limiter:
-    """Tenant a: four in handling (its limit), six waiting; tenant b: four in handling,
-    two waiting."""
-    limiter = Limiter(redis, keys, "throttled", FLOW, 60_000)
-    granted = await limiter.acquire([parked(f"a{i}", "a") for i in range(10)])
-    assert granted == [True] * 4 + [False] * 6
-    granted = await limiter.acquire([parked(f"b{i}", "b") for i in range(6)])
-    assert granted == [True] * 4 + [False] * 2
-    return limiter
 
 
 @dataclass

@@ -98,7 +98,8 @@ class FlowControl:
         if not asked:
             return free, set()
         granted = await self.limiter.acquire(
-            [(d.message.event_id, key, self._entry(d.message)) for d, key in asked]
+            [(d.message.event_id, key) for d, key in asked],
+            lambda i: self._entry(asked[i][0].message),
         )
         parked: list[Message] = []
         for (delivery, key), ok in zip(asked, granted, strict=True):

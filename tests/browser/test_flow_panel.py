@@ -61,9 +61,9 @@ async def test_a_flow_groups_block_shows_its_keys_and_a_keys_waiting_entries(
     top = page.locator("#flow-top tbody tr")
     await expect(top).to_have_count(2)
     await expect(top.nth(0).locator("th")).to_have_text("a")
-    await expect(top.nth(0).locator("td")).to_have_text(["6", "4 of 4", "–"])
+    await expect(top.nth(0).locator("td")).to_have_text(["6", "4 of 4", "no rate"])
     await expect(top.nth(1).locator("th")).to_have_text("b")
-    await expect(top.nth(1).locator("td")).to_have_text(["2", "4 of 4", "–"])
+    await expect(top.nth(1).locator("td")).to_have_text(["2", "4 of 4", "no rate"])
 
     await page.get_by_role("button", name="Show waiting entries of key a").click()
     title = page.locator("#flow-backlog-title")

@@ -231,8 +231,8 @@ class InFlight:
 
     async def idle(self) -> None:
         """Wait for every batch in handling to be settled (before pending entries are
-        read again, or as the consumer stops)."""
-        while self._tasks:
+        read again, or as the consumer stops); then raise the first one's failure."""
+        if self._tasks:
             await asyncio.wait(self._tasks)
             self._reap()
 
@@ -240,5 +240,7 @@ class InFlight:
         done = [task for task in self._tasks if task.done()]
         for task in done:
             del self._tasks[task]
-        for task in done:
-            task.result()
+        failed = [task.exception() for task in done if not task.cancelled()]
+        for error in failed:
+            if error is not None:
+                raise error

@@ -16,10 +16,11 @@ import pytest
 from sluice.app.testing import open_harness, sluice_command
 from sluice.config import Config
 from sluice.flow.limiter import Limiter
+from sluice.flow.spec import Flow, Rate
 from sluice.flow.view import flow_status, waiting_entries
 from sluice.streams.engine_keys import Keys
 from tests.flow_app import APPS
-from tests.flow_app.waiting import FLOW, hold_and_park
+from tests.flow_app.waiting import FLOW, acquire, hold_and_park
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
@@ -102,3 +103,15 @@ async def test_sluice_status_and_sluice_flow_show_them(
     done = await sluice_command(config, "flow", "mail")
     assert done.returncode == 2
     assert "no flow group 'mail'; groups with flow control: throttled" in done.stderr
+
+
+async def test_the_rates_tokens_left_per_key_and_overall(waiting: Waiting) -> None:
+    flow = Flow(key="tenant", rate=Rate(1, per_seconds=60, burst=2), total_rate=Rate(5, 60, 5))
+    limiter = Limiter(waiting.limiter.redis, waiting.keys, "metered", flow, 60_000)
+    assert await acquire(limiter, "c", 3) == [True, True, False]
+    report = await flow_status(limiter.redis, waiting.keys, "metered", flow)
+    assert (report.rate, report.total_rate) == ("1/60s", "5/60s")
+    [c] = report.top_keys
+    assert (c.key, c.waiting) == ("c", 1)
+    assert c.tokens is not None and 0 <= c.tokens < 0.1  # one a minute: none back yet
+    assert report.tokens is not None and 3 <= report.tokens < 3.5  # five less two, one back in 12 s

@@ -68,6 +68,7 @@ class FlowControl:
         self._holding: dict[EntryKey, tuple[str, str]] = {}
         self._swept = time.monotonic()
         self.batches = InFlight(settings.batch)
+        self._retry = keys.retry(group, partition)
 
     def keeping(
         self, keep_claimed: Callable[[Sequence[Message]], Coroutine[Any, Any, None]]
@@ -98,7 +99,7 @@ class FlowControl:
         if not asked:
             return free, set()
         granted = await self.limiter.acquire(
-            [(d.message.event_id, key) for d, key in asked],
+            [(d.message.event_id, key, self._fresh(d.message)) for d, key in asked],
             lambda i: self._entry(asked[i][0].message),
         )
         parked: list[Message] = []
@@ -114,6 +115,11 @@ class FlowControl:
         order = {d.message.key: n for n, d in enumerate(deliveries)}
         free.sort(key=lambda d: order[d.message.key])
         return free, {m.key for m in parked}
+
+    def _fresh(self, message: Message) -> bool:
+        """Whether the entry is read for the first time from its aggregate stream: not
+        one released (those come on the retry stream), reclaimed or read again."""
+        return message.deliveries == 1 and message.stream != self._retry
 
     def _entry(self, message: Message) -> str:
         """The entry as parked: its carried fields, the deliveries before this read (the

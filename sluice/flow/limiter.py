@@ -61,19 +61,24 @@ class Limiter:
         self._stale = redis.register_script(scripts.STALE)
 
     async def acquire(
-        self, entries: Sequence[tuple[str, str]], entry: Callable[[int], str]
+        self, entries: Sequence[tuple[str, str, bool]], entry: Callable[[int], str]
     ) -> list[bool]:
-        """For each (event id, key): True if it may be handled now (it holds a slot of
-        its key), False if it was parked (or was parked before); ``entry(i)``: the JSON
-        parked for the ``i``-th, asked only of those to park."""
+        """For each (event id, key, fresh): True if it may be handled now (it holds a slot
+        of its key), False if it was parked (or was parked before); ``fresh``: read from
+        its stream for the first time (so neither holding a slot nor parked);
+        ``entry(i)``: the JSON parked for the ``i``-th, asked only of those to park."""
         if not entries:
             return []
-        flat = [x for event_id, key in entries for x in (event_id, key, "")]
+        flat = [x for i, k, fresh in entries for x in (i, k, "1" if fresh else "0", "")]
         reply = await self._acquire(keys=self._keys, args=[*self._args, *flat])
         answers = [int(x) for x in reply]
         again = [i for i, answer in enumerate(answers) if answer == 2]
         if again:  # to park: their entries now (a slot freed since is taken instead)
-            flat = [x for i in again for x in (*entries[i], entry(i))]
+            flat = [
+                x
+                for i in again
+                for x in (entries[i][0], entries[i][1], "1" if entries[i][2] else "0", entry(i))
+            ]
             reply = await self._acquire(keys=self._keys, args=[*self._args, *flat])
             for i, answer in zip(again, reply, strict=True):
                 answers[i] = int(answer)

@@ -97,17 +97,30 @@ local function total_fits()
   return true, false
 end
 
-local expiring = {}
+-- New holders, written a key at a time by save_holders (one ZADD per key per run).
+local adds = {}
 local function hold(k, id)
-  local h = holders(k)
-  redis.call('ZADD', h, now + lease, id)
-  counts[k] = count(k) + 1
-  if not expiring[k] then
-    redis.call('PEXPIRE', h, lease + 60000)
-    expiring[k] = true
+  holders(k)
+  local members = adds[k]
+  if members == nil then
+    members = {}
+    adds[k] = members
   end
+  members[#members + 1] = now + lease
+  members[#members + 1] = id
+  counts[k] = count(k) + 1
   spend('bucket:' .. k, kn, kms, kburst)
   spend('bucket', tn, tms, tburst)
+end
+
+local function save_holders()
+  for k, members in pairs(adds) do
+    local h = base .. 'held:' .. k
+    for at = 1, #members, 2000 do
+      redis.call('ZADD', h, unpack(members, at, math.min(at + 1999, #members)))
+    end
+    redis.call('PEXPIRE', h, lease + 60000)
+  end
 end
 
 local waits = {}
@@ -166,6 +179,7 @@ local function pump(cap)
     if #out == before then break end
   end
   if #out > 0 then redis.call('HINCRBY', base .. 'stats', 'released', #out) end
+  save_holders()
   save_buckets()
   local due_ms = -1
   if due then due_ms = math.ceil(due) end
@@ -173,21 +187,22 @@ local function pump(cap)
 end
 """
 
-# ARGV[10..]: triples (event id, key, entry JSON or ''). Returns per entry 1 (granted),
-# 0 (parked, now or before) or 2 (to park, but its entry was not given: the caller asks
-# again with it; most reads park nothing, and need not send their entries).
+# ARGV[10..]: quadruples (event id, key, fresh, entry JSON or ''); fresh '1': read from
+# its stream for the first time, so neither a holder nor parked. Returns per entry 1
+# (granted), 0 (parked, now or before) or 2 (to park, but its entry was not given: the
+# caller asks again with it; most reads park nothing, and need not send their entries).
 ACQUIRE = (
     _COMMON
     + """
 local out = {}
-for i = 10, #ARGV, 3 do
-  local id, k, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for i = 10, #ARGV, 4 do
+  local id, k, fresh, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1', ARGV[i + 3]
   local h = holders(k)
   local granted = 0
-  if redis.call('ZSCORE', h, id) then
+  if not fresh and redis.call('ZSCORE', h, id) then
     redis.call('ZADD', h, now + lease, id)
     granted = 1
-  elseif waiting(k) > 0 and redis.call('HEXISTS', base .. 'parked', id) == 1 then
+  elseif not fresh and waiting(k) > 0 and redis.call('HEXISTS', base .. 'parked', id) == 1 then
     granted = 0  -- a parked entry's key has waiting entries: it is one of them
   elseif waiting(k) == 0 and fits(k) and total_fits() then
     hold(k, id)
@@ -199,6 +214,7 @@ for i = 10, #ARGV, 3 do
   end
   out[#out + 1] = granted
 end
+save_holders()
 save_buckets()
 return out
 """

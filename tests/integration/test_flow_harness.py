@@ -11,12 +11,15 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
+from sluice.app import App, HandlerContext
+from sluice.app.running import group_spec
 from sluice.app.testing import open_harness, sluice_command
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.flow.limiter import Limiter
 from sluice.flow.spec import Flow, Rate, with_overrides
-from tests.flow_app import APPS, HANDLED, WorkQueued, most_at_once
+from sluice.process.resources import Resources
+from tests.flow_app import APPS, ATTEMPTS, HANDLED, WorkQueued, most_at_once
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
@@ -38,6 +41,8 @@ async def test_a_drain_handles_every_entry_within_each_tenants_limit(
         await harness.drain()
         redis = harness.resources.redis
         assert await redis.scard(HANDLED) == 22
+        # Waiting for a turn is no attempt: every entry was handled at its first.
+        assert set((await redis.hgetall(ATTEMPTS)).values()) == {b"1"}
         limiter = Limiter(redis, harness.resources.keys, "throttled", Flow(key="tenant"), 1000)
         assert await limiter.waiting("a") == 0
         assert await most(redis, "a") <= 4
@@ -94,3 +99,17 @@ async def test_a_worker_refuses_a_malformed_limit_at_its_start(
     assert done.returncode != 0
     assert "SLUICE_THROTTLED_KEY_RATE" in done.stderr, done.stderr
     assert "'throttled'" in done.stderr
+
+
+def test_a_key_field_no_event_type_has_is_refused_at_the_start(
+    resources: Resources,
+) -> None:
+    app = App("typo-test")
+    group = app.group("typo", flow=Flow(key="tennant", concurrency=1))
+    group.on(WorkQueued)(_nothing)
+    with pytest.raises(ConfigError, match="Flow\\(key='tennant'\\): no event type"):
+        group_spec(group, resources)
+
+
+async def _nothing(event: WorkQueued, ctx: HandlerContext) -> None:
+    """A handler that does nothing."""

@@ -32,11 +32,11 @@ def limiter(redis: aioredis.Redis, flow: Flow, lease_ms: int = LEASE_MS) -> Limi
     return Limiter(redis, Keys(prefix="t"), "hooks", flow, lease_ms)
 
 
-def entry(event_id: str, key: str) -> tuple[str, str]:
-    return (event_id, key)
+def entry(event_id: str, key: str, fresh: bool = False) -> tuple[str, str, bool]:
+    return (event_id, key, fresh)
 
 
-async def acquire(lim: Limiter, entries: list[tuple[str, str]]) -> list[bool]:
+async def acquire(lim: Limiter, entries: list[tuple[str, str, bool]]) -> list[bool]:
     """``Limiter.acquire``, each entry parked as its id and nothing else."""
     return await lim.acquire(entries, lambda i: json.dumps({"id": entries[i][0], "p": 0, "f": []}))
 
@@ -51,7 +51,10 @@ async def test_a_keys_slots_never_exceed_its_concurrency_across_limiters(
     flow = Flow(key="owner", concurrency=3)
     workers = [limiter(redis, flow) for _ in range(4)]
     granted = await asyncio.gather(
-        *(acquire(w, [entry(f"e{n}-{i}", "a") for i in range(5)]) for n, w in enumerate(workers))
+        *(
+            acquire(w, [entry(f"e{n}-{i}", "a", fresh=True) for i in range(5)])
+            for n, w in enumerate(workers)
+        )
     )
     assert sum(sum(g) for g in granted) == 3
     assert await workers[0].holding("a") == 3
@@ -102,9 +105,9 @@ async def test_a_lease_that_runs_out_frees_the_slot(redis: aioredis.Redis) -> No
 
 
 async def test_a_kept_lease_does_not_run_out(redis: aioredis.Redis) -> None:
-    lim = limiter(redis, Flow(key="owner", concurrency=1), lease_ms=400)
+    lim = limiter(redis, Flow(key="owner", concurrency=1), lease_ms=1_000)
     await acquire(lim, [entry("busy", "a"), entry("next", "a")])
-    until = time.monotonic() + 1.2
+    until = time.monotonic() + 2.5  # past two leases, kept every tenth of one
     while time.monotonic() < until:
         assert await lim.keep([("busy", "a")]) == 1
         assert not (await lim.pump()).released

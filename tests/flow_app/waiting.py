@@ -27,7 +27,7 @@ def parked(event_id: str) -> str:
 async def acquire(limiter: Limiter, key: str, count: int) -> list[bool]:
     """``count`` entries of ``key`` read by a consumer: which may start."""
     ids = [f"{key}{i}" for i in range(count)]
-    return await limiter.acquire([(i, key) for i in ids], lambda n: parked(ids[n]))
+    return await limiter.acquire([(i, key, True) for i in ids], lambda n: parked(ids[n]))
 
 
 async def hold_and_park(redis: Redis, keys: Keys) -> Limiter:

@@ -31,6 +31,9 @@ from sluice.config.networks import Network, trusted_networks
 # links, operations, reminders
 from sluice.events import EVENT_TYPES, decode
 
+# operations
+from sluice.flow.view import FlowStatus, WaitingPage, flow_status, group_flows, waiting_entries
+
 # links
 from sluice.history import catalog
 
@@ -222,6 +225,7 @@ __all__ = [
     "EventPage",
     "EventQuery",
     "Failures",
+    "FlowStatus",
     "Form",
     "FoundEvent",
     "GroupHistory",
@@ -243,6 +247,7 @@ __all__ = [
     "SegmentRef",
     "Validators",
     "VisitorHasher",
+    "WaitingPage",
     "by_account",
     "by_address",
     "cancel_and_wait",
@@ -256,8 +261,10 @@ __all__ = [
     "email_key",
     "event_search",
     "first_of",
+    "flow_status",
     "forget_signal",
     "found",
+    "group_flows",
     "held_by",
     "incoming_trace_id",
     "inline_hashes",
@@ -290,5 +297,6 @@ __all__ = [
     "trusted_networks",
     "visitor_hash",
     "wait_or_stop",
+    "waiting_entries",
     "zone",
 ]

@@ -44,6 +44,7 @@ from sluice.config import Config
 from sluice.errors import ConfigError
 from sluice.events import CORE_EVENTS, REGISTRY, Event
 from sluice.events.registry import RegistryError
+from sluice.flow.spec import Flow
 from sluice.http.openapi import ROUTES
 from sluice.http.route_docs import Route
 from sluice.process.resources import Resources
@@ -86,6 +87,9 @@ class Apps:
     # The first segment of every route outside /v1/ (lower-cased), which no short link's
     # alias may take, and the route that takes it (docs/guides/write-an-app.md).
     reserved_words: Mapping[str, str] = field(default_factory=dict)
+    # The groups declared with flow control, and their flow as declared (the deployment's
+    # overrides are applied where it runs: ``sluice.flow.view.group_flows``).
+    flows: Mapping[str, Flow] = field(default_factory=dict)
 
     def names(self) -> list[str]:
         return [app.name for app in self.apps]
@@ -315,6 +319,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
     groups: dict[str, GroupFactory] = {}
     aggregates: dict[str, tuple[str, ...]] = {}
     projections: dict[str, EngineProjection] = {}
+    flows: dict[str, Flow] = {}
     migrations: list[Migration] = []
     for app in apps:
         migrations += sorted(app.migrations, key=lambda m: m.version)
@@ -322,6 +327,8 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
             group = declared.loaded_part(loaded)
             groups[name] = functools.partial(group_spec, group)
             aggregates[name] = group_aggregates(group)
+            if group.run.flow is not None:
+                flows[name] = group.run.flow
         for name, projection in app.projections.items():
             engine = projections[name] = engine_projection(projection)
             migrations += projection_migrations(projection)
@@ -337,6 +344,7 @@ def _assemble(apps: tuple[App, ...], sources: Mapping[str, str]) -> Apps:
         jobs={name: job for app in apps for name, job in app.jobs.items()},
         sources=sources,
         reserved_words=words,
+        flows=flows,
     )
 
 

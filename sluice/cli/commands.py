@@ -307,6 +307,12 @@ async def _replay(config: Config, args: argparse.Namespace) -> int:
     return await replay(config, args.projection, progress=not args.no_progress)
 
 
+async def _flow(config: Config, args: argparse.Namespace) -> int:
+    from sluice.cli.flow_commands import flow_command
+
+    return await flow_command(config, args)
+
+
 async def _status(config: Config, args: argparse.Namespace) -> int:
     from sluice.cli.stream_commands import show_status
 
@@ -388,6 +394,7 @@ _SERVICES: dict[str, Callable[[Config, argparse.Namespace], Awaitable[None]]] = 
 _TOOLS: dict[str, Callable[[Config, argparse.Namespace], Awaitable[int]]] = {
     "replay": _replay,
     "status": _status,
+    "flow": _flow,
     "dlq": _dlq,
     "tasks": tasks_command,
 }

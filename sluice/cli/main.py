@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "status", "streams, groups, lag, pending, dead letters", guide="guides/operate.md"
     )
     status.add_argument("--json", action="store_true", help="the report as JSON")
+    _flow_command(sub)
     _dead_letter_commands(sub)
     _group_commands(sub)
     _events_command(sub)
@@ -192,6 +193,22 @@ def _dead_letter_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
     dlq_drop.add_argument(
         "target", nargs="+", metavar="[GROUP] ID", help="the dead letter's id, after its group"
     )
+
+
+def _flow_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    flow = _command(
+        sub,
+        "flow",
+        "a flow group's keys waiting, its busiest keys, and one key's waiting entries",
+        guide="guides/operate.md",
+    )
+    flow.add_argument("group", metavar="GROUP", help="a group declared with flow=")
+    flow.add_argument("--key", help="list this key's waiting entries, oldest first")
+    flow.add_argument(
+        "--limit", type=_positive, default=20, help="keys shown, or entries of --key shown"
+    )
+    flow.add_argument("--after", metavar="CURSOR", help="with --key: the page after this one")
+    flow.add_argument("--json", action="store_true", help="the report as JSON")
 
 
 def _group_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

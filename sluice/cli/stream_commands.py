@@ -11,8 +11,10 @@ from collections.abc import Mapping
 import msgspec
 
 from sluice.app.assembly import assemble
+from sluice.cli.flow_commands import flow_lines, flow_reports
 from sluice.config import Config
 from sluice.events import EVENT_TYPES
+from sluice.flow.view import group_flows
 from sluice.history.size import measure as history_size
 from sluice.process.resources import Resources
 from sluice.records.dead_letters import (
@@ -34,11 +36,13 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         )
         history = await history_size(resources.store)
         partitioned = resources.keys.partitions > 1
+        flows = await flow_reports(resources, group_flows(parts.apps.flows, config))
     loaded = parts.apps.groups
     if as_json:
         shown = dataclasses.asdict(report) | {
             "groups": [dataclasses.asdict(g) for g in group_totals(report)],
             "history": msgspec.to_builtins(history),
+            "flows": [dataclasses.asdict(f) for f in flows],
         }
         print(json.dumps(shown, indent=2))
         return 0
@@ -60,6 +64,10 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         print("groups, every partition together:")
         for g in group_totals(report):
             print(f"  {g.group:<16} {_group_figures(g, loaded)}")
+    if flows:
+        print("flow control (keys waiting for their turn; slots in use / concurrency):")
+        for flow in flows:
+            print("\n".join(flow_lines(flow)))
     for s in report.stalled:
         since = "never" if s.since_ack_s is None else f"{s.since_ack_s:.0f} s ago"
         print(

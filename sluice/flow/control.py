@@ -128,7 +128,9 @@ class FlowControl:
         fields.setdefault("origin", message.stream)
         fields["deliveries"] = str(message.deliveries - 1)
         flat = [x for pair in fields.items() for x in pair]
-        return json.dumps({"id": message.event_id, "p": self.partition, "f": flat})
+        # "t": since when it waits (ms), for the operators' view (``sluice.flow.view``).
+        parked = {"id": message.event_id, "p": self.partition, "f": flat}
+        return json.dumps(parked | {"t": int(time.time() * 1000)})
 
     async def _ack(self, parked: Sequence[Message]) -> None:
         by_stream: dict[str, list[str]] = {}

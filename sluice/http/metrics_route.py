@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client.core import Metric
 
 from sluice.aio.waiting import wait_or_stop
+from sluice.flow.view import FlowStatus, flow_status, group_flows
 from sluice.history.size import HistorySize, measure
 from sluice.http.app_keys import APPS, CONFIG, KEYS, PUBLISHERS, REDIS, STORE
 from sluice.http.auth import require_admin
@@ -74,6 +75,18 @@ HISTORY = (
     ScrapedGauge("sluice_history_archived_events", "Events in archive segments"),
     ScrapedGauge("sluice_history_archived_bytes", "Bytes of archive segments"),
 )
+# Of each group with flow control, from one script in its slot (``sluice.flow.view``).
+FLOW_WAITING_ENTRIES = ScrapedGauge(
+    "sluice_flow_waiting_entries", "Entries waiting for their key's turn (flow control)", ["group"]
+)
+FLOW_WAITING_KEYS = ScrapedGauge(
+    "sluice_flow_waiting_keys", "Keys with entries waiting for their turn (flow control)", ["group"]
+)
+FLOW_SLOTS = ScrapedGauge(
+    "sluice_flow_slots_in_use",
+    "Entries in handling of the keys with waiting entries (flow control)",
+    ["group"],
+)
 OLDEST_EVENT = ScrapedGauge(
     "sluice_history_oldest_event_timestamp_seconds", "The oldest event's time"
 )
@@ -124,6 +137,31 @@ def _history_families(size: HistorySize | None) -> list[Metric]:
         oldest.add_metric([], datetime.fromisoformat(size.oldest_event_at).timestamp())
         families.append(oldest)
     return families
+
+
+def _flow_families(reports: Iterable[FlowStatus]) -> list[Metric]:
+    entries, keys, slots = (
+        FLOW_WAITING_ENTRIES.family(),
+        FLOW_WAITING_KEYS.family(),
+        FLOW_SLOTS.family(),
+    )
+    for report in reports:
+        entries.add_metric([report.group], report.entries_waiting)
+        keys.add_metric([report.group], report.keys_waiting)
+        slots.add_metric([report.group], report.slots_in_use)
+    return [entries, keys, slots]
+
+
+async def _flows(request: web.Request) -> list[FlowStatus]:
+    """Each flow group's state; none when Redis does not answer in time."""
+    flows = group_flows(request.app[APPS].flows, request.app[CONFIG])
+    redis, keys = request.app[REDIS], request.app[KEYS]
+    try:
+        async with asyncio.timeout(SCRAPE_TIMEOUT):
+            return [await flow_status(redis, keys, g, flows[g], top=0) for g in sorted(flows)]
+    except REDIS_ERRORS as exc:
+        log.warning("metrics: redis did not answer", error=repr(exc))
+        return []
 
 
 async def _history(request: web.Request) -> HistorySize | None:
@@ -178,6 +216,8 @@ async def metrics(request: web.Request) -> web.Response:
     except REDIS_ERRORS as exc:
         log.warning("metrics: redis did not answer", error=repr(exc))
     families = _families(report, request.app[APPS].groups)
+    if report is not None:
+        families += _flow_families(await _flows(request))
     families += _history_families(await _history(request))
     body = await asyncio.to_thread(render, families)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

@@ -4,7 +4,15 @@ token but the ``/admin`` page itself (which asks for the token)."""
 from __future__ import annotations
 
 from sluice.builtin.operations.app import app
-from sluice.builtin.operations.http import admin, dashboard, dead_letters, events, history, pauses
+from sluice.builtin.operations.http import (
+    admin,
+    dashboard,
+    dead_letters,
+    events,
+    flow,
+    history,
+    pauses,
+)
 from sluice.builtin.tags import tagged
 
 app.add_routes(
@@ -14,6 +22,7 @@ app.add_routes(
             *admin.ROUTES,
             *dead_letters.ROUTES,
             *pauses.ROUTES,
+            *flow.ROUTES,
             *events.ROUTES,
             *history.ROUTES,
         )

@@ -22,7 +22,7 @@ from sluice.app import (
 from sluice.app.advanced import APPS, pause
 
 
-def _group(request: web.Request) -> str:
+def known_group(request: web.Request) -> str:
     """The group of the path; 404 when no such group is known."""
     group, every = request.match_info["group"], request.app[APPS].groups
     if group not in every:
@@ -32,17 +32,17 @@ def _group(request: web.Request) -> str:
 
 async def pause_group(request: web.Request) -> web.Response:
     await require_admin(request)
-    await pause.pause(store(request), _group(request))
+    await pause.pause(store(request), known_group(request))
     return web.Response(status=204)
 
 
 async def resume_group(request: web.Request) -> web.Response:
     await require_admin(request)
-    await pause.resume(store(request), _group(request))
+    await pause.resume(store(request), known_group(request))
     return web.Response(status=204)
 
 
-_GROUP = {
+GROUP_PARAMETER = {
     "name": "group",
     "in": "path",
     "required": True,
@@ -73,7 +73,7 @@ ROUTES = (
                 "Pausing a paused group changes nothing."
             ),
             "security": ADMIN,
-            "parameters": [_GROUP],
+            "parameters": [GROUP_PARAMETER],
             "responses": {"204": {"description": "the group is paused"}, **_ANSWERS},
         },
     ),
@@ -89,7 +89,7 @@ ROUTES = (
                 "Resuming a group that is not paused changes nothing."
             ),
             "security": ADMIN,
-            "parameters": [_GROUP],
+            "parameters": [GROUP_PARAMETER],
             "responses": {"204": {"description": "the group takes entries again"}, **_ANSWERS},
         },
     ),

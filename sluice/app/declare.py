@@ -30,11 +30,11 @@ from sluice.app.groups import (
     DeadLetterWithContext,
     DepsFactory,
     Group,
-    GroupRun,
     GroupSettings,
     Projection,
     TurnKey,
     check_name,
+    checked_run,
 )
 from sluice.app.jobs import DEFAULT_PRIORITY, Job, flow_options
 from sluice.app.redis_keys import RedisKeys
@@ -189,33 +189,11 @@ class App:
         deployment's ``SLUICE_<GROUP>_KEY_CONCURRENCY``, ``_KEY_RATE`` and ``_RATE`` win)."""
         if name in self.groups:
             raise ValueError(f"app {self.name!r} declares group {name!r} twice")
-        with_ctx = False
-        if on_dead_letter is not None:
-            with_ctx = self._dead_letter_shape(name, on_dead_letter)
-        for what, value in (("deps", deps), ("turns", turns)):
-            if value is not None and not callable(value):
-                raise TypeError(
-                    f"app {self.name!r}: group {name!r}, {what}= must be a function, not {value!r}"
-                )
-        if flow is not None and not isinstance(flow, Flow):
-            raise TypeError(
-                f"app {self.name!r}: group {name!r}, flow= must be a Flow, not {flow!r}"
-            )
+        run = checked_run(self.name, name, deps, turns, on_dead_letter, flow)
         settings = GroupSettings(retry_base_ms, max_deliveries, timeout_seconds, concurrency, batch)
-        run = GroupRun(deps, turns, on_dead_letter, with_ctx, flow)
         group = Group(self, name, settings, run)
         self.groups[name] = group
         return group
-
-    def _dead_letter_shape(self, group: str, hook: object) -> bool:
-        """Check ``hook``'s shape; True when it takes the group's ``ctx`` too."""
-        what = f"group {group!r}, on_dead_letter"
-        try:
-            check_shape(self.name, what, hook, SHAPES["on_dead_letter_ctx"])
-        except TypeError:
-            check_shape(self.name, what, hook, SHAPES["on_dead_letter"])
-            return False
-        return True
 
     def projection(
         self,

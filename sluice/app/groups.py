@@ -93,6 +93,33 @@ class GroupRun(Generic[D]):
     flow: Flow | None = None
 
 
+def checked_run(
+    app: str,
+    group: str,
+    deps: DepsFactory[D] | None,
+    turns: TurnKey | None,
+    on_dead_letter: DeadLetterHook | DeadLetterWithContext | None,
+    flow: Flow | None,
+) -> GroupRun[D]:
+    """``App.group``'s ``deps``, ``turns``, ``on_dead_letter`` and ``flow``, each checked,
+    the error naming ``app`` and ``group``."""
+    where = f"app {app!r}: group {group!r}"
+    for what, value in (("deps", deps), ("turns", turns)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{where}, {what}= must be a function, not {value!r}")
+    if flow is not None and not isinstance(flow, Flow):
+        raise TypeError(f"{where}, flow= must be a Flow, not {flow!r}")
+    with_ctx = False
+    if on_dead_letter is not None:
+        what = f"group {group!r}, on_dead_letter"
+        try:  # the shape with ``ctx`` first; the error names the shape without it
+            check_shape(app, what, on_dead_letter, SHAPES["on_dead_letter_ctx"])
+            with_ctx = True
+        except TypeError:
+            check_shape(app, what, on_dead_letter, SHAPES["on_dead_letter"])
+    return GroupRun(deps, turns, on_dead_letter, with_ctx, flow)
+
+
 class Group(Generic[D]):
     """A handler group: functions per event type, consumed by ``sluice worker NAME`` with
     competing consumers, retries with backoff, and dead letters after the last attempt.

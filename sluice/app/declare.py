@@ -267,13 +267,15 @@ class App:
         priority: int = DEFAULT_PRIORITY,
         debounce: timedelta | None = None,
         max_wait: timedelta | None = None,
+        flow_key: Callable[[P], str | None] | None = None,
     ) -> Callable[[JobFunction[P]], Job[P]]:
         """Declare a delayed job: ``async def run(payload, tx, ctx)``, applied once in a
         transaction when it falls due. The decorator gives the ``Job``, whose
         ``schedule(tx, payload, key=..., at=/delay=, priority=)`` and ``cancel(tx, key)``
         are called inside the transaction that decides them. It runs in ``group`` (by
         default the app's group ``<app>-jobs``), with that group's retries; ``priority``,
-        ``debounce`` and ``max_wait``: docs/concepts/job-flow.md."""
+        ``debounce`` and ``max_wait``: docs/concepts/job-flow.md. ``flow_key(payload)``: the
+        key of a run for ``group``'s ``flow=`` (docs/concepts/flow-control.md)."""
         check_name("job", name)
         options = flow_options(f"app {self.name!r}: job {name!r}", priority, debounce, max_wait)
 
@@ -285,7 +287,12 @@ class App:
                     f"app {self.name!r}: job {name!r} cannot run in group {owner.name!r},"
                     " whose only handler is its @batch"
                 )
-            job: Job[P] = Job(name, payload, function, owner.name, *options)
+            if flow_key is not None and owner.run.flow is None:
+                raise ValueError(
+                    f"app {self.name!r}: job {name!r} has a flow_key, but its group"
+                    f" {owner.name!r} has no flow= to count it by"
+                )
+            job: Job[P] = Job(name, payload, function, owner.name, *options, flow_key)
             if name in self.jobs:
                 raise ValueError(f"app {self.name!r} declares job {name!r} twice")
             self.jobs[name] = job

@@ -70,7 +70,8 @@ def flow_options(
 @dataclass(frozen=True)
 class Job(Generic[P]):
     """A declared delayed job (``App.job``): its name, payload type, function and group,
-    its default priority, and its debounce window and longest wait, if any."""
+    its default priority, its debounce window and longest wait, and the key of its runs
+    for the group's flow control, if any."""
 
     name: str
     payload: type[P]
@@ -79,6 +80,8 @@ class Job(Generic[P]):
     priority: int = DEFAULT_PRIORITY
     debounce: timedelta | None = None
     max_wait: timedelta | None = None
+    # The key of a run for its group's flow control (``App.job``'s ``flow_key``).
+    flow_key: Callable[[P], str | None] | None = None
 
     async def schedule(
         self,

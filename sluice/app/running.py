@@ -19,6 +19,7 @@ handed to every call in ``ctx.deps``; ``turns`` reorders each read before the ca
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Container, Hashable, Sequence
 from itertools import zip_longest
@@ -115,7 +116,7 @@ def group_spec(group: Group[Any], resources: Resources, deps: Any = BUILD) -> Gr
         max_deliveries=settings.max_deliveries,
         handler_timeout_s=settings.timeout_seconds,
         close=close,
-        flow=None if run.flow is None else with_overrides(name, _keyed(group), resources.config),
+        flow=None if run.flow is None else with_overrides(name, _job_keys(group), resources.config),
     )
 
 
@@ -129,13 +130,31 @@ def _keyed(group: Group[Any]) -> Flow:
     misspelt field would leave every event unlimited)."""
     flow = group.run.flow
     assert flow is not None
-    types = group.event_types
+    types = [*group.event_types, *([JobDue] if group.jobs else [])]
     if isinstance(flow.key, str) and not any(flow.key in t.__struct_fields__ for t in types):
         raise ConfigError(
             f"app {group.app.name!r}: group {group.name!r}, Flow(key={flow.key!r}): no event"
             f" type the group handles has that field ({', '.join(t.__name__ for t in types)})"
         )
     return flow
+
+
+def _job_keys(group: Group[Any]) -> Flow:
+    """The group's flow, a run of a job that names a ``flow_key`` keyed by it (of the
+    job's payload); other events, and runs of other jobs, by the flow's own key."""
+    flow = _keyed(group)
+    jobs = {name: job for name, job in group.jobs.items() if job.flow_key is not None}
+    if not jobs:
+        return flow
+    own = flow.key_of()
+
+    def key(event: Any) -> str | None:
+        job = jobs.get(event.job) if type(event) is JobDue else None
+        if job is None:
+            return own(event)
+        return job.flow_key(job.decode(event))
+
+    return dataclasses.replace(flow, key=key)
 
 
 def _dead_letter_hook(group: Group[Any], resources: Resources, deps: Any) -> DeadLetterHook | None:

@@ -4,6 +4,9 @@ across worker processes. Its handler records in Redis what a test checks: when e
 entry started, which entries were handled, and the most entries of one tenant it saw
 in handling at once across every worker, and each entry's attempt.
 
+Its group ``reports`` runs the ``report`` job, two runs of one tenant at once (the job's
+``flow_key``).
+
 Load it as any app: ``SLUICE_APPS=default,tests.flow_app``. The group's limits are the
 declared ones unless the test's deployment sets ``SLUICE_THROTTLED_KEY_CONCURRENCY``,
 ``_KEY_RATE`` or ``_RATE``.
@@ -15,9 +18,10 @@ import asyncio
 import time
 from typing import ClassVar
 
+import msgspec
 from redis.asyncio import Redis
 
-from sluice.app import App, Event, Flow, HandlerContext
+from sluice.app import App, Event, Flow, HandlerContext, JobContext, Tx
 
 APPS = "default,tests.flow_app"
 
@@ -68,19 +72,41 @@ ATTEMPTS = "flow-test:attempts"  # hash: event id -> its last attempt (ctx.attem
 @throttled.on(WorkQueued)
 async def work(event: WorkQueued, ctx: HandlerContext) -> None:
     redis: Redis = ctx.redis
-    started = time.time()
-    await redis.hsetnx(STARTS, event.event_id, repr(started))
     await redis.hset(ATTEMPTS, event.event_id, ctx.attempt)
+    await _handle(redis, event.tenant, event.event_id, event.ms)
+
+
+class Report(msgspec.Struct, frozen=True):
+    """A report for ``tenant``, built in ``ms`` milliseconds."""
+
+    tenant: str
+    ms: int = 20
+
+
+# Runs of the job below are counted by their payload's tenant, two at once per tenant;
+# runs of the group's other jobs, by the job's name (the flow's key, a field of JobDue).
+reports = app.group("reports", flow=Flow(key="job", concurrency=2))
+
+
+@app.job("report", payload=Report, group=reports, flow_key=lambda report: report.tenant)
+async def report(payload: Report, tx: Tx, ctx: JobContext) -> None:
+    await _handle(ctx.redis, f"report-{payload.tenant}", f"report:{ctx.key}", payload.ms)
+
+
+async def _handle(redis: Redis, tenant: str, event_id: str, ms: int) -> None:
+    """Take ``ms`` milliseconds, counted in handling for ``tenant`` meanwhile."""
+    started = time.time()
+    await redis.hsetnx(STARTS, event_id, repr(started))
     # Counted until the handler's end, or half a second past it if its worker dies.
     await redis.eval(
         _ENTER,
         2,
-        in_handling(event.tenant),
-        most_at_once(event.tenant),
+        in_handling(tenant),
+        most_at_once(tenant),
         int(started * 1000),
-        event.ms + 500,
-        event.event_id,
+        ms + 500,
+        event_id,
     )
-    await asyncio.sleep(event.ms / 1000)
-    await redis.zrem(in_handling(event.tenant), event.event_id)
-    await redis.sadd(HANDLED, event.event_id)
+    await asyncio.sleep(ms / 1000)
+    await redis.zrem(in_handling(tenant), event_id)
+    await redis.sadd(HANDLED, event_id)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
-from sluice.app import App, HandlerContext
+from sluice.app import App, HandlerContext, JobContext, Tx
 from sluice.app.running import group_spec
 from sluice.app.testing import open_harness, sluice_command
 from sluice.config import Config, load_config
@@ -19,7 +19,7 @@ from sluice.errors import ConfigError
 from sluice.flow.limiter import Limiter
 from sluice.flow.spec import Flow, Rate, with_overrides
 from sluice.process.resources import Resources
-from tests.flow_app import APPS, ATTEMPTS, HANDLED, WorkQueued, most_at_once
+from tests.flow_app import APPS, ATTEMPTS, HANDLED, Report, WorkQueued, most_at_once, report
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
@@ -113,3 +113,34 @@ def test_a_key_field_no_event_type_has_is_refused_at_the_start(
 
 async def _nothing(event: WorkQueued, ctx: HandlerContext) -> None:
     """A handler that does nothing."""
+
+
+async def test_a_jobs_runs_are_counted_by_its_flow_key(
+    make_config: Callable[..., Config], topology: str
+) -> None:
+    async with open_harness(make_config(apps=APPS)) as harness:
+        now = harness.now()
+        async with harness.store.transaction() as tx:
+            for i in range(8):
+                await report.schedule(tx, Report(tenant="a"), key=f"a{i}", at=now)
+            await report.schedule(tx, Report(tenant="b"), key="b0", at=now)
+        await harness.drain()
+        redis = harness.resources.redis
+        assert await redis.smembers(HANDLED) == {
+            *(f"report:a{i}".encode() for i in range(8)),
+            b"report:b0",
+        }
+        assert 1 <= await most(redis, "report-a") <= 2
+        if topology == "single":  # one read brings them all: two of a start, six wait
+            # (on SQLite the two run one after the other: a job runs in a write transaction)
+            limiter = Limiter(redis, harness.resources.keys, "reports", Flow(key="job"), 1000)
+            assert (await limiter.stats())["deferred"] == 6
+
+
+def test_a_job_with_a_flow_key_needs_a_group_with_a_flow() -> None:
+    app = App("keyless")
+
+    with pytest.raises(ValueError, match="job 'nightly' has a flow_key, but its group"):
+
+        @app.job("nightly", payload=Report, flow_key=lambda report: report.tenant)
+        async def nightly(payload: Report, tx: Tx, ctx: JobContext) -> None: ...

@@ -130,7 +130,7 @@ def _keyed(group: Group[Any]) -> Flow:
     misspelt field would leave every event unlimited)."""
     flow = group.run.flow
     assert flow is not None
-    types = [*group.event_types, *([JobDue] if group.jobs else [])]
+    types: list[type[Event]] = [*group.event_types, *([JobDue] if group.jobs else [])]
     if isinstance(flow.key, str) and not any(flow.key in t.__struct_fields__ for t in types):
         raise ConfigError(
             f"app {group.app.name!r}: group {group.name!r}, Flow(key={flow.key!r}): no event"
@@ -150,7 +150,7 @@ def _job_keys(group: Group[Any]) -> Flow:
 
     def key(event: Any) -> str | None:
         job = jobs.get(event.job) if type(event) is JobDue else None
-        if job is None:
+        if job is None or job.flow_key is None:
             return own(event)
         return job.flow_key(job.decode(event))
 

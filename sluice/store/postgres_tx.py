@@ -16,6 +16,7 @@ from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 from sluice.store.postgres_dialect import DIALECT, numbered, translate_ddl
 from sluice.store.postgres_session import Connection, Opener
+from sluice.telemetry import tracing
 
 # pg_advisory_xact_lock keys: "sluice" in ASCII, then one byte per purpose.
 HISTORY_LOCK = 0x736C75696365_01
@@ -114,8 +115,10 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
             return collections.Counter()
         kinds = [type_name(e) for e in events]
         created_at = utcnow().isoformat()
+        # The appending span's traceparent, a column of its own only when tracing is on.
+        parent = tracing.current_traceparent() if tracing.ENABLED else None
         for start in range(0, len(events), APPEND_ROWS):
-            rows = [
+            rows: list[tuple[object, ...]] = [
                 (e.event_id, kind, e.aggregate, encode(e), e.trace_id, created_at)
                 for e, kind in zip(
                     events[start : start + APPEND_ROWS],
@@ -123,7 +126,11 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
                     strict=True,
                 )
             ]
+            columns: tuple[str, ...] = _APPENDED
+            if parent is not None:
+                rows = [(*r, parent) for r in rows]
+                columns = (*_APPENDED, "traceparent")
             await self.lock_history()
             conn = await self._session()
-            await conn.copy_records_to_table("events", records=rows, columns=_APPENDED)
+            await conn.copy_records_to_table("events", records=rows, columns=columns)
         return collections.Counter(kinds)

@@ -12,15 +12,15 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode
 
-from sluice.app.testing import Harness, HarnessFactory  # noqa: E402
-from sluice.telemetry import tracing  # noqa: E402
-from tests.app_helpers import AppDir  # noqa: E402
+from sluice.app.testing import Harness, HarnessFactory
+from sluice.telemetry import tracing
+from tests.app_helpers import AppDir
 
 PARCELS = """
 from typing import ClassVar

@@ -20,14 +20,14 @@ from aiohttp import web
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from sluice.app.testing import patience, wait_for  # noqa: E402
-from sluice.embedded.redis_server import free_port  # noqa: E402
+from sluice.app.testing import patience, wait_for
+from sluice.embedded.redis_server import free_port
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"

@@ -335,12 +335,14 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         32,
-        "the W3C traceparent of each event's appending span",
+        "the W3C traceparent of each event's and each delayed job's span",
         # sluice/telemetry/tracing.py, docs/guides/tracing.md: the span (a request's, a
         # handler's) that appended the event, carried by the relay onto the stream entry so
-        # its handlers' spans are children of it. NULL when tracing is off.
+        # its handlers' spans are children of it; the span that scheduled a job, given to
+        # the JobDue event it fires. NULL when tracing is off.
         """
         ALTER TABLE events ADD COLUMN traceparent TEXT;
+        ALTER TABLE delayed_jobs ADD COLUMN traceparent TEXT;
         """,
     ),
 ]

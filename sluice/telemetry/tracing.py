@@ -175,6 +175,19 @@ def current_traceparent() -> str | None:
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
+@contextmanager
+def under(traceparent: str | None) -> Iterator[None]:
+    """The span ``traceparent`` names as the current one (what is appended meanwhile
+    carries it): a fired job's JobDue event gets the scheduling request's span."""
+    from opentelemetry import context
+
+    token = context.attach(_parent(traceparent))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
 def _hex(span: Any) -> str:
     return f"{span.get_span_context().trace_id:032x}"
 

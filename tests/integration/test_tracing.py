@@ -6,6 +6,7 @@ attempt is a CONSUMER span in the request's trace, a failed one with its error."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,11 +24,14 @@ from sluice.telemetry import tracing
 from tests.app_helpers import AppDir
 
 PARCELS = """
+from datetime import timedelta
 from typing import ClassVar
 
 import msgspec
 from aiohttp import web
-from sluice.app import App, Event, HandlerContext, Tx, json_response, read_json, store
+from sluice.app import (
+    App, Event, HandlerContext, JobContext, Tx, json_response, read_json, store,
+)
 
 app = App("parcels")
 app.aggregate("parcels", key="parcel_id")
@@ -56,7 +60,18 @@ async def send(request: web.Request) -> web.Response:
     body = await read_json(request, Send)
     async with store(request).transaction() as tx:
         await tx.append(ParcelSent(parcel_id=body.parcel_id))
+        await chase.schedule(tx, Chase(body.parcel_id), key=body.parcel_id,
+                             delay=timedelta(hours=1))
     return json_response({"id": body.parcel_id}, 201)
+
+
+class Chase(msgspec.Struct, frozen=True):
+    parcel_id: str
+
+
+@app.job("chase", payload=Chase)
+async def chase(job: Chase, tx: Tx, ctx: JobContext) -> None:
+    pass
 
 
 labelling = app.group("labelling", max_deliveries=5, retry_base_ms=60_000)
@@ -217,3 +232,25 @@ async def test_without_tracing_no_span_is_made_and_events_carry_no_traceparent(
     assert exporter.get_finished_spans() == ()
     rows = await h.store.fetchall("SELECT traceparent FROM events")
     assert rows and all(r[0] is None for r in rows)
+
+
+async def test_a_job_scheduled_in_a_request_runs_in_the_requests_trace(
+    app_dir: AppDir,
+    sluice_harness: HarnessFactory,
+    sluice_store_kind: str,
+    spans: InMemorySpanExporter,
+) -> None:
+    h = await _parcels(app_dir, sluice_harness, sluice_store_kind)
+    trace_id = await _send(h, "p4", {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+    await h.drain()
+    assert (await h.advance(timedelta(hours=2))).jobs_fired == 1
+    finished = spans.get_finished_spans()
+    (server,) = [s for s in finished if s.kind == SpanKind.SERVER]
+    (run,) = [
+        s
+        for s in finished
+        if s.kind == SpanKind.CONSUMER and s.attributes["sluice.event.type"] == "JobDue"
+    ]
+    assert _hex(run.context.trace_id) == trace_id == CALLER_TRACE
+    assert run.parent.span_id == server.context.span_id
+    assert run.attributes["messaging.destination.name"] == "delayed"

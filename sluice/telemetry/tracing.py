@@ -297,14 +297,21 @@ def producing(events: Sequence[StoredEvent]) -> Iterator[None]:
     """A PRODUCER span for one batch the relay publishes, linked to the span that
     appended each of its events (a batch carries events of many traces: links, not a
     parent). The SDK keeps at most ``OTEL_SPAN_LINK_COUNT_LIMIT`` links (128)."""
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode, get_current_span
+    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
     links = []
     for event in events:
-        if event.traceparent:
-            ctx = get_current_span(_parent(event.traceparent)).get_span_context()
-            if ctx.is_valid:
-                links.append(Link(ctx, {"messaging.message.id": event.event_id}))
+        # Written by ``current_traceparent``: parsed by position, not by the propagator,
+        # and no attributes on the link, which would triple its cost (the relay makes one
+        # link per event: about 5 us, against 16 us so and 50 us for a span per event).
+        if (parent := event.traceparent) and len(parent) == 55:
+            ctx = SpanContext(
+                int(parent[3:35], 16),
+                int(parent[36:52], 16),
+                is_remote=True,
+                trace_flags=TraceFlags(int(parent[53:], 16)),
+            )
+            links.append(Link(ctx))
     streams = {e.aggregate for e in events}
     span = _tracer.start_span(
         "publish" if len(streams) != 1 else f"publish {next(iter(streams))}",

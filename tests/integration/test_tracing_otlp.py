@@ -1,8 +1,10 @@
-"""Tracing as a team's collector sees it (docs/guides/tracing.md): ``sluice up`` with the
-standard OTLP variables exports, over OTLP/HTTP to a receiver here that decodes the
-protocol's own messages, a registration's SERVER span continuing the caller's
-traceparent, the relay's PRODUCER span and the ``mail`` group's CONSUMER span, all in
-the caller's trace; at Ctrl-C it flushes what it still held."""
+"""Tracing as a team's collector sees it (docs/guides/tracing.md): sluice's processes,
+given the standard OTLP variables, export over OTLP/HTTP to a receiver here that decodes
+the protocol's own messages. A registration's SERVER span continues the caller's
+traceparent, the relay's PRODUCER span links it and the ``mail`` group's CONSUMER span
+is its child, all in the caller's trace, whether ``sluice up`` runs everything (and
+flushes at Ctrl-C) or the API, relay and worker run as processes of their own, on
+either store; a redirect's visit reaches ``link-stats`` in the redirect's trace."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from sluice.app.testing import patience, wait_for
+from sluice.app.testing import Child, patience, wait_answering, wait_for
+from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -165,3 +168,84 @@ async def test_a_registration_is_one_trace_from_the_callers_span_to_the_mail_han
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
+
+
+def _otlp(port: int, service: str) -> dict[str, str]:
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_SERVICE_NAME": service,
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+
+
+@pytest.mark.slow
+async def test_api_relay_and_worker_processes_export_one_trace_per_request(
+    receiver: tuple[Receiver, int],
+    sluice_config: Callable[..., Config],
+    sluice_spawn: Callable[..., Child],
+) -> None:
+    found, otlp_port = receiver
+    port = free_port()
+    config = sluice_config("links,accounts", port=port)
+    sluice_spawn(config, "api", SLUICE_PORT=str(port), **_otlp(otlp_port, "api"))
+    sluice_spawn(config, "relay", **_otlp(otlp_port, "relay"))
+    sluice_spawn(config, "worker", "mail", "link-stats", **_otlp(otlp_port, "worker"))
+    url = f"http://127.0.0.1:{port}"
+    await wait_answering([url])
+    caller = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
+    async with aiohttp.ClientSession(url) as http:
+        user = {"email": "grace@example.org", "password": "correct horse battery"}
+        async with http.post("/v1/users", json=user, headers=caller) as registered:
+            assert registered.status == 201, await registered.text()
+        async with http.post("/v1/tokens", json=user) as issued:
+            bearer = {"Authorization": f"Bearer {(await issued.json())['token']}"}
+        async with http.post(
+            "/v1/links", json={"url": "https://example.com/t"}, headers=bearer
+        ) as created:
+            assert created.status == 201, await created.text()
+            code = (await created.json())["code"]
+        async with http.get(f"/{code}", allow_redirects=False) as followed:
+            assert followed.status == 302
+            visit_trace = bytes.fromhex(followed.headers["X-Trace-Id"])
+
+    def handled(group: str, trace_id: bytes) -> list[Span]:
+        return [
+            s
+            for s in found.of_kind(Span.SPAN_KIND_CONSUMER)
+            if _attributes(s).get("messaging.consumer.group.name") == group
+            and s.trace_id == trace_id
+        ]
+
+    def redirects() -> list[Span]:
+        return [s for s in found.of_kind(Span.SPAN_KIND_SERVER) if s.name == "GET /{code}"]
+
+    async def both_handled() -> bool:
+        return bool(handled("mail", bytes.fromhex(CALLER_TRACE))) and bool(redirects())
+
+    def seen() -> str:
+        return "\n".join(
+            f"{r['service.name']} {s.kind} {s.name} {s.trace_id.hex()} {_attributes(s)}"
+            for r, s in found.spans
+        )
+
+    try:
+        await wait_for(both_handled, timeout=30)
+    except AssertionError as exc:
+        raise AssertionError(f"spans received:\n{seen()}") from exc
+    (registration,) = [
+        s for s in found.of_kind(Span.SPAN_KIND_SERVER) if s.name == "POST /v1/users"
+    ]
+    assert registration.parent_span_id == bytes.fromhex(CALLER_SPAN)
+    (mail,) = handled("mail", registration.trace_id)
+    assert mail.parent_span_id == registration.span_id
+    linked = {link.span_id for p in found.of_kind(Span.SPAN_KIND_PRODUCER) for link in p.links}
+    assert registration.span_id in linked
+    # A redirect is traced too (tracing turns the faster redirect paths off), in the
+    # trace its X-Trace-Id names. Its visit is committed in a batch by a writer of its
+    # own and counted by a projection: neither makes spans yet.
+    (redirect,) = redirects()
+    assert redirect.trace_id == visit_trace
+    assert _attributes(redirect)["http.response.status_code"] == 302
+    assert _attributes(redirect)["http.route"] == "/{code}"
+    services = {resource["service.name"] for resource, _ in found.spans}
+    assert services == {"api", "relay", "worker"}

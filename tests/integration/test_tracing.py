@@ -65,6 +65,12 @@ async def send(request: web.Request) -> web.Response:
     return json_response({"id": body.parcel_id}, 201)
 
 
+@app.route("GET", "/v1/parcels/{parcel_id}/label", doc={"operationId": "parcelLabel",
+           "summary": "label", "responses": {"200": {"description": "the label"}}})
+async def label_of(request: web.Request) -> web.Response:
+    raise RuntimeError("the label store is gone")
+
+
 class Chase(msgspec.Struct, frozen=True):
     parcel_id: str
 
@@ -254,3 +260,18 @@ async def test_a_job_scheduled_in_a_request_runs_in_the_requests_trace(
     assert _hex(run.context.trace_id) == trace_id == CALLER_TRACE
     assert run.parent.span_id == server.context.span_id
     assert run.attributes["messaging.destination.name"] == "delayed"
+
+
+async def test_a_failed_request_is_an_error_span_with_its_exception(
+    app_dir: AppDir, sluice_harness: HarnessFactory, spans: InMemorySpanExporter
+) -> None:
+    h = await _parcels(app_dir, sluice_harness, "sqlite")
+    async with h.client.get("/v1/parcels/p5/label") as r:
+        assert r.status == 500
+    (server,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
+    assert server.name == "GET /v1/parcels/{parcel_id}/label"
+    assert server.status.status_code == StatusCode.ERROR
+    assert server.attributes["http.response.status_code"] == 500
+    assert server.attributes["error.type"] == "RuntimeError"
+    (exception,) = [e for e in server.events if e.name == "exception"]
+    assert exception.attributes["exception.message"] == "the label store is gone"

@@ -35,6 +35,7 @@ from sluice.events import JobDue, uuid7
 from sluice.scheduler.one_shots import POLL_S, Due
 from sluice.store import Store, Tx
 from sluice.store.users import db_time, from_db_time
+from sluice.telemetry import tracing
 
 SLOT_LEASE = timedelta(minutes=15)  # a fired job's slot, if its run never comes
 
@@ -77,9 +78,9 @@ class JobFlow:
                     picked += await self._pick(tx, jobs, now, room)
             if not picked:
                 return []
-            fired = await self._claim(tx, picked, now)
+            parents, fired = await self._claim(tx, picked, now)
             if fired:
-                await tx.append(*fired)
+                await _append(tx, fired, parents)
                 await tx.executemany(
                     "INSERT INTO job_slots (event_id, group_name, fired_at) VALUES (?, ?, ?)",
                     [(e.event_id, self.jobs[e.job], db_time(now)) for e in fired],
@@ -106,16 +107,21 @@ class JobFlow:
         ranked.sort()
         return [(job, key) for _, job, key in ranked[:room]]
 
-    async def _claim(self, tx: Tx, picked: list[tuple[str, str]], now: datetime) -> list[JobDue]:
+    async def _claim(
+        self, tx: Tx, picked: list[tuple[str, str]], now: datetime
+    ) -> tuple[list[str | None], list[JobDue]]:
+        """The due jobs of ``picked`` removed, as their JobDue events, and the traceparent
+        of the span that scheduled each (None with tracing off)."""
         order = {row: i for i, row in enumerate(picked)}
         rows = await tx.fetchall(
             "DELETE FROM delayed_jobs WHERE due_at <= ? AND (job, key) IN (VALUES "
             + ", ".join("(?, ?)" for _ in picked)
-            + ") RETURNING job, key, due_at, payload, trace_id, priority",
+            + ") RETURNING job, key, due_at, payload, trace_id, priority, traceparent",
             [db_time(now), *(p for row in picked for p in row)],
         )
         rows.sort(key=lambda r: order[(str(r[0]), str(r[1]))])
-        return [
+        parents = [r[6] for r in rows]
+        return parents, [
             JobDue(
                 job=str(job),
                 key=str(key),
@@ -125,8 +131,19 @@ class JobFlow:
                 priority=int(priority),
                 event_id=uuid7(),
             )
-            for job, key, due_at, payload, trace_id, priority in rows
+            for job, key, due_at, payload, trace_id, priority, _ in rows
         ]
+
+
+async def _append(tx: Tx, fired: list[JobDue], parents: list[str | None]) -> None:
+    """Append ``fired``; with tracing on, each under the span that scheduled its job, so
+    the job's run is in that request's trace (docs/guides/tracing.md)."""
+    if not tracing.ENABLED:
+        await tx.append(*fired)
+        return
+    for event, parent in zip(fired, parents, strict=True):
+        with tracing.under(parent):
+            await tx.append(event)
 
 
 async def _held(tx: Tx, now: datetime) -> dict[str, int]:

@@ -32,6 +32,7 @@ import msgspec
 from sluice.events import TRACE, JobDue, new_trace_id, utcnow
 from sluice.store import Store, Tx
 from sluice.store.users import db_time, from_db_time
+from sluice.telemetry import tracing
 
 if TYPE_CHECKING:
     from sluice.app.contexts import JobContext
@@ -118,10 +119,11 @@ class Job(Generic[P]):
             due = min(due, max(first + self.max_wait, now))
         await tx.execute(
             "INSERT INTO delayed_jobs"
-            " (job, key, due_at, payload, trace_id, created_at, priority, first_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, key) DO UPDATE SET"
+            " (job, key, due_at, payload, trace_id, created_at, priority, first_at, traceparent)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job, key) DO UPDATE SET"
             " due_at = excluded.due_at, payload = excluded.payload,"
             " trace_id = excluded.trace_id, created_at = excluded.created_at,"
+            " traceparent = excluded.traceparent,"
             " priority = excluded.priority,"
             " first_at = COALESCE(delayed_jobs.first_at, delayed_jobs.created_at)",
             (
@@ -133,6 +135,8 @@ class Job(Generic[P]):
                 db_time(now),
                 level,
                 db_time(first),
+                # the scheduling span: its JobDue event's parent (docs/guides/tracing.md)
+                tracing.current_traceparent() if tracing.ENABLED else None,
             ),
         )
         return due

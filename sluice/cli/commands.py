@@ -29,6 +29,7 @@ from sluice.security.secret_files import ADMIN_TOKEN_FILE, load_or_create_secret
 from sluice.store import Store
 from sluice.store.copy import CopyError, copy_store
 from sluice.store.migrate import CORE
+from sluice.telemetry import tracing
 
 
 def with_redis(config: Config) -> Config:
@@ -120,6 +121,19 @@ async def up(parts: Parts) -> int:
 
 
 async def dispatch(config: Config, args: argparse.Namespace) -> int:
+    """Run the command; a long-running process traces when the environment asks for it
+    (docs/guides/tracing.md), and exports its last spans as it stops."""
+    traced = args.command == "up" or args.command in _SERVICES
+    if traced:
+        tracing.configure("sluice")
+    try:
+        return await _dispatch(config, args)
+    finally:
+        if traced and tracing.ENABLED:
+            await asyncio.to_thread(tracing.shutdown)
+
+
+async def _dispatch(config: Config, args: argparse.Namespace) -> int:
     command = args.command
     # First: an app that cannot load (or is refused) stops every command at once, before
     # anything starts, with the message naming it.

@@ -23,7 +23,7 @@ from sluice.http.bodies import buffer_body, close_with
 from sluice.http.body_limits import large_body
 from sluice.http.degrade import unavailable
 from sluice.http.problems import from_http_exception, problem_response
-from sluice.telemetry import logs
+from sluice.telemetry import logs, tracing
 from sluice.telemetry.logs import REQUEST
 from sluice.telemetry.prometheus import REQUEST_TALLY
 
@@ -89,13 +89,18 @@ async def _answer_and_close(request: web.Request, exc: ProblemError) -> web.Stre
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Trace id and log context for the request, problem+json for every failure, and one
     summary line at the end; an unexpected failure is logged once, as a 500."""
-    trace_id = incoming_trace_id(request.headers) or new_trace_id()
+    # With tracing on, the request's SERVER span, continuing a caller's traceparent.
+    span = tracing.Server(request) if tracing.ENABLED else None
+    trace_id = (
+        span.trace_id if span is not None else incoming_trace_id(request.headers) or new_trace_id()
+    )
     request[TRACE_ID] = trace_id
     TRACE.set(trace_id)  # the request's own task: events it makes join its trace
     request_id = client_request_id(request.headers)
     token = REQUEST.set((trace_id, request.method, request.path, request_id))
     started = time.perf_counter()
     status = 500
+    error: BaseException | None = None
     try:
         try:
             if request.body_exists:
@@ -122,6 +127,7 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
                 retry = {"Retry-After": str(DependencyDown.RETRY_AFTER)}
                 response = problem_response(503, detail, headers=retry)
             else:
+                error = exc
                 log.exception("unhandled error")
                 response = problem_response(500, "the server failed to answer this request")
         status = response.status
@@ -131,6 +137,8 @@ async def request_context(request: web.Request, handler: Handler) -> web.StreamR
     finally:
         _summarize(request, status, time.perf_counter() - started)
         REQUEST.reset(token)
+        if span is not None:
+            span.end(status, error)
 
 
 def _summarize(request: web.Request, status: int, seconds: float) -> None:

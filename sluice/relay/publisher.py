@@ -168,11 +168,16 @@ def pack(head: bytes, event: StoredEvent) -> bytes:
         event.trace_id.encode(),
         event.payload,
     )
-    return (
+    packed = (
         b"%s$%d\r\n%s\r\n$3\r\nseq\r\n$%d\r\n%s\r\n$4\r\ntype\r\n$%d\r\n%s\r\n"
         b"$8\r\ntrace_id\r\n$%d\r\n%s\r\n$4\r\ndata\r\n$%d\r\n%s\r\n"
         % (head, len(e), e, len(s), s, len(t), t, len(r), r, len(d), d)
     )
+    if event.traceparent is None:
+        return packed
+    # Tracing on (sluice.telemetry.tracing): one field more, so 15 items, not 13.
+    p = event.traceparent.encode()
+    return b"*15%s$11\r\ntraceparent\r\n$%d\r\n%s\r\n" % (packed[3:], len(p), p)
 
 
 def _chunks(packed: list[tuple[bytes, StoredEvent]], size: int = 64) -> Iterator[bytes]:

@@ -43,6 +43,7 @@ from sluice.store import Store, StoredEvent
 from sluice.store.errors import database_unavailable
 from sluice.streams.engine_keys import Keys
 from sluice.streams.group_setup import ensure_groups
+from sluice.telemetry import tracing
 from sluice.telemetry.prometheus import RELAY_PUBLISHED
 
 log = structlog.get_logger(__name__)
@@ -145,6 +146,9 @@ class Relay:
         if not self._run_ids:
             await self.sync_server()
         try:
+            if tracing.ENABLED:  # a PRODUCER span per batch, linked to the events' spans
+                with tracing.producing(events):
+                    return await self._publisher.send(events, self._run_ids)
             return await self._publisher.send(events, self._run_ids)
         except ServerChanged:
             self._run_ids = {}

@@ -42,6 +42,9 @@ class StoredEvent(msgspec.Struct, frozen=True):
     payload: bytes
     trace_id: str
     created_at: str
+    # The W3C traceparent of the span that appended it; None when tracing was off
+    # (sluice.telemetry.tracing). Read by the relay only (events_after).
+    traceparent: str | None = None
 
 
 def field_name(field: str) -> str:

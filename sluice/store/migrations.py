@@ -333,4 +333,16 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX job_slots_fired ON job_slots (fired_at);
         """,
     ),
+    (
+        32,
+        "the W3C traceparent of each event's and each delayed job's span",
+        # sluice/telemetry/tracing.py, docs/guides/tracing.md: the span (a request's, a
+        # handler's) that appended the event, carried by the relay onto the stream entry so
+        # its handlers' spans are children of it; the span that scheduled a job, given to
+        # the JobDue event it fires. NULL when tracing is off.
+        """
+        ALTER TABLE events ADD COLUMN traceparent TEXT;
+        ALTER TABLE delayed_jobs ADD COLUMN traceparent TEXT;
+        """,
+    ),
 ]

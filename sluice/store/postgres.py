@@ -57,7 +57,7 @@ from sluice.telemetry.prometheus import EVENTS_COMMITTED
 
 log = structlog.get_logger(__name__)
 
-_EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
+_EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at, traceparent"
 _SET_POSITION = (
     "INSERT INTO positions (name, seq) VALUES ($1, $2)"
     " ON CONFLICT (name) DO UPDATE SET seq = excluded.seq"

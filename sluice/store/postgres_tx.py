@@ -16,6 +16,7 @@ from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 from sluice.store.postgres_dialect import DIALECT, numbered, translate_ddl
 from sluice.store.postgres_session import Connection, Opener
+from sluice.telemetry import tracing
 
 # pg_advisory_xact_lock keys: "sluice" in ASCII, then one byte per purpose.
 HISTORY_LOCK = 0x736C75696365_01
@@ -47,6 +48,8 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
         super().__init__(conn, opener)
         self._column_types = column_types  # the store's, shared by its transactions
         self._events: list[Event] = []
+        # With tracing on, the traceparent each buffered event was appended under.
+        self._parents: list[str | None] = []
         self._history_locked = False
         self.dialect = DIALECT
 
@@ -73,6 +76,8 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
             if type(e).__name__ not in EVENT_TYPES:  # nothing could read it back: refused
                 raise REGISTRY.undeclared(type(e))
         self._events.extend(events)
+        if tracing.ENABLED:  # the appending span, read now: the COPY runs at commit
+            self._parents += [tracing.current_traceparent()] * len(events)
 
     async def lock_history(self) -> None:
         """Hold back every other append until this transaction ends: the history's head,
@@ -114,8 +119,13 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
             return collections.Counter()
         kinds = [type_name(e) for e in events]
         created_at = utcnow().isoformat()
+        # The appending spans' traceparents, a column of its own only when tracing is on.
+        # None: tracing off (or turned on during the transaction, in a test).
+        parents = (
+            self._parents if len(self._parents) == len(events) and any(self._parents) else None
+        )
         for start in range(0, len(events), APPEND_ROWS):
-            rows = [
+            rows: list[tuple[object, ...]] = [
                 (e.event_id, kind, e.aggregate, encode(e), e.trace_id, created_at)
                 for e, kind in zip(
                     events[start : start + APPEND_ROWS],
@@ -123,7 +133,13 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
                     strict=True,
                 )
             ]
+            columns: tuple[str, ...] = _APPENDED
+            if parents is not None:
+                rows = [
+                    (*r, p) for r, p in zip(rows, parents[start : start + APPEND_ROWS], strict=True)
+                ]
+                columns = (*_APPENDED, "traceparent")
             await self.lock_history()
             conn = await self._session()
-            await conn.copy_records_to_table("events", records=rows, columns=_APPENDED)
+            await conn.copy_records_to_table("events", records=rows, columns=columns)
         return collections.Counter(kinds)

@@ -22,6 +22,7 @@ from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
 from sluice.store.sqlite_dialect import DIALECT
 from sluice.store.sqlite_lock import write_lock
+from sluice.telemetry import tracing
 from sluice.telemetry.prometheus import EVENTS_COMMITTED
 
 log = structlog.get_logger(__name__)
@@ -33,7 +34,7 @@ _PRAGMAS = (
     "PRAGMA synchronous=FULL",
     "PRAGMA foreign_keys=ON",
 )
-_EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at"
+_EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at, traceparent"
 
 
 async def _connect(path: Path) -> aiosqlite.Connection:
@@ -68,6 +69,7 @@ APPEND_ROWS = 500
 # Parameters per statement of ``insert_rows`` (SQLite takes up to 32,766).
 INSERT_PARAMS = 5_000
 _EVENT_ROW = "(?, ?, ?, ?, ?, ?)"
+_APPENDED = "event_id, type, aggregate, payload, trace_id, created_at"
 
 
 class SqliteTx(SqliteCatalog):
@@ -100,6 +102,13 @@ class SqliteTx(SqliteCatalog):
         # Multi-row INSERTs rather than executemany: executemany hands the GIL back and
         # forth with the event loop for every row, which showed in the redirect profile.
         now = utcnow().isoformat()
+        # The appending span's traceparent, a column of its own only when tracing is on.
+        parent = tracing.current_traceparent() if tracing.ENABLED else None
+        columns, row = (
+            (_APPENDED, _EVENT_ROW)
+            if parent is None
+            else (_APPENDED + ", traceparent", "(?, ?, ?, ?, ?, ?, ?)")
+        )
         for start in range(0, len(events), APPEND_ROWS):
             chunk = events[start : start + APPEND_ROWS]
             params: list[object] = []
@@ -108,9 +117,10 @@ class SqliteTx(SqliteCatalog):
                 if kind not in EVENT_TYPES:  # nothing could read it back: refused, not committed
                     raise REGISTRY.undeclared(type(e))
                 params += (e.event_id, kind, e.aggregate, encode(e), e.trace_id, now)
+                if parent is not None:
+                    params.append(parent)
             await self._db.execute(
-                "INSERT INTO events (event_id, type, aggregate, payload, trace_id, created_at)"
-                f" VALUES {', '.join(_EVENT_ROW for _ in chunk)}",
+                f"INSERT INTO events ({columns}) VALUES {', '.join(row for _ in chunk)}",
                 params,
             )
         self.appended += len(events)

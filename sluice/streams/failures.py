@@ -51,7 +51,7 @@ local function carried(fields)
     local name = fields[i]
     if name == 'type' then kind = fields[i + 1] end
     if name == 'event_id' or name == 'seq' or name == 'type' or name == 'trace_id'
-       or name == 'data' or name == 'origin' then
+       or name == 'data' or name == 'origin' or name == 'traceparent' then
       table.insert(out, name)
       table.insert(out, fields[i + 1])
     end
@@ -95,7 +95,7 @@ return {moved, last, #entries}
 )
 
 # Fields carried from the original entry onto retries and dead letters.
-CARRIED = ("event_id", "seq", "type", "trace_id", "data", "origin")
+CARRIED = ("event_id", "seq", "type", "trace_id", "data", "origin", "traceparent")
 
 
 def backoff_ms(base_ms: int, deliveries: int, cap_ms: int = 10 * 60_000) -> int:

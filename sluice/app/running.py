@@ -32,7 +32,7 @@ from sluice.config import Config
 from sluice.consumers.dispatch import event_group
 from sluice.errors import ConfigError
 from sluice.events import Event, JobDue, utcnow
-from sluice.flow.spec import with_overrides
+from sluice.flow.spec import Flow, with_overrides
 from sluice.process.resources import Resources
 from sluice.projections.base import EngineProjection
 from sluice.store import Tx
@@ -114,8 +114,22 @@ def group_spec(group: Group[Any], resources: Resources, deps: Any = BUILD) -> Gr
         max_deliveries=settings.max_deliveries,
         handler_timeout_s=settings.timeout_seconds,
         close=close,
-        flow=None if run.flow is None else with_overrides(name, run.flow, resources.config),
+        flow=None if run.flow is None else with_overrides(name, _keyed(group), resources.config),
     )
+
+
+def _keyed(group: Group[Any]) -> Flow:
+    """The group's flow, its key field checked: one of the group's event types has it (a
+    misspelt field would leave every event unlimited)."""
+    flow = group.run.flow
+    assert flow is not None
+    types = group.event_types
+    if isinstance(flow.key, str) and not any(flow.key in t.__struct_fields__ for t in types):
+        raise ConfigError(
+            f"app {group.app.name!r}: group {group.name!r}, Flow(key={flow.key!r}): no event"
+            f" type the group handles has that field ({', '.join(t.__name__ for t in types)})"
+        )
+    return flow
 
 
 def _dead_letter_hook(group: Group[Any], resources: Resources, deps: Any) -> DeadLetterHook | None:

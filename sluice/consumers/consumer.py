@@ -39,6 +39,7 @@ handling (a call per batch, not per entry):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -164,7 +165,8 @@ class Consumer:
             await self._consume(stop)
         finally:
             if self.flow is not None:
-                await self.flow.batches.idle()
+                with contextlib.suppress(HeldBack):  # left pending, as the batch in hand
+                    await self.flow.batches.idle()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

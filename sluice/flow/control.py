@@ -68,6 +68,7 @@ class FlowControl:
         self._holding: dict[EntryKey, tuple[str, str]] = {}
         self._swept = time.monotonic()
         self.batches = InFlight(settings.batch)
+        self._retry = keys.retry(group, partition)
 
     def keeping(
         self, keep_claimed: Callable[[Sequence[Message]], Coroutine[Any, Any, None]]
@@ -98,7 +99,8 @@ class FlowControl:
         if not asked:
             return free, set()
         granted = await self.limiter.acquire(
-            [(d.message.event_id, key, self._entry(d.message)) for d, key in asked]
+            [(d.message.event_id, key, self._fresh(d.message)) for d, key in asked],
+            lambda i: self._entry(asked[i][0].message),
         )
         parked: list[Message] = []
         for (delivery, key), ok in zip(asked, granted, strict=True):
@@ -113,6 +115,11 @@ class FlowControl:
         order = {d.message.key: n for n, d in enumerate(deliveries)}
         free.sort(key=lambda d: order[d.message.key])
         return free, {m.key for m in parked}
+
+    def _fresh(self, message: Message) -> bool:
+        """Whether the entry is read for the first time from its aggregate stream: not
+        one released (those come on the retry stream), reclaimed or read again."""
+        return message.deliveries == 1 and message.stream != self._retry
 
     def _entry(self, message: Message) -> str:
         """The entry as parked: its carried fields, the deliveries before this read (the
@@ -228,8 +235,8 @@ class InFlight:
 
     async def idle(self) -> None:
         """Wait for every batch in handling to be settled (before pending entries are
-        read again, or as the consumer stops)."""
-        while self._tasks:
+        read again, or as the consumer stops); then raise the first one's failure."""
+        if self._tasks:
             await asyncio.wait(self._tasks)
             self._reap()
 
@@ -237,5 +244,7 @@ class InFlight:
         done = [task for task in self._tasks if task.done()]
         for task in done:
             del self._tasks[task]
-        for task in done:
-            task.result()
+        failed = [task.exception() for task in done if not task.cancelled()]
+        for error in failed:
+            if error is not None:
+                raise error

@@ -7,7 +7,7 @@ and where it goes back to is the consumer's side (``sluice.flow.control``).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,18 +60,38 @@ class Limiter:
         self._keep = redis.register_script(scripts.KEEP)
         self._stale = redis.register_script(scripts.STALE)
 
-    async def acquire(self, entries: Sequence[tuple[str, str, str]]) -> list[bool]:
-        """For each (event id, key, entry JSON): True if it may be handled now (it holds
-        a slot of its key), False if it was parked (or was parked before)."""
+    async def acquire(
+        self, entries: Sequence[tuple[str, str, bool]], entry: Callable[[int], str]
+    ) -> list[bool]:
+        """For each (event id, key, fresh): True if it may be handled now (it holds a slot
+        of its key), False if it was parked (or was parked before); ``fresh``: read from
+        its stream for the first time (so neither holding a slot nor parked);
+        ``entry(i)``: the JSON parked for the ``i``-th, asked only of those to park."""
         if not entries:
             return []
-        flat = [x for entry in entries for x in entry]
+        flat = [x for i, k, fresh in entries for x in (i, k, "1" if fresh else "0", "")]
         reply = await self._acquire(keys=self._keys, args=[*self._args, *flat])
-        return [bool(int(x)) for x in reply]
+        answers = [int(x) for x in reply]
+        again = [i for i, answer in enumerate(answers) if answer == 2]
+        if again:  # to park: their entries now (a slot freed since is taken instead)
+            flat = [
+                x
+                for i in again
+                for x in (entries[i][0], entries[i][1], "1" if entries[i][2] else "0", entry(i))
+            ]
+            reply = await self._acquire(keys=self._keys, args=[*self._args, *flat])
+            for i, answer in zip(again, reply, strict=True):
+                answers[i] = int(answer)
+        return [answer == 1 for answer in answers]
 
     async def release(self, held: Sequence[tuple[str, str]], cap: int = CAP) -> Pumped:
         """Free the slots of (event id, key), then take turns (``pump``)."""
-        flat = [x for pair in held for x in pair]
+        by_key: dict[str, list[str]] = {}
+        for event_id, key in held:
+            by_key.setdefault(key, []).append(event_id)
+        flat: list[str | int] = []
+        for key, ids in by_key.items():
+            flat += [key, len(ids), *ids]
         reply = await self._release(keys=self._keys, args=[*self._args, cap, *flat])
         return Pumped(list(reply[0]), None if int(reply[1]) < 0 else int(reply[1]), int(reply[2]))
 

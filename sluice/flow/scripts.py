@@ -74,8 +74,18 @@ end
 
 -- Whether key k may take one more slot now; else how long until its next token (ms,
 -- or false when it waits for a slot).
+local counts = {}
+local function count(k)
+  local n = counts[k]
+  if n == nil then
+    n = redis.call('ZCARD', holders(k))
+    counts[k] = n
+  end
+  return n
+end
+
 local function fits(k)
-  if conc > 0 and redis.call('ZCARD', holders(k)) >= conc then return false, false end
+  if conc > 0 and count(k) >= conc then return false, false end
   local have = tokens('bucket:' .. k, kn, kms, kburst)
   if have < 1 then return false, (1 - have) * kms / kn end
   return true, false
@@ -87,17 +97,47 @@ local function total_fits()
   return true, false
 end
 
+-- New holders, written a key at a time by save_holders (one ZADD per key per run).
+local adds = {}
 local function hold(k, id)
-  local h = holders(k)
-  redis.call('ZADD', h, now + lease, id)
-  redis.call('PEXPIRE', h, lease + 60000)
+  holders(k)
+  local members = adds[k]
+  if members == nil then
+    members = {}
+    adds[k] = members
+  end
+  members[#members + 1] = now + lease
+  members[#members + 1] = id
+  counts[k] = count(k) + 1
   spend('bucket:' .. k, kn, kms, kburst)
   spend('bucket', tn, tms, tburst)
 end
 
+local function save_holders()
+  for k, members in pairs(adds) do
+    local h = base .. 'held:' .. k
+    for at = 1, #members, 2000 do
+      redis.call('ZADD', h, unpack(members, at, math.min(at + 1999, #members)))
+    end
+    redis.call('PEXPIRE', h, lease + 60000)
+  end
+end
+
+local waits = {}
+local function waiting(k)
+  local n = waits[k]
+  if n == nil then
+    n = redis.call('LLEN', base .. 'wait:' .. k)
+    waits[k] = n
+  end
+  return n
+end
+
 local function park(k, id, entry)
   local w = base .. 'wait:' .. k
-  if redis.call('RPUSH', w, entry) == 1 then redis.call('RPUSH', keys_key, k) end
+  local n = redis.call('RPUSH', w, entry)
+  waits[k] = n
+  if n == 1 then redis.call('RPUSH', keys_key, k) end
   redis.call('HSET', base .. 'parked', id, k)
   redis.call('HINCRBY', base .. 'stats', 'deferred', 1)
 end
@@ -139,6 +179,7 @@ local function pump(cap)
     if #out == before then break end
   end
   if #out > 0 then redis.call('HINCRBY', base .. 'stats', 'released', #out) end
+  save_holders()
   save_buckets()
   local due_ms = -1
   if due then due_ms = math.ceil(due) end
@@ -146,40 +187,49 @@ local function pump(cap)
 end
 """
 
-# ARGV[10..]: triples (event id, key, entry JSON). Returns 1 (granted) or 0 (parked)
-# per entry.
+# ARGV[10..]: quadruples (event id, key, fresh, entry JSON or ''); fresh '1': read from
+# its stream for the first time, so neither a holder nor parked. Returns per entry 1
+# (granted), 0 (parked, now or before) or 2 (to park, but its entry was not given: the
+# caller asks again with it; most reads park nothing, and need not send their entries).
 ACQUIRE = (
     _COMMON
     + """
 local out = {}
-for i = 10, #ARGV, 3 do
-  local id, k, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for i = 10, #ARGV, 4 do
+  local id, k, fresh, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1', ARGV[i + 3]
   local h = holders(k)
   local granted = 0
-  if redis.call('ZSCORE', h, id) then
+  if not fresh and redis.call('ZSCORE', h, id) then
     redis.call('ZADD', h, now + lease, id)
     granted = 1
-  elseif redis.call('HEXISTS', base .. 'parked', id) == 1 then
-    granted = 0
-  elseif redis.call('LLEN', base .. 'wait:' .. k) == 0 and fits(k) and total_fits() then
+  elseif not fresh and waiting(k) > 0 and redis.call('HEXISTS', base .. 'parked', id) == 1 then
+    granted = 0  -- a parked entry's key has waiting entries: it is one of them
+  elseif waiting(k) == 0 and fits(k) and total_fits() then
     hold(k, id)
     granted = 1
+  elseif entry == '' then
+    granted = 2
   else
     park(k, id, entry)
   end
   out[#out + 1] = granted
 end
+save_holders()
 save_buckets()
 return out
 """
 )
 
-# ARGV[10]: the pump's cap; ARGV[11..]: pairs (event id, key) of the entries settled.
+# ARGV[10]: the pump's cap; ARGV[11..]: a key, how many of its entries were settled,
+# their event ids; the next key...
 RELEASE = (
     _COMMON
     + """
-for i = 11, #ARGV, 2 do
-  redis.call('ZREM', base .. 'held:' .. ARGV[i + 1], ARGV[i])
+local i = 11
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 1])
+  redis.call('ZREM', base .. 'held:' .. ARGV[i], unpack(ARGV, i + 2, i + 1 + n))
+  i = i + 2 + n
 end
 return pump(tonumber(ARGV[10]))
 """

@@ -11,11 +11,14 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
+from sluice.app import App, HandlerContext
+from sluice.app.running import group_spec
 from sluice.app.testing import open_harness, sluice_command
 from sluice.config import Config, load_config
 from sluice.errors import ConfigError
 from sluice.flow.limiter import Limiter
 from sluice.flow.spec import Flow, Rate, with_overrides
+from sluice.process.resources import Resources
 from tests.flow_app import APPS, HANDLED, WorkQueued, most_at_once
 
 pytestmark = pytest.mark.topologies("single", "cluster")
@@ -94,3 +97,17 @@ async def test_a_worker_refuses_a_malformed_limit_at_its_start(
     assert done.returncode != 0
     assert "SLUICE_THROTTLED_KEY_RATE" in done.stderr, done.stderr
     assert "'throttled'" in done.stderr
+
+
+def test_a_key_field_no_event_type_has_is_refused_at_the_start(
+    resources: Resources,
+) -> None:
+    app = App("typo-test")
+    group = app.group("typo", flow=Flow(key="tennant", concurrency=1))
+    group.on(WorkQueued)(_nothing)
+    with pytest.raises(ConfigError, match="Flow\\(key='tennant'\\): no event type"):
+        group_spec(group, resources)
+
+
+async def _nothing(event: WorkQueued, ctx: HandlerContext) -> None:
+    """A handler that does nothing."""

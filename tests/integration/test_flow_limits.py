@@ -32,8 +32,13 @@ def limiter(redis: aioredis.Redis, flow: Flow, lease_ms: int = LEASE_MS) -> Limi
     return Limiter(redis, Keys(prefix="t"), "hooks", flow, lease_ms)
 
 
-def entry(event_id: str, key: str) -> tuple[str, str, str]:
-    return (event_id, key, json.dumps({"id": event_id, "p": 0, "f": []}))
+def entry(event_id: str, key: str, fresh: bool = False) -> tuple[str, str, bool]:
+    return (event_id, key, fresh)
+
+
+async def acquire(lim: Limiter, entries: list[tuple[str, str, bool]]) -> list[bool]:
+    """``Limiter.acquire``, each entry parked as its id and nothing else."""
+    return await lim.acquire(entries, lambda i: json.dumps({"id": entries[i][0], "p": 0, "f": []}))
 
 
 def ids(released: list[bytes]) -> list[str]:
@@ -46,12 +51,15 @@ async def test_a_keys_slots_never_exceed_its_concurrency_across_limiters(
     flow = Flow(key="owner", concurrency=3)
     workers = [limiter(redis, flow) for _ in range(4)]
     granted = await asyncio.gather(
-        *(w.acquire([entry(f"e{n}-{i}", "a") for i in range(5)]) for n, w in enumerate(workers))
+        *(
+            acquire(w, [entry(f"e{n}-{i}", "a", fresh=True) for i in range(5)])
+            for n, w in enumerate(workers)
+        )
     )
     assert sum(sum(g) for g in granted) == 3
     assert await workers[0].holding("a") == 3
     assert await workers[0].waiting("a") == 17
-    other = await workers[1].acquire([entry("b1", "b")])
+    other = await acquire(workers[1], [entry("b1", "b")])
     assert other == [True]  # another key is not held up
 
 
@@ -60,7 +68,7 @@ async def test_waiting_entries_of_a_key_leave_in_order_one_per_freed_slot(
 ) -> None:
     flow = Flow(key="owner", concurrency=1)
     lim = limiter(redis, flow)
-    assert await lim.acquire([entry(f"e{i}", "a") for i in range(6)]) == [True] + [False] * 5
+    assert await acquire(lim, [entry(f"e{i}", "a") for i in range(6)]) == [True] + [False] * 5
     order = []
     holder = "e0"
     for _ in range(5):
@@ -69,23 +77,23 @@ async def test_waiting_entries_of_a_key_leave_in_order_one_per_freed_slot(
         holder = ids(pumped.released)[0]
         order.append(holder)
         # A released entry read back holds its slot already.
-        assert await lim.acquire([entry(holder, "a")]) == [True]
+        assert await acquire(lim, [entry(holder, "a")]) == [True]
     assert order == [f"e{i}" for i in range(1, 6)]
     assert (await lim.release([(holder, "a")])).waiting_keys == 0
 
 
 async def test_an_entry_read_twice_parks_once(redis: aioredis.Redis) -> None:
     lim = limiter(redis, Flow(key="owner", concurrency=1))
-    await lim.acquire([entry("e0", "a")])
-    assert await lim.acquire([entry("e1", "a"), entry("e1", "a")]) == [False, False]
-    assert await lim.acquire([entry("e1", "a")]) == [False]
+    await acquire(lim, [entry("e0", "a")])
+    assert await acquire(lim, [entry("e1", "a"), entry("e1", "a")]) == [False, False]
+    assert await acquire(lim, [entry("e1", "a")]) == [False]
     assert await lim.waiting("a") == 1
     assert (await lim.stats())["deferred"] == 1
 
 
 async def test_a_lease_that_runs_out_frees_the_slot(redis: aioredis.Redis) -> None:
     lim = limiter(redis, Flow(key="owner", concurrency=1), lease_ms=300)
-    assert await lim.acquire([entry("dead", "a"), entry("next", "a")]) == [True, False]
+    assert await acquire(lim, [entry("dead", "a"), entry("next", "a")]) == [True, False]
 
     async def freed() -> bool:
         return bool((await lim.pump()).released)
@@ -93,13 +101,13 @@ async def test_a_lease_that_runs_out_frees_the_slot(redis: aioredis.Redis) -> No
     await wait_for(freed, timeout=5)
     assert await lim.holding("a") == 1  # "next" holds it now
     # The dead holder's entry, reclaimed, is no holder any more: it queues.
-    assert await lim.acquire([entry("dead", "a")]) == [False]
+    assert await acquire(lim, [entry("dead", "a")]) == [False]
 
 
 async def test_a_kept_lease_does_not_run_out(redis: aioredis.Redis) -> None:
-    lim = limiter(redis, Flow(key="owner", concurrency=1), lease_ms=400)
-    await lim.acquire([entry("busy", "a"), entry("next", "a")])
-    until = time.monotonic() + 1.2
+    lim = limiter(redis, Flow(key="owner", concurrency=1), lease_ms=1_000)
+    await acquire(lim, [entry("busy", "a"), entry("next", "a")])
+    until = time.monotonic() + 2.5  # past two leases, kept every tenth of one
     while time.monotonic() < until:
         assert await lim.keep([("busy", "a")]) == 1
         assert not (await lim.pump()).released
@@ -108,7 +116,7 @@ async def test_a_kept_lease_does_not_run_out(redis: aioredis.Redis) -> None:
 
 async def test_a_key_rate_holds_with_its_burst(redis: aioredis.Redis) -> None:
     lim = limiter(redis, Flow(key="owner", rate=Rate(20, per_seconds=1)))
-    granted = await lim.acquire([entry(f"e{i}", "a") for i in range(10)])
+    granted = await acquire(lim, [entry(f"e{i}", "a") for i in range(10)])
     assert sum(granted) == 2  # the burst: a tenth of 20
     started = time.monotonic()
     got = 2
@@ -125,10 +133,10 @@ async def test_a_key_rate_holds_with_its_burst(redis: aioredis.Redis) -> None:
 async def test_keys_take_turns_under_a_total_rate(redis: aioredis.Redis) -> None:
     flow = Flow(key="owner", total_rate=Rate(5, per_seconds=1, burst=1))
     lim = limiter(redis, flow)
-    await lim.acquire([entry("a-first", "a")])  # the one token
-    assert not any(await lim.acquire([entry(f"a{i}", "a") for i in range(1000)]))
-    await lim.acquire([entry("c0", "c"), entry("c1", "c")])
-    assert await lim.acquire([entry("b0", "b")]) == [False]
+    await acquire(lim, [entry("a-first", "a")])  # the one token
+    assert not any(await acquire(lim, [entry(f"a{i}", "a") for i in range(1000)]))
+    await acquire(lim, [entry("c0", "c"), entry("c1", "c")])
+    assert await acquire(lim, [entry("b0", "b")]) == [False]
     turns: list[str] = []
     while "b0" not in turns:
         pumped = await lim.pump()
@@ -141,7 +149,7 @@ async def test_keys_take_turns_under_a_total_rate(redis: aioredis.Redis) -> None
 
 async def test_a_released_entry_not_put_back_is_handed_out_again(redis: aioredis.Redis) -> None:
     lim = limiter(redis, Flow(key="owner", concurrency=1))
-    await lim.acquire([entry("e0", "a"), entry("e1", "a")])
+    await acquire(lim, [entry("e0", "a"), entry("e1", "a")])
     pumped = await lim.release([("e0", "a")])
     assert ids(pumped.released) == ["e1"]
     assert await lim.stale(older_ms=60_000) == []

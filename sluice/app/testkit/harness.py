@@ -15,7 +15,9 @@ tasks run by its task runner. What a test does not get is time and concurrency: 
 - cron tasks run when ``run_task`` says, never by their schedule; the built-in apps'
   scheduler services (reminders) do not run;
 - there is one consumer per group and partition, no crash, no reclaim, no Redis or
-  database outage: the process fixtures are for those.
+  database outage: the process fixtures are for those;
+- a group with flow control takes turns until nothing more is released, waiting for a
+  rate's next token in real time when entries wait for one.
 """
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ local tat = math.max(now, tonumber(redis.call('GET', KEYS[1]) or '0'))
 if tat - now > tolerance then
   return math.ceil(tat - now - tolerance)
 end
-redis.call('SET', KEYS[1], string.format('%.0f', tat + interval), 'PX', math.ceil(tat + interval - now) + 1000)
+local ttl = math.ceil(tat + interval - now) + 1000
+redis.call('SET', KEYS[1], string.format('%.0f', tat + interval), 'PX', ttl)
 return 0
 """
 

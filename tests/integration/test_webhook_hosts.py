@@ -26,7 +26,7 @@ from sluice.config import Config
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
 from tests.api.helpers import user_token
-from tests.integration.test_webhooks import add_link, add_webhook
+from tests.integration.webhook_helpers import add_link, add_webhook
 
 pytestmark = [pytest.mark.slow, pytest.mark.topologies("single", "cluster")]
 

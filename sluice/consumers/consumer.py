@@ -317,6 +317,8 @@ class Consumer:
         if self.flow is not None:
             deliveries, parked = await self.flow.admit(deliveries, failed)
             messages = [m for m in messages if m.key not in parked]
+            if not messages:  # every entry waits for its turn: nothing to settle or log
+                return None
             if read_on:
                 handling = self._handle(messages, deliveries, failed, started)
                 return self.flow.batches.start(self.gate.taking(handling), len(deliveries))

@@ -2,7 +2,7 @@
 (docs/guides/write-an-app.md, "Flow control"), for the tests of it in one process and
 across worker processes. Its handler records in Redis what a test checks: when each
 entry started, which entries were handled, and the most entries of one tenant it saw
-in handling at once across every worker.
+in handling at once across every worker, and each entry's attempt.
 
 Load it as any app: ``SLUICE_APPS=default,tests.flow_app``. The group's limits are the
 declared ones unless the test's deployment sets ``SLUICE_THROTTLED_KEY_CONCURRENCY``,
@@ -62,6 +62,7 @@ def most_at_once(tenant: str) -> str:
 
 STARTS = "flow-test:starts"  # hash: event id -> when its handler first started (unix s)
 HANDLED = "flow-test:handled"  # set of the event ids handled to the end
+ATTEMPTS = "flow-test:attempts"  # hash: event id -> its last attempt (ctx.attempt)
 
 
 @throttled.on(WorkQueued)
@@ -69,6 +70,7 @@ async def work(event: WorkQueued, ctx: HandlerContext) -> None:
     redis: Redis = ctx.redis
     started = time.time()
     await redis.hsetnx(STARTS, event.event_id, repr(started))
+    await redis.hset(ATTEMPTS, event.event_id, ctx.attempt)
     # Counted until the handler's end, or half a second past it if its worker dies.
     await redis.eval(
         _ENTER,

@@ -19,7 +19,7 @@ from sluice.errors import ConfigError
 from sluice.flow.limiter import Limiter
 from sluice.flow.spec import Flow, Rate, with_overrides
 from sluice.process.resources import Resources
-from tests.flow_app import APPS, HANDLED, WorkQueued, most_at_once
+from tests.flow_app import APPS, ATTEMPTS, HANDLED, WorkQueued, most_at_once
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
@@ -41,6 +41,8 @@ async def test_a_drain_handles_every_entry_within_each_tenants_limit(
         await harness.drain()
         redis = harness.resources.redis
         assert await redis.scard(HANDLED) == 22
+        # Waiting for a turn is no attempt: every entry was handled at its first.
+        assert set((await redis.hgetall(ATTEMPTS)).values()) == {b"1"}
         limiter = Limiter(redis, harness.resources.keys, "throttled", Flow(key="tenant"), 1000)
         assert await limiter.waiting("a") == 0
         assert await most(redis, "a") <= 4

@@ -98,3 +98,47 @@ def in_turns(requests: list[tuple[str, str]]) -> list[str]:
     for owner, code in requests:
         queues.setdefault(owner, []).append(code)
     return [code for turn in zip_longest(*queues.values()) for code in turn if code is not None]
+
+
+async def test_one_users_exports_run_one_at_a_time_and_another_users_runs_meanwhile(
+    make_config: Callable[..., Config],
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., object],
+) -> None:
+    """Two workers that could run three exports at once each: a user's three run one
+    after the other, whichever worker reads them (the group's flow), and another user's
+    export, requested while the first of them runs, does not wait behind the other two."""
+    store = resources.store
+    config = make_config(worker_concurrency=3, exports_per_user=PER_USER, export_batch=50)
+    busy = [f"busy{n}" for n in range(PER_USER)]
+    for code in busy:
+        await add_link(store, code, f"https://example.org/{code}", owner=OWNER)
+    await add_link(store, "lone", "https://example.org/lone", owner=OTHER)
+    async with store.transaction() as tx:  # a history each export scans in many windows
+        await tx.append(*(LinkVisited(code=busy[i % 3], visitor=f"v{i}") for i in range(6_000)))
+    start_relay()
+    for name in ("w1", "w2"):
+        start_worker("exports", name=name, config=config)
+    mine = [
+        (await jobs.request_export(store, OWNER, code, f"t-{code}", per_user=PER_USER))[0].id
+        for code in busy
+    ]
+
+    async def one_running() -> bool:
+        rows = await store.fetchall("SELECT status FROM jobs WHERE status != 'queued'")
+        return len(rows) > 0
+
+    await wait_for(one_running, timeout=60)
+    lone, _ = await jobs.request_export(store, OTHER, "lone", "t-lone", per_user=PER_USER)
+
+    async def all_succeeded() -> bool:
+        rows = await store.fetchall("SELECT status FROM jobs")
+        return len(rows) == PER_USER + 1 and all(row[0] == "succeeded" for row in rows)
+
+    await wait_for(all_succeeded, timeout=120)
+    rows = await store.fetchall("SELECT id, started_at, finished_at FROM jobs ORDER BY started_at")
+    spans = [(started, finished) for job_id, started, finished in rows if job_id in mine]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), "two of one user's at once"
+    finished = {job_id: done for job_id, _, done in rows}
+    assert finished[lone.id] < max(finished[job_id] for job_id in mine)

@@ -60,6 +60,7 @@ from sluice.errors import (
 )
 from sluice.events import Event, new_trace_id, utcnow, uuid7
 from sluice.events.registry import Payload
+from sluice.flow.slots import Slots
 from sluice.flow.spec import Flow, Rate
 from sluice.http.auth import (
     bearer_token,
@@ -90,7 +91,7 @@ from sluice.scheduler.task_spec import TaskContext
 from sluice.store import Store, Tx
 from sluice.store.base import Row
 from sluice.store.users import User, db_time, from_db_time, optional_db_time, user_by_id
-from sluice.streams.messages import Cancelled, Duplicate
+from sluice.streams.messages import Cancelled, Duplicate, NotYet
 
 __all__ = [
     "ADMIN",
@@ -120,6 +121,7 @@ __all__ = [
     "Job",
     "JobContext",
     "NotFound",
+    "NotYet",
     "Payload",
     "Projection",
     "ProjectionContext",
@@ -130,6 +132,7 @@ __all__ = [
     "Row",
     "ServiceUnavailable",
     "Settings",
+    "Slots",
     "SluiceError",
     "Store",
     "TaskContext",

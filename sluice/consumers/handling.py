@@ -23,7 +23,7 @@ from sluice.aio.waiting import cancel_and_wait, wait_or_stop
 from sluice.errors import ServiceUnavailable
 from sluice.records.attempts import outcome_of
 from sluice.store.errors import database_unavailable
-from sluice.streams.messages import SETTLED, Delivery, EntryKey, Message, Outcomes
+from sluice.streams.messages import SETTLED, Delivery, EntryKey, Message, NotYet, Outcomes
 from sluice.streams.spec import GroupSpec, RuntimeSettings
 from sluice.telemetry.prometheus import HANDLER_SECONDS, HANDLER_TIMEOUTS
 
@@ -42,7 +42,7 @@ def _outage(error: BaseException) -> bool:
     """Whether ``error`` is an outage, not the entry's fault: held, not retried. A settled
     outcome (a projection names every entry ``Recorded``) is none, and is told apart
     before the walk along the exception's chain."""
-    if isinstance(error, SETTLED):
+    if isinstance(error, (*SETTLED, NotYet)):
         return False
     return isinstance(error, ServiceUnavailable) or database_unavailable(error)
 
@@ -137,7 +137,7 @@ def log_batch(
     its own warning or error line already (``sluice.consumers.outcomes``)."""
     if not log.is_enabled_for(logging.INFO):  # a line's arguments cost even when dropped
         return
-    failures = sum(1 for error in failed.values() if not isinstance(error, SETTLED))
+    failures = sum(1 for e in failed.values() if not isinstance(e, (*SETTLED, NotYet)))
     log.info(
         "events handled",
         group=group,

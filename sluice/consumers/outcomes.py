@@ -4,11 +4,15 @@ Each attempt is recorded (when the process keeps a delivery log); entries handle
 or settled otherwise (``SETTLED``: a duplicate, a cancelled one, one recorded by the
 handler), are acked together with the stall check's mark; a failed entry goes to a
 retry with backoff or, when it is permanent or past ``max_deliveries``, to the
-group's dead letters and the group's ``on_dead_letter`` hook.
+group's dead letters and the group's ``on_dead_letter`` hook. An entry that can only
+wait (``NotYet``: a receiver's slots are taken) comes back after the wait it names,
+with the deliveries it had before: waiting is no attempt, so it is neither recorded
+nor charged, and never dead-lettered for it.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -20,9 +24,17 @@ from sluice.records.attempts import Attempt, outcome_of
 from sluice.records.deliveries import DeliveryLog
 from sluice.streams.engine_keys import Keys
 from sluice.streams.failures import Failures, backoff_ms
-from sluice.streams.messages import SETTLED, Message, NoOutcome, Outcomes, PoisonMessage, Recorded
+from sluice.streams.messages import (
+    SETTLED,
+    Message,
+    NoOutcome,
+    NotYet,
+    Outcomes,
+    PoisonMessage,
+    Recorded,
+)
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
-from sluice.telemetry.prometheus import DEAD_LETTERED, HANDLED, RETRIES
+from sluice.telemetry.prometheus import DEAD_LETTERED, FLOW_DEFERRED, HANDLED, RETRIES
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +80,8 @@ class Settler:
             error = failed.get(message.key)
             if error is None or isinstance(error, SETTLED):
                 done.setdefault(message.stream, []).append(message.entry_id)
+            elif isinstance(error, NotYet):
+                await self._later(message, error)
             else:
                 await self._fail(message, error)
         pipe = self.redis.pipeline(transaction=False)
@@ -89,8 +103,8 @@ class Settler:
         attempts: list[Attempt] = []
         for m in messages:
             error = failed.get(m.key)
-            if isinstance(error, Recorded):
-                continue  # the handler wrote it with its effect
+            if isinstance(error, Recorded | NotYet):
+                continue  # the handler wrote it with its effect; or it only waits
             outcome = outcome_of(error, self._given_up(m, error))
             text = None if error is None or outcome in ("duplicate", "cancelled") else _text(error)
             ms = 0.0 if isinstance(error, (NoOutcome, PoisonMessage)) else duration_ms
@@ -151,3 +165,13 @@ class Settler:
         self.counters.retried += 1
         RETRIES.labels(self.group).inc()
         log.warning("event failed, retrying", **self._about(message), retry_in_ms=delay, error=text)
+
+    async def _later(self, message: Message, error: NotYet) -> None:
+        """Back on the retry stream after ``error.retry_in_s`` (a quarter more at most,
+        so that waiters part), with the deliveries it had before this one."""
+        delay = int(error.retry_in_s * 1000 * (1 + random.random() / 4))
+        await self.failures.retry(
+            message.stream, message.entry_id, message.fields, message.deliveries - 1, delay
+        )
+        FLOW_DEFERRED.labels(self.group).inc()
+        log.debug("event waits", **self._about(message), retry_in_ms=delay, reason=str(error))

@@ -73,6 +73,12 @@ class Keys:
         the group: all of a group's flow state is in one cluster slot, for its scripts."""
         return f"{self.prefix}:flow:{{{group}}}:"
 
+    def slots(self, name: str, key: str) -> str:
+        """The prefix of one key's slots of the semaphore ``name`` (``sluice.flow.slots``),
+        tagged by the key: its holders and waiters are in one cluster slot, for its
+        scripts, and different keys spread over the cluster."""
+        return f"{self.prefix}:slots:{name}:{{{key}}}:"
+
     def relay_lock(self) -> str:
         """The lock the relay holds: one relay publishes at a time."""
         return f"{self.prefix}:relay:lock"

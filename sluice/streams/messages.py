@@ -108,6 +108,20 @@ class Recorded(Exception):
         self.duplicate = duplicate
 
 
+class NotYet(Exception):
+    """Not a failure: the entry cannot be handled yet, because something it needs and
+    shares with others is busy (a receiver's calls at once, a rate), not because it is
+    wrong. Raised by a handler (named among a batch handler's failures), the entry is
+    acked and comes back on the group's retry stream after about ``retry_in_s``,
+    without charging a delivery: it never reaches the dead letters by waiting, and its
+    wait is not recorded as an attempt. Whatever it did before it raised must be safe
+    to do again (as for any retry)."""
+
+    def __init__(self, reason: str = "not yet", retry_in_s: float = 1.0) -> None:
+        super().__init__(reason)
+        self.retry_in_s = max(retry_in_s, 0.01)
+
+
 # Outcomes that ack the entry like success; every other exception is a failure.
 SETTLED = (Duplicate, Cancelled, Recorded)
 

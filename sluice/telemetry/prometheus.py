@@ -109,7 +109,9 @@ HANDLED = counter("sluice_handled_entries", "Stream entries a group handled and 
 RETRIES = counter("sluice_retries", "Entries scheduled for another delivery, by group", ["group"])
 DEAD_LETTERED = counter("sluice_dead_lettered", "Entries moved to the dead letters", ["group"])
 FLOW_DEFERRED = counter(
-    "sluice_flow_deferred", "Entries parked to wait for their key's turn (flow control)", ["group"]
+    "sluice_flow_deferred",
+    "Entries parked to wait for their key's turn (flow control) or put back to wait (NotYet)",
+    ["group"],
 )
 HANDLER_TIMEOUTS = counter(
     "sluice_handler_timeouts", "Batches cancelled at the group's handler deadline", ["group"]

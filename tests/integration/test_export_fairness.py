@@ -3,14 +3,16 @@
 80 exports requested by one user made another user's single export wait 20 s
 behind them, where it took 0.4 s alone. Now a user has at most
 ``SLUICE_EXPORTS_PER_USER`` exports queued or running (the API's 429 is tested
-in ``tests/api/test_export_limits.py``), and the ``exports`` group lets users
-take turns: here a worker running one export at a time (per stream partition: it
-runs a consumer per partition) finds two users' full queues and a third user's
-single export in its backlog, requested last.
+in ``tests/api/test_export_limits.py``), and the ``exports`` group runs one
+export of a user at a time across its consumers, users taking turns: here a worker
+running one export at a time (per stream partition: it runs a consumer per
+partition) finds two users' full queues and a third user's single export in its
+backlog, requested last.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from itertools import zip_longest
 
@@ -70,20 +72,23 @@ async def test_a_users_single_export_runs_before_other_users_queued_ones(
         return len(rows) == len(requested) and all(row[0] == "succeeded" for row in rows)
 
     await wait_for(all_succeeded, timeout=60)
-    rows = await store.fetchall("SELECT id FROM jobs ORDER BY finished_at, id")
+    rows = await store.fetchall("SELECT id, started_at, finished_at FROM jobs ORDER BY finished_at")
     owner_of = {code: owner for owner, codes in links.items() for code in codes}
-    # First come first served would have run b1 last, after all six of the others.
-    everyone = [(owner_of[code], code) for code in requested.values()]  # request order
-    assert in_turns(everyone) == ["a1", "c1", "b1", "a2", "c2", "a3", "c3"]
-    # A worker runs one consumer per partition, each one export at a time: users take
-    # turns within each partition (a job's partition is its id's); with one partition
-    # that is the order above.
-    keys = resources.keys
-    for partition in keys.numbers:
-        mine = [job_id for job_id in requested if keys.partition_of(job_id) == partition]
-        order = [requested[row[0]] for row in rows if row[0] in mine]
-        expected = in_turns([(owner_of[requested[job_id]], requested[job_id]) for job_id in mine])
-        assert order == expected, f"partition {partition}"
+    # One user's exports run one at a time, across every partition's consumer: a user's
+    # next starts when the one before finished.
+    runs: dict[str, list[tuple[str, str]]] = {}
+    for job_id, started, finished in rows:
+        runs.setdefault(owner_of[requested[job_id]], []).append((started, finished))
+    for owner, spans in runs.items():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), owner
+    order = [requested[row[0]] for row in rows]
+    if len(resources.keys.numbers) == 1:
+        # First come first served would have run b1 last, after all six of the others.
+        everyone = [(owner_of[code], code) for code in requested.values()]  # request order
+        assert order == in_turns(everyone) == ["a1", "c1", "b1", "a2", "c2", "a3", "c3"]
+    else:  # the partitions' consumers run at once: b1 still before the others' last
+        assert order.index("b1") < min(order.index("a3"), order.index("c3"))
 
 
 def in_turns(requests: list[tuple[str, str]]) -> list[str]:
@@ -93,3 +98,47 @@ def in_turns(requests: list[tuple[str, str]]) -> list[str]:
     for owner, code in requests:
         queues.setdefault(owner, []).append(code)
     return [code for turn in zip_longest(*queues.values()) for code in turn if code is not None]
+
+
+async def test_one_users_exports_run_one_at_a_time_and_another_users_runs_meanwhile(
+    make_config: Callable[..., Config],
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., object],
+) -> None:
+    """Two workers that could run three exports at once each: a user's three run one
+    after the other, whichever worker reads them (the group's flow), and another user's
+    export, requested while the first of them runs, does not wait behind the other two."""
+    store = resources.store
+    config = make_config(worker_concurrency=3, exports_per_user=PER_USER, export_batch=50)
+    busy = [f"busy{n}" for n in range(PER_USER)]
+    for code in busy:
+        await add_link(store, code, f"https://example.org/{code}", owner=OWNER)
+    await add_link(store, "lone", "https://example.org/lone", owner=OTHER)
+    async with store.transaction() as tx:  # a history each export scans in many windows
+        await tx.append(*(LinkVisited(code=busy[i % 3], visitor=f"v{i}") for i in range(6_000)))
+    start_relay()
+    for name in ("w1", "w2"):
+        start_worker("exports", name=name, config=config)
+    mine = [
+        (await jobs.request_export(store, OWNER, code, f"t-{code}", per_user=PER_USER))[0].id
+        for code in busy
+    ]
+
+    async def one_running() -> bool:
+        rows = await store.fetchall("SELECT status FROM jobs WHERE status != 'queued'")
+        return len(rows) > 0
+
+    await wait_for(one_running, timeout=60)
+    lone, _ = await jobs.request_export(store, OTHER, "lone", "t-lone", per_user=PER_USER)
+
+    async def all_succeeded() -> bool:
+        rows = await store.fetchall("SELECT status FROM jobs")
+        return len(rows) == PER_USER + 1 and all(row[0] == "succeeded" for row in rows)
+
+    await wait_for(all_succeeded, timeout=120)
+    rows = await store.fetchall("SELECT id, started_at, finished_at FROM jobs ORDER BY started_at")
+    spans = [(started, finished) for job_id, started, finished in rows if job_id in mine]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), "two of one user's at once"
+    finished = {job_id: done for job_id, _, done in rows}
+    assert finished[lone.id] < max(finished[job_id] for job_id in mine)

@@ -1,10 +1,12 @@
 """Link imports on a real ``imports`` worker: the upload published by the relay, the job
 run by the group's consumer from the jobs stream, its links and ``LinkCreated`` events
 committed, the upload gone; a second upload of the file creates nothing, and a
-cancelled import stops and leaves its upload behind nowhere."""
+cancelled import stops and leaves its upload behind nowhere; one user's imports run one at
+a time across workers while another user's runs meanwhile."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +22,7 @@ from sluice.events import decode
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
 from sluice.store import Store
-from tests.link_helpers import OWNER, add_user
+from tests.link_helpers import OTHER, OTHER_TOKEN, OWNER, add_user
 
 SAMPLES = Path(__file__).parent.parent / "data" / "imports"
 
@@ -100,3 +102,45 @@ async def test_a_cancelled_import_never_runs_and_its_upload_is_removed(
     job = await jobs.get_job(store, job_id)
     assert job is not None and job.status == "cancelled"
     assert await store.fetchall("SELECT code FROM links") == []
+
+
+async def test_one_users_imports_run_one_at_a_time_and_another_users_runs_meanwhile(
+    resources: Resources,
+    start_relay: Callable[..., Relay],
+    start_worker: Callable[..., Consumer],
+) -> None:
+    """Two workers: a user's three uploads are imported one after the other, whichever
+    worker reads them (the group's flow), and another user's upload, made while the
+    first of them runs, does not wait behind the other two."""
+    store = resources.store
+    await add_user(store)
+    await add_user(store, OTHER, OTHER_TOKEN)
+    start_relay()
+    for name in ("w1", "w2"):
+        start_worker("imports", name=name)
+
+    def csv(tag: str, rows: int) -> bytes:
+        lines = ["url,alias,expires_at,tags,title"]
+        lines += [f"https://example.org/{tag}/{i},,,," for i in range(rows)]
+        return "\n".join(lines).encode()
+
+    mine = []
+    for n in range(3):
+        data = csv(f"a{n}", 1500)
+        job, _ = await jobs.request_import(store, OWNER, data, "sluice", 1500, f"t-a{n}")
+        mine.append(job.id)
+
+    async def one_running() -> bool:
+        rows = await store.fetchall("SELECT status FROM jobs WHERE status != 'queued'")
+        return len(rows) > 0
+
+    await wait_for(one_running, timeout=60)
+    data = csv("lone", 10)
+    lone, _ = await jobs.request_import(store, OTHER, data, "sluice", 10, "t-lone")
+    for job_id in [*mine, lone.id]:
+        assert (await finished(store, job_id)).status == "succeeded"
+    rows = await store.fetchall("SELECT id, started_at, finished_at FROM jobs ORDER BY started_at")
+    spans = [(started, done) for job_id, started, done in rows if job_id in mine]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), "two of one user's at once"
+    ended = {job_id: done for job_id, _, done in rows}
+    assert ended[lone.id] < max(ended[job_id] for job_id in mine)

@@ -34,6 +34,7 @@ from sluice.events import utcnow, uuid7
 from sluice.process.resources import Resources
 from sluice.store.users import db_time
 from tests.api.helpers import user_token
+from tests.integration.webhook_helpers import add_link, add_webhook
 
 Client = TestClient[Any, Any]
 Call = tuple[dict[str, str], bytes]
@@ -106,20 +107,6 @@ def worker(
         return start_worker(NAME, spec=group_spec(webhooks_group, resources, deps))
 
     return start
-
-
-async def add_webhook(api: Client, auth: dict[str, str], url: str, *events: str) -> dict[str, Any]:
-    body = {"url": url, "events": list(events)}
-    response = await api.post("/v1/webhooks", json=body, headers=auth)
-    assert response.status == 201, await response.text()
-    hook: dict[str, Any] = await response.json()
-    return hook
-
-
-async def add_link(api: Client, auth: dict[str, str]) -> str:
-    response = await api.post("/v1/links", json={"url": "https://example.org/a"}, headers=auth)
-    assert response.status == 201, await response.text()
-    return str((await response.json())["code"])
 
 
 def verified(secret: str, call: Call) -> dict[str, Any]:

@@ -30,6 +30,7 @@ VALID: dict[str, Any] = {
     "trusted_proxies": "10.0.0.0/8",
     "history_hot_days": 30,
     "snapshot_every": "links=50,users=0",
+    "mail_domain_rate": "100/min",
     "group_timeouts": {"loyalty": 12.5},
     "group_key_concurrency": {"web-hooks": "4"},
     "group_key_rates": {"web-hooks": "50/s"},

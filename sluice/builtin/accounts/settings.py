@@ -7,7 +7,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from sluice.app import Settings
+from sluice.app import Rate, Settings
 
 
 class AccountsSettings(Settings, frozen=True, kw_only=True):
@@ -20,3 +20,20 @@ class AccountsSettings(Settings, frozen=True, kw_only=True):
     # Mails to one user in any hour / any 24 hours, shared by every replica (0: no limit).
     mail_user_hourly: Annotated[int, Meta(ge=0)] = 20
     mail_user_daily: Annotated[int, Meta(ge=0)] = 100
+    # Mails to one recipient domain, shared by every replica: "100/min", "5/s" ("" or
+    # "0": no limit). A mail over it waits for its turn without spending a delivery.
+    mail_domain_rate: str = ""
+
+    def __post_init__(self) -> None:
+        try:
+            self.domain_rate()
+        except ValueError:  # refuses the start
+            raise ValueError(
+                'SLUICE_MAIL_DOMAIN_RATE must be a rate such as "100/min" or "5/s" (0: no'
+                f" limit), got {self.mail_domain_rate!r}"
+            ) from None
+
+    def domain_rate(self) -> Rate | None:
+        """``mail_domain_rate`` as a ``Rate`` (None: no limit)."""
+        text = self.mail_domain_rate.strip()
+        return Rate.parse(text) if text else None

@@ -49,8 +49,10 @@ class LinksSettings(Settings, frozen=True, kw_only=True):
     # Webhooks (docs/guides/links.md): per user; each call's deadline; how long a batch
     # waits for its calls before slow ones go on in the background (their entries
     # retried); 1: targets on private, loopback and link-local addresses allowed (tests,
-    # private networks).
+    # private networks); calls at once to one receiver host, by every owner, worker and
+    # host together (0: no bound; a call waiting for its turn is no failed attempt).
     webhooks_per_user: Positive = 10
     webhook_timeout_seconds: Annotated[float, Meta(gt=0)] = 10.0
     webhook_batch_wait_ms: int = 1000
     webhook_allow_private: int = 0
+    webhook_host_concurrency: Annotated[int, Meta(ge=0)] = 8

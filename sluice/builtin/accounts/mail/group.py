@@ -23,7 +23,7 @@ from sluice.builtin.accounts.keys import AccountsKeys
 from sluice.builtin.accounts.mail import links, templates
 from sluice.builtin.accounts.mail.budget import UserBudget
 from sluice.builtin.accounts.mail.idempotency import SendLog
-from sluice.builtin.accounts.mail.ratelimit import RateLimiter
+from sluice.builtin.accounts.mail.ratelimit import DomainRate, RateLimiter
 from sluice.builtin.accounts.mail.sending import (
     Mailer,
     Outgoing,
@@ -65,7 +65,9 @@ def build_deps(resources: Resources) -> MailDeps:
         mail.mail_user_hourly,
         mail.mail_user_daily,
     )
-    mailer = Mailer(SendLog(resources.store), limiter, transport, mail.mail_from, budget)
+    rate = mail.domain_rate()
+    domains = None if rate is None else DomainRate(resources.redis, keys.mail_domain_rate, rate)
+    mailer = Mailer(SendLog(resources.store), limiter, transport, mail.mail_from, budget, domains)
     log.info(
         "mail: ready",
         transport=transport.name,
@@ -73,6 +75,7 @@ def build_deps(resources: Resources) -> MailDeps:
         rate_per_second=mail.mail_rate,
         user_hourly=mail.mail_user_hourly,
         user_daily=mail.mail_user_daily,
+        domain_rate=mail.mail_domain_rate or None,
     )
     return MailDeps(
         mailer=mailer,

@@ -1,4 +1,5 @@
-"""The global mail rate limit (``SLUICE_MAIL_RATE`` per second), shared through Redis.
+"""The global mail rate limit (``SLUICE_MAIL_RATE`` per second), shared through Redis,
+and the optional rate per recipient domain (``SLUICE_MAIL_DOMAIN_RATE``: ``DomainRate``).
 
 Every mail worker of every replica asks one Lua script for a send slot. The
 script keeps a single key, the next free slot in Redis's own clock, and hands
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from sluice.app import ServiceUnavailable
+from sluice.app import Rate, ServiceUnavailable
 from sluice.app.advanced import REDIS_DOWN
 
 # KEYS[1]: next free slot (microseconds, Redis clock). ARGV[1]: interval (µs).
@@ -70,3 +72,44 @@ class RateLimiter:
         if wait:
             await asyncio.sleep(wait)
         return Grant(at=int(slot_us) / 1_000_000, waited=wait)
+
+
+# KEYS[1]: the domain's theoretical arrival time (ms, Redis clock). ARGV: interval ms,
+# burst tolerance ms. Returns 0 (a mail may go now; the time moved one interval on) or
+# the ms until one may, leaving the time as it was: a mail that waits takes nothing.
+_DOMAIN = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval, tolerance = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tat = math.max(now, tonumber(redis.call('GET', KEYS[1]) or '0'))
+if tat - now > tolerance then
+  return math.ceil(tat - now - tolerance)
+end
+local ttl = math.ceil(tat + interval - now) + 1000
+redis.call('SET', KEYS[1], string.format('%.0f', tat + interval), 'PX', ttl)
+return 0
+"""
+
+
+class DomainRate:
+    """At most ``rate`` mails to one recipient domain (``SLUICE_MAIL_DOMAIN_RATE``),
+    across every replica, with the rate's burst (GCRA in Redis's clock). A mail over it
+    is not slept on in its handler: ``due`` tells how long until it may go, and the
+    handler gives its entry back to wait (``NotYet``), so a burst to one domain is
+    spread at the rate while mail to other domains goes on."""
+
+    def __init__(self, redis: aioredis.Redis, key: Callable[[str], str], rate: Rate) -> None:
+        self.key = key
+        self.interval_ms = rate.per_seconds * 1000 / rate.count
+        self.tolerance_ms = self.interval_ms * (rate.bucket - 1)
+        self._script = redis.register_script(_DOMAIN)
+
+    async def due(self, domain: str) -> float:
+        """0 when a mail to ``domain`` may go now (counted), else seconds until one may."""
+        try:
+            wait_ms = await self._script(
+                keys=[self.key(domain)], args=[self.interval_ms, self.tolerance_ms]
+            )
+        except (redis.exceptions.RedisError, *REDIS_DOWN) as exc:
+            raise RateLimitUnavailable(f"mail domain rate unavailable: {exc}") from exc
+        return int(wait_ms) / 1000

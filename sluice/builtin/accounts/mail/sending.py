@@ -10,11 +10,15 @@ the welcome mail today, reminders next. The order matters:
 3. count the mail against its user's budget (``sluice.builtin.accounts.mail.budget``); a mail
    over it is not sent, but logged and counted, and the handler returns (the
    entry is acked: retrying would only deliver it later, and as unwanted);
-4. wait for a slot of the global rate limit *before* reserving, so a lease
+4. with ``SLUICE_MAIL_DOMAIN_RATE``, a mail over its recipient domain's rate is
+   given back to wait (``NotYet``: no delivery spent, its budget kept, nothing
+   else of it done), so a burst to one domain is spread at the rate and never
+   holds a handler that mail to another domain could use;
+5. wait for a slot of the global rate limit *before* reserving, so a lease
    is never spent queueing;
-5. reserve the key (``sluice.builtin.accounts.mail.idempotency``), and when another worker
+6. reserve the key (``sluice.builtin.accounts.mail.idempotency``), and when another worker
    holds it, wait for that worker's outcome within its lease;
-6. send within ``SEND_DEADLINE`` (shorter than the lease), then record
+7. send within ``SEND_DEADLINE`` (shorter than the lease), then record
    ``sent`` at once; on a failure release the key and re-raise, and the
    runtime retries (4xx, connection errors) or dead-letters (5xx).
 """
@@ -33,10 +37,10 @@ from email.utils import formatdate, parseaddr
 
 import structlog
 
-from sluice.app import HandlerError
+from sluice.app import HandlerError, NotYet
 from sluice.builtin.accounts.mail.budget import Spent, UserBudget
 from sluice.builtin.accounts.mail.idempotency import Outcome, Reservation, SendLog
-from sluice.builtin.accounts.mail.ratelimit import RateLimiter
+from sluice.builtin.accounts.mail.ratelimit import DomainRate, RateLimiter
 from sluice.builtin.accounts.mail.templates import Content, one_line
 from sluice.builtin.accounts.mail.transport import Transport
 from sluice.builtin.accounts.metrics import MAILS, MAILS_WITHHELD
@@ -137,6 +141,7 @@ class Mailer:
     transport: Transport
     sender: str
     budget: UserBudget | None = None
+    domains: DomainRate | None = None
 
     async def send_once(self, outgoing: Outgoing) -> bool:
         """Deliver ``outgoing`` unless its key was sent before; True when sent now."""
@@ -147,6 +152,11 @@ class Mailer:
             return False
         if not await self._within_budget(outgoing):
             return False
+        if self.domains is not None:
+            domain = domain_of(outgoing.recipient)
+            wait = await self.domains.due(domain)
+            if wait:
+                raise NotYet(f"mail to {domain} over its domain rate", retry_in_s=wait)
         await self.limiter.acquire()
         reservation = await self._reserve(outgoing)
         if reservation.outcome is Outcome.ALREADY_SENT:

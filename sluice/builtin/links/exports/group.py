@@ -11,16 +11,20 @@ A cancelled job (``DELETE /v1/jobs/{id}``) makes ``run_export`` raise
 ``Cancelled``: the runtime acks the entry without a retry and records the
 delivery ``cancelled``.
 
-Users take turns (the group's ``turns=``): the exports of a read start (as the
-group's concurrency lets them) in rounds, each owner's first, then each owner's
-second, and so on, so one user's queue never stands in front of another user's
-first export. With at most ``SLUICE_EXPORTS_PER_USER`` exports per user queued or
-running, a user's export waits behind at most that many of any other user's.
+Users take turns, across every worker (the group's ``flow=``): at most
+``SLUICE_EXPORTS_KEY_CONCURRENCY`` (1) exports of one user run at once, the others
+wait for their turn without spending deliveries, and users with waiting exports
+take turns; so one user's queue never stands in front of another user's first
+export, whichever worker read it. Within one read the exports that may run start
+in rounds (``turns=``), each owner's first, then each owner's second: it matters
+only where a deployment lets a user run more than one at once. With at most
+``SLUICE_EXPORTS_PER_USER`` exports per user queued or running, a user's export
+waits behind at most that many of any other user's.
 """
 
 from __future__ import annotations
 
-from sluice.app import HandlerContext
+from sluice.app import Flow, HandlerContext
 from sluice.builtin.links.app import app
 from sluice.builtin.links.events import ExportRequested
 from sluice.builtin.links.exports.dead_letters import give_up_job
@@ -38,6 +42,7 @@ exports_group = app.group(
     NAME,
     deps=ExportDeps.from_resources,
     turns=owner,
+    flow=Flow(key="owner_id", concurrency=1),
     on_dead_letter=give_up_job(ExportRequested, "export"),
 )
 

@@ -5,11 +5,16 @@ group acks the other's events without a call. A job cancelled by its owner or th
 admin makes ``run_import`` raise ``Cancelled``: the entry is acked without a retry.
 A job whose entry goes to the dead letters because its workers died on every
 delivery is marked failed (its upload is kept: a redrive resumes it).
+
+Users take turns across every worker (the group's ``flow=``): at most
+``SLUICE_IMPORTS_KEY_CONCURRENCY`` (1) imports of one user run at once; the others
+wait for their turn without spending deliveries, so one user's uploads never hold
+up another user's.
 """
 
 from __future__ import annotations
 
-from sluice.app import HandlerContext
+from sluice.app import Flow, HandlerContext
 from sluice.builtin.links.app import app
 from sluice.builtin.links.events import ImportRequested
 from sluice.builtin.links.exports.dead_letters import give_up_job
@@ -18,7 +23,10 @@ from sluice.builtin.links.imports.runner import ImportDeps, run_import
 NAME = "imports"
 
 imports_group = app.group(
-    NAME, deps=ImportDeps.from_resources, on_dead_letter=give_up_job(ImportRequested, "import")
+    NAME,
+    deps=ImportDeps.from_resources,
+    flow=Flow(key="owner_id", concurrency=1),
+    on_dead_letter=give_up_job(ImportRequested, "import"),
 )
 
 

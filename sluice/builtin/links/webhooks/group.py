@@ -22,6 +22,13 @@ Design, so that one slow endpoint never delays another owner's deliveries:
   When the retry comes the message has been delivered (nothing is sent again) or it
   failed (it is sent again), or it is still running (the retry joins it). So a slow
   endpoint costs the next batch at most the wait, and only its own entries retries.
+- Calls to one receiver host are at most ``SLUICE_WEBHOOK_HOST_CONCURRENCY`` at once,
+  whichever owners, workers and hosts make them (the sender's ``Slots``). An entry
+  whose calls only wait for their turn when the wait ends (for their host's slot, or
+  behind their webhook's call before them) is ``NotYet``: it comes back after the
+  wait without spending a delivery (waiting is no failed attempt, however busy the
+  receiver), and its calls keep their place meanwhile. Only a call under way is
+  ``StillSending``.
 - An endpoint that refuses (non-2xx), times out or cannot be reached fails its
   entries, which the runtime retries with backoff and dead-letters after
   ``SLUICE_MAX_DELIVERIES``; a target refused by the address checks
@@ -39,7 +46,17 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from sluice.app import Event, HandlerContext, Resources, SluiceError, Store, utcnow, uuid7
+from sluice.app import (
+    Event,
+    HandlerContext,
+    NotYet,
+    Resources,
+    Slots,
+    SluiceError,
+    Store,
+    utcnow,
+    uuid7,
+)
 from sluice.builtin.links.app import app
 from sluice.builtin.links.events import LinkCreated, LinkUpdated, LinkVisited
 from sluice.builtin.links.settings import LinksSettings
@@ -125,9 +142,12 @@ async def _deliver(
     hook: Webhook,
     messages: Sequence[tuple[StoredMessage, list[str]]],
     outcomes: Outcomes,
+    current: dict[str, str],
 ) -> None:
-    """Send ``hook`` its messages in order, noting each event's outcome as it comes."""
+    """Send ``hook`` its messages in order, noting each event's outcome as it comes
+    (``current``: the message of each webhook being sent, by webhook id)."""
     for message, carried in messages:
+        current[hook.id] = message.id
         error: BaseException | None = None
         try:
             await asyncio.shield(deps.sender.send(hook, message))
@@ -155,7 +175,9 @@ def _plan(
 
 
 def _failure(errors: Sequence[BaseException]) -> BaseException:
-    """An entry's failure: retried if any webhook's is; permanent only if all are."""
+    """An entry's failure: retried if any webhook's is; permanent only if all are; not
+    yet (no failure) if every one of its calls only waits for its host's turn."""
+    errors = sorted(errors, key=lambda e: isinstance(e, NotYet))
     return next((e for e in errors if not getattr(e, "permanent", False)), errors[0])
 
 
@@ -174,8 +196,9 @@ async def handle_batch(deps: WebhookDeps, events: Sequence[Event]) -> dict[str, 
             for hook_id, (hook, hook_events) in plan.items()
         )
     )
+    current: dict[str, str] = {}
     tasks = [
-        asyncio.create_task(_deliver(deps, hook, messages, outcomes[hook.id]))
+        asyncio.create_task(_deliver(deps, hook, messages, outcomes[hook.id], current))
         for (hook, _), messages in zip(plan.values(), prepared, strict=True)
         if messages
     ]
@@ -188,6 +211,12 @@ async def handle_batch(deps: WebhookDeps, events: Sequence[Event]) -> dict[str, 
         hook_id: {e.event_id for e in hook_events} for hook_id, (_, hook_events) in plan.items()
     }
     still = StillSending(f"the call was still running after {deps.wait_s:g} s; retried")
+    queued = NotYet("its calls wait for their turn", retry_in_s=deps.wait_s)
+    # What an event with no outcome yet is: waiting for its host's turn, or sending.
+    unsent = {
+        hook_id: queued if current.get(hook_id) in deps.sender.waiting else still
+        for hook_id in plan
+    }
     failures: dict[str, BaseException] = {}
     for event in events:
         event_id = event.event_id
@@ -195,7 +224,7 @@ async def handle_batch(deps: WebhookDeps, events: Sequence[Event]) -> dict[str, 
             outcome
             for hook_id, results in outcomes.items()
             if event_id in carried[hook_id]
-            and (outcome := results.get(event_id, still)) is not None
+            and (outcome := results.get(event_id, unsent[hook_id])) is not None
         ]
         if errors:
             failures[event_id] = _failure(errors)
@@ -225,7 +254,16 @@ def _purge_now_and_then(deps: WebhookDeps) -> None:
 
 def build_deps(resources: Resources) -> WebhookDeps:
     config, own = resources.config, LinksSettings.of(resources)
-    sender = Sender(resources.store, own.webhook_timeout_seconds, bool(own.webhook_allow_private))
+    # A slot's lease outlasts a call (its deadline), renewed while the call runs anyway.
+    hosts = Slots.of(
+        resources,
+        "webhook-hosts",
+        own.webhook_host_concurrency,
+        lease_s=max(30.0, own.webhook_timeout_seconds * 2),
+    )
+    sender = Sender(
+        resources.store, own.webhook_timeout_seconds, bool(own.webhook_allow_private), hosts
+    )
     return WebhookDeps(
         store=resources.store,
         sender=sender,

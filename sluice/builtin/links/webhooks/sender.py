@@ -1,7 +1,12 @@
 """One call to a webhook: sign, POST, record the attempt.
 
-Calls to one webhook go one at a time per process (a lock per webhook), at most
-``SENDS_AT_ONCE`` calls at once in all, each within ``SLUICE_WEBHOOK_TIMEOUT_SECONDS``
+Calls to one webhook go one at a time per process (a lock per webhook); calls to one
+receiver host at most ``SLUICE_WEBHOOK_HOST_CONCURRENCY`` at once across every owner,
+worker and host (``Slots`` of the host name: first come, first served, a killed
+worker's slot freed when its lease runs out), so many owners' webhooks on one receiver
+never flood it; at most ``SENDS_AT_ONCE`` calls at once in a process (taken after the
+host's slot: calls waiting for one busy host never hold up calls to other hosts),
+each within ``SLUICE_WEBHOOK_TIMEOUT_SECONDS``
 (connecting included); redirects are not followed (a 3xx is a failure, and cannot
 lead a call to an address the checks did not see). An attempt of a message already
 running in this process is joined, never started twice.
@@ -10,15 +15,18 @@ running in this process is joined, never started twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+import uuid
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import aiohttp
 import structlog
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from sluice.app import SluiceError, Store, utcnow
+from sluice.app import Slots, SluiceError, Store, utcnow
 from sluice.builtin.links.webhooks import repository
 from sluice.builtin.links.webhooks.repository import StoredMessage, Webhook
 from sluice.builtin.links.webhooks.signing import secret_key, signature
@@ -40,10 +48,16 @@ class Sender:
         store: Store,
         timeout_s: float,
         allow_private: bool,
+        hosts: Slots | None = None,
         resolver: Callable[[], AbstractResolver] | None = None,
     ) -> None:
-        """``resolver``: makes the resolver under the address checks (tests name hosts)."""
+        """``hosts``: the slots of receiver hosts (None: no bound); ``resolver``: makes
+        the resolver under the address checks (tests name hosts)."""
         self.store = store
+        self.hosts = hosts
+        # Messages whose attempt waits for its turn (its webhook's call before it, its
+        # receiver host's slot): not sending yet.
+        self.waiting: set[str] = set()
         self.timeout_s = timeout_s
         self.allow_private = allow_private
         self._resolver = resolver
@@ -95,47 +109,66 @@ class Sender:
         return self._locks.setdefault(webhook_id, asyncio.Lock())
 
     async def _attempt(self, hook: Webhook, message: StoredMessage) -> None:
-        async with self._lock(hook.id), self._slots:
-            if await repository.is_delivered(self.store, message.id):
-                return  # went out while this attempt waited (an earlier one, another worker)
-            attempt = await repository.next_attempt(self.store, message.id)
-            started, clock = utcnow(), time.perf_counter()
-            status: int | None = None
-            failure: SluiceError | None = None
-            try:
-                status = await self._post(hook, message)
-                if not 200 <= status < 300:
-                    failure = DeliveryFailed(f"the endpoint answered HTTP {status}")
-            except TargetRefused as exc:
-                failure = exc
-                if exc.address is not None:  # for the operator only (targets.TargetRefused)
-                    log.info(
-                        "webhook target resolves to a non-public address",
-                        webhook_id=hook.id,
-                        url=hook.url,
-                        address=exc.address,
-                    )
-            except TimeoutError:
-                failure = DeliveryFailed(f"no answer within {self.timeout_s:g} s")
-            except aiohttp.ClientError as exc:
-                failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
-            duration_ms = (time.perf_counter() - clock) * 1000
-            error = None if failure is None or status is not None else str(failure)
-            await repository.record(
-                self.store, hook.id, message, attempt, status, error, started, duration_ms
-            )
-            log.info(
-                "webhook call",
-                webhook_id=hook.id,
-                message_id=message.id,
-                event_type=message.event_type,
-                attempt=attempt,
-                status=status,
-                error=error,
-                duration_ms=round(duration_ms, 1),
-            )
-            if failure is not None:
-                raise failure
+        self.waiting.add(message.id)
+        try:
+            async with self._lock(hook.id):
+                if await repository.is_delivered(self.store, message.id):
+                    return  # by an earlier attempt this one waited for, or another worker
+                async with self._host(hook, message):
+                    self.waiting.discard(message.id)
+                    async with self._slots:
+                        await self._call(hook, message)
+        finally:
+            self.waiting.discard(message.id)
+
+    def _host(self, hook: Webhook, message: StoredMessage) -> AbstractAsyncContextManager[None]:
+        """A slot of the receiver's host, held while the call runs."""
+        host = (URL(hook.url, encoded=True).host or "").lower()
+        if self.hosts is None or not host:
+            return contextlib.nullcontext()
+        return self.hosts.hold(host, f"{message.id}:{uuid.uuid4().hex}")
+
+    async def _call(self, hook: Webhook, message: StoredMessage) -> None:
+        if await repository.is_delivered(self.store, message.id):
+            return  # went out while this attempt waited (an earlier one, another worker)
+        attempt = await repository.next_attempt(self.store, message.id)
+        started, clock = utcnow(), time.perf_counter()
+        status: int | None = None
+        failure: SluiceError | None = None
+        try:
+            status = await self._post(hook, message)
+            if not 200 <= status < 300:
+                failure = DeliveryFailed(f"the endpoint answered HTTP {status}")
+        except TargetRefused as exc:
+            failure = exc
+            if exc.address is not None:  # for the operator only (targets.TargetRefused)
+                log.info(
+                    "webhook target resolves to a non-public address",
+                    webhook_id=hook.id,
+                    url=hook.url,
+                    address=exc.address,
+                )
+        except TimeoutError:
+            failure = DeliveryFailed(f"no answer within {self.timeout_s:g} s")
+        except aiohttp.ClientError as exc:
+            failure = DeliveryFailed(f"{type(exc).__name__}: {exc}")
+        duration_ms = (time.perf_counter() - clock) * 1000
+        error = None if failure is None or status is not None else str(failure)
+        await repository.record(
+            self.store, hook.id, message, attempt, status, error, started, duration_ms
+        )
+        log.info(
+            "webhook call",
+            webhook_id=hook.id,
+            message_id=message.id,
+            event_type=message.event_type,
+            attempt=attempt,
+            status=status,
+            error=error,
+            duration_ms=round(duration_ms, 1),
+        )
+        if failure is not None:
+            raise failure
 
     async def _post(self, hook: Webhook, message: StoredMessage) -> int:
         url = URL(hook.url, encoded=True)

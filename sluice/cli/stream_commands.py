@@ -64,9 +64,12 @@ async def show_status(config: Config, *, as_json: bool) -> int:
         print("groups, every partition together:")
         for g in group_totals(report):
             print(f"  {g.group:<16} {_group_figures(g, loaded)}")
-    if flows:
+    # Flow groups with nothing waiting and no slot in use are left out (every deployment
+    # of the links app has two: exports and imports); ``sluice flow GROUP`` shows any.
+    busy = [f for f in flows if f.entries_waiting or f.slots_in_use]
+    if busy:
         print("flow control (keys waiting for their turn; slots in use / concurrency):")
-        for flow in flows:
+        for flow in busy:
             print("\n".join(flow_lines(flow)))
     for s in report.stalled:
         since = "never" if s.since_ack_s is None else f"{s.since_ack_s:.0f} s ago"

@@ -110,7 +110,7 @@ async def test_status_shows_the_relay_backlog_and_then_the_stream(
     assert all(s["length"] == 0 for name, s in streams.items() if name != visits)
     text = await sluice_command(config, "status")
     assert "relay backlog: 0" in text.stdout and f"{visits}  length=7" in text.stdout
-    assert "flow control" not in text.stdout  # no group of these apps has a flow
+    assert "flow control" not in text.stdout  # no entry waits for its turn
 
 
 async def test_replay_rebuilds_link_stats_and_refuses_an_unknown_projection(

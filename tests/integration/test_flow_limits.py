@@ -105,9 +105,9 @@ async def test_a_lease_that_runs_out_frees_the_slot(redis: aioredis.Redis) -> No
 
 
 async def test_a_kept_lease_does_not_run_out(redis: aioredis.Redis) -> None:
-    lim = limiter(redis, Flow(key="owner", concurrency=1), lease_ms=1_000)
+    lim = limiter(redis, Flow(key="owner", concurrency=1), lease_ms=2_000)
     await acquire(lim, [entry("busy", "a"), entry("next", "a")])
-    until = time.monotonic() + 2.5  # past two leases, kept every tenth of one
+    until = time.monotonic() + 4.5  # past two leases, kept every twentieth of one
     while time.monotonic() < until:
         assert await lim.keep([("busy", "a")]) == 1
         assert not (await lim.pump()).released

@@ -102,7 +102,10 @@ async def test_sluice_status_and_sluice_flow_show_them(
     assert page["waiting"] == 2
     done = await sluice_command(config, "flow", "mail")
     assert done.returncode == 2
-    assert "no flow group 'mail'; groups with flow control: throttled" in done.stderr
+    assert (
+        "no flow group 'mail'; groups with flow control: exports, imports, reports, throttled"
+        in (done.stderr)
+    )
 
 
 async def test_the_rates_tokens_left_per_key_and_overall(waiting: Waiting) -> None:

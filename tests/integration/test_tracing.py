@@ -39,7 +39,7 @@ FAILS: dict[str, int] = {}  # attempts a parcel's labelling fails before it succ
 
 
 @app.event
-class ParcelSent(Event, frozen=True, kw_only=True, tag=True):
+class ParcelShipped(Event, frozen=True, kw_only=True, tag=True):
     aggregate: ClassVar[str] = "parcels"
     parcel_id: str
 
@@ -59,7 +59,7 @@ class Send(msgspec.Struct, frozen=True):
 async def send(request: web.Request) -> web.Response:
     body = await read_json(request, Send)
     async with store(request).transaction() as tx:
-        await tx.append(ParcelSent(parcel_id=body.parcel_id))
+        await tx.append(ParcelShipped(parcel_id=body.parcel_id))
         await chase.schedule(tx, Chase(body.parcel_id), key=body.parcel_id,
                              delay=timedelta(hours=1))
     return json_response({"id": body.parcel_id}, 201)
@@ -83,8 +83,8 @@ async def chase(job: Chase, tx: Tx, ctx: JobContext) -> None:
 labelling = app.group("labelling", max_deliveries=5, retry_base_ms=60_000)
 
 
-@labelling.once(ParcelSent)
-async def label(event: ParcelSent, tx: Tx, ctx: HandlerContext) -> None:
+@labelling.once(ParcelShipped)
+async def label(event: ParcelShipped, tx: Tx, ctx: HandlerContext) -> None:
     if ctx.attempt <= FAILS.get(event.parcel_id, 0):
         raise LookupError("the label printer is jammed")
     await tx.append(ParcelLabelled(parcel_id=event.parcel_id))
@@ -159,7 +159,7 @@ async def test_a_request_its_publication_and_its_handlers_are_one_trace(
     assert server.attributes["http.request.method"] == "POST"
 
     consumers = [s for s in finished if s.kind == SpanKind.CONSUMER]
-    sent = (await h.events("ParcelSent"))[0]
+    sent = (await h.events("ParcelShipped"))[0]
     label = _one(consumers, **{"messaging.consumer.group.name": "labelling"})
     assert label.context.trace_id == server.context.trace_id
     assert label.parent.span_id == server.context.span_id  # a child of the request's span
@@ -174,7 +174,7 @@ async def test_a_request_its_publication_and_its_handlers_are_one_trace(
         "messaging.message.id": sent.event_id,
         "sluice.stream.entry_id": "-",
         "sluice.stream.key": label.attributes["sluice.stream.key"],
-        "sluice.event.type": "ParcelSent",
+        "sluice.event.type": "ParcelShipped",
         "sluice.delivery.attempt": 1,
     }
     # What the handler appended is handled in the same trace, under the handler's span.

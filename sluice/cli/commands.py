@@ -193,40 +193,15 @@ def _runs(numbers: list[int]) -> str:
     return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-async def _aggregate_events(parts: Parts, args: argparse.Namespace) -> int:
-    """``--aggregate TYPE:ID``: one event-sourced aggregate's events, in version order."""
-    from sluice.history import search as event_search
-
-    try:
-        kind, ident = event_search.aggregate_id(args.aggregate)
-    except event_search.Invalid as exc:
-        print(
-            f"sluice events: error: argument --aggregate: {args.aggregate!r} {exc}", file=sys.stderr
-        )
-        return 2
-    store = await parts.open_store()
-    try:
-        versions = await event_search.of_aggregate(store, kind, ident)
-    finally:
-        await store.close()
-    if args.json:
-        items = [{"version": v, **msgspec.structs.asdict(e)} for v, e in versions]
-        print(msgspec.json.encode({"items": items}).decode())
-        return 0
-    for v, e in versions:
-        print(f"v{v}  {e.seq}  {e.created_at}  {e.type:<22} {e.trace_id}  {e.event_id}")
-    if not versions:
-        print(f"no saved events of aggregate {kind}:{ident}")
-    return 0
-
-
 async def events_command(config: Config, args: argparse.Namespace) -> int:
     from sluice.history import search as event_search
     from sluice.history.search import EventQuery, search
 
     parts = assemble(config)  # the apps' event types and aggregates are searchable too
     if args.aggregate is not None and ":" in args.aggregate:
-        return await _aggregate_events(parts, args)
+        from sluice.cli.aggregate_commands import aggregate_events
+
+        return await aggregate_events(parts, args)
     for flag, check in (("type", event_search.event_type), ("aggregate", event_search.aggregate)):
         value = getattr(args, flag)
         if value is None:

@@ -20,6 +20,7 @@ from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcno
 from sluice.store.base import HEAD, NO_OVERRIDES, Row, StoredEvent, field_name, upsert_clause
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
+from sluice.store.sqlite_connect import connect, pragma
 from sluice.store.sqlite_dialect import DIALECT
 from sluice.store.sqlite_lock import write_lock
 from sluice.telemetry import tracing
@@ -27,41 +28,7 @@ from sluice.telemetry.prometheus import EVENTS_COMMITTED
 
 log = structlog.get_logger(__name__)
 
-_PRAGMAS = (
-    # First, so every later statement waits for a lock instead of failing.
-    "PRAGMA busy_timeout=10000",
-    # FULL: a 2xx means the events survive a power cut, not only a crash.
-    "PRAGMA synchronous=FULL",
-    "PRAGMA foreign_keys=ON",
-)
 _EVENT_COLUMNS = "seq, event_id, type, aggregate, payload, trace_id, created_at, traceparent"
-
-
-async def _connect(path: Path) -> aiosqlite.Connection:
-    db = await aiosqlite.connect(path, isolation_level=None)
-    for pragma in _PRAGMAS:
-        await _pragma(db, pragma)
-    await _enable_wal(db)
-    return db
-
-
-async def _pragma(db: aiosqlite.Connection, pragma: str) -> None:
-    """Run a pragma and close its cursor: an open one keeps a read lock on the file."""
-    async with db.execute(pragma) as cursor:
-        await cursor.fetchall()
-
-
-async def _enable_wal(db: aiosqlite.Connection) -> None:
-    """Switch a new database to WAL; the switch skips the busy handler, so retry it:
-    processes starting together on a fresh file (``sluice up``) race for it."""
-    for attempt in range(100):
-        try:
-            await _pragma(db, "PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or attempt == 99:
-                raise
-            await asyncio.sleep(0.05)
 
 
 # Rows per INSERT statement when appending events (6 parameters each; SQLite allows 32766).
@@ -253,8 +220,8 @@ class SqliteStore:
         # -shm files with the mode of the database file, so they follow.
         with contextlib.suppress(FileExistsError):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        writer = await _connect(path)
-        reader = await _connect(path)
+        writer = await connect(path)
+        reader = await connect(path)
         store = cls(writer, reader, write_lock(path))
         if migrate:
             try:
@@ -291,7 +258,7 @@ class SqliteStore:
         try:
             if not durable:
                 self._lazy = True
-                await _pragma(self._writer, "PRAGMA synchronous=NORMAL")
+                await pragma(self._writer, "PRAGMA synchronous=NORMAL")
             # IMMEDIATE takes the write lock up front: no deadlock on upgrade.
             await self._writer.execute("BEGIN IMMEDIATE")
             yield tx
@@ -323,9 +290,9 @@ class SqliteStore:
         """A read transaction on a connection of its own: every read in it sees the
         database as the first one did (WAL), whatever commits meanwhile. Read only."""
         files = await self.fetchall("PRAGMA database_list")  # (seq, name, file)
-        db = await _connect(next(Path(file) for _, name, file in files if name == "main"))
+        db = await connect(next(Path(file) for _, name, file in files if name == "main"))
         try:
-            await _pragma(db, "PRAGMA query_only=ON")
+            await pragma(db, "PRAGMA query_only=ON")
             await db.execute("BEGIN")  # deferred: the snapshot starts at the first read
             yield SqliteTx(db)
         finally:
@@ -382,7 +349,7 @@ class SqliteStore:
     async def _durable_again(self) -> None:
         """After a commit that did not wait for the disk, every other one waits again."""
         if self._lazy:
-            await _pragma(self._writer, "PRAGMA synchronous=FULL")
+            await pragma(self._writer, "PRAGMA synchronous=FULL")
             self._lazy = False
 
     async def insert_rows(

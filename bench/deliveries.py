@@ -27,6 +27,7 @@ from pathlib import Path
 
 import msgspec
 from readme import record
+from redis.asyncio import Redis
 from stores import Stores, parse_stores, postgres_version
 
 from sluice.app.assembly import default_apps, open_resources
@@ -61,8 +62,22 @@ async def publish(res: Resources, n: int, make: Callable[[int], Event] = _view) 
     await task
 
 
-async def drain(res: Resources, config: Config, n: int, recorded: bool) -> float:
+async def timed_drain(consumer: Consumer, n: int, reader: Redis) -> float:
+    """Run ``consumer`` until it handled ``n`` entries, then stop it and close its
+    ``reader``: the seconds from its start to its ``n``-th."""
     stop = asyncio.Event()
+    started = time.perf_counter()
+    task = asyncio.create_task(consumer.run(stop))
+    while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
+        await asyncio.sleep(0.002)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await task
+    await reader.aclose()
+    return elapsed
+
+
+async def drain(res: Resources, config: Config, n: int, recorded: bool) -> float:
     reader = redis_client(config, socket_timeout=10)
     log = DeliveryLog(res.store) if recorded else None
     consumer = Consumer(
@@ -73,14 +88,7 @@ async def drain(res: Resources, config: Config, n: int, recorded: bool) -> float
         runtime_settings(config),
         deliveries=log,
     )
-    started = time.perf_counter()
-    task = asyncio.create_task(consumer.run(stop))
-    while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
-        await asyncio.sleep(0.002)
-    elapsed = time.perf_counter() - started
-    stop.set()
-    await task
-    await reader.aclose()
+    elapsed = await timed_drain(consumer, n, reader)
     rows = await res.store.fetchone("SELECT COUNT(*) FROM deliveries")
     batches = await res.store.fetchall("SELECT entries FROM delivery_batches")
     found = (rows[0] if rows else 0) + sum(

@@ -19,10 +19,9 @@ import asyncio
 import dataclasses
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from deliveries import publish
+from deliveries import publish, timed_drain
 from readme import record
 from stores import Stores
 
@@ -50,16 +49,7 @@ async def one(stores: Stores, n: int, flow: bool) -> float:
                 spec = dataclasses.replace(spec, flow=GENEROUS)
             reader = redis_client(config, socket_timeout=10)
             consumer = Consumer(spec, reader, res.keys, "bench", runtime_settings(config))
-            stop = asyncio.Event()
-            started = time.perf_counter()
-            task = asyncio.create_task(consumer.run(stop))
-            while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
-                await asyncio.sleep(0.002)
-            elapsed = time.perf_counter() - started
-            stop.set()
-            await task
-            await reader.aclose()
-            return elapsed
+            return await timed_drain(consumer, n, reader)
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,17 @@ def spawn(config: Config, sluice_spawn: Callable[..., Child]) -> Callable[..., C
     """``spawn(*command, log=None, **env)``: a ``sluice`` child process of the test's
     deployment (the app testing plugin's ``sluice_spawn``), killed after the test."""
     return functools.partial(sluice_spawn, config)
+
+
+@pytest.fixture
+async def otlp_receiver() -> AsyncIterator[tuple[Any, int]]:
+    """``(receiver, port)``: an OTLP/HTTP trace receiver on a free port
+    (tests/otlp_receiver.py); the test is skipped without the ``otel`` extra."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from tests.otlp_receiver import receiving
+
+    async with receiving() as found:
+        yield found
 
 
 @pytest.fixture

@@ -12,80 +12,32 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from sluice.app.testing import Child, patience, wait_answering, wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
+from tests.otlp_receiver import Receiver
+from tests.otlp_receiver import attributes as _attributes
+from tests.otlp_receiver import otlp_env as _otlp
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
 
 
-class Receiver:
-    """An OTLP/HTTP trace receiver: every span posted to /v1/traces, with its resource."""
-
-    def __init__(self) -> None:
-        self.spans: list[tuple[dict[str, Any], Span]] = []
-
-    async def traces(self, request: web.Request) -> web.Response:
-        assert request.content_type == "application/x-protobuf"
-        export = ExportTraceServiceRequest.FromString(await request.read())
-        for resource_spans in export.resource_spans:
-            resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
-            for scope in resource_spans.scope_spans:
-                self.spans.extend((resource, span) for span in scope.spans)
-        return web.Response(
-            body=ExportTraceServiceResponse().SerializeToString(),
-            content_type="application/x-protobuf",
-        )
-
-    def of_kind(self, kind: int) -> list[Span]:
-        return [span for _, span in self.spans if span.kind == kind]
-
-
-def _value(value: Any) -> Any:
-    return getattr(value, value.WhichOneof("value"))
-
-
-def _attributes(span: Span) -> dict[str, Any]:
-    return {a.key: _value(a.value) for a in span.attributes}
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[tuple[Receiver, int]]:
-    found = Receiver()
-    app = web.Application()
-    app.router.add_post("/v1/traces", found.traces)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield found, port
-    finally:
-        await runner.cleanup()
-
-
 @pytest.mark.slow
 async def test_a_registration_is_one_trace_from_the_callers_span_to_the_mail_handler(
-    tmp_path: Path, receiver: tuple[Receiver, int]
+    tmp_path: Path, otlp_receiver: tuple[Receiver, int]
 ) -> None:
-    found, otlp_port = receiver
+    found, otlp_port = otlp_receiver
     port, data = free_port(), tmp_path / "var"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLUICE_", "OTEL_"))}
     env.update(
@@ -170,21 +122,13 @@ async def test_a_registration_is_one_trace_from_the_callers_span_to_the_mail_han
                     await process.wait()
 
 
-def _otlp(port: int, service: str) -> dict[str, str]:
-    return {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-        "OTEL_SERVICE_NAME": service,
-        "OTEL_BSP_SCHEDULE_DELAY": "200",
-    }
-
-
 @pytest.mark.slow
 async def test_api_relay_and_worker_processes_export_one_trace_per_request(
-    receiver: tuple[Receiver, int],
+    otlp_receiver: tuple[Receiver, int],
     sluice_config: Callable[..., Config],
     sluice_spawn: Callable[..., Child],
 ) -> None:
-    found, otlp_port = receiver
+    found, otlp_port = otlp_receiver
     port = free_port()
     config = sluice_config("links,accounts", port=port)
     sluice_spawn(config, "api", SLUICE_PORT=str(port), **_otlp(otlp_port, "api"))

@@ -184,6 +184,9 @@ from sluice.streams.failures import Failures
 # links
 from sluice.streams.messages import Message, NoOutcome, PoisonMessage
 
+# links
+from sluice.telemetry import tracing
+
 __all__ = [
     "APPS",
     "CLIENT_LIMITS",
@@ -294,6 +297,7 @@ __all__ = [
     "signal_cancel",
     "slot_groups",
     "token_hash",
+    "tracing",
     "trusted_networks",
     "visitor_hash",
     "wait_or_stop",

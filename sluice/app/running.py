@@ -42,6 +42,7 @@ from sluice.store.migrate import Migration
 from sluice.store.users import db_time
 from sluice.streams.messages import BatchHandler, Delivery, Duplicate, Message, Outcomes
 from sluice.streams.spec import DeadLetterHook, GroupSpec
+from sluice.telemetry import batch_spans, tracing
 
 # ``group_spec``'s default: build the group's deps from its factory.
 BUILD: Final = object()
@@ -263,6 +264,12 @@ def batch_handler(group: Group[Any], resources: Resources, deps: Any) -> BatchHa
         wanted = [d for d in deliveries if type(d.event) in types]
         if not wanted:
             return {}
+        if tracing.ENABLED:  # a CONSUMER span per batch, linked to its events' spans
+            with batch_spans.processing(wanted, name):
+                return await call(wanted)
+        return await call(wanted)
+
+    async def call(wanted: Sequence[Delivery]) -> Outcomes:
         attempt = max(d.message.deliveries for d in wanted)
         ctx = HandlerContext(resources, name, attempt, "", deps)
         with structlog.contextvars.bound_contextvars(group=name):

@@ -12,6 +12,7 @@ from sluice.records.deliveries import BATCH, record_in
 from sluice.store import Tx
 from sluice.streams.messages import Delivery, Duplicate, EntryKey, Message, Outcomes, Recorded
 from sluice.streams.spec import GroupSpec
+from sluice.telemetry import batch_spans, tracing
 
 
 async def fresh_events(
@@ -98,6 +99,12 @@ def projection_group(projection: EngineProjection, resources: Resources) -> Grou
         relevant = [d for d in deliveries if type_name(d.event) in projection.event_types]
         if not relevant:
             return {}
+        if tracing.ENABLED:  # a CONSUMER span per batch, linked to its events' spans
+            with batch_spans.processing(relevant, projection.name):
+                return await apply(relevant)
+        return await apply(relevant)
+
+    async def apply(relevant: Sequence[Delivery]) -> Outcomes:
         batch = BATCH.get()
         async with resources.store.transaction() as tx:
             batch_id = None if batch is None else batch.id

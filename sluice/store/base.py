@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from sluice.events import Event
+from sluice.telemetry import tracing
 
 # A row as the store answers it: the selected columns in order.
 Row = tuple[Any, ...]
@@ -45,6 +46,21 @@ class StoredEvent(msgspec.Struct, frozen=True):
     # The W3C traceparent of the span that appended it; None when tracing was off
     # (sluice.telemetry.tracing). Read by the relay only (events_after).
     traceparent: str | None = None
+
+
+def appended_under(
+    events: Sequence[Event], traceparents: Sequence[str | None] | None
+) -> Sequence[str | None] | None:
+    """The traceparent each of ``events`` is stored with (``Tx.append``): the caller's,
+    else the current span's while tracing is on, else None (none at all)."""
+    if traceparents is not None:
+        if len(traceparents) != len(events):
+            raise ValueError(f"{len(traceparents)} traceparents for {len(events)} events")
+        return traceparents
+    if not tracing.ENABLED:
+        return None
+    parent = tracing.current_traceparent()
+    return None if parent is None else [parent] * len(events)
 
 
 def field_name(field: str) -> str:
@@ -115,8 +131,14 @@ class Tx(Protocol):
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Every row the query returns; read inside this transaction."""
 
-    async def append(self, *events: Event) -> None:
-        """Add events to the history; they commit with the rest of the transaction."""
+    async def append(
+        self, *events: Event, traceparents: Sequence[str | None] | None = None
+    ) -> None:
+        """Add events to the history; they commit with the rest of the transaction.
+
+        ``traceparents``, one per event: the W3C ``traceparent`` each is stored with
+        instead of the current span's, for a writer that appends events other spans
+        made (a redirect's visit: docs/guides/tracing.md)."""
 
     async def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]

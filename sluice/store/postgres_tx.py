@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
-from sluice.store.base import NO_OVERRIDES, Row
+from sluice.store.base import NO_OVERRIDES, Row, appended_under
 from sluice.store.postgres_bulk import PostgresBulkWrites
 from sluice.store.postgres_catalog import PostgresCatalog
 from sluice.store.postgres_dialect import DIALECT, numbered, translate_ddl
@@ -70,14 +70,21 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
         conn = await self._session()
         return [tuple(r) for r in await conn.fetch(numbered(sql), *params)]
 
-    async def append(self, *events: Event) -> None:
+    async def append(
+        self, *events: Event, traceparents: Sequence[str | None] | None = None
+    ) -> None:
         # Inserted at commit, under the history lock: see the module docstring.
         for e in events:
             if type(e).__name__ not in EVENT_TYPES:  # nothing could read it back: refused
                 raise REGISTRY.undeclared(type(e))
+        if traceparents is not None or tracing.ENABLED:
+            # The appending spans, read now (the COPY runs at commit), each at its event's
+            # place: None for the events appended before with tracing off.
+            parents = appended_under(events, traceparents)
+            if parents is not None:
+                self._parents += [None] * (len(self._events) - len(self._parents))
+                self._parents += parents
         self._events.extend(events)
-        if tracing.ENABLED:  # the appending span, read now: the COPY runs at commit
-            self._parents += [tracing.current_traceparent()] * len(events)
 
     async def lock_history(self) -> None:
         """Hold back every other append until this transaction ends: the history's head,
@@ -119,10 +126,11 @@ class PostgresTx(PostgresCatalog, PostgresBulkWrites):
             return collections.Counter()
         kinds = [type_name(e) for e in events]
         created_at = utcnow().isoformat()
-        # The appending spans' traceparents, a column of its own only when tracing is on.
-        # None: tracing off (or turned on during the transaction, in a test).
+        # The appending spans' traceparents, a column of its own only when one was read.
         parents = (
-            self._parents if len(self._parents) == len(events) and any(self._parents) else None
+            [*self._parents, *[None] * (len(events) - len(self._parents))]
+            if any(self._parents)
+            else None
         )
         for start in range(0, len(events), APPEND_ROWS):
             rows: list[tuple[object, ...]] = [

@@ -17,7 +17,15 @@ import aiosqlite
 import structlog
 
 from sluice.events import EVENT_TYPES, REGISTRY, Event, encode, type_name, utcnow
-from sluice.store.base import HEAD, NO_OVERRIDES, Row, StoredEvent, field_name, upsert_clause
+from sluice.store.base import (
+    HEAD,
+    NO_OVERRIDES,
+    Row,
+    StoredEvent,
+    appended_under,
+    field_name,
+    upsert_clause,
+)
 from sluice.store.migrate import Migration, apply_migrations
 from sluice.store.sqlite_catalog import SqliteCatalog
 from sluice.store.sqlite_connect import connect, pragma
@@ -65,27 +73,34 @@ class SqliteTx(SqliteCatalog):
             # A list of plain tuples already (no row_factory): returned as it is.
             return cast(list[Row], await cursor.fetchall())
 
-    async def append(self, *events: Event) -> None:
+    async def append(
+        self, *events: Event, traceparents: Sequence[str | None] | None = None
+    ) -> None:
         # Multi-row INSERTs rather than executemany: executemany hands the GIL back and
         # forth with the event loop for every row, which showed in the redirect profile.
         now = utcnow().isoformat()
-        # The appending span's traceparent, a column of its own only when tracing is on.
-        parent = tracing.current_traceparent() if tracing.ENABLED else None
+        # The appending spans' traceparents, a column of its own only when tracing is on
+        # (or the caller names each event's).
+        parents = (
+            None
+            if traceparents is None and not tracing.ENABLED
+            else appended_under(events, traceparents)
+        )
         columns, row = (
             (_APPENDED, _EVENT_ROW)
-            if parent is None
+            if parents is None
             else (_APPENDED + ", traceparent", "(?, ?, ?, ?, ?, ?, ?)")
         )
         for start in range(0, len(events), APPEND_ROWS):
             chunk = events[start : start + APPEND_ROWS]
             params: list[object] = []
-            for e in chunk:
+            for i, e in enumerate(chunk, start):
                 kind = type(e).__name__
                 if kind not in EVENT_TYPES:  # nothing could read it back: refused, not committed
                     raise REGISTRY.undeclared(type(e))
                 params += (e.event_id, kind, e.aggregate, encode(e), e.trace_id, now)
-                if parent is not None:
-                    params.append(parent)
+                if parents is not None:
+                    params.append(parents[i])
             await self._db.execute(
                 f"INSERT INTO events ({columns}) VALUES {', '.join(row for _ in chunk)}",
                 params,

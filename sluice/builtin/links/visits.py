@@ -95,6 +95,9 @@ class VisitRecorder:
         # Event ids of buffered visits to links with max_visits: their commit also counts
         # them in link_visit_counts (sluice/builtin/links/limits.py).
         self._counted: set[str] = set()
+        # With tracing on, the traceparent of the span each buffered visit was recorded
+        # under (its redirect's), by event id: the commit appends each visit under its own.
+        self._parents: dict[str, str] = {}
         self._oldest_at = 0.0  # loop time the oldest buffered visit arrived
         self._wake = asyncio.Event()  # a visit arrived, or closing
         self._full = asyncio.Event()  # a batch is waiting, or closing
@@ -116,14 +119,19 @@ class VisitRecorder:
         """Every visit recorded so far is committed (none buffered, no commit in flight)."""
         return self.committed == self.recorded
 
-    def record(self, visit: LinkVisited, *, counted: bool = False) -> None:
+    def record(
+        self, visit: LinkVisited, *, counted: bool = False, traceparent: str | None = None
+    ) -> None:
         """Queue one visit; never blocks and never fails the request. ``counted``: the
-        link has max_visits, so the commit also adds the visit to link_visit_counts."""
+        link has max_visits, so the commit also adds the visit to link_visit_counts.
+        ``traceparent``: the span the visit is stored under (the redirect's, tracing on)."""
         if len(self._buffer) >= self._max_buffer:
             self._drop()
             return
         if counted:
             self._counted.add(visit.event_id)
+        if traceparent is not None:
+            self._parents[visit.event_id] = traceparent
         if not self._buffer:
             self._oldest_at = asyncio.get_running_loop().time()
             self._wake.set()
@@ -180,7 +188,7 @@ class VisitRecorder:
             async with self._store.transaction() as tx:
                 fresh = await self._not_stored(tx, pending) if self._suspect else pending
                 if fresh:
-                    await tx.append(*fresh)
+                    await tx.append(*fresh, traceparents=self._traced(fresh))
                     if self._counted:
                         await self._count(tx, fresh)
         except Exception:
@@ -198,7 +206,16 @@ class VisitRecorder:
         self.committed += len(pending)
         if self._counted:
             self._counted.difference_update(visit.event_id for visit in pending)
+        if self._parents:
+            for visit in pending:
+                self._parents.pop(visit.event_id, None)
         return True
+
+    def _traced(self, visits: Sequence[LinkVisited]) -> list[str | None] | None:
+        """The span each of ``visits`` was recorded under; None when none was."""
+        if not self._parents:
+            return None
+        return [self._parents.get(visit.event_id) for visit in visits]
 
     async def _count(self, tx: Tx, visits: Sequence[LinkVisited]) -> None:
         counts = collections.Counter(v.code for v in visits if v.event_id in self._counted)

@@ -51,6 +51,7 @@ from sluice.app.advanced import (
     password_page,
     problem_response,
     redis_client,
+    tracing,
     trusted_networks,
 )
 from sluice.builtin.links import geo
@@ -115,7 +116,10 @@ def record_visit(request: web.Request, code: str, target: Target, now: datetime)
     unlocked a password link (sluice/builtin/links/http/link_passwords.py)."""
     key = request.app[VISITOR_KEY]
     visit = visit_of(request, key, code, now, trace_id(request), request.app[TRUSTED_PROXIES])
-    request.app[VISITS].record(visit, counted=target.max_visits is not None)
+    # With tracing on, the redirect's span: the writer stores the visit under it, so the
+    # visit's handlers are in the redirect's trace (docs/guides/tracing.md).
+    parent = tracing.current_traceparent() if tracing.ENABLED else None
+    request.app[VISITS].record(visit, counted=target.max_visits is not None, traceparent=parent)
     request[QUIET] = config(request).redirect_log == "errors"
 
 

@@ -1,0 +1,155 @@
+"""A redirect's visit in its trace (docs/guides/tracing.md): the visit writer stores each
+visit under the span of the redirect that recorded it, though it commits visits in
+batches after the redirects were answered, and a projection's batch (``link-stats``
+counting visits) is a CONSUMER span linked to the span that appended each event in it.
+In process through the harness (spans kept by the SDK's in-memory exporter), and as a
+team's collector sees it from separate API, relay and worker processes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from sluice.app.testing import Child, Harness, HarnessFactory, wait_answering, wait_for
+from sluice.builtin.links.events import LinkVisited
+from sluice.config import Config
+from sluice.embedded.redis_server import free_port
+from sluice.telemetry import tracing
+
+CALLERS = (
+    ("5bf92f3577b34da6a3ce929d0e0e4731", "10f067aa0ba902b1"),
+    ("5bf92f3577b34da6a3ce929d0e0e4732", "10f067aa0ba902b2"),
+)
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = tracing.new_provider("links-test")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.shutdown()
+    assert not tracing.ENABLED
+
+
+async def _link(http: Any) -> str:
+    """A new user's new link's code (``http``: an aiohttp client of the API)."""
+    user = {"email": "ada@example.org", "password": "correct horse battery"}
+    async with http.post("/v1/users", json=user) as registered:
+        assert registered.status == 201, await registered.text()
+    async with http.post("/v1/tokens", json=user) as issued:
+        bearer = {"Authorization": f"Bearer {(await issued.json())['token']}"}
+    async with http.post("/v1/links", json={"url": "https://example.com/t"}, headers=bearer) as r:
+        assert r.status == 201, await r.text()
+        return str((await r.json())["code"])
+
+
+async def _stored_under(h: Harness) -> list[str | None]:
+    rows = await h.store.fetchall(
+        "SELECT traceparent FROM events WHERE type = 'LinkVisited' ORDER BY seq"
+    )
+    return [row[0] for row in rows]
+
+
+def _parent(span: Any) -> str:
+    ctx = span.context
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+async def test_each_visit_is_stored_under_its_redirects_span_and_link_stats_links_them(
+    sluice_harness: HarnessFactory, sluice_store_kind: str, spans: InMemorySpanExporter
+) -> None:
+    # The writer waits for two visits (or ten minutes): both commit in one append.
+    h = await sluice_harness(
+        "links,accounts", store=sluice_store_kind, visit_flush_ms=600_000, visit_batch=2
+    )
+    code = await _link(h.client)
+    for trace_id, span_id in CALLERS:
+        headers = {"traceparent": f"00-{trace_id}-{span_id}-01"}
+        async with h.client.get(f"/{code}", headers=headers, allow_redirects=False) as r:
+            assert r.status == 302
+            assert r.headers["X-Trace-Id"] == trace_id
+
+    async def committed() -> bool:
+        return len(await h.events(LinkVisited)) == 2
+
+    await wait_for(committed, timeout=10)
+    redirects = [
+        s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER and s.name == "GET /{code}"
+    ]
+    assert [f"{s.context.trace_id:032x}" for s in redirects] == [t for t, _ in CALLERS]
+    # Each visit under its own redirect's span, not the writer's (it has none).
+    assert await _stored_under(h) == [_parent(s) for s in redirects]
+    assert [v.trace_id for v in await h.events(LinkVisited)] == [t for t, _ in CALLERS]
+
+    await h.drain()
+    counted = [
+        s
+        for s in spans.get_finished_spans()
+        if s.kind == SpanKind.CONSUMER
+        and s.attributes["messaging.consumer.group.name"] == "link-stats"
+    ]
+    assert counted, [(s.name, dict(s.attributes)) for s in spans.get_finished_spans()]
+    assert {s.name for s in counted} == {"process visits"}
+    assert all(s.parent is None for s in counted)  # a batch: linked, no one's child
+    linked = [(link.context.trace_id, link.context.span_id) for s in counted for link in s.links]
+    assert sorted(linked) == sorted((s.context.trace_id, s.context.span_id) for s in redirects)
+    assert sum(s.attributes["messaging.batch.message_count"] for s in counted) == 2
+    assert {s.attributes["messaging.destination.name"] for s in counted} == {"visits"}
+    assert await h.handled("link-stats", LinkVisited)  # and the visits were counted
+
+
+async def test_without_tracing_a_visit_is_stored_under_no_span(
+    sluice_harness: HarnessFactory,
+) -> None:
+    h = await sluice_harness("links,accounts")
+    assert not tracing.ENABLED
+    code = await _link(h.client)
+    headers = {"traceparent": f"00-{CALLERS[0][0]}-{CALLERS[0][1]}-01"}
+    async with h.client.get(f"/{code}", headers=headers, allow_redirects=False) as r:
+        assert r.status == 302
+
+    async def committed() -> bool:
+        return bool(await h.events(LinkVisited))
+
+    await wait_for(committed, timeout=10)
+    assert await _stored_under(h) == [None]
+    assert [v.trace_id for v in await h.events(LinkVisited)] == [CALLERS[0][0]]
+
+
+async def test_append_refuses_traceparents_that_do_not_name_one_per_event(
+    sluice_harness: HarnessFactory, sluice_store_kind: str
+) -> None:
+    h = await sluice_harness("links,accounts", store=sluice_store_kind)
+    visit = LinkVisited(code="abc123", visitor="v")
+    with pytest.raises(ValueError, match="1 traceparents for 2 events"):
+        async with h.store.transaction() as tx:
+            await tx.append(visit, visit, traceparents=["00-" + "1" * 32 + "-" + "2" * 16 + "-01"])
+    assert await h.events(LinkVisited) == []
+
+
+async def test_appended_traceparents_keep_their_events_places_in_a_transaction(
+    sluice_harness: HarnessFactory, sluice_store_kind: str
+) -> None:
+    h = await sluice_harness("links,accounts", store=sluice_store_kind)
+    under = "00-" + "3" * 32 + "-" + "4" * 16 + "-01"
+    async with h.store.transaction() as tx:
+        await tx.append(LinkVisited(code="abc123", visitor="a"))  # tracing off: no span
+        await tx.append(
+            LinkVisited(code="abc123", visitor="b"),
+            LinkVisited(code="abc123", visitor="c"),
+            traceparents=[under, None],
+        )
+    assert await _stored_under(h) == [None, under, None]

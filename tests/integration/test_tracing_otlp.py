@@ -191,8 +191,7 @@ async def test_api_relay_and_worker_processes_export_one_trace_per_request(
     assert mail.parent_span_id == registration.span_id
     assert published(registration.span_id)
     # A redirect is traced too (tracing turns the faster redirect paths off), in the
-    # trace its X-Trace-Id names. Its visit is committed in a batch by a writer of its
-    # own and counted by a projection: neither makes spans yet.
+    # trace its X-Trace-Id names. Its visit reaching link-stats: test_tracing_visits.py.
     (redirect,) = redirects()
     assert redirect.trace_id == visit_trace
     assert _attributes(redirect)["http.response.status_code"] == 302

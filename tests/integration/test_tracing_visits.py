@@ -14,6 +14,9 @@ import aiohttp
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -24,6 +27,7 @@ from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 from sluice.telemetry import tracing
+from tests.otlp_receiver import Receiver, attributes, otlp_env
 
 CALLERS = (
     ("5bf92f3577b34da6a3ce929d0e0e4731", "10f067aa0ba902b1"),
@@ -153,3 +157,65 @@ async def test_appended_traceparents_keep_their_events_places_in_a_transaction(
             traceparents=[under, None],
         )
     assert await _stored_under(h) == [None, under, None]
+
+
+@pytest.mark.slow
+@pytest.mark.topologies("single", "cluster")
+async def test_a_redirects_visit_reaches_link_stats_as_a_collector_sees_it(
+    otlp_receiver: tuple[Receiver, int],
+    make_config: Callable[..., Config],
+    sluice_spawn: Callable[..., Child],
+) -> None:
+    found, otlp_port = otlp_receiver
+    port = free_port()
+    config = make_config(apps="links,accounts", port=port)
+    sluice_spawn(config, "api", SLUICE_PORT=str(port), **otlp_env(otlp_port, "api"))
+    sluice_spawn(config, "relay", **otlp_env(otlp_port, "relay"))
+    sluice_spawn(config, "worker", "link-stats", **otlp_env(otlp_port, "worker"))
+    url = f"http://127.0.0.1:{port}"
+    await wait_answering([url])
+    async with aiohttp.ClientSession(url) as http:
+        code = await _link(http)
+        async with http.get(f"/{code}", allow_redirects=False) as followed:
+            assert followed.status == 302
+            trace_id = bytes.fromhex(followed.headers["X-Trace-Id"])
+
+    def redirect() -> Span | None:
+        return next(
+            (s for s in found.of_kind(Span.SPAN_KIND_SERVER) if s.name == "GET /{code}"), None
+        )
+
+    def linking(kind: int, span: Span) -> list[Span]:
+        """The spans of ``kind`` with a link to ``span``."""
+        return [
+            s
+            for s in found.of_kind(kind)
+            if any((k.trace_id, k.span_id) == (span.trace_id, span.span_id) for k in s.links)
+        ]
+
+    async def counted() -> bool:
+        server = redirect()
+        return server is not None and bool(linking(Span.SPAN_KIND_CONSUMER, server))
+
+    try:
+        await wait_for(counted, timeout=30)
+    except AssertionError as exc:
+        seen = "\n".join(
+            f"{r['service.name']} {s.kind} {s.name} {s.trace_id.hex()} {attributes(s)}"
+            for r, s in found.spans
+        )
+        raise AssertionError(f"spans received:\n{seen}") from exc
+    server = redirect()
+    assert server is not None and server.trace_id == trace_id  # the X-Trace-Id's trace
+    (stats,) = linking(Span.SPAN_KIND_CONSUMER, server)
+    assert stats.name == "process visits"
+    assert not stats.parent_span_id  # a batch's span: linked to its events, no one's child
+    assert attributes(stats)["messaging.consumer.group.name"] == "link-stats"
+    assert attributes(stats)["messaging.batch.message_count"] >= 1
+    worker = [r for r, s in found.spans if s.span_id == stats.span_id]
+    assert worker[0]["service.name"] == "worker"
+
+    async def published() -> bool:  # the relay's batches are exported on their own schedule
+        return bool(linking(Span.SPAN_KIND_PRODUCER, server))
+
+    await wait_for(published, timeout=30)

@@ -136,9 +136,9 @@ class Tx(Protocol):
     ) -> None:
         """Add events to the history; they commit with the rest of the transaction.
 
-        ``traceparents``, one per event: the W3C ``traceparent`` each is stored with
-        instead of the current span's, for a writer that appends events other spans
-        made (a redirect's visit: docs/guides/tracing.md)."""
+        ``traceparents``, one per event (None: no span): the W3C ``traceparent`` each is
+        stored with instead of the current span's, for a writer that appends, later,
+        events that other spans made (a redirect's visit: docs/guides/tracing.md)."""
 
     async def insert_rows(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]

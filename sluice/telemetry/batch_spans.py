@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sluice.telemetry import tracing
 
@@ -21,12 +21,11 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[Any]:
+def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[None]:
     """A CONSUMER span, current while group ``group`` handles ``deliveries`` in one call,
     linked to the span that appended each of their events (those appended with tracing
-    on); yields the span. The SDK keeps ``OTEL_SPAN_LINK_COUNT_LIMIT`` links (128)."""
-    from opentelemetry import context, trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    on). The SDK keeps ``OTEL_SPAN_LINK_COUNT_LIMIT`` links (128)."""
+    from opentelemetry.trace import SpanKind
 
     links = [
         link
@@ -49,14 +48,5 @@ def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[Any]:
             **({"messaging.destination.name": stream} if stream is not None else {}),
         },
     )
-    token = context.attach(trace.set_span_in_context(span))
-    try:
-        yield span
-    except BaseException as exc:
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-        span.set_attribute("error.type", type(exc).__qualname__)
-        raise
-    finally:
-        span.end()
-        context.detach(token)
+    with tracing.running(span):
+        yield

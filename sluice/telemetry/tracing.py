@@ -258,8 +258,7 @@ def consumed(call: Awaitable[None], message: Message, group: str, stream: str) -
 
 
 async def _consume(call: Awaitable[None], message: Message, group: str, destination: str) -> None:
-    from opentelemetry import context, trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace import SpanKind
 
     traceparent = message.fields.get("traceparent")
     known = None
@@ -284,9 +283,20 @@ async def _consume(call: Awaitable[None], message: Message, group: str, destinat
     )
     if known is not None:
         _NEXT_TRACE.reset(known)
+    with running(span):
+        await call
+
+
+@contextmanager
+def running(span: Any) -> Iterator[None]:
+    """``span`` as the current one until it ends, here; an exception raised meanwhile is
+    its error (status, ``error.type`` and the exception as a span event)."""
+    from opentelemetry import context, trace
+    from opentelemetry.trace import Status, StatusCode
+
     token = context.attach(trace.set_span_in_context(span))
     try:
-        await call
+        yield
     except BaseException as exc:
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))

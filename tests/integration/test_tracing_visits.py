@@ -7,7 +7,7 @@ team's collector sees it from separate API, relay and worker processes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -17,8 +17,6 @@ pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -33,19 +31,6 @@ CALLERS = (
     ("5bf92f3577b34da6a3ce929d0e0e4731", "10f067aa0ba902b1"),
     ("5bf92f3577b34da6a3ce929d0e0e4732", "10f067aa0ba902b2"),
 )
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = tracing.new_provider("links-test")
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.shutdown()
-    assert not tracing.ENABLED
 
 
 async def _link(http: Any) -> str:
@@ -90,9 +75,8 @@ async def test_each_visit_is_stored_under_its_redirects_span_and_link_stats_link
         return len(await h.events(LinkVisited)) == 2
 
     await wait_for(committed, timeout=10)
-    redirects = [
-        s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER and s.name == "GET /{code}"
-    ]
+    finished = spans.get_finished_spans()
+    redirects = [s for s in finished if s.kind == SpanKind.SERVER and s.name == "GET /{code}"]
     assert [f"{s.context.trace_id:032x}" for s in redirects] == [t for t, _ in CALLERS]
     # Each visit under its own redirect's span, not the writer's (it has none).
     assert await _stored_under(h) == [_parent(s) for s in redirects]

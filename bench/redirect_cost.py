@@ -26,7 +26,11 @@ Variants (``sluice`` is the real API; the others switch parts of it off):
 - ``no-visit``: no visit built or recorded (cache lookup and 302 only);
 - ``plain-view``: sluice's app and middleware, the view replaced by the bare one;
 - ``plain-view-no-middleware``: the same without the middleware: sluice's app
-  with its routes and cleanup contexts, nothing else.
+  with its routes and cleanup contexts, nothing else;
+- ``traced``: OpenTelemetry tracing on (docs/guides/tracing.md): the redirect's fast
+  path off, a SERVER span per redirect, each visit stored under it; the spans go through
+  the SDK's batch processor and are encoded as OTLP protobuf, then dropped (no
+  collector, no network: what the API process spends on them).
 
 ``--agents random`` sends every request with a User-Agent of its own, 500 random
 characters (a wrk script), where wrk's requests are otherwise all alike: what a
@@ -63,6 +67,7 @@ VARIANTS = (
     "no-visit",
     "plain-view",
     "plain-view-no-middleware",
+    "traced",
 )
 
 
@@ -86,6 +91,8 @@ def serve(variant: str, port: int) -> None:
     from sluice.telemetry.logs import configure_logging
 
     _switch_off(variant, plain)
+    if variant == "traced":
+        _trace()
     config = load_config()
     configure_logging(config)
 
@@ -125,6 +132,24 @@ def _switch_off(variant: str, plain: Any) -> None:
             return app
 
         sluice.http.create_app = without_middleware
+
+
+def _trace() -> None:
+    """Tracing on, as ``tracing.configure`` sets it up, but exporting to no collector:
+    each batch of spans is encoded as the OTLP exporter would send it, then dropped."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from sluice.telemetry import tracing
+
+    class Encoded(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            encode_spans(spans).SerializeToString()
+            return SpanExportResult.SUCCESS
+
+    provider = tracing.new_provider("redirect-cost")
+    provider.add_span_processor(BatchSpanProcessor(Encoded()))
+    tracing.install(provider)
 
 
 # wrk's script for --agents random: each request a User-Agent of 500 random characters.

@@ -187,6 +187,9 @@ from sluice.streams.messages import Message, NoOutcome, PoisonMessage
 # links
 from sluice.telemetry import tracing
 
+# links
+from sluice.telemetry.redirect_span import RedirectSpan
+
 __all__ = [
     "APPS",
     "CLIENT_LIMITS",
@@ -245,6 +248,7 @@ __all__ = [
     "Page",
     "Place",
     "PoisonMessage",
+    "RedirectSpan",
     "RedisLock",
     "SavedVersion",
     "SegmentRef",

@@ -38,7 +38,6 @@ from aiohttp.web_urldispatcher import UrlDispatcher
 
 from sluice.http.app_keys import APPS, CONFIG
 from sluice.http.middlewares import TRACE_ID_HEADER
-from sluice.telemetry import tracing
 from sluice.telemetry.prometheus import REQUEST_TALLY
 
 if TYPE_CHECKING:
@@ -55,11 +54,11 @@ def install(server: web.Server, app: web.Application) -> FastAnswers | None:
     """Answer the redirects of ``app`` first on ``server`` (an ``AppRunner``'s, after
     ``setup()`` and before connections arrive); what answers them, for a site to answer
     them earlier still (``sluice.http.redirect_wire``). None, and nothing installed, with
-    ``SLUICE_REDIRECT_LOG=all``, with tracing on (a redirect's SERVER span is made by the
-    request middleware: docs/guides/tracing.md) or when no app declares a ``fast_path``
-    (the links app's ``sluice.builtin.links.http.fast``)."""
+    ``SLUICE_REDIRECT_LOG=all`` or when no app declares a ``fast_path`` (the links app's
+    ``sluice.builtin.links.http.fast``). With tracing on, what answers makes the
+    redirect's SERVER span (``sluice.telemetry.redirect_span``: docs/guides/tracing.md)."""
     factory = app[APPS].fast_path
-    if factory is None or app[CONFIG].redirect_log == "all" or tracing.ENABLED:
+    if factory is None or app[CONFIG].redirect_log == "all":
         return None
     full = server.request_handler
     redirects = factory(app)

@@ -7,7 +7,7 @@ team's collector sees it from separate API, relay and worker processes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -60,27 +60,46 @@ def _parent(span: Any) -> str:
 async def test_each_visit_is_stored_under_its_redirects_span_and_link_stats_links_them(
     sluice_harness: HarnessFactory, sluice_store_kind: str, spans: InMemorySpanExporter
 ) -> None:
-    # The writer waits for two visits (or ten minutes): both commit in one append.
+    # The writer waits for three visits (or ten minutes): all commit in one append.
     h = await sluice_harness(
-        "links,accounts", store=sluice_store_kind, visit_flush_ms=600_000, visit_batch=2
+        "links,accounts", store=sluice_store_kind, visit_flush_ms=600_000, visit_batch=3
     )
     code = await _link(h.client)
-    for trace_id, span_id in CALLERS:
-        headers = {"traceparent": f"00-{trace_id}-{span_id}-01"}
+    answered = []
+    for caller in (*CALLERS, None):  # the last one without a traceparent: a trace of its own
+        headers = {} if caller is None else {"traceparent": f"00-{caller[0]}-{caller[1]}-01"}
         async with h.client.get(f"/{code}", headers=headers, allow_redirects=False) as r:
             assert r.status == 302
-            assert r.headers["X-Trace-Id"] == trace_id
+            answered.append(r.headers["X-Trace-Id"])
+    assert answered[:2] == [t for t, _ in CALLERS]
 
     async def committed() -> bool:
-        return len(await h.events(LinkVisited)) == 2
+        return len(await h.events(LinkVisited)) == 3
 
     await wait_for(committed, timeout=10)
     finished = spans.get_finished_spans()
     redirects = [s for s in finished if s.kind == SpanKind.SERVER and s.name == "GET /{code}"]
-    assert [f"{s.context.trace_id:032x}" for s in redirects] == [t for t, _ in CALLERS]
+    assert [f"{s.context.trace_id:032x}" for s in redirects] == answered
+    assert [s.parent.span_id if s.parent else None for s in redirects] == [
+        *(int(span_id, 16) for _, span_id in CALLERS),
+        None,
+    ]
+    # The first GET looked the new link up through the app (the middleware's span); the
+    # next ones, the link cached, were answered before the app, their spans made there.
+    assert redirects[0].attributes["url.scheme"] == "http"
+    assert [dict(s.attributes) for s in redirects[1:]] == [
+        {
+            "http.request.method": "GET",
+            "url.path": f"/{code}",
+            "http.route": "/{code}",
+            "user_agent.original": redirects[0].attributes["user_agent.original"],
+            "client.address": "127.0.0.1",
+            "http.response.status_code": 302,
+        }
+    ] * 2
     # Each visit under its own redirect's span, not the writer's (it has none).
     assert await _stored_under(h) == [_parent(s) for s in redirects]
-    assert [v.trace_id for v in await h.events(LinkVisited)] == [t for t, _ in CALLERS]
+    assert [v.trace_id for v in await h.events(LinkVisited)] == answered
 
     await h.drain()
     counted = [
@@ -94,7 +113,7 @@ async def test_each_visit_is_stored_under_its_redirects_span_and_link_stats_link
     assert all(s.parent is None for s in counted)  # a batch: linked, no one's child
     linked = [(link.context.trace_id, link.context.span_id) for s in counted for link in s.links]
     assert sorted(linked) == sorted((s.context.trace_id, s.context.span_id) for s in redirects)
-    assert sum(s.attributes["messaging.batch.message_count"] for s in counted) == 2
+    assert sum(s.attributes["messaging.batch.message_count"] for s in counted) == 3
     assert {s.attributes["messaging.destination.name"] for s in counted} == {"visits"}
     assert await h.handled("link-stats", LinkVisited)  # and the visits were counted
 
@@ -160,14 +179,15 @@ async def test_a_redirects_visit_reaches_link_stats_as_a_collector_sees_it(
     await wait_answering([url])
     async with aiohttp.ClientSession(url) as http:
         code = await _link(http)
-        async with http.get(f"/{code}", allow_redirects=False) as followed:
-            assert followed.status == 302
-            trace_id = bytes.fromhex(followed.headers["X-Trace-Id"])
+        # Twice: through the app (the link not cached yet), then before it (cached).
+        trace_ids = []
+        for _ in range(2):
+            async with http.get(f"/{code}", allow_redirects=False) as followed:
+                assert followed.status == 302
+                trace_ids.append(bytes.fromhex(followed.headers["X-Trace-Id"]))
 
-    def redirect() -> Span | None:
-        return next(
-            (s for s in found.of_kind(Span.SPAN_KIND_SERVER) if s.name == "GET /{code}"), None
-        )
+    def redirects() -> list[Span]:
+        return [s for s in found.of_kind(Span.SPAN_KIND_SERVER) if s.name == "GET /{code}"]
 
     def linking(kind: int, span: Span) -> list[Span]:
         """The spans of ``kind`` with a link to ``span``."""
@@ -177,29 +197,31 @@ async def test_a_redirects_visit_reaches_link_stats_as_a_collector_sees_it(
             if any((k.trace_id, k.span_id) == (span.trace_id, span.span_id) for k in s.links)
         ]
 
-    async def counted() -> bool:
-        server = redirect()
-        return server is not None and bool(linking(Span.SPAN_KIND_CONSUMER, server))
+    def counted(kind: int) -> Callable[[], Awaitable[bool]]:
+        async def linked() -> bool:
+            servers = redirects()
+            return len(servers) == 2 and all(linking(kind, s) for s in servers)
+
+        return linked
 
     try:
-        await wait_for(counted, timeout=30)
+        await wait_for(counted(Span.SPAN_KIND_CONSUMER), timeout=30)
     except AssertionError as exc:
         seen = "\n".join(
             f"{r['service.name']} {s.kind} {s.name} {s.trace_id.hex()} {attributes(s)}"
             for r, s in found.spans
         )
         raise AssertionError(f"spans received:\n{seen}") from exc
-    server = redirect()
-    assert server is not None and server.trace_id == trace_id  # the X-Trace-Id's trace
-    (stats,) = linking(Span.SPAN_KIND_CONSUMER, server)
-    assert stats.name == "process visits"
-    assert not stats.parent_span_id  # a batch's span: linked to its events, no one's child
-    assert attributes(stats)["messaging.consumer.group.name"] == "link-stats"
-    assert attributes(stats)["messaging.batch.message_count"] >= 1
-    worker = [r for r, s in found.spans if s.span_id == stats.span_id]
-    assert worker[0]["service.name"] == "worker"
-
-    async def published() -> bool:  # the relay's batches are exported on their own schedule
-        return bool(linking(Span.SPAN_KIND_PRODUCER, server))
-
-    await wait_for(published, timeout=30)
+    servers = sorted(redirects(), key=lambda s: s.start_time_unix_nano)
+    assert [s.trace_id for s in servers] == trace_ids  # the X-Trace-Ids' traces
+    assert [attributes(s)["http.response.status_code"] for s in servers] == [302, 302]
+    for server in servers:
+        (stats,) = linking(Span.SPAN_KIND_CONSUMER, server)
+        assert stats.name == "process visits"
+        assert not stats.parent_span_id  # a batch's span: linked to its events, no one's child
+        assert attributes(stats)["messaging.consumer.group.name"] == "link-stats"
+        assert attributes(stats)["messaging.batch.message_count"] >= 1
+        (worker,) = [r for r, s in found.spans if s.span_id == stats.span_id]
+        assert worker["service.name"] == "worker"
+    # The relay's batches are exported on their own schedule.
+    await wait_for(counted(Span.SPAN_KIND_PRODUCER), timeout=30)

@@ -8,7 +8,14 @@ import structlog
 from aiohttp import web
 
 from sluice.app import new_trace_id, utcnow
-from sluice.app.advanced import VISITOR_KEY, Caller, incoming_trace_id, other_routes
+from sluice.app.advanced import (
+    VISITOR_KEY,
+    Caller,
+    RedirectSpan,
+    incoming_trace_id,
+    other_routes,
+    tracing,
+)
 from sluice.builtin.links.http.keys import LINK_CACHE, VISITS
 from sluice.builtin.links.http.redirects import CODE, TRUSTED_PROXIES, destination, visit_of
 
@@ -38,14 +45,25 @@ class Redirects:
         now = utcnow()
         if target is None or not target.plain(now):
             return None  # 404 or 410, as problem+json, logged; or a visit limit to count
+        # With tracing on, the redirect's SERVER span, made here: the middleware never
+        # sees this request. Dropped unended (never exported) if the full path answers.
+        span = None
         try:
-            trace_id = incoming_trace_id(caller.headers) or new_trace_id()
-            visit = visit_of(caller, self._key, code, now, trace_id, self._trusted)
             location = destination(caller, target, self._trusted)
+            if "\r" in location or "\n" in location:
+                return None  # never a header here; the full path's answer says what is wrong
+            if tracing.ENABLED:
+                span = RedirectSpan(f"/{code}", caller.headers, caller.remote)
+                trace_id = span.trace_id
+            else:
+                trace_id = incoming_trace_id(caller.headers) or new_trace_id()
+            visit = visit_of(caller, self._key, code, now, trace_id, self._trusted)
         except Exception:
             log.exception("fast redirect failed, answering through the app")
             return None
-        if "\r" in location or "\n" in location:
-            return None  # never a header here; the full path's answer says what is wrong
-        self._visits.record(visit)
+        if span is None:
+            self._visits.record(visit)
+        else:  # the visit is stored under the redirect's span (docs/guides/tracing.md)
+            self._visits.record(visit, traceparent=span.traceparent)
+            span.end(target.status)
         return location, target.status, trace_id

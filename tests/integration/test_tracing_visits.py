@@ -1,9 +1,11 @@
 """A redirect's visit in its trace (docs/guides/tracing.md): the visit writer stores each
 visit under the span of the redirect that recorded it, though it commits visits in
-batches after the redirects were answered, and a projection's batch (``link-stats``
-counting visits) is a CONSUMER span linked to the span that appended each event in it.
-In process through the harness (spans kept by the SDK's in-memory exporter), and as a
-team's collector sees it from separate API, relay and worker processes."""
+batches after the redirects were answered, whether the redirect went through the app or
+(the link cached) was answered before it, with its span made there; a handler of the
+visit is a child of that span, and a projection's batch (``link-stats`` counting visits)
+is a CONSUMER span linked to the span that appended each event in it. In process
+through the harness (spans kept by the SDK's in-memory exporter), and as a team's
+collector sees it from separate API, relay and worker processes."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 from sluice.telemetry import tracing
+from tests.app_helpers import AppDir
 from tests.otlp_receiver import Receiver, attributes, otlp_env
 
 CALLERS = (
@@ -116,6 +119,49 @@ async def test_each_visit_is_stored_under_its_redirects_span_and_link_stats_link
     assert sum(s.attributes["messaging.batch.message_count"] for s in counted) == 3
     assert {s.attributes["messaging.destination.name"] for s in counted} == {"visits"}
     assert await h.handled("link-stats", LinkVisited)  # and the visits were counted
+
+
+WATCH = """
+from sluice.app import App, HandlerContext
+from sluice.builtin.links.events import LinkVisited
+
+app = App("watch")
+watching = app.group("watching")
+
+
+@watching.on(LinkVisited)
+async def watch(event: LinkVisited, ctx: HandlerContext[None]) -> None:
+    pass
+"""
+
+
+async def test_a_handler_of_a_visit_is_a_child_of_the_redirects_span(
+    app_dir: AppDir, sluice_harness: HarnessFactory, spans: InMemorySpanExporter
+) -> None:
+    app_dir.module("watch_app", WATCH)
+    h = await sluice_harness("links,accounts,watch_app")
+    code = await _link(h.client)
+    for _ in range(2):  # through the app, then (the link cached) before it
+        async with h.client.get(f"/{code}", allow_redirects=False) as r:
+            assert r.status == 302
+
+    async def committed() -> bool:
+        return len(await h.events(LinkVisited)) == 2
+
+    await wait_for(committed, timeout=10)
+    await h.drain()
+    finished = spans.get_finished_spans()
+    redirects = [s for s in finished if s.kind == SpanKind.SERVER and s.name == "GET /{code}"]
+    watched = [
+        s
+        for s in finished
+        if s.kind == SpanKind.CONSUMER
+        and s.attributes["messaging.consumer.group.name"] == "watching"
+    ]
+    assert len(redirects) == 2
+    assert sorted((s.context.trace_id, s.parent.span_id) for s in watched) == sorted(
+        (s.context.trace_id, s.context.span_id) for s in redirects
+    )
 
 
 async def test_without_tracing_a_visit_is_stored_under_no_span(

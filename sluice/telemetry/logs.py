@@ -32,6 +32,8 @@ import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 from sluice.config import Config
+from sluice.telemetry import log_spans, tracing
+from sluice.telemetry.log_spans import add_span
 
 # (trace_id, method, path, the client's X-Request-ID or None) of the request this code
 # runs for, if any.
@@ -247,6 +249,7 @@ def processors(renderer: Processor, timestamp: Timestamp | None = None) -> list[
     return [
         structlog.contextvars.merge_contextvars,
         add_request,
+        add_span,
         structlog.processors.add_log_level,
         timestamp or Timestamp(),
         structlog.processors.format_exc_info,
@@ -284,6 +287,8 @@ def json_request_line(writer: LineWriter, timestamp: Timestamp) -> Callable[[int
             }
             if request[3] is not None:
                 line["request_id"] = request[3]
+        if tracing.ENABLED and (ids := log_spans.current_ids()) is not None:
+            line["trace_id"], line["span_id"] = ids  # what add_span writes
         line["level"] = "info"
         line["timestamp"] = timestamp.now()
         try:
@@ -339,6 +344,7 @@ def stdlib_formatter(renderer: Processor, timestamp: Timestamp) -> logging.Forma
             structlog.contextvars.merge_contextvars,  # a worker's bound trace id, group
             structlog.stdlib.add_logger_name,
             add_request,
+            add_span,
             structlog.processors.add_log_level,
             timestamp,
             structlog.processors.format_exc_info,

@@ -10,7 +10,8 @@ The request being served is one ``ContextVar`` (``REQUEST``), set once per
 request by the middleware and merged into every line by ``add_request``;
 workers bind their context with ``structlog.contextvars`` as before. The
 request summary line, one per request, has a fast path for JSON
-(``json_request_line``): the same line, built in one step.
+(``json_request_line``): the same line, built in one step. With tracing on, a line
+written in a span carries its ``trace_id`` and ``span_id`` (``log_spans.add_span``).
 """
 
 from __future__ import annotations

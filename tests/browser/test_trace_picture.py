@@ -140,7 +140,7 @@ async def test_a_traced_registration_on_admin_links_to_its_trace(
     (mail,) = consumed()
     assert request.name == "POST /v1/users"
     assert mail.parent is not None and mail.parent.span_id == request.context.span_id
-    assert mail.attributes is not None and mail.attributes["messaging.consumer.group.name"] == "mail"
+    assert (mail.attributes or {}).get("messaging.consumer.group.name") == "mail"
     # The relay's batch, a trace of its own, linked to the request's span.
     (publish,) = [
         s

@@ -81,9 +81,11 @@ def test_with_tracing_off_a_line_has_no_span_id_even_in_a_span() -> None:
     stream = io.StringIO()
     log = _logger(stream)
     # An app's own span, from a provider of its own: sluice's tracing is still off.
-    with structlog.contextvars.bound_contextvars(trace_id=WORKER_TRACE):
-        with TracerProvider().get_tracer("app").start_as_current_span("the app's"):
-            log.info("in the app's span")
+    with (
+        structlog.contextvars.bound_contextvars(trace_id=WORKER_TRACE),
+        TracerProvider().get_tracer("app").start_as_current_span("the app's"),
+    ):
+        log.info("in the app's span")
     (line,) = _lines(stream)
     assert line["trace_id"] == WORKER_TRACE and "span_id" not in line
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,6 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -33,7 +32,6 @@ from sluice.config import Config
 from sluice.consumers.consumer import Consumer
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
-from sluice.telemetry import tracing
 from tests.browser.admin_page import ADMIN_TOKEN, WAIT_MS, sign_in
 
 if TYPE_CHECKING:
@@ -45,18 +43,6 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 ASSETS, GUIDE = DOCS / "assets", DOCS / "guides" / "tracing.md"
 MARKER = "<!-- spans of the picture: tests/browser/test_trace_picture.py -->"
 TEMPLATE = "http://localhost:16686/trace/{trace_id}"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = tracing.new_provider("sluice")
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.shutdown()
 
 
 def span_lines(found: Sequence[ReadableSpan]) -> list[str]:

@@ -20,6 +20,7 @@ from tests.integration.engine_fixtures import (  # noqa: F401
     start_runners,
     start_worker,
 )
+from tests.span_capture import spans  # noqa: F401 (a fixture)
 
 
 @pytest.fixture

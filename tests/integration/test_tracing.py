@@ -5,7 +5,6 @@ attempt is a CONSUMER span in the request's trace, a failed one with its error."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
@@ -100,19 +98,6 @@ async def archive(event: ParcelLabelled, tx: Tx, ctx: HandlerContext) -> None:
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = tracing.new_provider("parcels-test")
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.shutdown()
-    assert not tracing.ENABLED
 
 
 async def _parcels(app_dir: AppDir, sluice_harness: HarnessFactory, store: str) -> Harness:

@@ -4,20 +4,16 @@ its CONSUMER span, as the in-memory exporter received those spans."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
 import structlog
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from structlog.typing import EventDict
 
 from sluice.app.testing import HarnessFactory
-from sluice.telemetry import tracing
 from sluice.telemetry.logs import processors, render_json
 from tests.app_helpers import AppDir
 
@@ -58,18 +54,6 @@ async def ship(event: CrateSealed, tx: Tx, ctx: HandlerContext) -> None:
 """
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = tracing.new_provider("crates-test")
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.shutdown()
 
 
 def _line(lines: list[EventDict], event: str) -> EventDict:

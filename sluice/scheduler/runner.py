@@ -31,11 +31,12 @@ import structlog
 from sluice.aio.lock import RedisLock
 from sluice.aio.outage import REDIS_DOWN
 from sluice.aio.waiting import cancel_and_wait
-from sluice.events import new_trace_id, utcnow, uuid7
+from sluice.events import TRACE, new_trace_id, utcnow, uuid7
 from sluice.process.resources import Resources
 from sluice.records.cancel import CancelWatch, forget_signal
 from sluice.scheduler import runs
 from sluice.scheduler.task_spec import LockLost, Task, TaskContext
+from sluice.telemetry import run_spans, tracing
 from sluice.telemetry.prometheus import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
 
 log = structlog.get_logger(__name__)
@@ -151,7 +152,22 @@ class Runner:
         return await runs.skipped(self.resources.store, record, self.holder, reason)
 
     async def execute(self, run: Run) -> runs.RunRecord:
-        """Run the task under its lock and record the outcome; never raises (but cancels)."""
+        """Run the task under its lock and record the outcome; never raises (but cancels).
+        With tracing on, the run is a span of its own (``sluice.telemetry.run_spans``)."""
+        record = run.record
+        span = run_spans.TaskRun(record) if tracing.ENABLED else None
+        trace = TRACE.set(record.trace_id)  # what the task appends joins the run's trace
+        status: runs.Status = "failed"
+        error: str | None = INTERRUPTED
+        try:
+            status, error, final = await self._execute(run)
+            return final
+        finally:
+            TRACE.reset(trace)
+            if span is not None:
+                span.end(status, error)
+
+    async def _execute(self, run: Run) -> tuple[runs.Status, str | None, runs.RunRecord]:
         record = run.record
         with structlog.contextvars.bound_contextvars(
             trace_id=record.trace_id, task=record.task, run_id=record.id
@@ -177,7 +193,7 @@ class Runner:
                 log.warning("task run cancelled", seconds=elapsed)
             else:
                 log.error("task run failed", seconds=elapsed, error=error)
-            return final
+            return status, error, final
 
     async def _supervise(self, run: Run) -> tuple[runs.Status, str | None]:
         context = run.context
@@ -215,6 +231,8 @@ class Runner:
             LOCK_LOSSES.labels(run.task.name).inc()
             return "failed", LOST_LOCK
         log.error("task raised", exc_info=exc)
+        if tracing.ENABLED:
+            run_spans.task_raised(exc)
         return "failed", _describe(exc)
 
     def _watch(self, run_id: str) -> CancelWatch:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -258,8 +259,7 @@ def consumed(call: Awaitable[None], message: Message, group: str, stream: str) -
 
 
 async def _consume(call: Awaitable[None], message: Message, group: str, destination: str) -> None:
-    from opentelemetry import context, trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace import SpanKind
 
     traceparent = message.fields.get("traceparent")
     known = None
@@ -284,17 +284,51 @@ async def _consume(call: Awaitable[None], message: Message, group: str, destinat
     )
     if known is not None:
         _NEXT_TRACE.reset(known)
+    await within(span, call, message.key)
+
+
+# A batch's failed attempts: their spans, ended (at the attempt's end) only once the
+# consumer settled the entry, retried or dead-lettered, which the span then tells
+# (sluice.telemetry.run_spans). Set by the consumer while it handles a batch.
+HELD: ContextVar[dict[Any, tuple[Any, int]] | None] = ContextVar("sluice_held", default=None)
+
+
+async def within(span: Any, call: Awaitable[None], key: object) -> None:
+    """``call`` (an attempt at the entry ``key``) with ``span`` current, then the span
+    ended; on failure, its exception recorded, and the span held for the entry's
+    settling when the consumer holds spans (``HELD``)."""
+    from opentelemetry import context, trace
+    from opentelemetry.trace import Status, StatusCode
+
     token = context.attach(trace.set_span_in_context(span))
+    held = None
     try:
         await call
     except BaseException as exc:
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
         span.set_attribute("error.type", type(exc).__qualname__)
+        held = HELD.get()
         raise
     finally:
-        span.end()
         context.detach(token)
+        if held is None:
+            span.end()
+        else:  # an attempt run again through an outage ends the one before
+            if (before := held.get(key)) is not None:
+                before[0].end(end_time=before[1])
+            held[key] = (span, time.time_ns())
+
+
+def start_root(name: str, trace_id: str, **options: Any) -> Any:
+    """A span with no parent (``options``: kind, links, attributes), in the trace
+    ``trace_id`` when that is a trace id (else a new trace): a task's or a job's run."""
+    known = _NEXT_TRACE.set(trace_id) if _HEX32.fullmatch(trace_id) and int(trace_id, 16) else None
+    try:
+        return _tracer.start_span(name, context=parent(None), **options)
+    finally:
+        if known is not None:
+            _NEXT_TRACE.reset(known)
 
 
 def link_to(traceparent: str | None) -> Any:

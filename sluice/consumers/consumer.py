@@ -72,7 +72,7 @@ from sluice.streams.messages import (
     fields_from_redis,
 )
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
-from sluice.telemetry import run_spans, tracing
+from sluice.telemetry import attempts, run_spans, tracing
 
 log = structlog.get_logger(__name__)
 _UNTRACED = contextlib.nullcontext()
@@ -335,7 +335,7 @@ class Consumer:
     ) -> None:
         duration_ms = 0.0
         # With tracing on, failed attempts' spans wait for their outcome (retry, dead letter).
-        with run_spans.holding() if tracing.ENABLED else _UNTRACED:
+        with attempts.holding() if tracing.ENABLED else _UNTRACED:
             if deliveries:
                 logged = self.deliveries is not None
                 batch = Batch(self.group, self.name, started) if logged else None

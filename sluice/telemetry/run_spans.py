@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sluice.events import JobDue
 from sluice.streams.messages import Delivery, EntryKey, Message
-from sluice.telemetry import tracing
+from sluice.telemetry import attempts, tracing
 
 if TYPE_CHECKING:
     from sluice.scheduler.runs import RunRecord
@@ -60,16 +60,7 @@ async def job_run(call: Awaitable[None], job: JobDue, message: Message, group: s
         kind=SpanKind.CONSUMER,
         links=[link] if link is not None else [],
         attributes={
-            "messaging.system": "redis",
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "process",
-            "messaging.destination.name": job.aggregate,
-            "messaging.consumer.group.name": group,
-            "messaging.message.id": message.event_id,
-            "sluice.stream.entry_id": message.entry_id,
-            "sluice.stream.key": message.origin,
-            "sluice.event.type": message.type,
-            "sluice.delivery.attempt": message.deliveries,
+            **tracing.processing(message, group, job.aggregate),
             "sluice.job.name": job.job,
             "sluice.job.key": job.key,
             "sluice.job.priority": job.priority,
@@ -79,7 +70,7 @@ async def job_run(call: Awaitable[None], job: JobDue, message: Message, group: s
     )
     if RECLAIMED.get():
         call = _noting_reclaim(call, message)
-    await tracing.within(span, call, message.key)
+    await attempts.within(span, call, message.key)
 
 
 async def _noting_reclaim(call: Awaitable[None], message: Message) -> None:
@@ -110,24 +101,9 @@ def reclaimed(owners: Mapping[EntryKey, tuple[str, int]]) -> Iterator[None]:
             RECLAIMED.reset(token)
 
 
-@contextlib.contextmanager
-def holding() -> Iterator[None]:
-    """While a consumer handles and settles a batch: its failed attempts' spans wait
-    for their entry's outcome (``retrying``, ``dead_lettered``), ended at the latest
-    here."""
-    held: dict[Any, tuple[Any, int]] = {}
-    token = tracing.HELD.set(held)
-    try:
-        yield
-    finally:
-        tracing.HELD.reset(token)
-        for span, ended in held.values():
-            span.end(end_time=ended)
-
-
 def retrying(message: Message, delay_ms: int) -> None:
     """The failed attempt at ``message`` is retried in ``delay_ms``: said on its span."""
-    _settled(message, "sluice.retry", {"sluice.retry.delay_ms": delay_ms})
+    attempts.settled(message.key, "sluice.retry", {"sluice.retry.delay_ms": delay_ms})
 
 
 def dead_lettered(message: Message, group: str, reason: str, dead_key: str) -> None:
@@ -138,7 +114,7 @@ def dead_lettered(message: Message, group: str, reason: str, dead_key: str) -> N
         "sluice.dead_letter.key": dead_key,
         "sluice.delivery.attempt": message.deliveries,
     }
-    if _settled(message, "sluice.dead_lettered", attributes):
+    if attempts.settled(message.key, "sluice.dead_lettered", attributes):
         return
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -157,19 +133,6 @@ def dead_lettered(message: Message, group: str, reason: str, dead_key: str) -> N
     span.add_event("sluice.dead_lettered", attributes)
     span.set_status(Status(StatusCode.ERROR, reason))
     span.end()
-
-
-def _settled(message: Message, event: str, attributes: dict[str, Any]) -> bool:
-    """``event`` on the held span of the failed attempt at ``message``, which ends
-    then (at the attempt's end); False when none is held."""
-    held = tracing.HELD.get()
-    taken = held.pop(message.key, None) if held is not None else None
-    if taken is None:
-        return False
-    span, ended = taken
-    span.add_event(event, attributes, timestamp=ended)
-    span.end(end_time=ended)
-    return True
 
 
 # --- task runs ------------------------------------------------------------------------

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import structlog
+
+from sluice.telemetry.attempts import within
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -269,55 +270,27 @@ async def _consume(call: Awaitable[None], message: Message, group: str, destinat
         f"process {destination}",
         context=parent(traceparent),
         kind=SpanKind.CONSUMER,
-        attributes={
-            "messaging.system": "redis",
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "process",
-            "messaging.destination.name": destination,
-            "messaging.consumer.group.name": group,
-            "messaging.message.id": message.event_id,
-            "sluice.stream.entry_id": message.entry_id,
-            "sluice.stream.key": message.origin,
-            "sluice.event.type": message.type,
-            "sluice.delivery.attempt": message.deliveries,
-        },
+        attributes=processing(message, group, destination),
     )
     if known is not None:
         _NEXT_TRACE.reset(known)
     await within(span, call, message.key)
 
 
-# A batch's failed attempts: their spans, ended (at the attempt's end) only once the
-# consumer settled the entry, retried or dead-lettered, which the span then tells
-# (sluice.telemetry.run_spans). Set by the consumer while it handles a batch.
-HELD: ContextVar[dict[Any, tuple[Any, int]] | None] = ContextVar("sluice_held", default=None)
-
-
-async def within(span: Any, call: Awaitable[None], key: object) -> None:
-    """``call`` (an attempt at the entry ``key``) with ``span`` current, then the span
-    ended; on failure, its exception recorded, and the span held for the entry's
-    settling when the consumer holds spans (``HELD``)."""
-    from opentelemetry import context, trace
-    from opentelemetry.trace import Status, StatusCode
-
-    token = context.attach(trace.set_span_in_context(span))
-    held = None
-    try:
-        await call
-    except BaseException as exc:
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-        span.set_attribute("error.type", type(exc).__qualname__)
-        held = HELD.get()
-        raise
-    finally:
-        context.detach(token)
-        if held is None:
-            span.end()
-        else:  # an attempt run again through an outage ends the one before
-            if (before := held.get(key)) is not None:
-                before[0].end(end_time=before[1])
-            held[key] = (span, time.time_ns())
+def processing(message: Message, group: str, destination: str) -> dict[str, Any]:
+    """The attributes of a span processing ``message`` for ``group``."""
+    return {
+        "messaging.system": "redis",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": destination,
+        "messaging.consumer.group.name": group,
+        "messaging.message.id": message.event_id,
+        "sluice.stream.entry_id": message.entry_id,
+        "sluice.stream.key": message.origin,
+        "sluice.event.type": message.type,
+        "sluice.delivery.attempt": message.deliveries,
+    }
 
 
 def start_root(name: str, trace_id: str, **options: Any) -> Any:

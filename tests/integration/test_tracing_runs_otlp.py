@@ -50,10 +50,12 @@ async def _plan(
     url = f"http://127.0.0.1:{port}"
     await wait_answering([url])
     caller = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
-    async with aiohttp.ClientSession(url) as http:
-        async with http.post("/v1/errands", json=body, headers=caller) as planned:
-            assert planned.status == 201, await planned.text()
-            assert planned.headers["X-Trace-Id"] == CALLER_TRACE
+    async with (
+        aiohttp.ClientSession(url) as http,
+        http.post("/v1/errands", json=body, headers=caller) as planned,
+    ):
+        assert planned.status == 201, await planned.text()
+        assert planned.headers["X-Trace-Id"] == CALLER_TRACE
 
 
 def _seen(found: Receiver) -> str:

@@ -154,20 +154,18 @@ class Runner:
     async def execute(self, run: Run) -> runs.RunRecord:
         """Run the task under its lock and record the outcome; never raises (but cancels).
         With tracing on, the run is a span of its own (``sluice.telemetry.run_spans``)."""
-        record = run.record
-        span = run_spans.TaskRun(record) if tracing.ENABLED else None
-        trace = TRACE.set(record.trace_id)  # what the task appends joins the run's trace
-        status: runs.Status = "failed"
-        error: str | None = INTERRUPTED
+        span = run_spans.TaskRun(run.record) if tracing.ENABLED else None
+        token = TRACE.set(run.record.trace_id)  # what the task appends joins the run's trace
+        final = None
         try:
-            status, error, final = await self._execute(run)
+            final = await self._execute(run)
             return final
         finally:
-            TRACE.reset(trace)
-            if span is not None:
-                span.end(status, error)
+            TRACE.reset(token)
+            if span is not None:  # no record returned: interrupted, the process is stopping
+                span.end(*((final.status, final.error) if final else ("failed", INTERRUPTED)))
 
-    async def _execute(self, run: Run) -> tuple[runs.Status, str | None, runs.RunRecord]:
+    async def _execute(self, run: Run) -> runs.RunRecord:
         record = run.record
         with structlog.contextvars.bound_contextvars(
             trace_id=record.trace_id, task=record.task, run_id=record.id
@@ -193,7 +191,7 @@ class Runner:
                 log.warning("task run cancelled", seconds=elapsed)
             else:
                 log.error("task run failed", seconds=elapsed, error=error)
-            return status, error, final
+            return final
 
     async def _supervise(self, run: Run) -> tuple[runs.Status, str | None]:
         context = run.context

@@ -1,12 +1,13 @@
 """Runs and what becomes of an entry, as spans (docs/guides/tracing.md), kept by the SDK's
-in-memory exporter: a task's run is a span of its own in the run's trace, with what it
-appends handled under it; a delayed job's run is a root span in the trace of the
-request that scheduled it, linked to the request's span; a failed attempt's span says
-whether it is retried or dead-lettered; a reclaimed entry's attempt says from whom."""
+in-memory exporter (the ``spans`` fixture): a task's run is a span of its own in the
+run's trace, with what it appends handled under it; a delayed job's run is a root span
+in the trace of the request that scheduled it, linked to the request's span; a failed
+attempt's span says whether it is retried or dead-lettered; a reclaimed entry's attempt
+says from whom."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -24,23 +25,14 @@ from sluice.consumers.consumer import Consumer
 from sluice.consumers.dispatch import event_group
 from sluice.process.resources import Resources
 from sluice.relay.relay import Relay
-from sluice.telemetry import tracing
 from tests.app_helpers import AppDir
 from tests.integration.helpers import post_views
-from tests.integration.tracing_runs_helpers import ERRANDS, capturing
+from tests.integration.tracing_runs_helpers import ERRANDS
 
 pytestmark = pytest.mark.topologies("single", "cluster")
 
 CALLER_TRACE = "5bf92f3577b34da6a3ce929d0e0e4737"
 CALLER_SPAN = "10f067aa0ba902b8"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    with capturing() as exporter:
-        assert isinstance(exporter, InMemorySpanExporter)
-        yield exporter
-    assert not tracing.ENABLED
 
 
 @pytest.fixture

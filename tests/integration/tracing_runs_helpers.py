@@ -1,12 +1,8 @@
 """The ``errands`` app of the tests of task runs, job runs, retries, reclaims and dead
-letters as spans (docs/guides/tracing.md), and a tracer provider whose spans a test reads
-back. Plain code, imported by those tests: the app's source is written to a module of
-its own by ``AppDir``, so worker processes load it too."""
+letters as spans (docs/guides/tracing.md). Its source is written to a module of its own
+by ``AppDir``, so worker processes load it too."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 ERRANDS = """
 from datetime import timedelta
@@ -86,22 +82,3 @@ async def sweep(ctx: TaskContext) -> None:
     async with ctx.resources.store.transaction() as tx:
         await tx.append(ErrandNoted(errand_id="swept"))
 """
-
-
-@contextmanager
-def capturing() -> Iterator[object]:
-    """Tracing on in this process, its spans kept in memory: the exporter
-    (``get_finished_spans()``); off again after."""
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from sluice.telemetry import tracing
-
-    exporter = InMemorySpanExporter()
-    provider = tracing.new_provider("errands-test")
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.shutdown()

@@ -53,12 +53,11 @@ async def job_run(call: Awaitable[None], job: JobDue, message: Message, group: s
         with tracing.under(traceparent):  # unsampled: so are the run and what it appends
             await call
         return
-    link = tracing.link_to(traceparent)
     span = tracing.start_root(
         f"run {job.job}",
         traceparent[3:35] if traceparent else message.trace_id,
+        traceparent,
         kind=SpanKind.CONSUMER,
-        links=[link] if link is not None else [],
         attributes={
             **tracing.processing(message, group, job.aggregate),
             "sluice.job.name": job.job,
@@ -148,13 +147,12 @@ class TaskRun:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind
 
-        # A manual run is started by a request: linked to it, as a job to its scheduler.
-        link = tracing.link_to(tracing.current_traceparent())
         self.span = tracing.start_root(
             f"run {record.task}",
             record.trace_id,
+            # A manual run is started by a request: linked to it, as a job to its scheduler.
+            tracing.current_traceparent(),
             kind=SpanKind.INTERNAL,
-            links=[link] if link is not None else [],
             attributes={
                 "sluice.task.name": record.task,
                 "sluice.task.run_id": record.id,

@@ -293,12 +293,14 @@ def processing(message: Message, group: str, destination: str) -> dict[str, Any]
     }
 
 
-def start_root(name: str, trace_id: str, **options: Any) -> Any:
-    """A span with no parent (``options``: kind, links, attributes), in the trace
-    ``trace_id`` when that is a trace id (else a new trace): a task's or a job's run."""
+def start_root(name: str, trace_id: str, linked: str | None, **options: Any) -> Any:
+    """A span with no parent (``options``: kind, attributes), in the trace ``trace_id``
+    when that is a trace id (else a new trace), linked to the span ``linked`` names (a
+    traceparent) if any: a task's or a job's run."""
     known = _NEXT_TRACE.set(trace_id) if _HEX32.fullmatch(trace_id) and int(trace_id, 16) else None
+    links = [link] if (link := link_to(linked)) is not None else []
     try:
-        return _tracer.start_span(name, context=parent(None), **options)
+        return _tracer.start_span(name, context=parent(None), links=links, **options)
     finally:
         if known is not None:
             _NEXT_TRACE.reset(known)

@@ -33,6 +33,7 @@ pytestmark = pytest.mark.topologies("single", "cluster")
 
 CALLER_TRACE = "5bf92f3577b34da6a3ce929d0e0e4737"
 CALLER_SPAN = "10f067aa0ba902b8"
+TOKEN = "errands-admin-token-0123456789abcdef"
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ async def errands(
     app_dir: AppDir, make_config: Callable[..., Config], spans: InMemorySpanExporter
 ) -> AsyncIterator[Harness]:
     app_dir.module("errands_app", ERRANDS)
-    async with open_harness(make_config(apps="errands_app")) as opened:
+    async with open_harness(make_config(apps="errands_app", admin_token=TOKEN)) as opened:
         yield opened
 
 
@@ -92,6 +93,29 @@ async def test_a_task_run_is_a_span_of_its_own_and_its_events_are_handled_under_
     assert noted.parent.span_id == span.context.span_id  # the run's event, handled under it
     (swept,) = [e for e in await errands.events("ErrandNoted") if e.errand_id == "swept"]  # type: ignore[attr-defined]
     assert swept.trace_id == run.trace_id  # the event carries the run's trace id too
+
+
+async def test_a_manual_run_is_linked_to_the_request_that_started_it(
+    errands: Harness, spans: InMemorySpanExporter
+) -> None:
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",
+    }
+    async with errands.client.post("/v1/admin/tasks/sweep/runs", headers=headers) as r:
+        assert r.status == 202, await r.text()
+        started = await r.json()
+
+    async def ran() -> bool:
+        return bool(_named(spans, "run sweep"))
+
+    await wait_for(ran, timeout=30)
+    (run,) = _named(spans, "run sweep")
+    (server,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
+    assert _hex(run.context.trace_id) == started["trace_id"] != CALLER_TRACE
+    assert run.parent is None
+    assert [link.context.span_id for link in run.links] == [server.context.span_id]
+    assert run.attributes["sluice.task.run_id"] == started["run_id"]
 
 
 async def test_a_failed_task_run_is_an_error_span_with_its_exception(

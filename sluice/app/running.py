@@ -42,7 +42,7 @@ from sluice.store.migrate import Migration
 from sluice.store.users import db_time
 from sluice.streams.messages import BatchHandler, Delivery, Duplicate, Message, Outcomes
 from sluice.streams.spec import DeadLetterHook, GroupSpec
-from sluice.telemetry import batch_spans, tracing
+from sluice.telemetry import batch_spans, run_spans, tracing
 
 # ``group_spec``'s default: build the group's deps from its factory.
 BUILD: Final = object()
@@ -119,6 +119,11 @@ def group_spec(group: Group[Any], resources: Resources, deps: Any = BUILD) -> Gr
         close=close,
         flow=None if run.flow is None else with_overrides(name, _job_keys(group), resources.config),
     )
+
+
+def _traced(run: Awaitable[None], event: JobDue, message: Message, group: str) -> Awaitable[None]:
+    """A job's ``run``; with tracing on, a span of its own in its scheduler's trace."""
+    return run_spans.job_run(run, event, message, group) if tracing.ENABLED else run
 
 
 async def _run_job(job: Any, payload: Any, tx: Tx, ctx: JobContext, event_id: str) -> None:
@@ -221,7 +226,8 @@ def _per_event(group: Group[Any], resources: Resources, deps: Any) -> BatchHandl
                 job=event.job,
                 key=event.key,
             )
-            await once(event, lambda tx: _run_job(job, payload, tx, job_ctx, event.event_id))
+            run = once(event, lambda tx: _run_job(job, payload, tx, job_ctx, event.event_id))
+            await _traced(run, event, message, name)
         else:
             await handler(event, ctx)
 

@@ -18,8 +18,9 @@ import redis.asyncio as aioredis
 import structlog
 
 from sluice.aio.outage import REDIS_DOWN
-from sluice.streams.messages import Message, RawEntry
+from sluice.streams.messages import EntryKey, Message, RawEntry
 from sluice.streams.spec import RuntimeSettings
+from sluice.telemetry import tracing
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +42,8 @@ class Claims:
         self.settings = settings
         # Where each stream's XAUTOCLAIM scan goes on from, round after round.
         self._cursors = dict.fromkeys(streams, "0-0")
+        # With tracing on, the entry last claimed: the consumer that held it, its idle ms.
+        self.owners: dict[EntryKey, tuple[str, int]] = {}
 
     def interval(self) -> float:
         """How often the consumer looks for entries to reclaim."""
@@ -70,6 +73,8 @@ class Claims:
     async def claim_one(self, stream: str) -> tuple[list[RawEntry], bool]:
         """The entry claimed (if any), and whether the scan got back to the start.
         ``XAUTOCLAIM`` scans at most ten entries; the cursor carries the scan over."""
+        if tracing.ENABLED:
+            await self._owner(stream)
         reply = await self.redis.xautoclaim(
             stream,
             self.group,
@@ -84,6 +89,22 @@ class Claims:
         if deleted:
             log.warning("consumer: claimed entries were deleted", stream=stream, n=len(deleted))
         return list(entries), self._cursors[stream] == "0-0"
+
+    async def _owner(self, stream: str) -> None:
+        """The consumer holding the first entry the claim will take, read just before it
+        (the claim does not say), kept in ``owners`` for the entry's span."""
+        self.owners = {}
+        rows: list[Any] = await self.redis.xpending_range(
+            stream,
+            self.group,
+            min=self._cursors[stream],
+            max="+",
+            count=1,
+            idle=self.settings.claim_idle_ms,
+        )
+        for row in rows:
+            entry = (stream, row["message_id"].decode())
+            self.owners[entry] = (row["consumer"].decode(), int(row["time_since_delivered"]))
 
     async def live_entries(
         self, stream: str, entries: Sequence[RawEntry]

@@ -72,8 +72,10 @@ from sluice.streams.messages import (
     fields_from_redis,
 )
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
+from sluice.telemetry import attempts, run_spans, tracing
 
 log = structlog.get_logger(__name__)
+_UNTRACED = contextlib.nullcontext()
 
 
 class Consumer:
@@ -332,15 +334,18 @@ class Consumer:
         started: float,
     ) -> None:
         duration_ms = 0.0
-        if deliveries:
-            batch = Batch(self.group, self.name, started) if self.deliveries is not None else None
-            token = BATCH.set(batch)
-            try:
-                failed.update(await self.handling.run(deliveries, self._stop))
-            finally:
-                BATCH.reset(token)
-            duration_ms = (time.time() - started) * 1000
-        await self.settler.settle(messages, failed, started, duration_ms)
+        # With tracing on, failed attempts' spans wait for their outcome (retry, dead letter).
+        with attempts.holding() if tracing.ENABLED else _UNTRACED:
+            if deliveries:
+                logged = self.deliveries is not None
+                batch = Batch(self.group, self.name, started) if logged else None
+                token = BATCH.set(batch)
+                try:
+                    failed.update(await self.handling.run(deliveries, self._stop))
+                finally:
+                    BATCH.reset(token)
+                duration_ms = (time.time() - started) * 1000
+            await self.settler.settle(messages, failed, started, duration_ms)
         if self.flow is not None:
             await self.flow.settled(messages)
         log_batch(self.group, messages, failed, duration_ms)
@@ -382,7 +387,8 @@ class Consumer:
             if batch:
                 self.counters.claimed += len(batch)
                 claimed += len(batch)
-                await self.process(batch)
+                with run_spans.reclaimed(self.claims.owners):  # its span says so (tracing on)
+                    await self.process(batch)
             if scanned_all:
                 break
         return claimed

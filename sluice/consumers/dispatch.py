@@ -16,7 +16,7 @@ import structlog
 from sluice.events import TRACE, Event
 from sluice.streams.messages import Delivery, EntryKey, Outcomes
 from sluice.streams.spec import DeadLetterHook, GroupSpec
-from sluice.telemetry import tracing
+from sluice.telemetry import run_spans, tracing
 
 # A per-event handler of ``event_group``: ``async def on_x(event, deps)``.
 EventHandler = Callable[[Any, Any], Awaitable[None]]
@@ -58,9 +58,7 @@ def event_group(
                 TRACE.set(message.trace_id)  # this task's own: events it makes join the trace
                 try:
                     if tracing.ENABLED:  # a CONSUMER span per attempt, in the event's trace
-                        await tracing.consumed(
-                            invoke(handler, delivery, deps), message, name, delivery.event.aggregate
-                        )
+                        await run_spans.attempt(invoke(handler, delivery, deps), delivery, name)
                     else:
                         await invoke(handler, delivery, deps)
                 except Exception as exc:  # the runtime decides: retry or dead letter

@@ -34,6 +34,7 @@ from sluice.streams.messages import (
     Recorded,
 )
 from sluice.streams.spec import Counters, GroupSpec, RuntimeSettings
+from sluice.telemetry import run_spans, tracing
 from sluice.telemetry.prometheus import DEAD_LETTERED, FLOW_DEFERRED, HANDLED, RETRIES
 
 log = structlog.get_logger(__name__)
@@ -148,6 +149,8 @@ class Settler:
                 message.stream, message.entry_id, message.fields, message.deliveries, text
             )
             self.counters.dead += 1
+            if tracing.ENABLED:
+                run_spans.dead_lettered(message, self.group, text, self.failures.dead_key)
             DEAD_LETTERED.labels(self.group).inc()
             log.error("event dead-lettered", **self._about(message), error=text)
             if self.spec.on_dead_letter is not None:
@@ -163,6 +166,8 @@ class Settler:
             message.stream, message.entry_id, message.fields, message.deliveries, delay
         )
         self.counters.retried += 1
+        if tracing.ENABLED:
+            run_spans.retrying(message, delay)
         RETRIES.labels(self.group).inc()
         log.warning("event failed, retrying", **self._about(message), retry_in_ms=delay, error=text)
 

@@ -31,11 +31,12 @@ import structlog
 from sluice.aio.lock import RedisLock
 from sluice.aio.outage import REDIS_DOWN
 from sluice.aio.waiting import cancel_and_wait
-from sluice.events import new_trace_id, utcnow, uuid7
+from sluice.events import TRACE, new_trace_id, utcnow, uuid7
 from sluice.process.resources import Resources
 from sluice.records.cancel import CancelWatch, forget_signal
 from sluice.scheduler import runs
 from sluice.scheduler.task_spec import LockLost, Task, TaskContext
+from sluice.telemetry import run_spans, tracing
 from sluice.telemetry.prometheus import LOCK_LOSSES, LOCK_RELEASES_GONE, TASK_RUNS
 
 log = structlog.get_logger(__name__)
@@ -151,7 +152,20 @@ class Runner:
         return await runs.skipped(self.resources.store, record, self.holder, reason)
 
     async def execute(self, run: Run) -> runs.RunRecord:
-        """Run the task under its lock and record the outcome; never raises (but cancels)."""
+        """Run the task under its lock and record the outcome; never raises (but cancels).
+        With tracing on, the run is a span of its own (``sluice.telemetry.run_spans``)."""
+        span = run_spans.TaskRun(run.record) if tracing.ENABLED else None
+        token = TRACE.set(run.record.trace_id)  # what the task appends joins the run's trace
+        final = None
+        try:
+            final = await self._execute(run)
+            return final
+        finally:
+            TRACE.reset(token)
+            if span is not None:  # no record returned: interrupted, the process is stopping
+                span.end(*((final.status, final.error) if final else ("failed", INTERRUPTED)))
+
+    async def _execute(self, run: Run) -> runs.RunRecord:
         record = run.record
         with structlog.contextvars.bound_contextvars(
             trace_id=record.trace_id, task=record.task, run_id=record.id
@@ -215,6 +229,8 @@ class Runner:
             LOCK_LOSSES.labels(run.task.name).inc()
             return "failed", LOST_LOCK
         log.error("task raised", exc_info=exc)
+        if tracing.ENABLED:
+            run_spans.task_raised(exc)
         return "failed", _describe(exc)
 
     def _watch(self, run_id: str) -> CancelWatch:

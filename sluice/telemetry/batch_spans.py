@@ -25,7 +25,8 @@ def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[None]:
     """A CONSUMER span, current while group ``group`` handles ``deliveries`` in one call,
     linked to the span that appended each of their events (those appended with tracing
     on). The SDK keeps ``OTEL_SPAN_LINK_COUNT_LIMIT`` links (128)."""
-    from opentelemetry.trace import SpanKind
+    from opentelemetry import context, trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
 
     links = [
         link
@@ -48,5 +49,14 @@ def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[None]:
             **({"messaging.destination.name": stream} if stream is not None else {}),
         },
     )
-    with tracing.running(span):
+    token = context.attach(trace.set_span_in_context(span))
+    try:
         yield
+    except BaseException as exc:  # the whole batch failed: it is retried
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
+        span.set_attribute("error.type", type(exc).__qualname__)
+        raise
+    finally:
+        context.detach(token)
+        span.end()

@@ -10,7 +10,8 @@ The request being served is one ``ContextVar`` (``REQUEST``), set once per
 request by the middleware and merged into every line by ``add_request``;
 workers bind their context with ``structlog.contextvars`` as before. The
 request summary line, one per request, has a fast path for JSON
-(``json_request_line``): the same line, built in one step.
+(``json_request_line``): the same line, built in one step. With tracing on, a line
+written in a span carries its ``trace_id`` and ``span_id`` (``log_spans.add_span``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 from sluice.config import Config
+from sluice.telemetry import log_spans, tracing
+from sluice.telemetry.log_spans import add_span
 
 # (trace_id, method, path, the client's X-Request-ID or None) of the request this code
 # runs for, if any.
@@ -247,6 +250,7 @@ def processors(renderer: Processor, timestamp: Timestamp | None = None) -> list[
     return [
         structlog.contextvars.merge_contextvars,
         add_request,
+        add_span,
         structlog.processors.add_log_level,
         timestamp or Timestamp(),
         structlog.processors.format_exc_info,
@@ -284,6 +288,8 @@ def json_request_line(writer: LineWriter, timestamp: Timestamp) -> Callable[[int
             }
             if request[3] is not None:
                 line["request_id"] = request[3]
+        if tracing.ENABLED and (ids := log_spans.current_ids()) is not None:
+            line["trace_id"], line["span_id"] = ids  # what add_span writes
         line["level"] = "info"
         line["timestamp"] = timestamp.now()
         try:
@@ -339,6 +345,7 @@ def stdlib_formatter(renderer: Processor, timestamp: Timestamp) -> logging.Forma
             structlog.contextvars.merge_contextvars,  # a worker's bound trace id, group
             structlog.stdlib.add_logger_name,
             add_request,
+            add_span,
             structlog.processors.add_log_level,
             timestamp,
             structlog.processors.format_exc_info,

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from sluice.telemetry.attempts import within
+
 if TYPE_CHECKING:
     from aiohttp import web
 
@@ -268,43 +270,40 @@ async def _consume(call: Awaitable[None], message: Message, group: str, destinat
         f"process {destination}",
         context=parent(traceparent),
         kind=SpanKind.CONSUMER,
-        attributes={
-            "messaging.system": "redis",
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "process",
-            "messaging.destination.name": destination,
-            "messaging.consumer.group.name": group,
-            "messaging.message.id": message.event_id,
-            "sluice.stream.entry_id": message.entry_id,
-            "sluice.stream.key": message.origin,
-            "sluice.event.type": message.type,
-            "sluice.delivery.attempt": message.deliveries,
-        },
+        attributes=processing(message, group, destination),
     )
     if known is not None:
         _NEXT_TRACE.reset(known)
-    with running(span):
-        await call
+    await within(span, call, message.key)
 
 
-@contextmanager
-def running(span: Any) -> Iterator[None]:
-    """``span`` as the current one until it ends, here; an exception raised meanwhile is
-    its error (status, ``error.type`` and the exception as a span event)."""
-    from opentelemetry import context, trace
-    from opentelemetry.trace import Status, StatusCode
+def processing(message: Message, group: str, destination: str) -> dict[str, Any]:
+    """The attributes of a span processing ``message`` for ``group``."""
+    return {
+        "messaging.system": "redis",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": destination,
+        "messaging.consumer.group.name": group,
+        "messaging.message.id": message.event_id,
+        "sluice.stream.entry_id": message.entry_id,
+        "sluice.stream.key": message.origin,
+        "sluice.event.type": message.type,
+        "sluice.delivery.attempt": message.deliveries,
+    }
 
-    token = context.attach(trace.set_span_in_context(span))
+
+def start_root(name: str, trace_id: str, linked: str | None, **options: Any) -> Any:
+    """A span with no parent (``options``: kind, attributes), in the trace ``trace_id``
+    when that is a trace id (else a new trace), linked to the span ``linked`` names (a
+    traceparent) if any: a task's or a job's run."""
+    known = _NEXT_TRACE.set(trace_id) if _HEX32.fullmatch(trace_id) and int(trace_id, 16) else None
+    links = [link] if (link := link_to(linked)) is not None else []
     try:
-        yield
-    except BaseException as exc:
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-        span.set_attribute("error.type", type(exc).__qualname__)
-        raise
+        return _tracer.start_span(name, context=parent(None), links=links, **options)
     finally:
-        span.end()
-        context.detach(token)
+        if known is not None:
+            _NEXT_TRACE.reset(known)
 
 
 def link_to(traceparent: str | None) -> Any:

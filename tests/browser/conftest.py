@@ -22,6 +22,7 @@ from tests.integration.engine_fixtures import (  # noqa: F401
     start_relay,
     start_worker,
 )
+from tests.span_capture import spans  # noqa: F401 (traced in process)
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

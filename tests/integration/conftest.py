@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from tests.integration.engine_fixtures import (  # noqa: F401
     start_runners,
     start_worker,
 )
+from tests.span_capture import spans  # noqa: F401 (a fixture)
 
 
 @pytest.fixture
@@ -30,28 +31,6 @@ async def store(config: Config) -> AsyncIterator[Store]:
         yield opened
     finally:
         await opened.close()
-
-
-@pytest.fixture
-def spans() -> Iterator[Any]:
-    """Tracing on in this process for the test, its spans kept by the SDK's in-memory
-    exporter (an ``InMemorySpanExporter``; docs/guides/tracing.md); skipped without the
-    ``otel`` extra."""
-    pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from sluice.telemetry import tracing
-
-    exporter = InMemorySpanExporter()
-    provider = tracing.new_provider("sluice-test")
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.shutdown()
-    assert not tracing.ENABLED
 
 
 @pytest.fixture

@@ -243,7 +243,9 @@ async def test_a_job_scheduled_in_a_request_runs_in_the_requests_trace(
         if s.kind == SpanKind.CONSUMER and s.attributes["sluice.event.type"] == "JobDue"
     ]
     assert _hex(run.context.trace_id) == trace_id == CALLER_TRACE
-    assert run.parent.span_id == server.context.span_id
+    assert run.name == "run chase"  # a span of its own, linked to the scheduling request
+    assert run.parent is None
+    assert [link.context.span_id for link in run.links] == [server.context.span_id]
     assert run.attributes["messaging.destination.name"] == "delayed"
 
 

@@ -34,6 +34,7 @@ from sluice.app.advanced import (
     event_search,
 )
 from sluice.builtin.operations import stories
+from sluice.builtin.operations.settings import OperationsSettings
 
 T = TypeVar("T")
 
@@ -73,6 +74,11 @@ def _processed(request: web.Request) -> list[str]:
     return [p.processed_table for p in request.app[APPS].projections.values()]
 
 
+def _trace_link(request: web.Request) -> stories.TraceLink:
+    """A trace's page in the team's tracing UI (SLUICE_TRACE_URL), by its id."""
+    return OperationsSettings.of(request).trace_link
+
+
 async def search_events(request: web.Request) -> web.Response:
     """A page of events, newest first; ``next_cursor`` is null on the last page."""
     await require_admin(request)
@@ -85,7 +91,9 @@ async def show_event(request: web.Request) -> web.Response:
     event_id = request.match_info["event_id"]
     story = None
     if len(event_id) <= 64:  # longer is no event id (they are UUIDs)
-        story = await stories.event_story(store(request), event_id, _processed(request))
+        story = await stories.event_story(
+            store(request), event_id, _processed(request), _trace_link(request)
+        )
     if story is None:
         raise NotFound("no such event in the hot history (archived events are not shown)")
     return json_response(story)
@@ -99,7 +107,9 @@ async def show_trace(request: web.Request) -> web.Response:
         trace = event_search.trace_id(raw)
     except Invalid as exc:
         raise Unprocessable("invalid trace id", [FieldError("trace_id", str(exc))]) from None
-    story = await stories.trace_story(store(request), trace, _processed(request))
+    story = await stories.trace_story(
+        store(request), trace, _processed(request), _trace_link(request)
+    )
     return json_response(story)
 
 
@@ -174,7 +184,9 @@ ROUTES = (
                 " `dead_lettered`, `cancelled`), the error, when the batch's handler was"
                 " called and how long it ran (a batch's attempts share it). `stream_entries`"
                 " are the entries those deliveries read (the aggregate stream, then retry"
-                " streams). Attempts are kept SLUICE_DELIVERY_RETENTION seconds."
+                " streams). Attempts are kept SLUICE_DELIVERY_RETENTION seconds. `trace_url` is"
+                " the event's trace in the team's tracing UI: SLUICE_TRACE_URL with the trace id"
+                " filled in, URL-encoded (null when unset)."
             ),
             "security": ADMIN,
             "parameters": [
@@ -203,7 +215,9 @@ ROUTES = (
                 " `GET /v1/admin/events/{event_id}` shows them. Events a handler appends while"
                 " handling a delivery carry that delivery's trace id, so they follow in turn."
                 f" At most {stories.TRACE_EVENTS_MAX} events (`truncated` says when there were"
-                " more). An unknown trace id answers an empty list."
+                " more). An unknown trace id answers an empty list. `trace_url` is the trace in"
+                " the team's tracing UI: SLUICE_TRACE_URL with the trace id filled in,"
+                " URL-encoded (null when unset)."
             ),
             "security": ADMIN,
             "parameters": [

@@ -70,11 +70,11 @@ async def test_a_batch_handlers_call_is_one_span_linked_to_each_events_request(
     sluice_store_kind: str,
     spans: InMemorySpanExporter,
 ) -> None:
-    app_dir.module("crates_app", CRATES)
-    h = await sluice_harness("crates_app", store=sluice_store_kind)
-    import crates_app  # type: ignore[import-not-found]
+    app_dir.module("tallies_app", CRATES)
+    h = await sluice_harness("tallies_app", store=sluice_store_kind)
+    import tallies_app  # type: ignore[import-not-found]
 
-    crates_app.JAMMED.add("c2")
+    tallies_app.JAMMED.add("c2")
     for n, trace_id in enumerate(CALLERS, 1):
         headers = {"traceparent": f"00-{trace_id}-{n:016x}-01"}
         async with h.client.post("/v1/crates", json={"crate_id": f"c{n}"}, headers=headers) as r:

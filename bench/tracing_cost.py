@@ -35,7 +35,7 @@ import consumer_cost
 import redirect_cost
 from otlp_sink import Sink
 from readme import record
-from stores import Stores, parse_stores
+from stores import Stores, parse_stores, postgres_version
 
 PARTS = ("redirects", "events")
 
@@ -111,7 +111,10 @@ def main(args: argparse.Namespace) -> int:
     )
     print(table)
     if not args.no_readme:
-        record("tracing", "tracing_cost.py: what tracing costs per redirect and per event", table)
+        postgres = "events" in args.only and "postgres" in args.store
+        extra = f"PostgreSQL {postgres_version()}" if postgres else ""
+        title = "tracing_cost.py: what tracing costs per redirect and per event"
+        record("tracing", title, table, extra=extra)
     return 0
 
 

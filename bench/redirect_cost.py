@@ -18,6 +18,8 @@ Variants (``sluice`` is the real API; the others switch parts of it off):
 
 - ``bare``: the baseline, one aiohttp handler answering the same 302;
 - ``sluice``: ``GET /{code}`` as shipped (the fast redirect path, no request line);
+- ``full-path``: the same without the fast paths (``sluice.http.fast_redirect`` and the
+  wire's), as with tracing on: the app's router and middleware, no request line;
 - ``rules``: the same on a link with three redirect rules, none of which matches
   (every fact a rule looks at is worked out: docs/guides/links.md allows only in-process work);
 - ``logged``: ``SLUICE_REDIRECT_LOG=all``: the full path through the app's router
@@ -49,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,7 @@ from sluice.embedded.redis_server import RedisServer, free_port
 VARIANTS = (
     "bare",
     "sluice",
+    "full-path",
     "rules",
     "logged",
     "no-write",
@@ -88,6 +92,7 @@ def serve(variant: str, port: int) -> None:
     from sluice.cli.processes import run_api
     from sluice.config import load_config
     from sluice.process.stop_signals import stop_on_signals
+    from sluice.telemetry import tracing
     from sluice.telemetry.logs import configure_logging
 
     _switch_off(variant, plain)
@@ -95,6 +100,7 @@ def serve(variant: str, port: int) -> None:
         _trace()
     config = load_config()
     configure_logging(config)
+    tracing.configure("sluice")  # as ``sluice api`` does: on when OTEL_* ask for it
 
     async def main() -> None:
         await run_api(assemble(config), stop_on_signals())
@@ -110,6 +116,7 @@ def _switch_off(variant: str, plain: Any) -> None:
     from sluice.builtin.links.http import fast, redirects
     from sluice.builtin.links.visits import VisitRecorder
     from sluice.config import Config
+    from sluice.http import fast_redirect
 
     if variant in ("no-write", "no-visit"):
         VisitRecorder.record = lambda self, visit: None  # type: ignore[method-assign]
@@ -119,6 +126,8 @@ def _switch_off(variant: str, plain: Any) -> None:
             return None
 
         redirects.visit_of = fast.visit_of = no_visit  # type: ignore[assignment]
+    if variant == "full-path":
+        fast_redirect.install = lambda server, app: None  # what tracing on turns off
     if variant == "logged" or variant.startswith("plain-view"):
         os.environ["SLUICE_REDIRECT_LOG"] = "all"  # the full path through the app, logged
     if variant.startswith("plain-view"):
@@ -179,11 +188,22 @@ def wrk(port: int, seconds: int, code: str = CODE, script: Path | None = None) -
     return int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
 
 
-def measure(variant: str, seconds: int, flush_ms: int, agents: str = "fixed") -> tuple[int, float]:
-    """(requests, instructions per request) of one variant."""
+def measure(
+    variant: str,
+    seconds: int,
+    flush_ms: int,
+    agents: str = "fixed",
+    *,
+    otel: dict[str, str] | None = None,
+    exported: Callable[[int], None] | None = None,
+) -> tuple[int, float]:
+    """(requests, instructions per request) of one variant. ``otel``: the API's OTEL_*
+    variables (tracing off without); ``exported(n)`` returns once the first ``n`` requests'
+    spans were exported, so that the counted window holds the export of its own spans."""
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLUICE_", "OTEL_"))}
+        env.update(otel or {})
         env.update(
             SLUICE_DATA_DIR=str(Path(tmp) / "data"),
             SLUICE_REDIS_URL=server.url,
@@ -213,11 +233,15 @@ def measure(variant: str, seconds: int, flush_ms: int, agents: str = "fixed") ->
         try:
             wait_listening(port, timeout=1200)  # a start under callgrind on a loaded machine
             code = RULED if variant == "rules" else CODE
-            wrk(port, 4, code, script)  # warm-up: caches filled, code paths compiled
+            warm = wrk(port, 4, code, script)  # warm-up: caches filled, code paths compiled
+            if exported is not None:
+                exported(warm)
             subprocess.run(
                 ["callgrind_control", "-z", str(api.pid)], check=True, capture_output=True
             )
             requests = wrk(port, seconds, code, script)
+            if exported is not None:
+                exported(warm + requests)
             subprocess.run(
                 ["callgrind_control", "-d", str(api.pid)], check=True, capture_output=True
             )

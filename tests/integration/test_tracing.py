@@ -1,10 +1,12 @@
 """OpenTelemetry tracing (docs/guides/tracing.md) through the in-process harness, spans
 kept by the SDK's in-memory exporter: a request's SERVER span continues the caller's
 traceparent, the relay's PRODUCER span links the events it published, and each handler
-attempt is a CONSUMER span in the request's trace, a failed one with its error."""
+attempt is a CONSUMER span in the request's trace (on one Redis and on a Redis Cluster),
+a failed one with its error."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import SpanKind, StatusCode
 
-from sluice.app.testing import Harness, HarnessFactory
+from sluice.app.testing import Harness, HarnessFactory, open_harness
+from sluice.config import Config
 from sluice.telemetry import tracing
 from tests.app_helpers import AppDir
 
@@ -123,13 +126,16 @@ def _one(found: list[Any], **attributes: object) -> Any:
     return matching[0]
 
 
+@pytest.mark.topologies("single", "cluster")
 async def test_a_request_its_publication_and_its_handlers_are_one_trace(
-    app_dir: AppDir,
-    sluice_harness: HarnessFactory,
-    sluice_store_kind: str,
-    spans: InMemorySpanExporter,
+    app_dir: AppDir, make_config: Callable[..., Config], spans: InMemorySpanExporter
 ) -> None:
-    h = await _parcels(app_dir, sluice_harness, sluice_store_kind)
+    app_dir.module("parcels_app", PARCELS)
+    async with open_harness(make_config(apps="parcels_app")) as h:
+        await _one_trace(h, spans)
+
+
+async def _one_trace(h: Harness, spans: InMemorySpanExporter) -> None:
     traceparent = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
     assert await _send(h, "p1", {"traceparent": traceparent}) == CALLER_TRACE
     await h.drain()

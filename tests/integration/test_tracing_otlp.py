@@ -4,7 +4,8 @@ the protocol's own messages. A registration's SERVER span continues the caller's
 traceparent, the relay's PRODUCER span links it and the ``mail`` group's CONSUMER span
 is its child, all in the caller's trace, whether ``sluice up`` runs everything (and
 flushes at Ctrl-C) or the API, relay and worker run as processes of their own, on
-either store; a redirect's visit reaches ``link-stats`` in the redirect's trace."""
+either store, on one Redis or a Redis Cluster; a redirect's visit reaches ``link-stats``
+in the redirect's trace."""
 
 from __future__ import annotations
 
@@ -123,14 +124,15 @@ async def test_a_registration_is_one_trace_from_the_callers_span_to_the_mail_han
 
 
 @pytest.mark.slow
+@pytest.mark.topologies("single", "cluster")
 async def test_api_relay_and_worker_processes_export_one_trace_per_request(
     otlp_receiver: tuple[Receiver, int],
-    sluice_config: Callable[..., Config],
+    make_config: Callable[..., Config],
     sluice_spawn: Callable[..., Child],
 ) -> None:
     found, otlp_port = otlp_receiver
     port = free_port()
-    config = sluice_config("links,accounts", port=port)
+    config = make_config(apps="links,accounts", port=port)
     sluice_spawn(config, "api", SLUICE_PORT=str(port), **_otlp(otlp_port, "api"))
     sluice_spawn(config, "relay", **_otlp(otlp_port, "relay"))
     sluice_spawn(config, "worker", "mail", "link-stats", **_otlp(otlp_port, "worker"))

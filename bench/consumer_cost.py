@@ -29,8 +29,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,11 +71,13 @@ async def drain(n: int, env: dict[str, str]) -> None:
     tracing.configure("sluice")  # as ``sluice worker`` does: on when OTEL_* ask for it
     name = env.get("BENCH_GROUP", "article-views")
     async with open_resources(config) as res:
-        with _appending_span():  # traced: the events carry a request's traceparent
-            if name == "link-stats":
-                await publish(res, n, lambda j: LinkVisited(code=f"c{j % 50}", visitor=str(j)))
-            else:
-                await publish(res, n)
+        # Traced: each event carries the traceparent of a request of its own.
+        traced = tracing.ENABLED
+        if name == "link-stats":
+            visit = lambda j: LinkVisited(code=f"c{j % 50}", visitor=str(j))  # noqa: E731
+            await publish(res, n, visit, traced=traced)
+        else:
+            await publish(res, n, traced=traced)
         stop = asyncio.Event()
         reader = redis_client(config, socket_timeout=120)
         group, log = _group(name, res), DeliveryLog(res.store)
@@ -112,18 +112,6 @@ def _group(name: str, res: Resources) -> GroupSpec:
         pass
 
     return group_spec(group, res)
-
-
-@contextmanager
-def _appending_span() -> Iterator[None]:
-    """With tracing on, a span current while the events are appended, as a request's is."""
-    from sluice.telemetry import tracing
-
-    if not tracing.ENABLED:
-        yield
-        return
-    with tracing.tracer().start_as_current_span("POST /bench"):
-        yield
 
 
 async def _exported() -> None:

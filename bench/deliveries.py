@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import statistics
 import tempfile
 import time
@@ -47,12 +48,22 @@ def _view(j: int) -> Event:
     return ArticleViewed(article_id=f"a{j % 50}", viewer=str(j))
 
 
-async def publish(res: Resources, n: int, make: Callable[[int], Event] = _view) -> None:
+async def publish(
+    res: Resources, n: int, make: Callable[[int], Event] = _view, *, traced: bool = False
+) -> None:
     """Commit ``n`` events (the ``j``-th ``make(j)``: by default a view of one of 50
-    articles), then publish them with the relay."""
+    articles), then publish them with the relay. ``traced``: each event stored under a
+    span of its own, as if each came from a request of its own (a W3C traceparent with
+    a random trace and span id, sampled)."""
     for i in range(0, n, 500):
+        events = [make(j) for j in range(i, min(n, i + 500))]
+        parents = (
+            [f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01" for _ in events]
+            if traced
+            else None
+        )
         async with res.store.transaction() as tx:
-            await tx.append(*(make(j) for j in range(i, min(n, i + 500))))
+            await tx.append(*events, traceparents=parents)
     stop = asyncio.Event()
     relay = Relay(res.store, res.redis, res.keys, batch=2_000)
     task = asyncio.create_task(relay.run(stop))

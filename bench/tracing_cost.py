@@ -23,8 +23,8 @@ so the counted window holds their export too.
   projection (the per-event figure of bench/README.md's other sections; a projection
   makes one CONSUMER span per batch, linked to its events) and ``no-op``, a
   handler group whose handler does nothing, where tracing adds a CONSUMER span per event.
-  The events are appended under a span, as a request's are, so they carry its
-  ``traceparent``.
+  With tracing on, each event is stored with a traceparent of its own, as if each came
+  from a request of its own: a batch's span has a link per event, the worst case.
 """
 
 from __future__ import annotations

@@ -28,11 +28,7 @@ def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[None]:
     from opentelemetry import context, trace
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    links = [
-        link
-        for d in deliveries
-        if (link := tracing.link_to(d.message.fields.get("traceparent"))) is not None
-    ]
+    links = tracing.links_to(d.message.fields.get("traceparent") for d in deliveries)
     streams = {d.event.aggregate for d in deliveries}
     stream = next(iter(streams)) if len(streams) == 1 else None
     span = tracing.tracer().start_span(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -325,6 +325,12 @@ def link_to(traceparent: str | None) -> Any:
     )
 
 
+def links_to(traceparents: Iterable[str | None]) -> list[Any]:
+    """A link to each span of ``traceparents``, once each: the events a request appended
+    together (an order and its lines) are one link, not one each."""
+    return [link for tp in dict.fromkeys(traceparents) if (link := link_to(tp)) is not None]
+
+
 @contextmanager
 def producing(events: Sequence[StoredEvent]) -> Iterator[None]:
     """A PRODUCER span for one batch the relay publishes, linked to the span that
@@ -332,7 +338,7 @@ def producing(events: Sequence[StoredEvent]) -> Iterator[None]:
     parent). The SDK keeps at most ``OTEL_SPAN_LINK_COUNT_LIMIT`` links (128)."""
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    links = [link for event in events if (link := link_to(event.traceparent)) is not None]
+    links = links_to(event.traceparent for event in events)
     streams = {e.aggregate for e in events}
     span = _tracer.start_span(
         "publish" if len(streams) != 1 else f"publish {next(iter(streams))}",

@@ -47,6 +47,17 @@ async def fill(request: web.Request) -> web.Response:
     return json_response({"id": body.crate_id}, 201)
 
 
+@app.route("POST", "/v1/crate-pairs", doc={"operationId": "fillPair", "summary": "fill two",
+           "responses": {"201": {"description": "filled"}}})
+async def fill_pair(request: web.Request) -> web.Response:
+    body = await read_json(request, Fill)
+    async with store(request).transaction() as tx:
+        await tx.append(
+            CrateFilled(crate_id=f"{body.crate_id}-a"), CrateFilled(crate_id=f"{body.crate_id}-b")
+        )
+    return json_response({"id": body.crate_id}, 201)
+
+
 tallying = app.group("tallying", max_deliveries=3, retry_base_ms=1)
 
 
@@ -105,3 +116,31 @@ async def test_a_batch_handlers_call_is_one_span_linked_to_each_events_request(
     counts = [s.attributes["messaging.batch.message_count"] for s in calls]
     assert counts[0] == 2, counts
     assert len(await h.handled("tallying")) == 2
+
+
+async def test_the_events_one_request_appended_together_are_one_link(
+    app_dir: AppDir,
+    sluice_harness: HarnessFactory,
+    sluice_store_kind: str,
+    spans: InMemorySpanExporter,
+) -> None:
+    app_dir.module("pairs_app", CRATES)
+    h = await sluice_harness("pairs_app", store=sluice_store_kind)
+    headers = {"traceparent": f"00-{CALLERS[0]}-{7:016x}-01"}
+    async with h.client.post("/v1/crate-pairs", json={"crate_id": "p"}, headers=headers) as r:
+        assert r.status == 201, await r.text()
+    await h.drain()
+    finished = spans.get_finished_spans()
+    (server,) = [s for s in finished if s.kind == SpanKind.SERVER]
+    batches = [
+        s
+        for s in finished
+        if s.kind in (SpanKind.CONSUMER, SpanKind.PRODUCER)
+        and s.attributes.get("messaging.batch.message_count") == 2
+    ]
+    # The relay's batch and the group's call, each with both events and one link.
+    assert {s.kind for s in batches} == {SpanKind.CONSUMER, SpanKind.PRODUCER}, batches
+    for batch in batches:
+        assert [(k.context.trace_id, k.context.span_id) for k in batch.links] == [
+            (server.context.trace_id, server.context.span_id)
+        ]

@@ -41,6 +41,7 @@ ENABLED = False
 _tracer: Any = None  # opentelemetry.trace.Tracer of the provider below
 _provider: Any = None  # opentelemetry.sdk.trace.TracerProvider
 _propagator: Any = None  # the W3C trace-context propagator
+_max_links: int | None = 128  # the links a span keeps (the SDK drops the rest)
 
 # The trace id the next root span gets, when it continues a trace sluice knows only by
 # its id (an event appended while tracing was off, say): see ``_ids``.
@@ -128,9 +129,11 @@ def _ids() -> Any:
 def install(provider: Any) -> None:
     """Trace with ``provider`` (an SDK ``TracerProvider``) from now on; the tests give
     one with an in-memory exporter."""
-    global ENABLED, _tracer, _provider, _propagator
+    global ENABLED, _tracer, _provider, _propagator, _max_links
+    from opentelemetry.sdk.trace import SpanLimits
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+    _max_links = SpanLimits().max_links  # OTEL_SPAN_LINK_COUNT_LIMIT, 128 by default
     _provider = provider
     _tracer = provider.get_tracer(SCOPE)
     _propagator = TraceContextTextMapPropagator()
@@ -326,9 +329,16 @@ def link_to(traceparent: str | None) -> Any:
 
 
 def links_to(traceparents: Iterable[str | None]) -> list[Any]:
-    """A link to each span of ``traceparents``, once each: the events a request appended
-    together (an order and its lines) are one link, not one each."""
-    return [link for tp in dict.fromkeys(traceparents) if (link := link_to(tp)) is not None]
+    """A link to each span of ``traceparents``, once each (the events a request appended
+    together, an order and its lines, are one link), the first as many as a span keeps:
+    the SDK would drop the others after they were made."""
+    links: list[Any] = []
+    for tp in dict.fromkeys(traceparents):
+        if _max_links is not None and len(links) >= _max_links:
+            break
+        if (link := link_to(tp)) is not None:
+            links.append(link)
+    return links
 
 
 @contextmanager

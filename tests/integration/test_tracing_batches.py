@@ -144,3 +144,17 @@ async def test_the_events_one_request_appended_together_are_one_link(
         assert [(k.context.trace_id, k.context.span_id) for k in batch.links] == [
             (server.context.trace_id, server.context.span_id)
         ]
+
+
+def test_a_batch_links_each_span_once_and_no_more_than_a_span_keeps(
+    monkeypatch: pytest.MonkeyPatch, spans: InMemorySpanExporter
+) -> None:
+    from sluice.telemetry import tracing
+
+    parents = [f"00-{CALLERS[0]}-{n:016x}-01" for n in (1, 1, 2, 3, 2, 4, 5)]
+    assert [k.context.span_id for k in tracing.links_to(parents)] == [1, 2, 3, 4, 5]
+    # OTEL_SPAN_LINK_COUNT_LIMIT, read when tracing is set up: the first ones, no more
+    # made than the span keeps.
+    monkeypatch.setenv("OTEL_SPAN_LINK_COUNT_LIMIT", "3")
+    tracing.install(tracing.new_provider("limited"))
+    assert [k.context.span_id for k in tracing.links_to([None, *parents])] == [1, 2, 3]

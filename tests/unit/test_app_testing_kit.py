@@ -31,6 +31,7 @@ VALID: dict[str, Any] = {
     "history_hot_days": 30,
     "snapshot_every": "links=50,users=0",
     "mail_domain_rate": "100/min",
+    "trace_url": "http://localhost:16686/trace/{trace_id}",
     "group_timeouts": {"loyalty": 12.5},
     "group_key_concurrency": {"web-hooks": "4"},
     "group_key_rates": {"web-hooks": "50/s"},

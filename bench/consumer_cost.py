@@ -36,6 +36,7 @@ from callgrind import dumped_instructions
 from stores import Stores, parse_stores
 
 if TYPE_CHECKING:
+    from sluice.events import Event
     from sluice.process.resources import Resources
     from sluice.streams.spec import GroupSpec
 
@@ -57,7 +58,6 @@ async def drain(n: int, env: dict[str, str]) -> None:
     from deliveries import publish
 
     from sluice.app.assembly import open_resources
-    from sluice.builtin.links.events import LinkVisited
     from sluice.config import load_config
     from sluice.consumers.consumer import Consumer
     from sluice.process.resources import redis_client
@@ -72,12 +72,8 @@ async def drain(n: int, env: dict[str, str]) -> None:
     name = env.get("BENCH_GROUP", "article-views")
     async with open_resources(config) as res:
         # Traced: each event carries the traceparent of a request of its own.
-        traced = tracing.ENABLED
-        if name == "link-stats":
-            visit = lambda j: LinkVisited(code=f"c{j % 50}", visitor=str(j))  # noqa: E731
-            await publish(res, n, visit, traced=traced)
-        else:
-            await publish(res, n, traced=traced)
+        made = {"make": _visit} if name == "link-stats" else {}
+        await publish(res, n, traced=tracing.ENABLED, **made)
         stop = asyncio.Event()
         reader = redis_client(config, socket_timeout=120)
         group, log = _group(name, res), DeliveryLog(res.store)
@@ -94,6 +90,12 @@ async def drain(n: int, env: dict[str, str]) -> None:
         stop.set()
         await task
         await reader.aclose()
+
+
+def _visit(j: int) -> Event:
+    from sluice.builtin.links.events import LinkVisited
+
+    return LinkVisited(code=f"c{j % 50}", visitor=str(j))
 
 
 def _group(name: str, res: Resources) -> GroupSpec:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import hiredis
+from deliveries import timed_drain
 from readme import record
 
 from sluice.app.assembly import default_apps, open_resources
@@ -72,7 +73,6 @@ async def relay_alone(res: Resources, config: Config, n: int) -> float:
 
 
 async def project_alone(res: Resources, config: Config, n: int) -> float:
-    stop = asyncio.Event()
     reader = redis_client(config, socket_timeout=10)
     consumer = Consumer(
         default_apps().groups["article-views"](res),
@@ -81,14 +81,7 @@ async def project_alone(res: Resources, config: Config, n: int) -> float:
         "bench",
         runtime_settings(config),
     )
-    started = time.perf_counter()
-    task = asyncio.create_task(consumer.run(stop))
-    while consumer.counters.handled < n:  # noqa: ASYNC110 - polling a counter
-        await asyncio.sleep(0.002)
-    elapsed = time.perf_counter() - started
-    stop.set()
-    await task
-    await reader.aclose()
+    elapsed = await timed_drain(consumer, n, reader)
     row = await res.store.fetchone("SELECT COALESCE(SUM(views), 0) FROM article_views")
     if not row or row[0] != n:
         raise SystemExit(f"projection counted {row and row[0]} views, expected {n}")

@@ -5,7 +5,7 @@ lowest-versions venv, without the ``otel`` extra, never imports it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from sluice.app.testing import Child, wait_answering, wait_for
+from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 
 
@@ -40,6 +42,17 @@ class Receiver:
     def of_kind(self, kind: int) -> list[Span]:
         return [span for _, span in self.spans if span.kind == kind]
 
+    async def until(self, condition: Callable[[], Awaitable[bool]], timeout: float) -> None:
+        """Wait for ``condition``; past ``timeout``, fail listing every span received."""
+        try:
+            await wait_for(condition, timeout=timeout)
+        except AssertionError as exc:
+            seen = "\n".join(
+                f"{r['service.name']} {s.kind} {s.name} {s.trace_id.hex()} {attributes(s)}"
+                for r, s in self.spans
+            )
+            raise AssertionError(f"spans received:\n{seen}") from exc
+
 
 def value(value: Any) -> Any:
     return getattr(value, value.WhichOneof("value"))
@@ -57,6 +70,27 @@ def otlp_env(port: int, service: str) -> dict[str, str]:
         "OTEL_SERVICE_NAME": service,
         "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
+
+
+async def deploy(
+    sluice_spawn: Callable[..., Child],
+    config: Config,
+    otlp_port: int,
+    port: int,
+    *groups: str,
+    scheduler: bool = False,
+) -> str:
+    """``config``'s deployment as separate processes exporting to the receiver on
+    ``otlp_port``, each as its own service: an API on ``port``, a relay, a scheduler if
+    asked, and a worker running ``groups``. Returns the API's URL once it answers."""
+    sluice_spawn(config, "api", SLUICE_PORT=str(port), **otlp_env(otlp_port, "api"))
+    sluice_spawn(config, "relay", **otlp_env(otlp_port, "relay"))
+    if scheduler:
+        sluice_spawn(config, "scheduler", **otlp_env(otlp_port, "scheduler"))
+    sluice_spawn(config, "worker", *groups, **otlp_env(otlp_port, "worker"))
+    url = f"http://127.0.0.1:{port}"
+    await wait_answering([url])
+    return url
 
 
 @asynccontextmanager

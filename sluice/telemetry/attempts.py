@@ -24,16 +24,13 @@ async def within(span: Any, call: Awaitable[None], key: object) -> None:
     ended; on failure, its exception recorded, and the span held for the entry's
     settling while the consumer holds spans (``HELD``)."""
     from opentelemetry import context, trace
-    from opentelemetry.trace import Status, StatusCode
 
     token = context.attach(trace.set_span_in_context(span))
     held = None
     try:
         await call
     except BaseException as exc:
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-        span.set_attribute("error.type", type(exc).__qualname__)
+        failed(span, exc)
         held = HELD.get()
         raise
     finally:
@@ -44,6 +41,15 @@ async def within(span: Any, call: Awaitable[None], key: object) -> None:
             if (before := held.get(key)) is not None:
                 before[0].end(end_time=before[1])
             held[key] = (span, time.time_ns())
+
+
+def failed(span: Any, exc: BaseException) -> None:
+    """``span`` is an error span: ``exc`` recorded on it, its type as ``error.type``."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
+    span.set_attribute("error.type", type(exc).__qualname__)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from sluice.telemetry import tracing
+from sluice.telemetry import attempts, tracing
 
 if TYPE_CHECKING:
     from sluice.streams.messages import Delivery
@@ -26,7 +26,7 @@ def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[None]:
     linked to the span that appended each of their events (those appended with tracing
     on). The SDK keeps ``OTEL_SPAN_LINK_COUNT_LIMIT`` links (128)."""
     from opentelemetry import context, trace
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace import SpanKind
 
     links = tracing.links_to(d.message.fields.get("traceparent") for d in deliveries)
     streams = {d.event.aggregate for d in deliveries}
@@ -49,9 +49,7 @@ def processing(deliveries: Sequence[Delivery], group: str) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:  # the whole batch failed: it is retried
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-        span.set_attribute("error.type", type(exc).__qualname__)
+        attempts.failed(span, exc)
         raise
     finally:
         context.detach(token)

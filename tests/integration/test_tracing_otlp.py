@@ -23,12 +23,11 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from sluice.app.testing import Child, patience, wait_answering, wait_for
+from sluice.app.testing import Child, patience, wait_for
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
-from tests.otlp_receiver import Receiver
+from tests.otlp_receiver import Receiver, deploy
 from tests.otlp_receiver import attributes as _attributes
-from tests.otlp_receiver import otlp_env as _otlp
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
@@ -133,11 +132,7 @@ async def test_api_relay_and_worker_processes_export_one_trace_per_request(
     found, otlp_port = otlp_receiver
     port = free_port()
     config = make_config(apps="links,accounts", port=port)
-    sluice_spawn(config, "api", SLUICE_PORT=str(port), **_otlp(otlp_port, "api"))
-    sluice_spawn(config, "relay", **_otlp(otlp_port, "relay"))
-    sluice_spawn(config, "worker", "mail", "link-stats", **_otlp(otlp_port, "worker"))
-    url = f"http://127.0.0.1:{port}"
-    await wait_answering([url])
+    url = await deploy(sluice_spawn, config, otlp_port, port, "mail", "link-stats")
     caller = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
     async with aiohttp.ClientSession(url) as http:
         user = {"email": "grace@example.org", "password": "correct horse battery"}
@@ -175,16 +170,7 @@ async def test_api_relay_and_worker_processes_export_one_trace_per_request(
         mails = handled("mail", bytes.fromhex(CALLER_TRACE))
         return bool(mails) and published(mails[0].parent_span_id) and bool(redirects())
 
-    def seen() -> str:
-        return "\n".join(
-            f"{r['service.name']} {s.kind} {s.name} {s.trace_id.hex()} {_attributes(s)}"
-            for r, s in found.spans
-        )
-
-    try:
-        await wait_for(both_handled, timeout=30)
-    except AssertionError as exc:
-        raise AssertionError(f"spans received:\n{seen()}") from exc
+    await found.until(both_handled, timeout=30)
     (registration,) = [
         s for s in found.of_kind(Span.SPAN_KIND_SERVER) if s.name == "POST /v1/users"
     ]

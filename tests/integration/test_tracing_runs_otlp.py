@@ -15,14 +15,13 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from sluice.app.testing import Child, wait_answering, wait_for
+from sluice.app.testing import Child
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 from tests.app_helpers import AppDir
 from tests.integration.tracing_runs_helpers import ERRANDS
-from tests.otlp_receiver import Receiver
+from tests.otlp_receiver import Receiver, deploy
 from tests.otlp_receiver import attributes as _attributes
-from tests.otlp_receiver import otlp_env as _otlp
 
 pytestmark = [pytest.mark.slow, pytest.mark.topologies("single", "cluster")]
 
@@ -42,13 +41,8 @@ async def _plan(
     app_dir.module("errands_app", ERRANDS)
     port = free_port()
     config = make_config(apps="errands_app", port=port)
-    sluice_spawn(config, "api", SLUICE_PORT=str(port), **_otlp(otlp_port, "api"))
-    sluice_spawn(config, "relay", **_otlp(otlp_port, "relay"))
-    sluice_spawn(config, "scheduler", **_otlp(otlp_port, "scheduler"))
     groups = ("errands-jobs", "noting", "telling")
-    sluice_spawn(config, "worker", *groups, **_otlp(otlp_port, "worker"))
-    url = f"http://127.0.0.1:{port}"
-    await wait_answering([url])
+    url = await deploy(sluice_spawn, config, otlp_port, port, *groups, scheduler=True)
     caller = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
     async with (
         aiohttp.ClientSession(url) as http,
@@ -58,21 +52,11 @@ async def _plan(
         assert planned.headers["X-Trace-Id"] == CALLER_TRACE
 
 
-def _seen(found: Receiver) -> str:
-    return "\n".join(
-        f"{r['service.name']} {s.kind} {s.name} {s.trace_id.hex()} {_attributes(s)}"
-        for r, s in found.spans
-    )
-
-
 async def _until(found: Receiver, condition: Callable[[], bool]) -> None:
     async def holds() -> bool:
         return condition()
 
-    try:
-        await wait_for(holds, timeout=60)
-    except AssertionError as exc:
-        raise AssertionError(f"spans received:\n{_seen(found)}") from exc
+    await found.until(holds, timeout=60)
 
 
 def _in_caller_trace(found: Receiver, name: str) -> list[Span]:

@@ -22,13 +22,13 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from sluice.app.testing import Child, Harness, HarnessFactory, wait_answering, wait_for
+from sluice.app.testing import Child, Harness, HarnessFactory, wait_for
 from sluice.builtin.links.events import LinkVisited
 from sluice.config import Config
 from sluice.embedded.redis_server import free_port
 from sluice.telemetry import tracing
 from tests.app_helpers import AppDir
-from tests.otlp_receiver import Receiver, attributes, otlp_env
+from tests.otlp_receiver import Receiver, attributes, deploy
 
 CALLERS = (
     ("5bf92f3577b34da6a3ce929d0e0e4731", "10f067aa0ba902b1"),
@@ -218,11 +218,7 @@ async def test_a_redirects_visit_reaches_link_stats_as_a_collector_sees_it(
     found, otlp_port = otlp_receiver
     port = free_port()
     config = make_config(apps="links,accounts", port=port)
-    sluice_spawn(config, "api", SLUICE_PORT=str(port), **otlp_env(otlp_port, "api"))
-    sluice_spawn(config, "relay", **otlp_env(otlp_port, "relay"))
-    sluice_spawn(config, "worker", "link-stats", **otlp_env(otlp_port, "worker"))
-    url = f"http://127.0.0.1:{port}"
-    await wait_answering([url])
+    url = await deploy(sluice_spawn, config, otlp_port, port, "link-stats")
     async with aiohttp.ClientSession(url) as http:
         code = await _link(http)
         # Twice: through the app (the link not cached yet), then before it (cached).
@@ -250,14 +246,7 @@ async def test_a_redirects_visit_reaches_link_stats_as_a_collector_sees_it(
 
         return linked
 
-    try:
-        await wait_for(counted(Span.SPAN_KIND_CONSUMER), timeout=30)
-    except AssertionError as exc:
-        seen = "\n".join(
-            f"{r['service.name']} {s.kind} {s.name} {s.trace_id.hex()} {attributes(s)}"
-            for r, s in found.spans
-        )
-        raise AssertionError(f"spans received:\n{seen}") from exc
+    await found.until(counted(Span.SPAN_KIND_CONSUMER), timeout=30)
     servers = sorted(redirects(), key=lambda s: s.start_time_unix_nano)
     assert [s.trace_id for s in servers] == trace_ids  # the X-Trace-Ids' traces
     assert [attributes(s)["http.response.status_code"] for s in servers] == [302, 302]

@@ -70,6 +70,16 @@ async def outcomes(resources: Resources, event_id: str) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
+async def pending_entries(resources: Resources) -> int:
+    """The exports group's entries delivered and not yet acked, in every partition."""
+    keys = resources.keys
+    total = 0
+    for partition in keys.numbers:
+        pending: Any = await resources.redis.xpending(keys.stream("exports", partition), GROUP)
+        total += int(pending["pending"])
+    return total
+
+
 async def nothing_left_over(resources: Resources) -> None:
     """No dead letter, no retry waiting or queued, nothing pending, in any partition."""
     redis: aioredis.Redis = resources.redis
@@ -114,9 +124,13 @@ async def test_a_running_export_in_a_worker_process_stops_within_2s_of_its_cance
     assert (await response.json())["status"] == "cancelled"
 
     async def stopped() -> bool:
-        # The runner let go of the job and the runtime settled its entry as cancelled.
+        # The runner let go of the job and the runtime settled its entry as cancelled:
+        # the outcome recorded, then the entry acked (in that order: a crash between the
+        # two delivers it again), so the wait is for both.
         released = not await resources.redis.exists(lock)
-        return released and await outcomes(resources, event_id) == ["cancelled"]
+        if not released or await outcomes(resources, event_id) != ["cancelled"]:
+            return False
+        return await pending_entries(resources) == 0
 
     await wait_for(stopped, timeout=2, interval=0.02, exact=True)
     assert time.monotonic() - asked < 2
